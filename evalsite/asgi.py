@@ -1,0 +1,47 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels.
+
+In the embedded mode the local launcher runs executions on this server's event
+loop; it binds to it when the server starts and resumes runs left running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+from runs.executor.launchers import get_launcher  # noqa: E402
+from runs.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)
+
+
+def _bind_launcher_when_serving() -> None:
+    """Under Daphne, hand the launcher the server's loop once the reactor runs."""
+    if "daphne.server" not in sys.modules or settings.EVALSITE_EXECUTOR != "local":
+        return
+    from daphne.server import twisted_loop
+    from twisted.internet import reactor
+
+    reactor.callWhenRunning(  # type: ignore[attr-defined]
+        get_launcher().bind, twisted_loop, resume=settings.EVALSITE_RESUME_ON_START
+    )
+
+
+_bind_launcher_when_serving()

@@ -1,0 +1,52 @@
+"""Who may see and change what: everything is scoped to the user's projects."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from runs.errors import Forbidden, NotFound
+from runs.models import Membership, Project
+
+ROLE_RANK = {
+    Membership.Role.VIEWER: 0,
+    Membership.Role.EDITOR: 1,
+    Membership.Role.ADMIN: 2,
+}
+
+
+def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
+    if not user.is_authenticated:
+        return Project.objects.none()
+    return Project.objects.filter(memberships__user=user)
+
+
+def role_of(user: AbstractBaseUser | AnonymousUser, project: Project) -> str | None:
+    if not user.is_authenticated:
+        return None
+    return (
+        Membership.objects.filter(project=project, user=user)
+        .values_list("role", flat=True)
+        .first()
+    )
+
+
+def require_role(
+    user: AbstractBaseUser | AnonymousUser, project: Project, role: str
+) -> str:
+    """Raise NotFound for outsiders, Forbidden for members below ``role``."""
+    actual = role_of(user, project)
+    if actual is None:
+        raise NotFound("no such project")
+    if ROLE_RANK[actual] < ROLE_RANK[role]:
+        raise Forbidden(f"this needs the {role} role in {project}; you are {actual}")
+    return actual
+
+
+def editable_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
+    if not user.is_authenticated:
+        return Project.objects.none()
+    return Project.objects.filter(
+        memberships__user=user,
+        memberships__role__in=[Membership.Role.EDITOR, Membership.Role.ADMIN],
+    )

@@ -1,0 +1,39 @@
+"""Domain errors, mapped to HTTP once in the API and shown as messages on pages."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    status_code = 400
+
+
+class InvalidInput(DomainError):
+    """Bad input, naming the field and, for files, the line."""
+
+    def __init__(
+        self, message: str, *, field: str | None = None, line: int | None = None
+    ) -> None:
+        self.message = message
+        self.field = field
+        self.line = line
+        where = []
+        if line is not None:
+            where.append(f"line {line}")
+        if field:
+            where.append(f"field {field!r}")
+        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"detail": str(self), "field": self.field, "line": self.line}
+
+
+class NotFound(DomainError):
+    status_code = 404
+
+
+class Forbidden(DomainError):
+    status_code = 403
+
+
+class Conflict(DomainError):
+    status_code = 409

@@ -1,0 +1,1 @@
+"""Executing runs: the engine, its options, its storage and its launchers."""

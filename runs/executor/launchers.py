@@ -1,0 +1,127 @@
+"""Launchers start executions; the executor itself never knows which one did.
+
+The local launcher runs executions as asyncio tasks in this process: on the
+server's own event loop when the server has bound it, otherwise (management
+commands, tests) on a private loop in a background thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from concurrent.futures import Future
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import DatabaseError
+
+from runs.executor import store
+from runs.executor.engine import Execution, execute_run
+
+logger = logging.getLogger(__name__)
+
+REAP_INTERVAL = 5.0
+
+
+class LocalLauncher:
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.executions: dict[int, Execution] = {}
+        self.tasks: dict[int, asyncio.Task[Any]] = {}
+        self.lock = threading.Lock()
+        self.reaper: asyncio.Task[None] | None = None
+
+    # -- the loop ------------------------------------------------------------
+
+    def bind(self, loop: asyncio.AbstractEventLoop, *, resume: bool = True) -> None:
+        """Run executions on the server's loop from now on; resume orphaned runs."""
+        with self.lock:
+            self.loop = loop
+        if resume:
+            loop.call_soon_threadsafe(self._start_reaper)
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self.lock:
+            if self.loop is None or self.loop.is_closed():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="evalsite-executor", daemon=True
+                )
+                thread.start()
+                self.loop = loop
+            return self.loop
+
+    # -- executions ------------------------------------------------------------
+
+    def launch(self, run_id: int) -> None:
+        loop = self._ensure_loop()
+        loop.call_soon_threadsafe(self._start, run_id)
+
+    def _start(self, run_id: int) -> None:
+        if run_id in self.tasks:
+            return
+        task = asyncio.get_running_loop().create_task(
+            execute_run(
+                run_id, on_start=lambda ex: self.executions.__setitem__(run_id, ex)
+            ),
+            name=f"run-{run_id}",
+        )
+        self.tasks[run_id] = task
+        task.add_done_callback(lambda t: self._done(run_id, t))
+
+    def _done(self, run_id: int, task: asyncio.Task[Any]) -> None:
+        self.tasks.pop(run_id, None)
+        self.executions.pop(run_id, None)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error("run %s: execution crashed: %s", run_id, exc, exc_info=exc)
+
+    def cancel(self, run_id: int) -> None:
+        """Fast path for a run executing in this process; others see the flag."""
+        loop = self.loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._cancel, run_id)
+
+    def _cancel(self, run_id: int) -> None:
+        execution = self.executions.get(run_id)
+        if execution is not None:
+            execution.request_cancel()
+
+    def run_sync(self, coro: Any) -> Any:
+        """Run a coroutine on the launcher's loop and wait for it (tests, commands)."""
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(
+            coro, self._ensure_loop()
+        )
+        return future.result()
+
+    # -- orphans -----------------------------------------------------------------
+
+    def _start_reaper(self) -> None:
+        if self.reaper is None or self.reaper.done():
+            self.reaper = asyncio.get_running_loop().create_task(self._reap_forever())
+
+    async def _reap_forever(self) -> None:
+        while True:
+            with contextlib.suppress(DatabaseError):
+                for run_id in await orphaned_runs():
+                    if run_id not in self.tasks:
+                        logger.info("run %s: resuming", run_id)
+                        self._start(run_id)
+            await asyncio.sleep(REAP_INTERVAL)
+
+
+orphaned_runs = database_sync_to_async(store.orphaned_runs)
+
+_launcher: LocalLauncher | None = None
+
+
+def get_launcher() -> LocalLauncher:
+    global _launcher
+    if _launcher is None:
+        if settings.EVALSITE_EXECUTOR != "local":
+            raise NotImplementedError(settings.EVALSITE_EXECUTOR)
+        _launcher = LocalLauncher()
+    return _launcher

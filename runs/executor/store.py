@@ -1,0 +1,274 @@
+"""Everything the executor reads from and writes to the database.
+
+Plain sync functions, each its own transaction, called from the executor
+through ``database_sync_to_async``.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from runs.models import Item, Result, Run, RunStatus, Score
+
+HEARTBEAT_STALE_SECONDS = 15.0
+ITEM_PAGE_SIZE = 500
+EXECUTOR_ID = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    id: int
+    dataset_id: int
+    target_kind: str
+    target_config: dict[str, Any]
+    scorers: list[dict[str, Any]]
+    options: dict[str, Any]
+    total: int
+
+
+@dataclass(slots=True)
+class ScoreRecord:
+    scorer: str
+    value: float | None
+    passed: bool | None
+    reason: str = ""
+    error: str = ""
+
+
+@dataclass(slots=True)
+class ResultRecord:
+    item_id: int
+    item_index: int
+    epoch: int
+    status: str
+    output: Any
+    attempts: list[dict[str, Any]]
+    started_at: datetime
+    finished_at: datetime
+    error_kind: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    error_signature: str = ""
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    scores: list[ScoreRecord] = field(default_factory=list)
+
+
+def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
+    """Mark the run running for this executor, unless another live one holds it."""
+    now = timezone.now()
+    stale = now - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
+    with transaction.atomic():
+        claimed = (
+            Run.objects.filter(
+                pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
+            )
+            .filter(
+                Q(heartbeat_at__isnull=True)
+                | Q(heartbeat_at__lt=stale)
+                | Q(executor_id=executor_id)
+            )
+            .update(status=RunStatus.RUNNING, executor_id=executor_id, heartbeat_at=now)
+        )
+        if not claimed:
+            return None
+        Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+        run = Run.objects.get(pk=run_id)
+    return RunSpec(
+        id=run.pk,
+        dataset_id=run.dataset_id,
+        target_kind=run.target_kind,
+        target_config=run.target_config,
+        scorers=run.scorers,
+        options=run.options,
+        total=run.total,
+    )
+
+
+def run_heartbeat(run_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
+    """Record that the run is alive; returns whether a cancel was requested."""
+    Run.objects.filter(pk=run_id, executor_id=executor_id).update(
+        heartbeat_at=timezone.now()
+    )
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def cancel_requested(run_id: int) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def item_page(
+    dataset_id: int,
+    *,
+    after_index: int,
+    stop_index: int | None,
+    epochs: int,
+    run_id: int,
+) -> list[tuple[Item, list[int]]]:
+    """The next page of items, each with the epochs that still lack a result."""
+    items = Item.objects.filter(dataset_id=dataset_id, index__gt=after_index)
+    if stop_index is not None:
+        items = items.filter(index__lt=stop_index)
+    page = list(items.order_by("index")[:ITEM_PAGE_SIZE])
+    if not page:
+        return []
+    done: dict[int, set[int]] = {}
+    for item_id, epoch in Result.objects.filter(
+        run_id=run_id, item_id__in=[item.pk for item in page]
+    ).values_list("item_id", "epoch"):
+        done.setdefault(item_id, set()).add(epoch)
+    return [
+        (item, [e for e in range(epochs) if e not in done.get(item.pk, ())])
+        for item in page
+    ]
+
+
+def _result_rows(run_id: int, records: list[ResultRecord]) -> list[Result]:
+    return [
+        Result(
+            run_id=run_id,
+            item_id=r.item_id,
+            item_index=r.item_index,
+            epoch=r.epoch,
+            status=r.status,
+            output=r.output,
+            error_kind=r.error_kind,
+            error_type=r.error_type[:200],
+            error_message=r.error_message,
+            error_signature=r.error_signature,
+            attempts=r.attempts,
+            latency_ms=r.latency_ms,
+            prompt_tokens=r.prompt_tokens,
+            completion_tokens=r.completion_tokens,
+            cost=r.cost,
+            started_at=r.started_at,
+            finished_at=r.finished_at,
+        )
+        for r in records
+    ]
+
+
+def _without_stored(run_id: int, records: list[ResultRecord]) -> list[ResultRecord]:
+    stored = set(
+        Result.objects.filter(
+            run_id=run_id, item_id__in={r.item_id for r in records}
+        ).values_list("item_id", "epoch")
+    )
+    return [r for r in records if (r.item_id, r.epoch) not in stored]
+
+
+def results_write(run_id: int, records: list[ResultRecord]) -> int:
+    """Store a batch of results with their scores and counts in one transaction.
+
+    A result that already exists (written by another executor of the same run)
+    is left as it is; the unique constraint makes a duplicate impossible.
+    Returns how many results were stored.
+    """
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                rows = Result.objects.bulk_create(_result_rows(run_id, records))
+        except IntegrityError:
+            records = _without_stored(run_id, records)
+            rows = Result.objects.bulk_create(_result_rows(run_id, records))
+        scores = [
+            Score(
+                result_id=row.pk,
+                scorer=s.scorer,
+                value=s.value,
+                passed=s.passed,
+                reason=s.reason,
+                error=s.error,
+            )
+            for row, record in zip(rows, records, strict=True)
+            for s in record.scores
+        ]
+        Score.objects.bulk_create(scores)
+        by_status: dict[str, int] = {}
+        for r in records:
+            by_status[r.status] = by_status.get(r.status, 0) + 1
+        Run.objects.filter(pk=run_id).update(
+            succeeded=F("succeeded") + by_status.get(Result.Status.SUCCEEDED, 0),
+            failed=F("failed") + by_status.get(Result.Status.FAILED, 0),
+            timed_out=F("timed_out") + by_status.get(Result.Status.TIMED_OUT, 0),
+            cancelled=F("cancelled") + by_status.get(Result.Status.CANCELLED, 0),
+            prompt_tokens=F("prompt_tokens")
+            + sum(r.prompt_tokens or 0 for r in records),
+            completion_tokens=F("completion_tokens")
+            + sum(r.completion_tokens or 0 for r in records),
+            cost=F("cost") + sum(r.cost or 0.0 for r in records),
+            heartbeat_at=timezone.now(),
+        )
+    return len(records)
+
+
+def run_counts(run_id: int) -> dict[str, int]:
+    """Counts recomputed from the stored results: the truth."""
+    counts = {status: 0 for status in Result.Status.values}
+    for row in (
+        Result.objects.filter(run_id=run_id).values("status").annotate(n=Count("id"))
+    ):
+        counts[row["status"]] = row["n"]
+    return counts
+
+
+def run_finish(run_id: int, *, cancelled: bool, error: str = "") -> str:
+    """Recount from stored rows and set the final status; returns it."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        counts = run_counts(run_id)
+        totals = Result.objects.filter(run_id=run_id).aggregate(
+            prompt=Sum("prompt_tokens"),
+            completion=Sum("completion_tokens"),
+            cost=Sum("cost"),
+        )
+        run.succeeded = counts[Result.Status.SUCCEEDED]
+        run.failed = counts[Result.Status.FAILED]
+        run.timed_out = counts[Result.Status.TIMED_OUT]
+        run.cancelled = counts[Result.Status.CANCELLED]
+        run.prompt_tokens = totals["prompt"] or 0
+        run.completion_tokens = totals["completion"] or 0
+        run.cost = totals["cost"] or 0.0
+        processed = run.processed
+        if cancelled or run.cancel_requested:
+            run.status = RunStatus.CANCELLED
+        elif error:
+            run.status = RunStatus.FAILED
+        elif processed < run.total:
+            run.status = RunStatus.FAILED
+            error = f"{run.total - processed} of {run.total} items have no result"
+        elif run.succeeded == run.total:
+            run.status = RunStatus.COMPLETED
+        elif run.succeeded == 0:
+            run.status = RunStatus.FAILED
+            error = f"all {run.total} items failed"
+        else:
+            run.status = RunStatus.COMPLETED_WITH_ERRORS
+        run.error = error or run.error
+        run.finished_at = timezone.now()
+        run.heartbeat_at = run.finished_at
+        run.save()
+    return run.status
+
+
+def orphaned_runs() -> list[int]:
+    """Runs that should be executing but whose executor stopped beating."""
+    stale = timezone.now() - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
+    return list(
+        Run.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
+        .filter(
+            Q(heartbeat_at__lt=stale)
+            | Q(heartbeat_at__isnull=True, created_at__lt=stale)
+        )
+        .values_list("pk", flat=True)
+    )

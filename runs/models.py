@@ -1,0 +1,346 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Project(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        EDITOR = "editor", "Editor"
+        ADMIN = "admin", "Admin"
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="memberships"
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.EDITOR)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "user"], name="membership_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.project} ({self.role})"
+
+    @property
+    def can_edit(self) -> bool:
+        return self.role in (self.Role.EDITOR, self.Role.ADMIN)
+
+
+class Dataset(models.Model):
+    """One immutable version of a named dataset."""
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="datasets"
+    )
+    name = models.CharField(max_length=200)
+    version = models.PositiveIntegerField(default=1)
+    description = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    item_count = models.PositiveIntegerField(default=0)
+    source_format = models.CharField(max_length=16, blank=True)
+    source_name = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name", "-version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name", "version"], name="dataset_version_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Item(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    index = models.PositiveIntegerField()
+    external_id = models.CharField(max_length=255)
+    input = models.JSONField()
+    expected = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "index"], name="item_index_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["dataset", "external_id"], name="item_external_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}#{self.index} ({self.external_id})"
+
+
+class Target(models.Model):
+    """A named configuration of something that answers items.
+
+    Secrets are never stored: ``config`` names environment variables instead.
+    """
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="targets"
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=32)
+    config = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"], name="target_name_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    COMPLETED_WITH_ERRORS = "completed_with_errors", "Completed with errors"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINAL_RUN_STATUSES = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.COMPLETED_WITH_ERRORS,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    }
+)
+
+
+class Run(models.Model):
+    Status = RunStatus
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200, blank=True)
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="runs")
+    dataset_hash = models.CharField(max_length=64)
+    target = models.ForeignKey(
+        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # Frozen copies: what this run really used, whatever happens to the target.
+    target_name = models.CharField(max_length=200, blank=True)
+    target_kind = models.CharField(max_length=32)
+    target_config = models.JSONField(default=dict)
+    scorers = models.JSONField(default=list)
+    options = models.JSONField(default=dict)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+    )
+
+    status = models.CharField(
+        max_length=32,
+        choices=RunStatus.choices,
+        default=RunStatus.PENDING,
+        db_index=True,
+    )
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+
+    # Counts, kept in step with the stored results in the same transaction.
+    total = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    timed_out = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    executor_id = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.name or f"Run {self.pk}"
+
+    @property
+    def processed(self) -> int:
+        return self.succeeded + self.failed + self.timed_out + self.cancelled
+
+    @property
+    def errored(self) -> int:
+        return self.failed + self.timed_out
+
+    @property
+    def skipped(self) -> int:
+        """Items that never produced a result (only meaningful once the run ended)."""
+        return max(self.total - self.processed, 0) if self.is_final else 0
+
+    @property
+    def pending(self) -> int:
+        return max(self.total - self.processed, 0) if not self.is_final else 0
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_RUN_STATUSES
+
+    @property
+    def wall_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class ResultStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class ErrorKind(models.TextChoices):
+    TRANSIENT = "transient", "Transient"
+    QUOTA = "quota", "Quota"
+    PERMANENT = "permanent", "Permanent"
+    TIMEOUT = "timeout", "Timeout"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Result(models.Model):
+    """The final outcome of one item in one epoch of a run."""
+
+    Status = ResultStatus
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="results")
+    item_index = models.PositiveIntegerField()
+    epoch = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=ResultStatus.choices)
+    output = models.JSONField(null=True, blank=True)
+    error_kind = models.CharField(max_length=16, choices=ErrorKind.choices, blank=True)
+    error_type = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    error_signature = models.CharField(max_length=64, blank=True, db_index=True)
+    attempts = models.JSONField(default=list)
+    latency_ms = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["run", "item_index", "epoch"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "item", "epoch"], name="result_run_item_epoch_unique"
+            )
+        ]
+        indexes = [
+            models.Index(fields=["run", "status"]),
+            models.Index(fields=["run", "item_index", "epoch"]),
+            models.Index(fields=["run", "finished_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} item {self.item_index} epoch {self.epoch}: {self.status}"
+
+    @property
+    def attempt_count(self) -> int:
+        return len(self.attempts)
+
+
+class Score(models.Model):
+    result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="scores")
+    scorer = models.CharField(max_length=100)
+    value = models.FloatField(null=True, blank=True)
+    passed = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["result", "scorer"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["result", "scorer"], name="score_result_scorer_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(error="") | Q(value__isnull=True),
+                name="score_error_has_no_value",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scorer}={self.value}"
+
+
+class ApiKey(models.Model):
+    """A bearer key for the JSON API; only its hash is stored."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    key_hash = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

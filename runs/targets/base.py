@@ -1,0 +1,110 @@
+"""The target protocol: something that turns one dataset item into an output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+from runs.models import ErrorKind
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInput:
+    """What a target and a scorer see of one item."""
+
+    index: int
+    external_id: str
+    input: Any
+    expected: Any = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class TargetOutput:
+    output: Any
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    http_status: int | None = None
+
+
+class ConfigError(ValueError):
+    """A target or scorer configuration that cannot work, naming the field."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"{field_name}: {message}")
+        self.field = field_name
+        self.message = message
+
+
+class TargetError(Exception):
+    """A target could not answer; ``kind`` decides whether it is retried."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: ErrorKind = ErrorKind.PERMANENT,
+        http_status: int | None = None,
+        raw_body: str | None = None,
+        retry_after: float | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+        self.http_status = http_status
+        self.raw_body = raw_body
+        self.retry_after = retry_after
+        self.error_type = error_type or type(self).__name__
+
+
+class Target(Protocol):
+    kind: ClassVar[str]
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        """Answer one item or raise TargetError."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+class TargetFactory(Protocol):
+    kind: ClassVar[str]
+    label: ClassVar[str]
+
+    @classmethod
+    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """Validate a configuration and return it normalised, or raise ConfigError."""
+        ...
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Target: ...
+
+
+REGISTRY: dict[str, type[TargetFactory]] = {}
+
+
+def register[T: type](cls: T) -> T:
+    REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
+    return cls
+
+
+def get_target_class(kind: str) -> type[TargetFactory]:
+    try:
+        return REGISTRY[kind]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise ConfigError(
+            "kind", f"unknown target kind {kind!r} (known: {known})"
+        ) from None
+
+
+def clean_target_config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(config, dict):
+        raise ConfigError("config", "must be an object")
+    return get_target_class(kind).clean_config(config)
+
+
+def build_target(kind: str, config: dict[str, Any]) -> Target:
+    return get_target_class(kind).from_config(config)

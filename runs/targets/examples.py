@@ -1,0 +1,15 @@
+"""Small callables for the ``python`` target, allowlisted by default."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from runs.targets.base import TargetInput
+
+
+def echo(item: TargetInput) -> Any:
+    return item.input
+
+
+def reverse(item: TargetInput) -> str:
+    return str(item.input)[::-1]

@@ -1,0 +1,246 @@
+"""Any OpenAI-compatible ``/chat/completions`` endpoint, over httpx."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import os
+import re
+import time
+from typing import Any, ClassVar
+
+import httpx
+
+from runs.models import ErrorKind
+from runs.targets.base import (
+    ConfigError,
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    register,
+)
+
+TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+QUOTA_WORDS = (
+    "insufficient_quota",
+    "quota exceeded",
+    "exceeded your current quota",
+    "billing",
+)
+MAX_RETRY_AFTER_SECONDS = 60.0
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+
+
+def render_prompt(template: str, item: TargetInput) -> str:
+    """Fill ``{input}``, ``{expected}``, ``{id}`` and ``{metadata.key}`` from the item.
+
+    Only dictionary look-ups are done, never attribute access, so a template
+    cannot reach into Python objects.
+    """
+    fields: dict[str, Any] = {
+        "input": item.input,
+        "expected": item.expected,
+        "id": item.external_id,
+        "index": item.index,
+        "metadata": item.metadata,
+    }
+    if isinstance(item.input, dict):
+        fields = {**item.input, **fields}
+
+    def lookup(match: re.Match[str]) -> str:
+        value: Any = fields
+        for part in match.group(1).split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise TargetError(
+                    f"prompt template names {{{match.group(1)}}}, which item "
+                    f"{item.external_id!r} does not have",
+                    kind=ErrorKind.PERMANENT,
+                    error_type="TemplateError",
+                )
+            value = value[part]
+        return value if isinstance(value, str) else json.dumps(value)
+
+    return _PLACEHOLDER.sub(lookup, template)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Seconds to wait from a Retry-After header (seconds or HTTP date), capped."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        seconds = when.timestamp() - time.time()
+    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
+
+
+def classify_status(status: int, body: str) -> ErrorKind:
+    if status == 429 and any(word in body.lower() for word in QUOTA_WORDS):
+        return ErrorKind.QUOTA
+    if status in TRANSIENT_STATUSES:
+        return ErrorKind.TRANSIENT
+    return ErrorKind.PERMANENT
+
+
+def _clean_number(
+    config: dict[str, Any], key: str, *, kind: type, low: float, high: float | None
+) -> None:
+    if config.get(key) is None:
+        config.pop(key, None)
+        return
+    try:
+        value = kind(config[key])
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"must be a number, not {config[key]!r}") from None
+    if value < low or (high is not None and value > high):
+        raise ConfigError(key, f"must be between {low} and {high}, not {value}")
+    config[key] = value
+
+
+@register
+class OpenAIChatTarget:
+    kind: ClassVar[str] = "openai_chat"
+    label: ClassVar[str] = "OpenAI-compatible chat endpoint"
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.url = config["base_url"].rstrip("/") + "/chat/completions"
+        headers = {"Content-Type": "application/json"}
+        env_name = config.get("api_key_env")
+        if env_name:
+            key = os.environ.get(env_name)
+            if not key:
+                raise ConfigError(
+                    "api_key_env", f"environment variable {env_name} is not set"
+                )
+            headers["Authorization"] = f"Bearer {key}"
+        # Per-attempt timeouts are the executor's job; httpx's own timeout is a
+        # backstop so that no socket outlives a cancelled run.
+        self.client = httpx.AsyncClient(
+            headers=headers,
+            timeout=httpx.Timeout(600.0, connect=30.0),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        )
+
+    @classmethod
+    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        config = dict(config)
+        base_url = str(config.get("base_url") or "").strip()
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError("base_url", "must be an http:// or https:// URL")
+        config["base_url"] = base_url
+        if not str(config.get("model") or "").strip():
+            raise ConfigError("model", "is required")
+        env_name = config.get("api_key_env") or ""
+        if env_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env_name):
+            raise ConfigError(
+                "api_key_env", "must be the name of an environment variable"
+            )
+        if "api_key" in config:
+            raise ConfigError(
+                "api_key",
+                "secrets are never stored; name an environment variable in api_key_env",
+            )
+        config["api_key_env"] = env_name
+        config["system_prompt"] = str(config.get("system_prompt") or "")
+        config["prompt_template"] = str(config.get("prompt_template") or "{input}")
+        _clean_number(config, "temperature", kind=float, low=0.0, high=2.0)
+        _clean_number(config, "max_tokens", kind=int, low=1, high=None)
+        extra = config.get("extra_body") or {}
+        if not isinstance(extra, dict):
+            raise ConfigError("extra_body", "must be an object")
+        config["extra_body"] = extra
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> OpenAIChatTarget:
+        return cls(cls.clean_config(config))
+
+    def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        if self.config["system_prompt"]:
+            messages.append({"role": "system", "content": self.config["system_prompt"]})
+        if isinstance(item.input, list) and all(
+            isinstance(m, dict) and "role" in m for m in item.input
+        ):
+            messages.extend(item.input)
+        else:
+            messages.append(
+                {
+                    "role": "user",
+                    "content": render_prompt(self.config["prompt_template"], item),
+                }
+            )
+        return messages
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        payload: dict[str, Any] = {
+            **self.config["extra_body"],
+            "model": self.config["model"],
+            "messages": self.build_messages(item),
+        }
+        for key in ("temperature", "max_tokens"):
+            if key in self.config:
+                payload[key] = self.config[key]
+        try:
+            response = await self.client.post(self.url, json=payload)
+        except httpx.TimeoutException as exc:
+            raise TargetError(
+                f"{type(exc).__name__}: {exc}",
+                kind=ErrorKind.TRANSIENT,
+                error_type=type(exc).__name__,
+            ) from exc
+        except httpx.TransportError as exc:
+            raise TargetError(
+                f"{type(exc).__name__}: {exc}",
+                kind=ErrorKind.TRANSIENT,
+                error_type=type(exc).__name__,
+            ) from exc
+        return self.parse_response(response)
+
+    def parse_response(self, response: httpx.Response) -> TargetOutput:
+        body = response.text
+        if response.status_code >= 400:
+            raise TargetError(
+                f"HTTP {response.status_code}: {body[:500]}",
+                kind=classify_status(response.status_code, body),
+                http_status=response.status_code,
+                raw_body=body,
+                retry_after=parse_retry_after(response.headers.get("retry-after")),
+                error_type=f"HTTP{response.status_code}",
+            )
+        try:
+            data = response.json()
+            message = data["choices"][0]["message"]
+            content = message.get("content")
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise TargetError(
+                f"malformed response: {type(exc).__name__}: {exc}",
+                kind=ErrorKind.PERMANENT,
+                http_status=response.status_code,
+                raw_body=body,
+                error_type="MalformedResponse",
+            ) from exc
+        if content is None and not message.get("tool_calls"):
+            raise TargetError(
+                "malformed response: message has no content",
+                kind=ErrorKind.PERMANENT,
+                http_status=response.status_code,
+                raw_body=body,
+                error_type="MalformedResponse",
+            )
+        usage = data.get("usage") or {}
+        return TargetOutput(
+            output=content if content is not None else message.get("tool_calls"),
+            prompt_tokens=usage.get("prompt_tokens"),
+            completion_tokens=usage.get("completion_tokens"),
+            http_status=response.status_code,
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

@@ -1,0 +1,81 @@
+"""A Python callable from the allowlist in settings, sync or async."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from runs.models import ErrorKind
+from runs.targets.base import (
+    ConfigError,
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    register,
+)
+
+
+@register
+class PythonTarget:
+    """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as output.
+
+    A sync callable runs in a worker thread; on timeout the executor stops
+    waiting for it, but Python cannot stop the thread itself.
+    """
+
+    kind: ClassVar[str] = "python"
+    label: ClassVar[str] = "Python callable (allowlisted)"
+
+    def __init__(self, fn: Callable[[TargetInput], Any]) -> None:
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+    @classmethod
+    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
+        path = str(config.get("callable") or "").strip()
+        if not path:
+            raise ConfigError("callable", "is required (a dotted path)")
+        if path not in settings.EVALSITE_PYTHON_TARGETS:
+            allowed = ", ".join(settings.EVALSITE_PYTHON_TARGETS) or "none"
+            raise ConfigError(
+                "callable",
+                f"{path!r} is not in EVALSITE_PYTHON_TARGETS (allowed: {allowed})",
+            )
+        return {"callable": path}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> PythonTarget:
+        path = cls.clean_config(config)["callable"]
+        try:
+            fn = import_string(path)
+        except ImportError as exc:
+            raise ConfigError("callable", f"cannot import {path!r}: {exc}") from exc
+        if not callable(fn):
+            raise ConfigError("callable", f"{path!r} is not callable")
+        return cls(fn)
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        try:
+            if self.is_async:
+                value = await self.fn(item)
+            else:
+                value = await asyncio.to_thread(self.fn, item)
+        except TargetError:
+            raise
+        except Exception as exc:  # a callable's own bug: permanent, recorded
+            raise TargetError(
+                f"{type(exc).__name__}: {exc}",
+                kind=ErrorKind.PERMANENT,
+                error_type=type(exc).__name__,
+            ) from exc
+        if isinstance(value, TargetOutput):
+            return value
+        return TargetOutput(output=value)
+
+    async def aclose(self) -> None:
+        return None

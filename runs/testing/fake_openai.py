@@ -1,0 +1,362 @@
+"""A real local HTTP server that speaks the OpenAI chat-completions protocol.
+
+It stands in for a model endpoint in tests and benchmarks, and can be told to
+misbehave, per request through markers in the prompt or for all requests
+through a fault mix:
+
+- ``[[latency:MS]]`` answer after MS milliseconds
+- ``[[hang]]`` never answer (until the client closes the connection)
+- ``[[status:CODE]]`` answer with that HTTP status; ``[[retry_after:S]]`` adds
+  a Retry-After header
+- ``[[quota]]`` 429 whose body says the quota is exhausted
+- ``[[malformed]]`` 200 without ``choices``; ``[[badjson]]`` 200 that is not JSON
+- ``[[empty]]`` a legitimately empty completion
+- ``[[wrong]]`` a wrong answer
+- ``[[flaky:N]]`` the first N requests with this prompt get a 500
+
+Otherwise it answers "What is a + b?" with the sum and echoes anything else.
+
+Run it alone with ``python -m runs.testing.fake_openai --port 8765``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import random
+import re
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from runs.targets.demo import solve
+
+_MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    408: "Request Timeout",
+    422: "Unprocessable Entity",
+    425: "Too Early",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+
+@dataclass
+class FaultMix:
+    """Probabilities of misbehaviour applied to every request."""
+
+    error_500: float = 0.0
+    error_429: float = 0.0
+    retry_after: str = "1"
+    hang: float = 0.0
+    malformed: float = 0.0
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    statuses: Counter[int] = field(default_factory=Counter)
+    disconnects: int = 0  # clients that closed before their answer was sent
+    in_flight: int = 0
+    max_in_flight: int = 0
+    prompts: Counter[str] = field(default_factory=Counter)
+    authorization: set[str] = field(default_factory=set)
+
+
+class FakeOpenAIServer:
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency_ms: float = 0.0,
+        faults: FaultMix | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.latency_ms = latency_ms
+        self.faults = faults or FaultMix()
+        self.random = random.Random(seed)
+        self.stats = Stats()
+        self.lock = threading.Lock()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.server: asyncio.Server | None = None
+        self.thread: threading.Thread | None = None
+        self.started = threading.Event()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def start(self) -> None:
+        self.thread = threading.Thread(
+            target=self._serve, name="fake-openai", daemon=True
+        )
+        self.thread.start()
+        if not self.started.wait(10):
+            raise RuntimeError("fake OpenAI server did not start")
+
+    def _serve(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(
+            asyncio.start_server(self.handle, self.host, self.port, backlog=1024)
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        self.started.set()
+        self.loop.run_forever()
+        self.loop.close()
+
+    def stop(self) -> None:
+        if self.loop is None or self.server is None:
+            return
+
+        async def shutdown() -> None:
+            assert self.server is not None
+            self.server.close()
+            for task in asyncio.all_tasks():
+                if task is not asyncio.current_task():
+                    task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(5)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        if self.thread is not None:
+            self.thread.join(5)
+
+    async def serve_forever(self) -> None:
+        """Serve on the current loop (command-line use)."""
+        self.server = await asyncio.start_server(
+            self.handle, self.host, self.port, backlog=4096
+        )
+        self.port = self.server.sockets[0].getsockname()[1]
+        async with self.server:
+            await self.server.serve_forever()
+
+    # -- HTTP --------------------------------------------------------------------
+
+    async def handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                method, path, _ = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    if ":" in line:
+                        name, value = line.split(":", 1)
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                if "authorization" in headers:
+                    self.stats.authorization.add(headers["authorization"])
+                response = await self.respond(method, path, body, reader)
+                if response is None:  # the client went away while we waited
+                    self.stats.disconnects += 1
+                    return
+                writer.write(response)
+                await writer.drain()
+                if headers.get("connection", "").lower() == "close":
+                    return
+        except (
+            asyncio.IncompleteReadError,
+            ConnectionError,
+            asyncio.LimitOverrunError,
+        ):
+            return
+        except asyncio.CancelledError:
+            return
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def respond(
+        self, method: str, path: str, body: bytes, reader: asyncio.StreamReader
+    ) -> bytes | None:
+        if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+            return self.http(404, {"error": {"message": f"no route {method} {path}"}})
+        try:
+            request = json.loads(body)
+            prompt = str(request["messages"][-1]["content"])
+        except (ValueError, KeyError, IndexError, TypeError):
+            return self.http(400, {"error": {"message": "bad request body"}})
+        self.stats.requests += 1
+        self.stats.prompts[prompt] += 1
+        self.stats.in_flight += 1
+        self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
+        try:
+            return await self.answer(request, prompt, reader)
+        finally:
+            self.stats.in_flight -= 1
+
+    async def answer(
+        self, request: dict[str, Any], prompt: str, reader: asyncio.StreamReader
+    ) -> bytes | None:
+        markers = {m.group(1): m.group(2) for m in _MARKER.finditer(prompt)}
+        latency = float(markers.get("latency") or self.latency_ms)
+        hang = "hang" in markers or self.random.random() < self.faults.hang
+        if hang or latency > 0:
+            delay = None if hang else latency / 1000
+            if not await self.wait_unless_closed(reader, delay):
+                return None
+        clean = _MARKER.sub("", prompt).strip()
+        if "flaky" in markers and self.stats.prompts[prompt] <= int(
+            markers["flaky"] or 1
+        ):
+            return self.http(500, {"error": {"message": "flaky upstream"}})
+        if "quota" in markers:
+            return self.http(
+                429,
+                {
+                    "error": {
+                        "message": "You exceeded your current quota",
+                        "type": "insufficient_quota",
+                        "code": "insufficient_quota",
+                    }
+                },
+            )
+        if "status" in markers:
+            status = int(markers["status"] or 500)
+            extra = (
+                {"Retry-After": markers["retry_after"]}
+                if "retry_after" in markers
+                else {}
+            )
+            return self.http(
+                status, {"error": {"message": f"simulated {status}"}}, extra
+            )
+        roll = self.random.random()
+        mix = self.faults
+        if roll < mix.error_500:
+            return self.http(500, {"error": {"message": "simulated 500"}})
+        if roll < mix.error_500 + mix.error_429:
+            return self.http(
+                429,
+                {"error": {"message": "rate limited"}},
+                {"Retry-After": mix.retry_after},
+            )
+        if (
+            "malformed" in markers
+            or roll < mix.error_500 + mix.error_429 + mix.malformed
+        ):
+            return self.http(200, {"id": "chatcmpl-fake", "object": "chat.completion"})
+        if "badjson" in markers:
+            return self.raw(200, b"{not json", "application/json")
+        if "empty" in markers:
+            content = ""
+        else:
+            content = solve(clean) or clean
+            if "wrong" in markers:
+                content = content + "1"
+        return self.http(200, self.completion(request, clean, content))
+
+    async def wait_unless_closed(
+        self, reader: asyncio.StreamReader, delay: float | None
+    ) -> bool:
+        """Sleep ``delay`` seconds (None: forever); False if the client closed first."""
+        closed = asyncio.ensure_future(reader.read(1))
+        try:
+            done, _ = await asyncio.wait({closed}, timeout=delay)
+        finally:
+            if not closed.done():
+                closed.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await closed
+        return not done
+
+    @staticmethod
+    def completion(
+        request: dict[str, Any], prompt: str, content: str
+    ) -> dict[str, Any]:
+        return {
+            "id": f"chatcmpl-{time.monotonic_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": request.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": len(content.split()),
+                "total_tokens": len(prompt.split()) + len(content.split()),
+            },
+        }
+
+    def http(
+        self, status: int, payload: Any, headers: dict[str, str] | None = None
+    ) -> bytes:
+        return self.raw(
+            status, json.dumps(payload).encode(), "application/json", headers
+        )
+
+    def raw(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> bytes:
+        self.stats.statuses[status] += 1
+        lines = [
+            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in (headers or {}).items()),
+            "",
+            "",
+        ]
+        return "\r\n".join(lines).encode() + body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--error-500", type=float, default=0.0)
+    parser.add_argument("--error-429", type=float, default=0.0)
+    parser.add_argument("--retry-after", default="1")
+    parser.add_argument("--hang", type=float, default=0.0)
+    parser.add_argument("--malformed", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    faults = FaultMix(
+        error_500=args.error_500,
+        error_429=args.error_429,
+        retry_after=args.retry_after,
+        hang=args.hang,
+        malformed=args.malformed,
+    )
+    server = FakeOpenAIServer(
+        host=args.host,
+        port=args.port,
+        latency_ms=args.latency_ms,
+        faults=faults,
+        seed=args.seed,
+    )
+    print(f"fake OpenAI endpoint on http://{args.host}:{args.port}/v1", flush=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve_forever())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""Personas and shared fixtures.
+
+alice owns the project (admin), bob is an editor in it, victor only views it,
+and mallory belongs to another project: every page and endpoint must refuse
+her.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from runs.models import Membership, Project
+from runs.testing.fake_openai import FakeOpenAIServer
+from tests.factories import arithmetic_items, make_dataset
+
+PASSWORD = "correct-horse-battery-staple"
+
+
+def _user(username: str) -> User:
+    return User.objects.create_user(username, f"{username}@example.org", PASSWORD)
+
+
+@pytest.fixture
+def alice(db: None) -> User:
+    return _user("alice")
+
+
+@pytest.fixture
+def bob(db: None) -> User:
+    return _user("bob")
+
+
+@pytest.fixture
+def victor(db: None) -> User:
+    return _user("victor")
+
+
+@pytest.fixture
+def mallory(db: None) -> User:
+    return _user("mallory")
+
+
+@pytest.fixture
+def project(alice: User, bob: User, victor: User) -> Project:
+    project = Project.objects.create(name="Research")
+    Membership.objects.create(project=project, user=alice, role=Membership.Role.ADMIN)
+    Membership.objects.create(project=project, user=bob, role=Membership.Role.EDITOR)
+    Membership.objects.create(project=project, user=victor, role=Membership.Role.VIEWER)
+    return project
+
+
+@pytest.fixture
+def other_project(mallory: User) -> Project:
+    project = Project.objects.create(name="Elsewhere")
+    Membership.objects.create(project=project, user=mallory, role=Membership.Role.ADMIN)
+    return project
+
+
+@pytest.fixture
+def dataset(project: Project):
+    return make_dataset(project, arithmetic_items(10))
+
+
+def _client_for(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def alice_client(alice: User) -> Client:
+    return _client_for(alice)
+
+
+@pytest.fixture
+def bob_client(bob: User) -> Client:
+    return _client_for(bob)
+
+
+@pytest.fixture
+def victor_client(victor: User) -> Client:
+    return _client_for(victor)
+
+
+@pytest.fixture
+def mallory_client(mallory: User, other_project: Project) -> Client:
+    return _client_for(mallory)
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A real local HTTP server that speaks the OpenAI chat protocol."""
+    server = FakeOpenAIServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
