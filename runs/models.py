@@ -290,7 +290,7 @@ class Result(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"run {self.run_id} item {self.item_index} epoch {self.epoch}: {self.status}"
+        return f"run {self.run_id} #{self.item_index} epoch {self.epoch}: {self.status}"
 
     @property
     def attempt_count(self) -> int:

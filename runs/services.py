@@ -95,7 +95,7 @@ def run_create(
     parent: Run | None = None,
     launch: bool = True,
 ) -> Run:
-    """Create a run over ``dataset`` with a frozen copy of its configuration, and launch it."""
+    """Create a run with a frozen copy of its configuration, and launch it."""
     project = dataset.project
     if user is not None:
         require_role(user, project, Membership.Role.EDITOR)

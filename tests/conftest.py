@@ -100,3 +100,10 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    # Hashing a password properly takes a good part of a second; tests make many.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -16,7 +16,7 @@ def make_dataset(
     name: str = "arith",
     version: int = 1,
 ) -> Dataset:
-    """A dataset from dicts with ``id``, ``input`` and optional ``expected``/``metadata``."""
+    """A dataset from dicts with ``id``, ``input``, ``expected`` and ``metadata``."""
     digest = hashlib.sha256(json.dumps(items, sort_keys=True).encode()).hexdigest()
     dataset = Dataset.objects.create(
         project=project,

@@ -400,7 +400,10 @@ class Execution:
 
     async def finish(self, *, error: str = "") -> str:
         status = await finish_run(
-            self.spec.id, cancelled=self.user_cancelled, error=error
+            self.spec.id,
+            cancelled=self.user_cancelled,
+            error=error,
+            shard=self.index_range is not None,
         )
         await events.publish_run_update(self.spec.id, final=True)
         return status
@@ -414,8 +417,8 @@ async def execute_run(
 ) -> str | None:
     """Execute a run (or the items with index in ``index_range``) to its end.
 
-    Returns the final status, or None when another live executor holds the run
-    or the run has already ended.
+    Returns the final status ("running" when a shard ends before the run does),
+    or None when another live executor holds the run or the run has ended.
     """
     spec = await claim_run(run_id)
     if spec is None:

@@ -6,6 +6,7 @@ through ``database_sync_to_async``.
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -20,7 +21,26 @@ from runs.models import Item, Result, Run, RunStatus, Score
 
 HEARTBEAT_STALE_SECONDS = 15.0
 ITEM_PAGE_SIZE = 500
-EXECUTOR_ID = f"{socket.gethostname()}:{uuid.uuid4().hex[:8]}"
+HOSTNAME = socket.gethostname()
+EXECUTOR_ID = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def executor_is_dead(executor_id: str) -> bool:
+    """True only when ``executor_id`` names a process of this host that has exited."""
+    host, _, rest = executor_id.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != HOSTNAME or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return executor_id != EXECUTOR_ID
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +242,21 @@ def run_counts(run_id: int) -> dict[str, int]:
     return counts
 
 
-def run_finish(run_id: int, *, cancelled: bool, error: str = "") -> str:
-    """Recount from stored rows and set the final status; returns it."""
+def run_finish(
+    run_id: int, *, cancelled: bool, error: str = "", shard: bool = False
+) -> str:
+    """Recount from stored rows and set the final status; returns it.
+
+    A shard that finished its own items leaves the run running (and free to
+    claim) while other items still lack a result.
+    """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         counts = run_counts(run_id)
+        if shard and not (cancelled or run.cancel_requested or error):
+            if sum(counts.values()) < run.total:
+                Run.objects.filter(pk=run_id).update(heartbeat_at=None, executor_id="")
+                return RunStatus.RUNNING
         totals = Result.objects.filter(run_id=run_id).aggregate(
             prompt=Sum("prompt_tokens"),
             completion=Sum("completion_tokens"),

@@ -9,7 +9,7 @@ from runs.targets.base import ConfigError, TargetInput
 
 @register
 class Regex:
-    """The output matches a pattern: ``pattern`` from params, else the expected value."""
+    """The output matches ``pattern`` from params, else the expected value."""
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"

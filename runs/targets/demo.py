@@ -23,7 +23,7 @@ from runs.targets.base import (
     register,
 )
 
-_ARITHMETIC = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/x×])\s*(-?\d+(?:\.\d+)?)")
+_ARITHMETIC = re.compile(r"(-?\d+(?:\.\d+)?)\s*([-+*/x\u00d7])\s*(-?\d+(?:\.\d+)?)")
 
 
 def _fraction(text: str) -> float:
@@ -40,7 +40,7 @@ def solve(text: str) -> str | None:
         value = a + b
     elif op == "-":
         value = a - b
-    elif op in "*x×":
+    elif op in "*x\u00d7":
         value = a * b
     else:
         if b == 0:

@@ -1,0 +1,60 @@
+# evalsite: `make run` serves the dashboard, `make test` runs the whole suite.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || command -v python3)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test install install-test serve migrate demo lint format vendor bench clean
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), "evalsite needs Python 3.12 or newer"'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed pyproject.toml
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+migrate: install
+	$(BIN)/python manage.py migrate --no-input
+
+demo: migrate
+	$(BIN)/python manage.py seed_demo
+
+run: demo
+	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
+	@echo "serving http://$(HOST):$(PORT)/ (demo / evalsite-demo)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) evalsite.asgi:application
+
+test: install-test
+	./scripts/test.sh
+
+lint: install-test
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install-test
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+# Re-vendor the front-end packages from npm (package.json pins them).
+vendor:
+	npm install --no-save --no-audit --no-fund
+	cp node_modules/htmx.org/dist/htmx.min.js node_modules/htmx.org/LICENSE static/vendor/htmx/
+	cp node_modules/htmx-ext-ws/dist/ws.min.js node_modules/htmx-ext-ws/LICENSE static/vendor/htmx-ext-ws/
+
+bench: install-test
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache .ruff_cache

@@ -1,0 +1,218 @@
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from runs import services
+from runs.models import (
+    ApiKey,
+    Dataset,
+    Item,
+    Membership,
+    Project,
+    Result,
+    Run,
+    Score,
+    Target,
+)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["name", "created_at"]
+    search_fields = ["name", "description"]
+    inlines = [MembershipInline]
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "project", "role", "created_at"]
+    list_filter = ["role", "project"]
+    search_fields = ["user__username", "project__name"]
+    autocomplete_fields = ["user", "project"]
+
+
+@admin.register(Dataset)
+class DatasetAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "version",
+        "project",
+        "item_count",
+        "source_format",
+        "created_at",
+    ]
+    list_filter = ["project", "source_format"]
+    search_fields = ["name", "content_hash", "description"]
+    readonly_fields = [
+        "project",
+        "name",
+        "version",
+        "content_hash",
+        "item_count",
+        "source_format",
+        "source_name",
+        "created_by",
+        "created_at",
+    ]
+
+
+@admin.register(Item)
+class ItemAdmin(admin.ModelAdmin):
+    list_display = ["external_id", "index", "dataset"]
+    list_filter = ["dataset__project"]
+    search_fields = ["external_id", "dataset__name"]
+    readonly_fields = [
+        "dataset",
+        "index",
+        "external_id",
+        "input",
+        "expected",
+        "metadata",
+    ]
+    list_select_related = ["dataset"]
+
+
+@admin.register(Target)
+class TargetAdmin(admin.ModelAdmin):
+    list_display = ["name", "kind", "project", "created_at"]
+    list_filter = ["kind", "project"]
+    search_fields = ["name"]
+    readonly_fields = ["created_by", "created_at"]
+
+
+@admin.action(description="Cancel selected runs")
+def cancel_runs(
+    modeladmin: RunAdmin, request: HttpRequest, queryset: QuerySet[Run]
+) -> None:
+    count = 0
+    for run in queryset:
+        if not run.is_final:
+            services.run_cancel(run=run)
+            count += 1
+    modeladmin.message_user(
+        request, f"Asked {count} run(s) to cancel.", messages.SUCCESS
+    )
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "name",
+        "project",
+        "dataset",
+        "target_name",
+        "status",
+        "total",
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "created_at",
+    ]
+    list_filter = ["status", "project", "target_kind"]
+    search_fields = ["name", "target_name", "dataset__name", "error"]
+    date_hierarchy = "created_at"
+    actions = [cancel_runs]
+    list_select_related = ["project", "dataset"]
+    readonly_fields = [
+        "project",
+        "dataset",
+        "dataset_hash",
+        "target",
+        "target_name",
+        "target_kind",
+        "target_config",
+        "scorers",
+        "options",
+        "parent",
+        "status",
+        "cancel_requested",
+        "error",
+        "total",
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "created_by",
+        "created_at",
+        "started_at",
+        "finished_at",
+        "heartbeat_at",
+        "executor_id",
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # runs are started from the dashboard, the API or evalrun
+
+
+class ScoreInline(admin.TabularInline):
+    model = Score
+    extra = 0
+    can_delete = False
+    readonly_fields = ["scorer", "value", "passed", "reason", "error"]
+
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
+@admin.register(Result)
+class ResultAdmin(admin.ModelAdmin):
+    list_display = ["run", "item_index", "epoch", "status", "error_kind", "latency_ms"]
+    list_filter = ["status", "error_kind"]
+    search_fields = ["item__external_id", "error_message", "error_signature"]
+    list_select_related = ["run", "item"]
+    inlines = [ScoreInline]
+    readonly_fields = [f.name for f in Result._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Score)
+class ScoreAdmin(admin.ModelAdmin):
+    list_display = ["result", "scorer", "value", "passed", "error"]
+    list_filter = ["scorer", "passed"]
+    search_fields = ["scorer", "reason", "error"]
+    readonly_fields = ["result", "scorer", "value", "passed", "reason", "error"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(ApiKey)
+class ApiKeyAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "user",
+        "prefix",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+    list_filter = ["revoked_at"]
+    search_fields = ["name", "user__username", "prefix"]
+    readonly_fields = ["user", "prefix", "key_hash", "created_at", "last_used_at"]
+    fields = [
+        "name",
+        "user",
+        "prefix",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+    ]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # keys are shown once: create them with create_api_key

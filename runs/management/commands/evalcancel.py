@@ -1,0 +1,25 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runs import services
+from runs.models import Run
+
+
+class Command(BaseCommand):
+    help = "Cancel a run from any process; its executor stops within a second."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("run_id", type=int)
+
+    def handle(self, *args: Any, run_id: int, **opts: Any) -> None:
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            raise CommandError(f"no run {run_id}", returncode=2)
+        if run.is_final:
+            self.stdout.write(f"run {run_id} has already ended ({run.status})")
+            return
+        services.run_cancel(run=run)
+        self.stdout.write(f"run {run_id}: cancel requested")

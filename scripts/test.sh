@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole suite: on SQLite, then on PostgreSQL with the Redis channel layer
+# when those services answer. With CI=true an unreachable service, or a
+# missing browser, is a failure rather than a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=.venv/bin
+PG_HOST=${PG_HOST:-127.0.0.1}
+PG_PORT=${PG_PORT:-5432}
+REDIS_HOST=${REDIS_HOST:-127.0.0.1}
+REDIS_PORT=${REDIS_PORT:-6379}
+ci=${CI:-false}
+
+answers() {  # host port
+    "$BIN/python" - "$1" "$2" <<'PY'
+import socket, sys
+try:
+    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close()
+except OSError:
+    sys.exit(1)
+PY
+}
+
+# A real browser for the page-flow test: Debian's chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing chromium for the browser test"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
+            >/dev/null 2>&1 || echo "could not install chromium"
+    fi
+fi
+
+"$BIN/ruff" check .
+"$BIN/ruff" format --check .
+
+echo "== suite on SQLite, in-memory channel layer =="
+env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "$@"
+
+if answers "$PG_HOST" "$PG_PORT" && answers "$REDIS_HOST" "$REDIS_PORT"; then
+    echo "== suite on PostgreSQL, Redis channel layer =="
+    DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/evalsite" \
+    REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" \
+        "$BIN/pytest" "$@"
+elif [ "$ci" = true ]; then
+    echo "PostgreSQL ($PG_HOST:$PG_PORT) or Redis ($REDIS_HOST:$REDIS_PORT) does not answer" >&2
+    exit 1
+else
+    echo "PostgreSQL or Redis does not answer: the PostgreSQL suite was not run" >&2
+fi
