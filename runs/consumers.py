@@ -1,7 +1,180 @@
+"""Live progress of one run over a websocket, as htmx out-of-band fragments.
+
+The database is the truth and events are hints: on connect the consumer sends
+a snapshot read from the database, and on every ``run.update`` event it reads
+the database again and sends the progress block plus the rows stored since the
+last message. A run executed by another process may have no shared channel
+layer to announce itself on, so while no event arrives the consumer polls the
+database and sends an update when something changed.
+"""
+
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import DatabaseError
+from django.template.loader import render_to_string
+
+from runs import selectors
+from runs.errors import NotFound
+from runs.events import run_group
+from runs.models import Run
+
+logger = logging.getLogger(__name__)
+
+POLL_INTERVAL = 1.5
+SNAPSHOT_ROWS = 20
+UPDATE_ROWS = selectors.LIVE_ROWS_LIMIT
+
+
+@dataclass(frozen=True, slots=True)
+class LiveUpdate:
+    html: str
+    last_result_id: int
+    state: tuple[Any, ...]  # what the poller compares to notice a change
+    final: bool
+
+
+def _state_of(run: Run) -> tuple[Any, ...]:
+    """The figures whose change is worth a message."""
+    return (
+        run.status,
+        run.succeeded,
+        run.failed,
+        run.timed_out,
+        run.cancelled,
+        run.cancel_requested,
+        run.heartbeat_at,
+        run.error,
+    )
+
+
+def run_state(user: AbstractBaseUser | AnonymousUser, run_id: int) -> tuple[Any, ...]:
+    """The run's current figures, if the user may see it (else NotFound)."""
+    return _state_of(selectors.run_get(user=user, run_id=run_id))
+
+
+def live_update(
+    user: AbstractBaseUser | AnonymousUser,
+    run_id: int,
+    *,
+    after_id: int,
+    snapshot: bool,
+) -> LiveUpdate:
+    """Render the progress block and the rows stored after ``after_id``."""
+    overview = selectors.run_overview(user=user, run_id=run_id)
+    run = overview.run
+    rows = selectors.result_latest(
+        run=run,
+        after_id=0 if snapshot else after_id,
+        limit=SNAPSHOT_ROWS if snapshot else UPDATE_ROWS,
+    )
+    html = render_to_string(
+        "runs/_live_update.html",
+        {
+            "overview": overview,
+            "rows": rows,
+            "snapshot": snapshot,
+            "show_epoch": run.options.get("epochs", 1) > 1,
+        },
+    )
+    return LiveUpdate(
+        html=html,
+        last_result_id=max([after_id, *(r.pk for r in rows)]),
+        state=_state_of(run),
+        final=run.is_final,
+    )
+
+
+read_state = database_sync_to_async(run_state)
+read_update = database_sync_to_async(live_update)
 
 
 class RunConsumer(AsyncWebsocketConsumer):
-    pass
+    poll_interval = POLL_INTERVAL
+
+    async def connect(self) -> None:
+        self.run_id: int = self.scope["url_route"]["kwargs"]["run_id"]
+        self.user = self.scope.get("user") or AnonymousUser()
+        self.last_result_id = 0
+        self.state: tuple[Any, ...] = ()
+        self.final = False
+        self.lock = asyncio.Lock()
+        self.poller: asyncio.Task[None] | None = None
+        self.joined = False
+        self.last_sent = 0.0
+        if not self.user.is_authenticated:
+            await self.close()
+            return
+        try:
+            await read_state(self.user, self.run_id)
+        except NotFound:
+            await self.close()
+            return
+        await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
+        self.joined = True
+        await self.accept()
+        await self.send_update(snapshot=True)
+        if not self.final:
+            self.poller = asyncio.create_task(self.poll())
+
+    async def disconnect(self, code: int) -> None:
+        if self.poller is not None:
+            self.poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.poller
+        if self.joined:
+            await self.channel_layer.group_discard(
+                run_group(self.run_id), self.channel_name
+            )
+
+    async def run_update(self, event: dict[str, Any]) -> None:
+        """A hint from the executor that results were stored: re-read and send."""
+        await self.send_update()
+
+    async def send_update(self, *, snapshot: bool = False) -> None:
+        async with self.lock:
+            try:
+                update = await read_update(
+                    self.user,
+                    self.run_id,
+                    after_id=self.last_result_id,
+                    snapshot=snapshot,
+                )
+            except NotFound:  # the user lost access, or the run is gone
+                await self.close()
+                return
+            self.last_result_id = update.last_result_id
+            self.state = update.state
+            self.final = update.final
+            self.last_sent = asyncio.get_running_loop().time()
+            await self.send(text_data=update.html)
+
+    async def poll(self) -> None:
+        """Fallback for executors without a shared channel layer."""
+        loop = asyncio.get_running_loop()
+        while not self.final:
+            await asyncio.sleep(self.poll_interval)
+            if loop.time() - self.last_sent < self.poll_interval:
+                continue  # events are arriving: no need to poll
+            try:
+                state = await read_state(self.user, self.run_id)
+                if state != self.state:
+                    await self.send_update()
+            except NotFound:
+                await self.close()
+                return
+            except DatabaseError as exc:  # a busy database: try again next time
+                logger.warning(
+                    "run %s: progress poll failed: %s: %s",
+                    self.run_id,
+                    type(exc).__name__,
+                    exc,
+                )

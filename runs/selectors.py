@@ -6,12 +6,21 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Avg, Count, Q, QuerySet
 from django.utils import timezone
 
-from runs.access import visible_projects
+from runs.access import editable_projects, role_of, visible_projects
 from runs.errors import NotFound
-from runs.models import Dataset, Item, Result, Run, Target
+from runs.models import (
+    Dataset,
+    Item,
+    Membership,
+    Project,
+    Result,
+    Run,
+    Score,
+    Target,
+)
 
 User = AbstractBaseUser | AnonymousUser
 THROUGHPUT_WINDOW_SECONDS = 30
@@ -137,3 +146,118 @@ def run_progress(*, run: Run) -> RunProgress:
         eta_seconds=eta,
         alive=alive,
     )
+
+
+# -- pages and live progress ---------------------------------------------------
+
+LIVE_ROWS_LIMIT = 50
+
+
+def project_get(*, user: User, project_id: int) -> Project:
+    try:
+        return visible_projects(user).get(pk=project_id)
+    except Project.DoesNotExist:
+        raise NotFound(f"no project {project_id}") from None
+
+
+def run_search(
+    *, user: User, project_id: int | None = None, status: str | None = None
+) -> QuerySet[Run]:
+    """The runs list of the dashboard, newest first, optionally filtered."""
+    runs = run_list(user=user, project_id=project_id)
+    if status:
+        runs = runs.filter(status=status)
+    return runs.order_by("-created_at", "-id")
+
+
+def dataset_versions(*, dataset: Dataset) -> QuerySet[Dataset]:
+    """All versions of the dataset's name in its project, newest first."""
+    return Dataset.objects.filter(
+        project_id=dataset.project_id, name=dataset.name
+    ).order_by("-version")
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerSummary:
+    scorer: str
+    mean: float | None
+    scored: int
+    passed: int
+    errors: int
+
+
+def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
+    """Mean value, passes and errors per scorer, in the run's scorer order."""
+    rows = {
+        row["scorer"]: row
+        for row in Score.objects.filter(result__run=run)
+        .values("scorer")
+        .annotate(
+            mean=Avg("value"),
+            scored=Count("id", filter=Q(value__isnull=False)),
+            passed=Count("id", filter=Q(passed=True)),
+            errors=Count("id", filter=~Q(error="")),
+        )
+    }
+    names = [spec.get("name") or spec.get("kind") for spec in run.scorers]
+    names += sorted(set(rows) - set(names))
+    return [
+        ScorerSummary(
+            scorer=name,
+            mean=rows.get(name, {}).get("mean"),
+            scored=rows.get(name, {}).get("scored", 0),
+            passed=rows.get(name, {}).get("passed", 0),
+            errors=rows.get(name, {}).get("errors", 0),
+        )
+        for name in names
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverview:
+    run: Run
+    progress: RunProgress
+    scorers: list[ScorerSummary]
+    can_edit: bool
+
+
+def run_overview(*, user: User, run_id: int) -> RunOverview:
+    """A run with its progress, scorer means and whether the user may change it."""
+    run = run_get(user=user, run_id=run_id)
+    role = role_of(user, run.project)
+    return RunOverview(
+        run=run,
+        progress=run_progress(run=run),
+        scorers=run_scorer_summaries(run=run),
+        can_edit=role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+    )
+
+
+def result_latest(
+    *, run: Run, after_id: int = 0, limit: int = LIVE_ROWS_LIMIT
+) -> list[Result]:
+    """The latest stored results, newest first, only those after ``after_id``."""
+    return list(
+        Result.objects.filter(run=run, pk__gt=after_id)
+        .select_related("item")
+        .prefetch_related("scores")
+        .order_by("-pk")[:limit]
+    )
+
+
+def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
+    """A demo target the user may run and the newest dataset of its project."""
+    target = (
+        target_list(user=user)
+        .filter(kind="demo", project__in=editable_projects(user))
+        .order_by("-created_at")
+        .first()
+    )
+    if target is None:
+        return None
+    dataset = (
+        dataset_list(user=user, project_id=target.project_id)
+        .order_by("-created_at", "-version")
+        .first()
+    )
+    return (dataset, target) if dataset is not None else None

@@ -253,10 +253,10 @@ def run_finish(
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
         counts = run_counts(run_id)
-        if shard and not (cancelled or run.cancel_requested or error):
-            if sum(counts.values()) < run.total:
-                Run.objects.filter(pk=run_id).update(heartbeat_at=None, executor_id="")
-                return RunStatus.RUNNING
+        unfinished = sum(counts.values()) < run.total
+        if shard and unfinished and not (cancelled or run.cancel_requested or error):
+            Run.objects.filter(pk=run_id).update(heartbeat_at=None, executor_id="")
+            return RunStatus.RUNNING
         totals = Result.objects.filter(run_id=run_id).aggregate(
             prompt=Sum("prompt_tokens"),
             completion=Sum("completion_tokens"),
