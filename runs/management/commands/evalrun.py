@@ -99,9 +99,7 @@ class Command(BaseCommand):
             raise BadInput(str(exc)) from None
         self.stderr.write(f"run {run.pk} started")
         self.stderr.flush()
-        status = asyncio.run(
-            self.execute(run, quiet=opts["json"] or not sys.stderr.isatty())
-        )
+        status = asyncio.run(self.run_to_end(run, quiet=not sys.stderr.isatty()))
         run.refresh_from_db()
         if status is None:
             raise CommandError(
@@ -169,7 +167,7 @@ class Command(BaseCommand):
 
     # -- executing -------------------------------------------------------------
 
-    async def execute(self, run: Run, *, quiet: bool) -> str | None:
+    async def run_to_end(self, run: Run, *, quiet: bool) -> str | None:
         executions: list[Execution] = []
         loop = asyncio.get_running_loop()
 

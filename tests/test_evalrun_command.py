@@ -1,0 +1,259 @@
+"""evalrun and evalcancel as a person uses them: separate processes, one database."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from runs.testing.fake_openai import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+SUMMARY_KEYS = {
+    "run_id",
+    "status",
+    "total",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "skipped",
+    "wall_seconds",
+    "scores",
+}
+
+
+@pytest.fixture(scope="module")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("template")
+    subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        check=True,
+    )
+    return data_dir / "evalsite.sqlite3"
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, migrated_db: Path) -> Iterator[Path]:
+    shutil.copy(migrated_db, tmp_path / "evalsite.sqlite3")
+    yield tmp_path
+
+
+def env_for(data_dir: Path) -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")
+    }
+    env["EVALSITE_DATA_DIR"] = str(data_dir)
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    return env
+
+
+def write_items(path: Path, count: int, marker: str = "", **marks: str) -> Path:
+    with path.open("w") as f:
+        for i in range(count):
+            suffix = marks.get(f"i{i}", marker)
+            row = {
+                "id": f"q{i}",
+                "input": f"What is {i} + {i}?{suffix}",
+                "expected": str(2 * i),
+            }
+            f.write(json.dumps(row) + "\n")
+    return path
+
+
+def evalrun_args(dataset: Path, server: FakeOpenAIServer, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "manage.py",
+        "evalrun",
+        str(dataset),
+        "--target",
+        "openai_chat",
+        "--base-url",
+        server.base_url,
+        "--model",
+        "fake",
+        "--scorer",
+        "exact_match",
+        "--scorer",
+        "numeric",
+        *extra,
+    ]
+
+
+def run_cli(args: list[str], data_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args,
+        cwd=ROOT,
+        env=env_for(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def count_results(data_dir: Path, run_id: int) -> int:
+    with sqlite3.connect(data_dir / "evalsite.sqlite3", timeout=30) as db:
+        (n,) = db.execute(
+            "select count(*) from runs_result where run_id = ?", (run_id,)
+        ).fetchone()
+    return n
+
+
+def test_evalrun_json_reports_the_contract(data_dir, fake_openai, tmp_path):
+    dataset = write_items(
+        tmp_path / "arith.jsonl", 25, i3="[[wrong]]", i4="[[status:400]]"
+    )
+    done = run_cli(
+        evalrun_args(dataset, fake_openai, "--concurrency", "8", "--json"), data_dir
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == "run 1 started"
+    summary = json.loads(done.stdout)
+    assert set(summary) == SUMMARY_KEYS
+    assert summary["status"] == "completed_with_errors"
+    assert (summary["total"], summary["succeeded"], summary["failed"]) == (25, 24, 1)
+    assert summary["skipped"] == summary["timed_out"] == summary["cancelled"] == 0
+    assert summary["scores"] == {"exact_match": 23 / 24, "numeric": 23 / 24}
+    assert summary["wall_seconds"] > 0
+
+
+def test_evalrun_reuses_an_identical_dataset(data_dir, fake_openai, tmp_path):
+    dataset = write_items(tmp_path / "same.jsonl", 3)
+    for _ in range(2):
+        assert (
+            run_cli(evalrun_args(dataset, fake_openai, "--json"), data_dir).returncode
+            == 0
+        )
+    with sqlite3.connect(data_dir / "evalsite.sqlite3") as db:
+        assert db.execute("select count(*) from runs_dataset").fetchone() == (1,)
+        assert db.execute("select count(*) from runs_run").fetchone() == (2,)
+
+
+def test_evalrun_exits_1_when_the_run_fails(data_dir, fake_openai, tmp_path):
+    dataset = write_items(tmp_path / "bad.jsonl", 4, marker="[[status:404]]")
+    done = run_cli(evalrun_args(dataset, fake_openai, "--json"), data_dir)
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["status"] == "failed"
+
+
+def test_evalrun_exits_2_on_a_bad_line_naming_it(data_dir, fake_openai, tmp_path):
+    dataset = write_items(tmp_path / "broken.jsonl", 3)
+    with dataset.open("a") as f:
+        f.write("{not json\n")
+    done = run_cli(evalrun_args(dataset, fake_openai, "--json"), data_dir)
+    assert done.returncode == 2
+    assert "line 4" in done.stderr
+    assert done.stdout == ""
+
+
+def test_evalrun_exits_2_on_bad_arguments(data_dir, fake_openai, tmp_path):
+    dataset = write_items(tmp_path / "ok.jsonl", 2)
+    no_scorer = [
+        a for a in evalrun_args(dataset, fake_openai) if a not in ("--scorer",)
+    ]
+    no_scorer = no_scorer[: no_scorer.index("exact_match")]
+    assert run_cli(no_scorer, data_dir).returncode == 2
+    bad_number = evalrun_args(dataset, fake_openai, "--concurrency", "zero")
+    assert run_cli(bad_number, data_dir).returncode == 2
+    out_of_range = evalrun_args(dataset, fake_openai, "--concurrency", "0")
+    done = run_cli(out_of_range, data_dir)
+    assert done.returncode == 2 and "concurrency" in done.stderr
+
+
+def start_evalrun(args: list[str], data_dir: Path) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=env_for(data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline().strip()
+    assert first.startswith("run ") and first.endswith(" started"), first
+    return proc, int(first.split()[1])
+
+
+def wait_until(predicate, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.05)
+
+
+def test_evalcancel_from_another_process_stops_the_run(data_dir, fake_openai, tmp_path):
+    dataset = write_items(
+        tmp_path / "slow.jsonl", 30, marker="[[latency:20000]]", i0="", i1=""
+    )
+    proc, run_id = start_evalrun(
+        evalrun_args(dataset, fake_openai, "--concurrency", "3", "--json"), data_dir
+    )
+    wait_until(
+        lambda: (
+            count_results(data_dir, run_id) == 2 and fake_openai.stats.in_flight == 3
+        )
+    )
+
+    cancel = run_cli([sys.executable, "manage.py", "evalcancel", str(run_id)], data_dir)
+    assert cancel.returncode == 0, cancel.stderr
+    out, err = proc.communicate(timeout=60)
+
+    assert proc.returncode == 0, err
+    summary = json.loads(out)
+    assert summary["status"] == "cancelled"
+    assert (summary["succeeded"], summary["cancelled"], summary["skipped"]) == (
+        2,
+        3,
+        25,
+    )
+    wait_until(lambda: fake_openai.stats.disconnects == 3)
+
+
+def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(
+    data_dir, fake_openai, tmp_path
+):
+    dataset = write_items(tmp_path / "kill.jsonl", 60, marker="[[latency:150]]")
+    proc, run_id = start_evalrun(
+        evalrun_args(dataset, fake_openai, "--concurrency", "4", "--json"), data_dir
+    )
+    wait_until(lambda: count_results(data_dir, run_id) >= 12)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    stored_before = count_results(data_dir, run_id)
+    requests_before = fake_openai.stats.requests
+
+    done = run_cli(
+        [sys.executable, "manage.py", "evalrun", "--resume", str(run_id), "--json"],
+        data_dir,
+    )
+
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["status"], summary["succeeded"], summary["total"]) == (
+        "completed",
+        60,
+        60,
+    )
+    with sqlite3.connect(data_dir / "evalsite.sqlite3") as db:
+        rows = db.execute(
+            "select item_id, epoch, count(*) from runs_result where run_id = ? "
+            "group by item_id, epoch",
+            (run_id,),
+        ).fetchall()
+    assert len(rows) == 60 and all(n == 1 for _, _, n in rows)
+    # Only items without a stored result were sent again.
+    assert fake_openai.stats.requests - requests_before == 60 - stored_before
