@@ -102,6 +102,20 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _close_executor_connections(django_db_setup: None) -> Iterator[None]:
+    """Close the connections that executor threads opened, before the test
+    database is dropped (PostgreSQL refuses to drop a database in use)."""
+    yield
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    # Thread-sensitive calls made outside async_to_sync share one thread.
+    asyncio.run(sync_to_async(connections.close_all)())
+
+
 def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
