@@ -16,6 +16,7 @@ from django.test import Client
 from runs.models import Membership, Project
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
+from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
 
 PASSWORD = "correct-horse-battery-staple"
 

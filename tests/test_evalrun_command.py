@@ -3,21 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from runs.testing.fake_openai import FakeOpenAIServer
+from tests.processes import ROOT, env_for
 
-ROOT = Path(__file__).resolve().parent.parent
 SUMMARY_KEYS = {
     "run_id",
     "status",
@@ -30,33 +25,6 @@ SUMMARY_KEYS = {
     "wall_seconds",
     "scores",
 }
-
-
-@pytest.fixture(scope="module")
-def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data_dir = tmp_path_factory.mktemp("template")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env_for(data_dir),
-        check=True,
-    )
-    return data_dir / "evalsite.sqlite3"
-
-
-@pytest.fixture
-def data_dir(tmp_path: Path, migrated_db: Path) -> Iterator[Path]:
-    shutil.copy(migrated_db, tmp_path / "evalsite.sqlite3")
-    yield tmp_path
-
-
-def env_for(data_dir: Path) -> dict[str, str]:
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL")
-    }
-    env["EVALSITE_DATA_DIR"] = str(data_dir)
-    env.pop("DJANGO_SETTINGS_MODULE", None)
-    return env
 
 
 def write_items(path: Path, count: int, marker: str = "", **marks: str) -> Path:

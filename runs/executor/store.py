@@ -88,16 +88,21 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
     """Mark the run running for this executor, unless another live one holds it."""
     now = timezone.now()
     stale = now - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
+    free = (
+        Q(heartbeat_at__isnull=True)
+        | Q(heartbeat_at__lt=stale)
+        | Q(executor_id=executor_id)
+    )
+    holder = Run.objects.filter(pk=run_id).values_list("executor_id", flat=True).first()
+    if holder and executor_is_dead(holder):
+        # Its process has exited: no need to wait for the heartbeat to go stale.
+        free |= Q(executor_id=holder)
     with transaction.atomic():
         claimed = (
             Run.objects.filter(
                 pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
             )
-            .filter(
-                Q(heartbeat_at__isnull=True)
-                | Q(heartbeat_at__lt=stale)
-                | Q(executor_id=executor_id)
-            )
+            .filter(free)
             .update(status=RunStatus.RUNNING, executor_id=executor_id, heartbeat_at=now)
         )
         if not claimed:
@@ -292,13 +297,14 @@ def run_finish(
 
 
 def orphaned_runs() -> list[int]:
-    """Runs that should be executing but whose executor stopped beating."""
+    """Runs that should be executing but whose executor stopped beating or exited."""
     stale = timezone.now() - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
-    return list(
-        Run.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
-        .filter(
-            Q(heartbeat_at__lt=stale)
-            | Q(heartbeat_at__isnull=True, created_at__lt=stale)
-        )
-        .values_list("pk", flat=True)
-    )
+    candidates = Run.objects.filter(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
+    orphans = []
+    for run_id, holder, beat, created in candidates.values_list(
+        "pk", "executor_id", "heartbeat_at", "created_at"
+    ):
+        last_sign_of_life = beat or created
+        if last_sign_of_life < stale or (holder and executor_is_dead(holder)):
+            orphans.append(run_id)
+    return orphans
