@@ -37,6 +37,7 @@ UPDATE_ROWS = selectors.LIVE_ROWS_LIMIT
 @dataclass(frozen=True, slots=True)
 class LiveUpdate:
     html: str
+    rows_html: str | None  # a separate message: see _live_rows.html
     last_result_id: int
     state: tuple[Any, ...]  # what the poller compares to notice a change
     final: bool
@@ -76,17 +77,19 @@ def live_update(
         after_id=0 if snapshot else after_id,
         limit=SNAPSHOT_ROWS if snapshot else UPDATE_ROWS,
     )
-    html = render_to_string(
-        "runs/_live_update.html",
-        {
-            "overview": overview,
-            "rows": rows,
-            "snapshot": snapshot,
-            "show_epoch": run.options.get("epochs", 1) > 1,
-        },
-    )
+    context = {
+        "overview": overview,
+        "rows": rows,
+        "snapshot": snapshot,
+        "show_epoch": run.options.get("epochs", 1) > 1,
+    }
     return LiveUpdate(
-        html=html,
+        html=render_to_string("runs/_live_update.html", context),
+        rows_html=(
+            render_to_string("runs/_live_rows.html", context).strip()
+            if rows or snapshot
+            else None
+        ),
         last_result_id=max([after_id, *(r.pk for r in rows)]),
         state=_state_of(run),
         final=run.is_final,
@@ -156,6 +159,8 @@ class RunConsumer(AsyncWebsocketConsumer):
             self.final = update.final
             self.last_sent = asyncio.get_running_loop().time()
             await self.send(text_data=update.html)
+            if update.rows_html is not None:
+                await self.send(text_data=update.rows_html)
 
     async def poll(self) -> None:
         """Fallback for executors without a shared channel layer."""

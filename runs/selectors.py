@@ -246,18 +246,23 @@ def result_latest(
 
 
 def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
-    """A demo target the user may run and the newest dataset of its project."""
+    """A demo target the user may run, with a dataset of its project it can answer.
+
+    The demo model solves arithmetic, so an arithmetic dataset is preferred
+    (the largest, to have something to watch), else the newest dataset.
+    """
     target = (
         target_list(user=user)
         .filter(kind="demo", project__in=editable_projects(user))
-        .order_by("-created_at")
+        .order_by("created_at", "pk")
         .first()
     )
     if target is None:
         return None
+    datasets = dataset_list(user=user, project_id=target.project_id)
     dataset = (
-        dataset_list(user=user, project_id=target.project_id)
-        .order_by("-created_at", "-version")
+        datasets.filter(name__icontains="arith")
+        .order_by("-item_count", "-version")
         .first()
-    )
+    ) or datasets.order_by("-created_at", "-version").first()
     return (dataset, target) if dataset is not None else None

@@ -1,0 +1,233 @@
+"""Server-rendered pages; live progress arrives over the websocket (consumers.py).
+
+Every view is login-protected by LoginRequiredMiddleware and reads through the
+user-scoped selectors; domain errors become 404 / 403 in one decorator.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from runs import importers, selectors, services
+from runs.access import editable_projects, visible_projects
+from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
+from runs.forms import (
+    TARGET_CONFIG_EXAMPLES_JSON,
+    DatasetUploadForm,
+    RunForm,
+    TargetForm,
+    add_domain_error,
+)
+from runs.models import Result, RunStatus
+
+RUNS_PER_PAGE = 50
+RESULTS_PER_PAGE = 50
+ITEMS_PER_PAGE = 50
+LIVE_SNAPSHOT_ROWS = 20
+
+View = Callable[..., HttpResponse]
+
+
+def domain_errors(view: View) -> View:
+    """Show NotFound as 404 and Forbidden as 403, once for every page."""
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except NotFound as exc:
+            raise Http404(str(exc)) from exc
+        except Forbidden as exc:
+            raise PermissionDenied(str(exc)) from exc
+
+    return wrapper
+
+
+def _page(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:
+    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+
+
+def _int_or_none(value: str | None) -> int | None:
+    return int(value) if value and value.isdigit() else None
+
+
+# -- runs ------------------------------------------------------------------------
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    project_id = _int_or_none(request.GET.get("project"))
+    status = request.GET.get("status") or None
+    runs = selectors.run_search(user=request.user, project_id=project_id, status=status)
+    context = {
+        "page": _page(request, runs, RUNS_PER_PAGE),
+        "projects": visible_projects(request.user),
+        "statuses": RunStatus.choices,
+        "project_id": project_id,
+        "status": status or "",
+        "demo": selectors.run_demo_choice(user=request.user),
+    }
+    return render(request, "runs/run_list.html", context)
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    form = RunForm(
+        request.POST or None, user=request.user, initial=_run_initial(request)
+    )
+    if form.is_bound and form.is_valid():
+        try:
+            run = services.run_create(user=request.user, **form.run_arguments())
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return redirect("runs:run_detail", run_id=run.pk)
+    can_edit = editable_projects(request.user).exists()
+    return render(request, "runs/run_new.html", {"form": form, "can_edit": can_edit})
+
+
+def _run_initial(request: HttpRequest) -> dict[str, Any]:
+    """Preselections from the query: ?dataset=, ?target=, or the demo (?demo=1)."""
+    initial: dict[str, Any] = {
+        key: _int_or_none(request.GET.get(key)) for key in ("dataset", "target")
+    }
+    demo = (
+        selectors.run_demo_choice(user=request.user) if "demo" in request.GET else None
+    )
+    if demo is not None:
+        dataset, target = demo
+        initial.update(
+            dataset=dataset.pk, target=target.pk, name="Demo run", concurrency=4
+        )
+    return {key: value for key, value in initial.items() if value is not None}
+
+
+@domain_errors
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    overview = selectors.run_overview(user=request.user, run_id=run_id)
+    status = request.GET.get("status") or None
+    results = selectors.result_list(run=overview.run, status=status)
+    context = {
+        "overview": overview,
+        "run": overview.run,
+        "page": _page(request, results, RESULTS_PER_PAGE),
+        "status": status or "",
+        "result_statuses": Result.Status.choices,
+        "live_rows": selectors.result_latest(
+            run=overview.run, limit=LIVE_SNAPSHOT_ROWS
+        ),
+        "show_epoch": overview.run.options.get("epochs", 1) > 1,
+    }
+    return render(request, "runs/run_detail.html", context)
+
+
+@domain_errors
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    services.run_cancel(run=run, user=request.user)
+    if not request.headers.get("HX-Request"):
+        return redirect("runs:run_detail", run_id=run_id)
+    overview = selectors.run_overview(user=request.user, run_id=run_id)
+    return render(request, "runs/_cancel_response.html", {"overview": overview})
+
+
+@domain_errors
+@require_GET
+def result_detail(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    result = selectors.result_get(user=request.user, run_id=run_id, result_id=result_id)
+    return render(request, "runs/result_detail.html", {"result": result})
+
+
+# -- datasets --------------------------------------------------------------------
+
+
+@require_GET
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    datasets = selectors.dataset_list(user=request.user).order_by(
+        "project__name", "name", "-version"
+    )
+    context = {"page": _page(request, datasets, ITEMS_PER_PAGE)}
+    return render(request, "runs/dataset_list.html", context)
+
+
+@domain_errors
+@require_GET
+def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = selectors.dataset_get(user=request.user, dataset_id=dataset_id)
+    context = {
+        "dataset": dataset,
+        "page": _page(
+            request, selectors.dataset_items(dataset=dataset), ITEMS_PER_PAGE
+        ),
+        "versions": selectors.dataset_versions(dataset=dataset),
+    }
+    return render(request, "runs/dataset_detail.html", context)
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def dataset_upload(request: HttpRequest) -> HttpResponse:
+    initial = {
+        "project": _int_or_none(request.GET.get("project")),
+        "name": request.GET.get("name"),
+    }
+    form = DatasetUploadForm(
+        request.POST or None,
+        request.FILES or None,
+        user=request.user,
+        initial={key: value for key, value in initial.items() if value},
+    )
+    if form.is_bound and form.is_valid():
+        try:
+            dataset = importers.dataset_import(
+                user=request.user, **form.import_arguments()
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("runs:dataset_detail", dataset_id=dataset.pk)
+    can_edit = editable_projects(request.user).exists()
+    return render(
+        request, "runs/dataset_upload.html", {"form": form, "can_edit": can_edit}
+    )
+
+
+# -- targets ---------------------------------------------------------------------
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def target_list(request: HttpRequest) -> HttpResponse:
+    form = TargetForm(request.POST or None, user=request.user)
+    if form.is_bound and form.is_valid():
+        try:
+            services.target_create(user=request.user, **form.cleaned_data)
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error("name", str(exc))
+        else:
+            return redirect("runs:target_list")
+    context = {
+        "form": form,
+        "targets": selectors.target_list(user=request.user).order_by(
+            "project__name", "name"
+        ),
+        "can_edit": editable_projects(request.user).exists(),
+        "examples": TARGET_CONFIG_EXAMPLES_JSON,
+    }
+    return render(request, "runs/target_list.html", context)

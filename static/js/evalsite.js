@@ -1,0 +1,45 @@
+// Small glue for the dashboard; htmx does the rest.
+(function () {
+  "use strict";
+  var LIVE_ROWS_KEPT = 100;
+
+  var resultsRefreshed = false;
+
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    // The live table shows the latest results only: keep it bounded.
+    var rows = document.getElementById("live-rows");
+    while (rows && rows.rows.length > LIVE_ROWS_KEPT) {
+      rows.deleteRow(rows.rows.length - 1);
+    }
+    // Once the run has ended, bring the results table (dataset order) up to
+    // date in place, with the page's own filters.
+    var progress = document.getElementById("run-progress");
+    var results = document.getElementById("results");
+    if (!resultsRefreshed && results && progress && progress.dataset.final === "true") {
+      resultsRefreshed = true;
+      htmx.ajax("GET", window.location.href, {
+        target: "#results",
+        select: "#results",
+        swap: "outerHTML",
+      });
+    }
+  });
+
+  // Target form: copy an example configuration into the config field.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest("[data-example-kind]");
+    if (!button) {
+      return;
+    }
+    var kind = button.getAttribute("data-example-kind");
+    var example = document.getElementById("example-" + kind);
+    var config = document.getElementById("id_config");
+    var select = document.getElementById("id_kind");
+    if (example && config) {
+      config.value = example.textContent;
+    }
+    if (select) {
+      select.value = kind;
+    }
+  });
+})();
