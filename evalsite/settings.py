@@ -8,6 +8,7 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import dj_database_url
@@ -86,6 +87,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
@@ -95,6 +97,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Daphne serves no files: WhiteNoise serves static files, before the login check.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -150,6 +154,14 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "timeout": 30,
             },
+            # Tests run executors on other threads: a file (not the shared-cache
+            # in-memory database, whose table locks ignore the busy timeout)
+            # behaves like the real one. One per process, so suites can overlap.
+            "TEST": {
+                "NAME": str(
+                    Path(tempfile.gettempdir()) / f"evalsite-test-{os.getpid()}.sqlite3"
+                )
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -178,9 +190,7 @@ EVALSITE_PYTHON_TARGETS = env_list(
 
 _VALIDATORS = "django.contrib.auth.password_validation"
 AUTH_PASSWORD_VALIDATORS = [
-    {
-        "NAME": f"{_VALIDATORS}.UserAttributeSimilarityValidator"
-    },
+    {"NAME": f"{_VALIDATORS}.UserAttributeSimilarityValidator"},
     {"NAME": f"{_VALIDATORS}.MinimumLengthValidator"},
     {"NAME": f"{_VALIDATORS}.CommonPasswordValidator"},
     {"NAME": f"{_VALIDATORS}.NumericPasswordValidator"},
@@ -197,6 +207,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / "staticfiles"
+# In debug, serve straight from static/ so that no collectstatic is needed.
+WHITENOISE_USE_FINDERS = DEBUG
+WHITENOISE_AUTOREFRESH = DEBUG
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
     "EVALSITE_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024

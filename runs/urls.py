@@ -1,10 +1,6 @@
 from __future__ import annotations
 
-from django.conf import settings
-from django.contrib.auth.decorators import login_not_required
-from django.contrib.staticfiles.views import serve
-from django.urls import path, re_path
-from django.views.decorators.cache import cache_control
+from django.urls import path
 
 from runs import views
 
@@ -24,16 +20,3 @@ urlpatterns = [
     path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
 ]
-
-# Daphne serves no files of its own. The dashboard's static files are few and
-# small (htmx, its ws extension, one stylesheet), so in the embedded mode the
-# app serves them itself, also to the login page (hence login_not_required).
-if settings.DEBUG:
-    static_prefix = settings.STATIC_URL.lstrip("/")
-    urlpatterns += [
-        re_path(
-            rf"^{static_prefix}(?P<path>.*)$",
-            login_not_required(cache_control(max_age=300)(serve)),
-            name="static",
-        )
-    ]

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import connection
 from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
@@ -36,25 +34,6 @@ db = pytest.mark.django_db
 # The run executes on the launcher's background thread, which must see the
 # rows this test writes: they have to be committed.
 live_db = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def reads_beside_the_executor(transactional_db: None) -> Iterator[None]:
-    """Let this thread read while the executor's thread writes.
-
-    The SQLite test database lives in shared-cache memory, where a reader meets
-    a writer's table lock at once ("database table is locked") instead of
-    waiting as it would on the WAL file the site uses. Reading uncommitted rows
-    takes no table locks; every read here polls until the run is final anyway.
-    """
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA read_uncommitted = 1")
-    yield
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA read_uncommitted = 0")
 
 
 def post_run(client: Client, dataset: Dataset, **fields: Any) -> HttpResponse:
@@ -532,7 +511,6 @@ def test_anonymous_cannot_cancel(client: Client, run: Run) -> None:
 
 
 @live_db
-@pytest.mark.usefixtures("reads_beside_the_executor")
 def test_run_end_to_end_against_a_local_server(
     alice_client: Client, project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -583,7 +561,6 @@ def test_run_end_to_end_against_a_local_server(
 
 
 @live_db
-@pytest.mark.usefixtures("reads_beside_the_executor")
 def test_ad_hoc_target_run_completes(
     bob_client: Client, dataset: Dataset, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -602,7 +579,6 @@ def test_ad_hoc_target_run_completes(
 
 
 @live_db
-@pytest.mark.usefixtures("reads_beside_the_executor")
 def test_cancel_stops_a_running_run_and_keeps_what_finished(
     alice_client: Client, project: Project, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -99,7 +99,9 @@ def test_command_bad_line_fails_naming_it_and_stores_nothing(
     assert Item.objects.count() == 0
 
 
-@pytest.mark.django_db
+# From the command line, Django closes every connection on the way out: a
+# transactional test can reconnect afterwards, one wrapped in a transaction not.
+@pytest.mark.django_db(transaction=True)
 def test_command_exits_non_zero_on_bad_input(
     project: Project, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -368,7 +368,7 @@ class Execution:
         watcher = asyncio.create_task(self.watch())
         flusher = asyncio.create_task(self.flush_forever())
         everything = asyncio.gather(producer, *workers)
-        tasks = (producer, *workers, watcher, flusher)
+        tasks = (producer, *workers, watcher, flusher, everything)
         error = ""
         try:
             done, _ = await asyncio.wait(
@@ -393,7 +393,7 @@ class Execution:
             error = error or str(exc)
         return await self.finish(error=error)
 
-    async def stop(self, tasks: tuple[asyncio.Task[Any], ...]) -> None:
+    async def stop(self, tasks: tuple[asyncio.Future[Any], ...]) -> None:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import threading
 from concurrent.futures import Future
@@ -58,7 +59,9 @@ class LocalLauncher:
 
     def launch(self, run_id: int) -> None:
         loop = self._ensure_loop()
-        loop.call_soon_threadsafe(self._start, run_id)
+        # A fresh context: the run must not inherit the caller's (a request's
+        # thread-sensitive context would tie its database calls to that request).
+        loop.call_soon_threadsafe(self._start, run_id, context=contextvars.Context())
 
     def _start(self, run_id: int) -> None:
         if run_id in self.tasks:
