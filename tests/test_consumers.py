@@ -103,9 +103,10 @@ async def _receive(communicator: WebsocketCommunicator, wait: float = 5) -> str:
 
 
 def _processed(message: str) -> int:
-    match = re.search(r'data-processed="(\d+)"', message)
-    assert match is not None, message
-    return int(match.group(1))
+    """The processed count in the last progress block of ``message``."""
+    counts = re.findall(r'data-processed="(\d+)"', message)
+    assert counts, message
+    return int(counts[-1])
 
 
 def _row_ids(message: str) -> list[int]:
