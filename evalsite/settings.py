@@ -215,6 +215,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
     "EVALSITE_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024
 )
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# The largest dataset file an upload may carry (it is parsed whole: all or nothing).
+EVALSITE_MAX_DATASET_BYTES = env_int(
+    "EVALSITE_MAX_DATASET_BYTES", 200 * 1024 * 1024, minimum=1024
+)
 
 LOGGING = {
     "version": 1,

@@ -143,7 +143,7 @@ def upload_dataset(
         project=project,
         user=request.auth,
         name=form.name or PurePath(filename).stem,
-        content=file.read(),
+        content=importers.read_upload(file),
         filename=filename,
         **data,
     )

@@ -19,7 +19,7 @@ from runs import selectors
 from runs.access import editable_projects
 from runs.errors import InvalidInput
 from runs.executor.options import RunOptions
-from runs.importers import FORMATS
+from runs.importers import FORMATS, read_upload
 from runs.models import Dataset, Project, Target
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets import REGISTRY as TARGETS
@@ -71,7 +71,11 @@ class PickField(forms.IntegerField):
 
 def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
     """Show a service's InvalidInput on the form field it names (or the form)."""
-    field = (exc.field or "").split(".")[0].split("[")[0]
+    # Run options are fields of the form itself; a target's configuration
+    # belongs to the target picked.
+    name = (exc.field or "").removeprefix("options.")
+    field = name.split(".")[0].split("[")[0]
+    field = {"target_config": "target"}.get(field, field)
     if exc.line is not None or getattr(exc, "record", None) is not None:
         field = "file"  # a problem inside an uploaded file, wherever it names
     form.add_error(field if field in form.fields else None, str(exc))
@@ -173,7 +177,7 @@ class DatasetUploadForm(forms.Form):
         return {
             "project": data["project"],
             "name": data["name"],
-            "content": upload.read(),
+            "content": read_upload(upload),
             "format": data["format"] or None,
             "filename": upload.name or "",
             "id_field": data["id_field"],

@@ -18,6 +18,7 @@ from pathlib import PurePath
 from typing import Any
 
 import yaml
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -128,6 +129,18 @@ def resolve_format(*, format: str | None, filename: str) -> str:
         f"cannot tell the format {what}; choose one of {', '.join(FORMATS)}",
         field="format",
     )
+
+
+def read_upload(upload: Any) -> bytes:
+    """An uploaded file's bytes, refused before reading when it is too large."""
+    limit = settings.EVALSITE_MAX_DATASET_BYTES
+    if upload.size is not None and upload.size > limit:
+        raise InvalidInput(
+            f"the file has {upload.size:,} bytes; the limit is {limit:,} "
+            "(EVALSITE_MAX_DATASET_BYTES)",
+            field="file",
+        )
+    return upload.read()
 
 
 def parse_items(

@@ -109,13 +109,20 @@ def run_create(
         raise InvalidInput("is required", field="target")
     try:
         config = clean_target_config(target_kind, target_config or {})
+    except ConfigError as exc:
+        field = "target" if exc.field == "kind" else f"target_config.{exc.field}"
+        raise InvalidInput(exc.message, field=field) from None
+    try:
         scorer_specs = clean_scorer_specs(scorers)
     except ConfigError as exc:
         raise InvalidInput(exc.message, field=exc.field) from None
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
     if not isinstance(options, RunOptions):
-        options = RunOptions.from_dict(options)
+        try:
+            options = RunOptions.from_dict(options)
+        except InvalidInput as exc:
+            raise InvalidInput(exc.message, field=f"options.{exc.field}") from None
     run = Run.objects.create(
         project=project,
         name=name.strip(),

@@ -189,12 +189,12 @@ def test_scorer_given_as_an_object(alice_client: Client, dataset: Dataset) -> No
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
-        ({"options": {"concurrency": 0}}, "concurrency"),
-        ({"options": {"parallelism": 4}}, "parallelism"),
+        ({"options": {"concurrency": 0}}, "options.concurrency"),
+        ({"options": {"parallelism": 4}}, "options.parallelism"),
         ({"scorers": ["telepathy"]}, "scorers[0].kind"),
         ({"scorers": []}, "scorers"),
         ({"target_kind": None, "target_config": None}, "target"),
-        ({"target_config": {"model": "m"}}, "base_url"),
+        ({"target_config": {"model": "m"}}, "target_config.base_url"),
     ],
 )
 def test_bad_run_is_refused_naming_the_field(

@@ -620,3 +620,15 @@ def test_outsider_gets_not_found(
             project=project, user=mallory, name="qa", items=[{"input": "x"}]
         )
     _assert_nothing_stored()
+
+
+def test_an_upload_over_the_size_limit_is_refused_before_reading(settings) -> None:
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from runs.importers import read_upload
+
+    settings.EVALSITE_MAX_DATASET_BYTES = 1024
+    upload = SimpleUploadedFile("big.jsonl", b"x" * 2048)
+    with pytest.raises(InvalidInput, match="2,048 bytes; the limit is 1,024") as info:
+        read_upload(upload)
+    assert info.value.field == "file"

@@ -203,7 +203,7 @@ def test_new_run_shows_an_option_error_on_its_field(
     assert not Run.objects.exists()
     errors = response.context["form"].errors
     assert "concurrency" in errors
-    assert "field 'concurrency'" in errors["concurrency"][0]
+    assert "field 'options.concurrency'" in errors["concurrency"][0]
     assert "must be between 1 and 1024" in response.content.decode()
 
 
