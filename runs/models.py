@@ -202,6 +202,8 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     executor_id = models.CharField(max_length=100, blank=True)
+    # While the executor backs off after 429s: the concurrency it allows now.
+    throttle_limit = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -230,6 +232,10 @@ class Run(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_RUN_STATUSES
+
+    @property
+    def backing_off(self) -> bool:
+        return self.throttle_limit is not None and not self.is_final
 
     @property
     def wall_seconds(self) -> float | None:

@@ -2,22 +2,25 @@
 
 Items stream from the database in pages through a bounded queue to a fixed
 pool of workers. Each item's attempts run under a timeout and are retried only
-for transient failures; its scorers run concurrently. Finished results go to a
-bounded buffer that a single writer flushes in batches, at least every
-``FLUSH_INTERVAL`` seconds; progress is announced only after a batch is stored.
+for transient failures (``items.py``); its scorers run concurrently. Finished
+results go to a bounded buffer that a single writer flushes in batches, at
+least every ``FLUSH_INTERVAL`` seconds; progress is announced only after a
+batch is stored, so nothing is ever reported done that is not stored.
+
+A run stops early for one of four reasons (``Stop``): a cancel from any
+process, its deadline, too many failures (fail fast), or a database that stays
+unavailable. A process that is shut down stops without a reason: the run stays
+``running`` and resumes later with the items that have no result.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import random
-import re
 import time
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Awaitable, Callable
+from enum import StrEnum
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -26,11 +29,12 @@ from django.utils import timezone
 
 from runs import events
 from runs.executor import store
+from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
-from runs.executor.store import ResultRecord, RunSpec, ScoreRecord
-from runs.models import ErrorKind, Item, Result
-from runs.scorers import Scorer, build_scorer
-from runs.targets import ConfigError, Target, TargetError, TargetInput, build_target
+from runs.executor.store import ResultRecord, RunSpec
+from runs.models import ErrorKind, Result
+from runs.scorers import build_scorer
+from runs.targets import ConfigError, build_target
 
 logger = logging.getLogger(__name__)
 
@@ -38,8 +42,7 @@ FLUSH_INTERVAL = 0.25
 FLUSH_BATCH = 500
 WATCH_INTERVAL = 0.25
 HEARTBEAT_INTERVAL = 2.0
-WRITE_RETRIES = 5
-RAW_BODY_LIMIT = 20_000
+STORAGE_BACKOFF_MAX = 2.0
 
 claim_run = database_sync_to_async(store.run_claim)
 heartbeat = database_sync_to_async(store.run_heartbeat)
@@ -48,35 +51,18 @@ load_item_page = database_sync_to_async(store.item_page)
 write_results = database_sync_to_async(store.results_write)
 finish_run = database_sync_to_async(store.run_finish)
 
-
-def error_signature(error_type: str, message: str) -> str:
-    """A stable fingerprint of an error: numbers, quoted text and ids folded away."""
-    folded = re.sub(r"'[^']*'|\"[^\"]*\"", "<s>", message)
-    folded = re.sub(r"0x[0-9a-fA-F]+|\d+(\.\d+)?", "<n>", folded)[:300]
-    return hashlib.sha1(f"{error_type}|{folded}".encode()).hexdigest()[:16]
+ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
 
 
-def _now() -> datetime:
-    return timezone.now()
+class Stop(StrEnum):
+    CANCEL = "cancel"
+    DEADLINE = "deadline"
+    FAIL_FAST = "fail_fast"
+    STORAGE = "storage"
 
 
-@dataclass(slots=True)
-class WorkItem:
-    item: Item
-    epoch: int
-
-    def target_input(self) -> TargetInput:
-        return TargetInput(
-            index=self.item.index,
-            external_id=self.item.external_id,
-            input=self.item.input,
-            expected=self.item.expected,
-            metadata=self.item.metadata or {},
-        )
-
-
-class RunAborted(Exception):
-    """The run cannot go on (storage unavailable); its reason becomes the run error."""
+class StorageUnavailable(Exception):
+    """The database stayed unavailable past the run's storage timeout."""
 
 
 class ResultBuffer:
@@ -104,7 +90,7 @@ class ResultBuffer:
 
 
 class Execution:
-    """State of one execution of a run (or shard) in this process."""
+    """One execution of a run (or shard) in this process."""
 
     def __init__(
         self, spec: RunSpec, *, index_range: tuple[int, int] | None = None
@@ -118,27 +104,37 @@ class Execution:
         self.buffer = ResultBuffer(
             capacity=max(FLUSH_BATCH, self.options.concurrency * 4)
         )
-        self.user_cancelled = False
-        self.cancel_event = asyncio.Event()
-        self.random = random.Random()
-        self.target: Target | None = None
-        self.scorers: list[Scorer] = []
+        self.stop_event = asyncio.Event()
+        self.stop_reason: Stop | None = None
+        self.stop_error = ""
+        self.runner: ItemRunner | None = None
+        # Tallies of stored results, kept by the single writer (fail fast).
+        self.stored = spec.processed
+        self.stored_errors = spec.errored
+        self.reported_limit: int | None = None
+
+    # -- stopping ----------------------------------------------------------------
+
+    def request_stop(self, reason: Stop, error: str = "") -> None:
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_error = reason, error
+        self.stop_event.set()
+
+    def request_cancel(self) -> None:
+        self.request_stop(Stop.CANCEL)
 
     # -- items -------------------------------------------------------------
 
     async def produce(self) -> None:
         start, stop = self.index_range or (0, None)
         after = start - 1
-        while True:
-            page = await load_item_page(
-                self.spec.dataset_id,
-                after_index=after,
-                stop_index=stop,
-                epochs=self.options.epochs,
-                run_id=self.spec.id,
-            )
-            if not page:
-                break
+        while page := await load_item_page(
+            self.spec.dataset_id,
+            after_index=after,
+            stop_index=stop,
+            epochs=self.options.epochs,
+            run_id=self.spec.id,
+        ):
             for item, epochs in page:
                 for epoch in epochs:
                     await self.queue.put(WorkItem(item, epoch))
@@ -147,250 +143,197 @@ class Execution:
             await self.queue.put(None)
 
     async def work(self) -> None:
+        assert self.runner is not None
         while True:
             await self.buffer.wait_not_full()
             work = await self.queue.get()
             if work is None:
                 return
-            self.buffer.put(await self.process(work))
-
-    async def process(self, work: WorkItem) -> ResultRecord:
-        item = work.target_input()
-        started_at = _now()
-        attempts: list[dict[str, Any]] = []
-        record = ResultRecord(
-            item_id=work.item.pk,
-            item_index=work.item.index,
-            epoch=work.epoch,
-            status=Result.Status.FAILED,
-            output=None,
-            attempts=attempts,
-            started_at=started_at,
-            finished_at=started_at,
-        )
-        try:
-            await self.attempt_until_final(item, record)
-            if record.status == Result.Status.SUCCEEDED:
-                record.scores = await self.score(record.output, item)
-        except asyncio.CancelledError:
-            if self.user_cancelled:
-                if attempts and attempts[-1].get("outcome") is None:
-                    attempts[-1].update(
-                        outcome="cancelled", finished_at=_now().isoformat()
-                    )
-                record.status = Result.Status.CANCELLED
-                record.error_kind = ErrorKind.CANCELLED
-                record.error_type = "Cancelled"
-                record.error_message = "run was cancelled while this item was in flight"
-                record.finished_at = _now()
-                self.buffer.put(record)
-            raise
-        record.finished_at = _now()
-        return record
-
-    async def attempt_until_final(
-        self, item: TargetInput, record: ResultRecord
-    ) -> None:
-        assert self.target is not None
-        options = self.options
-        for number in range(1, options.max_attempts + 1):
-            attempt: dict[str, Any] = {
-                "number": number,
-                "started_at": _now().isoformat(),
-            }
-            record.attempts.append(attempt)
-            began = time.monotonic()
-            retry_after: float | None = None
+            record = work.new_record()
             try:
-                async with asyncio.timeout(options.timeout_seconds):
-                    answer = await self.target.generate(item)
-            except TimeoutError:
-                kind, error_type = ErrorKind.TIMEOUT, "Timeout"
-                message = f"attempt exceeded {options.timeout_seconds:g} s"
-                attempt.update(outcome="timeout")
-                record.status = Result.Status.TIMED_OUT
-            except TargetError as exc:
-                kind, error_type, message = exc.kind, exc.error_type, exc.message
-                retry_after = exc.retry_after
-                attempt.update(outcome="error", http_status=exc.http_status)
-                if exc.raw_body is not None:
-                    attempt["raw_body"] = exc.raw_body[:RAW_BODY_LIMIT]
-                record.status = Result.Status.FAILED
-            except Exception as exc:  # a target bug must not kill the run: record it
-                kind, error_type = ErrorKind.PERMANENT, type(exc).__name__
-                message = str(exc) or error_type
-                attempt.update(outcome="error")
-                record.status = Result.Status.FAILED
-            else:
-                latency = (time.monotonic() - began) * 1000
-                attempt.update(
-                    outcome="ok",
-                    latency_ms=round(latency, 3),
-                    http_status=answer.http_status,
-                    finished_at=_now().isoformat(),
-                )
-                record.status = Result.Status.SUCCEEDED
-                record.output = answer.output
-                record.latency_ms = latency
-                record.prompt_tokens = answer.prompt_tokens
-                record.completion_tokens = answer.completion_tokens
-                record.cost = answer.cost
-                record.error_kind = record.error_type = record.error_message = ""
-                record.error_signature = ""
-                return
-            attempt.update(
-                finished_at=_now().isoformat(),
-                latency_ms=round((time.monotonic() - began) * 1000, 3),
-                error_kind=kind,
-                error_type=error_type,
-                error_message=message[:2000],
-            )
-            record.error_kind, record.error_type, record.error_message = (
-                kind,
-                error_type,
-                message,
-            )
-            record.error_signature = error_signature(error_type, message)
-            retryable = kind in (ErrorKind.TRANSIENT, ErrorKind.TIMEOUT)
-            if not retryable or number == options.max_attempts:
-                return
-            await asyncio.sleep(self.backoff(number, retry_after))
+                await self.runner.run(work, record)
+            except asyncio.CancelledError:
+                self.keep_interrupted(record)
+                raise
+            self.buffer.put(record)
 
-    def backoff(self, number: int, retry_after: float | None) -> float:
-        """Exponential backoff with full jitter; a server's Retry-After wins."""
-        if retry_after is not None:
-            return min(retry_after, self.options.backoff_max_seconds)
-        ceiling = min(
-            self.options.backoff_max_seconds,
-            self.options.backoff_base_seconds * 2 ** (number - 1),
-        )
-        return self.random.uniform(0, ceiling)
-
-    async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
-        return list(
-            await asyncio.gather(
-                *(self.score_one(s, output, item) for s in self.scorers)
+    def keep_interrupted(self, record: ResultRecord) -> None:
+        """Store an item cut short by a stop, as what the stop made of it."""
+        reason = self.stop_reason
+        if reason in (None, Stop.STORAGE):
+            return  # shutting down, or nowhere to store it: it will run again
+        if record.attempts and "outcome" not in record.attempts[-1]:
+            outcome = "timeout" if reason == Stop.DEADLINE else "cancelled"
+            record.attempts[-1].update(outcome=outcome, finished_at=now().isoformat())
+        if reason == Stop.DEADLINE:
+            record.status, record.error_kind = (
+                Result.Status.TIMED_OUT,
+                ErrorKind.TIMEOUT,
             )
-        )
-
-    async def score_one(
-        self, scorer: Scorer, output: Any, item: TargetInput
-    ) -> ScoreRecord:
-        try:
-            async with asyncio.timeout(self.options.scorer_timeout_seconds):
-                outcome = await scorer.score(output=output, item=item)
-        except TimeoutError:
-            message = f"scorer exceeded {self.options.scorer_timeout_seconds:g} s"
-            return ScoreRecord(scorer.name, None, None, error=message)
-        except Exception as exc:  # one scorer's error never hides the others
-            return ScoreRecord(
-                scorer.name, None, None, error=f"{type(exc).__name__}: {exc}"
+            record.error_type = "Deadline"
+        else:
+            record.status, record.error_kind = (
+                Result.Status.CANCELLED,
+                ErrorKind.CANCELLED,
             )
-        return ScoreRecord(
-            scorer.name, outcome.value, outcome.passed, reason=outcome.reason
+            record.error_type = "Cancelled"
+        record.error_message = (
+            f"in flight when the run stopped: {self.stop_error or reason}"
         )
+        record.error_signature = ""
+        record.output = (
+            record.output if record.status == Result.Status.SUCCEEDED else None
+        )
+        record.finished_at = now()
+        self.buffer.put(record)
 
     # -- storage -----------------------------------------------------------
 
-    async def flush(self) -> int:
-        batch = await self.buffer.take()
-        if not batch:
-            return 0
-        delay = 0.1
-        for attempt in range(1, WRITE_RETRIES + 1):
+    async def with_storage(self, call: Callable[[], Awaitable[Any]], what: str) -> Any:
+        """Retry a database call with backoff until the storage timeout passes."""
+        deadline = time.monotonic() + self.options.storage_timeout_seconds
+        delay = 0.05
+        while True:
             try:
-                stored = await write_results(self.spec.id, batch)
+                return await call()
             except DatabaseError as exc:
                 logger.warning(
-                    "run %s: write of %d results failed (attempt %d): %s",
+                    "run %s: %s failed: %s: %s",
                     self.spec.id,
-                    len(batch),
-                    attempt,
+                    what,
+                    type(exc).__name__,
                     exc,
                 )
-                if attempt == WRITE_RETRIES:
-                    raise RunAborted(
-                        f"storage unavailable: {type(exc).__name__}: {exc}"
+                if time.monotonic() + delay > deadline:
+                    seconds = self.options.storage_timeout_seconds
+                    raise StorageUnavailable(
+                        f"storage unavailable: {what} failed for {seconds:g} s: "
+                        f"{type(exc).__name__}: {exc}"
                     ) from exc
                 await asyncio.sleep(delay)
-                delay *= 2
-            else:
-                await events.publish_run_update(self.spec.id)
-                return stored
-        return 0
+                delay = min(delay * 2, STORAGE_BACKOFF_MAX)
+
+    async def flush(self) -> None:
+        batch = await self.buffer.take()
+        if not batch:
+            return
+        await self.with_storage(
+            lambda: write_results(self.spec.id, batch), f"writing {len(batch)} results"
+        )
+        self.stored += len(batch)
+        self.stored_errors += sum(1 for r in batch if r.status in ERRORED)
+        await events.publish_run_update(self.spec.id)
+        self.check_fail_fast()
+
+    def check_fail_fast(self) -> None:
+        rate = self.options.fail_fast_error_rate
+        if rate is None or self.stored < self.options.fail_fast_min_items:
+            return
+        if self.stored_errors / self.stored >= rate:
+            self.request_stop(
+                Stop.FAIL_FAST,
+                f"stopped early: {self.stored_errors} of {self.stored} items failed "
+                f"({self.stored_errors / self.stored:.0%}, fail-fast threshold "
+                f"{rate:.0%}); the target looks unavailable",
+            )
 
     async def flush_forever(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_INTERVAL)
             await self.flush()
 
-    # -- cancellation and liveness -------------------------------------------
-
-    def request_cancel(self) -> None:
-        self.cancel_event.set()
+    # -- liveness ------------------------------------------------------------
 
     async def watch(self) -> None:
-        """Notice a cancel (from any process) and keep the heartbeat fresh."""
+        """Notice cancels from any process; keep the heartbeat and throttle fresh."""
         last_beat = time.monotonic()
-        while True:
+        while not self.stop_event.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(WATCH_INTERVAL):
-                    await self.cancel_event.wait()
-            if self.cancel_event.is_set():
-                break
-            if time.monotonic() - last_beat >= HEARTBEAT_INTERVAL:
-                last_beat = time.monotonic()
-                if await heartbeat(self.spec.id):
-                    break
-            elif await cancel_requested(self.spec.id):
-                break
-        self.user_cancelled = True
+                    await self.stop_event.wait()
+            if self.stop_event.is_set():
+                return
+            limit = self.throttle_limit()
+            due = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
+            try:
+                if due or limit != self.reported_limit:
+                    last_beat = time.monotonic()
+                    cancelled = await heartbeat(self.spec.id, throttle_limit=limit)
+                    if limit != self.reported_limit:
+                        self.reported_limit = limit
+                        await events.publish_run_update(self.spec.id)
+                else:
+                    cancelled = await cancel_requested(self.spec.id)
+            except DatabaseError as exc:  # the writer decides when storage is gone
+                logger.warning("run %s: heartbeat failed: %s", self.spec.id, exc)
+                continue
+            if cancelled:
+                self.request_stop(Stop.CANCEL)
+
+    def throttle_limit(self) -> int | None:
+        concurrency = self.runner.concurrency if self.runner else None
+        return concurrency.limit if concurrency and concurrency.backing_off else None
+
+    async def enforce_deadline(self) -> None:
+        deadline = self.options.deadline_seconds
+        if deadline is None:
+            return
+        elapsed = (timezone.now() - self.spec.started_at).total_seconds()
+        await asyncio.sleep(max(deadline - elapsed, 0))
+        self.request_stop(Stop.DEADLINE, f"the run's deadline of {deadline:g} s passed")
 
     # -- the whole run ---------------------------------------------------------
 
     async def execute(self) -> str:
         try:
-            self.target = build_target(self.spec.target_kind, self.spec.target_config)
-            self.scorers = [build_scorer(spec) for spec in self.spec.scorers]
+            target = build_target(self.spec.target_kind, self.spec.target_config)
+            scorers = [build_scorer(spec) for spec in self.spec.scorers]
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
+        self.runner = ItemRunner(target=target, scorers=scorers, options=self.options)
         await events.publish_run_update(self.spec.id)
         try:
             return await self.run_workers()
         finally:
-            await self.target.aclose()
+            await target.aclose()
 
     async def run_workers(self) -> str:
         workers = [
             asyncio.create_task(self.work()) for _ in range(self.options.concurrency)
         ]
         producer = asyncio.create_task(self.produce())
+        everything = asyncio.gather(producer, *workers)
         watcher = asyncio.create_task(self.watch())
         flusher = asyncio.create_task(self.flush_forever())
-        everything = asyncio.gather(producer, *workers)
-        tasks = (producer, *workers, watcher, flusher, everything)
+        timer = asyncio.create_task(self.enforce_deadline())
+        tasks = (producer, *workers, everything, watcher, flusher, timer)
         error = ""
         try:
-            done, _ = await asyncio.wait(
+            await asyncio.wait(
                 {everything, watcher, flusher}, return_when=asyncio.FIRST_COMPLETED
             )
         except asyncio.CancelledError:
             # The process is shutting down, not the user cancelling: keep what
             # finished and leave the run "running" so that it resumes.
             await self.stop(tasks)
-            with contextlib.suppress(RunAborted, DatabaseError):
+            with contextlib.suppress(StorageUnavailable):
                 await self.flush()
             raise
-        if flusher in done:
-            error = str(flusher.exception() or "the result writer stopped")
-        elif everything in done and (exc := everything.exception()) is not None:
+        if flusher.done() and isinstance(
+            exc := flusher.exception(), StorageUnavailable
+        ):
+            self.request_stop(Stop.STORAGE, str(exc))
+        elif everything.done() and (exc := everything.exception()) is not None:
             error = f"executor error: {type(exc).__name__}: {exc}"
             logger.error("run %s: %s", self.spec.id, error, exc_info=exc)
         await self.stop(tasks)
-        try:
-            await self.flush()
-        except RunAborted as exc:
-            error = error or str(exc)
+        if self.stop_reason != Stop.STORAGE:
+            try:
+                await self.flush()
+            except StorageUnavailable as exc:
+                self.request_stop(Stop.STORAGE, str(exc))
+        if self.stop_reason not in (None, Stop.CANCEL):
+            error = error or self.stop_error
         return await self.finish(error=error)
 
     async def stop(self, tasks: tuple[asyncio.Future[Any], ...]) -> None:
@@ -399,11 +342,14 @@ class Execution:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def finish(self, *, error: str = "") -> str:
-        status = await finish_run(
-            self.spec.id,
-            cancelled=self.user_cancelled,
-            error=error,
-            shard=self.index_range is not None,
+        status = await self.with_storage(
+            lambda: finish_run(
+                self.spec.id,
+                cancelled=self.stop_reason == Stop.CANCEL,
+                error=error,
+                shard=self.index_range is not None,
+            ),
+            "recording the final status",
         )
         await events.publish_run_update(self.spec.id, final=True)
         return status
@@ -413,7 +359,7 @@ async def execute_run(
     run_id: int,
     *,
     index_range: tuple[int, int] | None = None,
-    on_start: Any = None,
+    on_start: Callable[[Execution], None] | None = None,
 ) -> str | None:
     """Execute a run (or the items with index in ``index_range``) to its end.
 

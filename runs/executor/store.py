@@ -52,6 +52,9 @@ class RunSpec:
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
     total: int
+    started_at: datetime
+    processed: int
+    errored: int
 
 
 @dataclass(slots=True)
@@ -117,13 +120,19 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         scorers=run.scorers,
         options=run.options,
         total=run.total,
+        started_at=run.started_at,
+        processed=run.processed,
+        errored=run.errored,
     )
 
 
-def run_heartbeat(run_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
-    """Record that the run is alive; returns whether a cancel was requested."""
+def run_heartbeat(
+    run_id: int, *, throttle_limit: int | None = None, executor_id: str = EXECUTOR_ID
+) -> bool:
+    """Record that the run is alive (and how far it backs off); returns whether
+    a cancel was requested."""
     Run.objects.filter(pk=run_id, executor_id=executor_id).update(
-        heartbeat_at=timezone.now()
+        heartbeat_at=timezone.now(), throttle_limit=throttle_limit
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 
@@ -292,6 +301,7 @@ def run_finish(
         run.error = error or run.error
         run.finished_at = timezone.now()
         run.heartbeat_at = run.finished_at
+        run.throttle_limit = None
         run.save()
     return run.status
 

@@ -1,0 +1,221 @@
+"""One item, start to end: its attempts against the target, then its scores."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from runs.executor.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
+from runs.executor.options import RunOptions
+from runs.executor.store import ResultRecord, ScoreRecord
+from runs.models import ErrorKind, Item, Result
+from runs.scorers import Scorer
+from runs.targets import Target, TargetError, TargetInput
+
+RAW_BODY_LIMIT = 20_000
+RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
+
+
+def error_signature(error_type: str, message: str) -> str:
+    """A stable fingerprint of an error: numbers, quoted text and ids folded away."""
+    folded = re.sub(r"'[^']*'|\"[^\"]*\"", "<s>", message)
+    folded = re.sub(r"0x[0-9a-fA-F]+|\d+(\.\d+)?", "<n>", folded)[:300]
+    return hashlib.sha1(f"{error_type}|{folded}".encode()).hexdigest()[:16]
+
+
+def now() -> datetime:
+    return timezone.now()
+
+
+@dataclass(slots=True)
+class WorkItem:
+    item: Item
+    epoch: int
+
+    def target_input(self) -> TargetInput:
+        return TargetInput(
+            index=self.item.index,
+            external_id=self.item.external_id,
+            input=self.item.input,
+            expected=self.item.expected,
+            metadata=self.item.metadata or {},
+        )
+
+    def new_record(self) -> ResultRecord:
+        started_at = now()
+        return ResultRecord(
+            item_id=self.item.pk,
+            item_index=self.item.index,
+            epoch=self.epoch,
+            status=Result.Status.FAILED,
+            output=None,
+            attempts=[],
+            started_at=started_at,
+            finished_at=started_at,
+        )
+
+
+@dataclass(slots=True)
+class Failure:
+    kind: ErrorKind
+    error_type: str
+    message: str
+    status: str
+    retry_after: float | None = None
+
+
+class ItemRunner:
+    """Runs items against one target with the run's pacing and scorers."""
+
+    def __init__(
+        self,
+        *,
+        target: Target,
+        scorers: list[Scorer],
+        options: RunOptions,
+    ) -> None:
+        self.target = target
+        self.scorers = scorers
+        self.options = options
+        self.concurrency = AdaptiveConcurrency(
+            options.concurrency, adaptive=options.adaptive_concurrency
+        )
+        self.rate = (
+            RateLimiter(options.rate_limit_rpm) if options.rate_limit_rpm else None
+        )
+        self.budget = RetryBudget(options.retry_budget)
+        self.random = random.Random()
+
+    async def run(self, work: WorkItem, record: ResultRecord) -> None:
+        """Fill ``record`` with the item's final outcome and its scores."""
+        item = work.target_input()
+        await self.attempt_until_final(item, record)
+        if record.status == Result.Status.SUCCEEDED:
+            record.scores = await self.score(record.output, item)
+        record.finished_at = now()
+
+    async def attempt_until_final(
+        self, item: TargetInput, record: ResultRecord
+    ) -> None:
+        options = self.options
+        for number in range(1, options.max_attempts + 1):
+            if self.rate is not None:
+                await self.rate.acquire()
+            attempt: dict[str, Any] = {"number": number}
+            record.attempts.append(attempt)
+            async with self.concurrency.slot():
+                attempt["started_at"] = now().isoformat()
+                began = time.monotonic()
+                failure = await self.attempt(item, record, attempt)
+                latency = round((time.monotonic() - began) * 1000, 3)
+            attempt.update(finished_at=now().isoformat(), latency_ms=latency)
+            if failure is None:
+                self.concurrency.succeeded()
+                record.latency_ms = latency
+                return
+            if attempt.get("http_status") == 429:
+                self.concurrency.throttled()
+            self.record_failure(record, attempt, failure)
+            if failure.kind not in RETRYABLE or number == options.max_attempts:
+                return
+            if not self.budget.spend():
+                attempt["note"] = "the run's retry budget is spent: not retried"
+                return
+            await asyncio.sleep(self.backoff(number, failure.retry_after))
+
+    async def attempt(
+        self, item: TargetInput, record: ResultRecord, attempt: dict[str, Any]
+    ) -> Failure | None:
+        """One call under the per-attempt timeout; None when it succeeded."""
+        try:
+            async with asyncio.timeout(self.options.timeout_seconds):
+                answer = await self.target.generate(item)
+        except TimeoutError:
+            attempt["outcome"] = "timeout"
+            message = f"attempt exceeded {self.options.timeout_seconds:g} s"
+            return Failure(
+                ErrorKind.TIMEOUT, "Timeout", message, Result.Status.TIMED_OUT
+            )
+        except TargetError as exc:
+            attempt.update(outcome="error", http_status=exc.http_status)
+            if exc.raw_body is not None:
+                attempt["raw_body"] = exc.raw_body[:RAW_BODY_LIMIT]
+            return Failure(
+                exc.kind,
+                exc.error_type,
+                exc.message,
+                Result.Status.FAILED,
+                exc.retry_after,
+            )
+        except Exception as exc:  # a target's bug must not kill the run: record it
+            attempt["outcome"] = "error"
+            return Failure(
+                ErrorKind.PERMANENT,
+                type(exc).__name__,
+                str(exc) or type(exc).__name__,
+                Result.Status.FAILED,
+            )
+        attempt.update(outcome="ok", http_status=answer.http_status)
+        record.status = Result.Status.SUCCEEDED
+        record.output = answer.output
+        record.prompt_tokens = answer.prompt_tokens
+        record.completion_tokens = answer.completion_tokens
+        record.cost = answer.cost
+        record.error_kind = record.error_type = record.error_message = ""
+        record.error_signature = ""
+        return None
+
+    @staticmethod
+    def record_failure(
+        record: ResultRecord, attempt: dict[str, Any], failure: Failure
+    ) -> None:
+        attempt.update(
+            error_kind=failure.kind,
+            error_type=failure.error_type,
+            error_message=failure.message[:2000],
+        )
+        record.status = failure.status
+        record.error_kind = failure.kind
+        record.error_type = failure.error_type
+        record.error_message = failure.message
+        record.error_signature = error_signature(failure.error_type, failure.message)
+
+    def backoff(self, number: int, retry_after: float | None) -> float:
+        """Exponential backoff with full jitter; a server's Retry-After wins."""
+        if retry_after is not None:
+            return retry_after  # already capped when parsed
+        ceiling = min(
+            self.options.backoff_max_seconds,
+            self.options.backoff_base_seconds * 2 ** (number - 1),
+        )
+        return self.random.uniform(0, ceiling)
+
+    async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
+        scored = (self.score_one(s, output, item) for s in self.scorers)
+        return list(await asyncio.gather(*scored))
+
+    async def score_one(
+        self, scorer: Scorer, output: Any, item: TargetInput
+    ) -> ScoreRecord:
+        timeout = self.options.scorer_timeout_seconds
+        try:
+            async with asyncio.timeout(timeout):
+                outcome = await scorer.score(output=output, item=item)
+        except TimeoutError:
+            return ScoreRecord(
+                scorer.name, None, None, error=f"scorer exceeded {timeout:g} s"
+            )
+        except Exception as exc:  # one scorer's error never hides the others
+            error = f"{type(exc).__name__}: {exc}"
+            return ScoreRecord(scorer.name, None, None, error=error)
+        return ScoreRecord(
+            scorer.name, outcome.value, outcome.passed, reason=outcome.reason
+        )
