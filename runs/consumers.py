@@ -53,6 +53,7 @@ def _state_of(run: Run) -> tuple[Any, ...]:
         run.cancelled,
         run.cancel_requested,
         run.heartbeat_at,
+        run.throttle_limit,
         run.error,
     )
 
