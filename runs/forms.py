@@ -100,6 +100,47 @@ class RunForm(forms.Form):
     )
     max_attempts = forms.IntegerField(initial=DEFAULT_OPTIONS.max_attempts)
     epochs = forms.IntegerField(initial=DEFAULT_OPTIONS.epochs)
+    # Limits, all optional.
+    deadline_seconds = forms.FloatField(
+        required=False,
+        label="Run deadline (seconds)",
+        help_text="Stop after this long.",
+    )
+    rate_limit_rpm = forms.FloatField(
+        required=False, label="Rate limit (requests a minute)"
+    )
+    retry_budget = forms.IntegerField(
+        required=False, label="Retry budget", help_text="Retries for the whole run."
+    )
+    fail_fast_error_rate = forms.FloatField(
+        required=False,
+        label="Fail fast at error rate",
+        help_text="0 to 1: stop when this fraction of items failed.",
+    )
+    fail_fast_min_items = forms.IntegerField(
+        required=False,
+        initial=DEFAULT_OPTIONS.fail_fast_min_items,
+        label="… after at least N items",
+    )
+    adaptive_concurrency = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Back off on 429s",
+        help_text="Lower the concurrency on a burst of 429s, raise it back after.",
+    )
+
+    OPTION_FIELDS = (
+        "concurrency",
+        "timeout_seconds",
+        "max_attempts",
+        "epochs",
+        "deadline_seconds",
+        "rate_limit_rpm",
+        "retry_budget",
+        "fail_fast_error_rate",
+        "fail_fast_min_items",
+        "adaptive_concurrency",
+    )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -141,10 +182,7 @@ class RunForm(forms.Form):
             "target": data["target"],
             "scorers": list(data["scorers"]),
             "name": data["name"],
-            "options": {
-                key: data[key]
-                for key in ("concurrency", "timeout_seconds", "max_attempts", "epochs")
-            },
+            "options": {key: data[key] for key in self.OPTION_FIELDS},
         }
 
 

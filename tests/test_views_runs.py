@@ -192,6 +192,28 @@ def test_new_run_creates_the_run_and_opens_its_page(
     assert run.total == 10
 
 
+def test_new_run_takes_limits_and_back_off_options(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset,
+        demo_target,
+        deadline_seconds=600,
+        rate_limit_rpm=120,
+        retry_budget=50,
+        fail_fast_error_rate=0.5,
+        fail_fast_min_items=30,
+    )
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 302
+    options = Run.objects.get().options
+    assert (options["deadline_seconds"], options["rate_limit_rpm"]) == (600, 120)
+    assert (options["retry_budget"], options["fail_fast_error_rate"]) == (50, 0.5)
+    assert options["fail_fast_min_items"] == 30
+    assert options["adaptive_concurrency"] is False  # its box was not ticked
+
+
 def test_new_run_shows_an_option_error_on_its_field(
     bob_client: Client, dataset: Dataset, demo_target: Target
 ) -> None:

@@ -87,6 +87,23 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, help="seconds per attempt")
         parser.add_argument("--max-attempts", type=int)
         parser.add_argument("--epochs", type=int)
+        parser.add_argument("--deadline", type=float, help="seconds for the whole run")
+        parser.add_argument(
+            "--retry-budget", type=int, help="retries for the whole run"
+        )
+        parser.add_argument("--rate-limit-rpm", type=float, help="requests a minute")
+        parser.add_argument(
+            "--no-adaptive-concurrency",
+            action="store_true",
+            help="keep the concurrency when the endpoint answers 429",
+        )
+        parser.add_argument(
+            "--fail-fast",
+            type=float,
+            metavar="RATE",
+            help="stop once this fraction of items failed",
+        )
+        parser.add_argument("--fail-fast-min-items", type=int)
         parser.add_argument("--run-name", default="")
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -153,6 +170,12 @@ class Command(BaseCommand):
                 "timeout_seconds": opts["timeout"],
                 "max_attempts": opts["max_attempts"],
                 "epochs": opts["epochs"],
+                "deadline_seconds": opts["deadline"],
+                "retry_budget": opts["retry_budget"],
+                "rate_limit_rpm": opts["rate_limit_rpm"],
+                "adaptive_concurrency": not opts["no_adaptive_concurrency"],
+                "fail_fast_error_rate": opts["fail_fast"],
+                "fail_fast_min_items": opts["fail_fast_min_items"],
             }
             return services.run_create(
                 user=None,
