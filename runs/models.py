@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 
 class Project(models.Model):
@@ -141,6 +142,10 @@ class RunStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+# An executor beats every two seconds; after this long without a beat its run
+# is taken for orphaned and may be resumed by another.
+HEARTBEAT_STALE_SECONDS = 15.0
+
 FINAL_RUN_STATUSES = frozenset(
     {
         RunStatus.COMPLETED,
@@ -232,6 +237,14 @@ class Run(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status in FINAL_RUN_STATUSES
+
+    @property
+    def alive(self) -> bool:
+        """An executor has reported on this unfinished run in the last seconds."""
+        if self.is_final or self.heartbeat_at is None:
+            return False
+        age = (timezone.now() - self.heartbeat_at).total_seconds()
+        return age < HEARTBEAT_STALE_SECONDS
 
     @property
     def backing_off(self) -> bool:

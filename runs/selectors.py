@@ -132,11 +132,7 @@ def run_progress(*, run: Run) -> RunProgress:
             throughput = recent / seconds
         if not run.is_final and throughput:
             eta = max(total - processed, 0) / throughput
-    alive = bool(
-        run.heartbeat_at
-        and (now - run.heartbeat_at).total_seconds() < 15
-        and not run.is_final
-    )
+    alive = run.alive
     return RunProgress(
         run=run,
         processed=processed,

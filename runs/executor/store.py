@@ -17,9 +17,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs.models import Item, Result, Run, RunStatus, Score
+from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
 
-HEARTBEAT_STALE_SECONDS = 15.0
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
 EXECUTOR_ID = f"{HOSTNAME}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
