@@ -57,4 +57,4 @@ bench: install-test
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache

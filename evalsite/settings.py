@@ -7,7 +7,9 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import tempfile
 from pathlib import Path
 
@@ -67,14 +69,25 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-DEBUG = env_bool("EVALSITE_DEBUG", default=True)
-SECRET_KEY = env_str("EVALSITE_SECRET_KEY")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured(
-            "EVALSITE_SECRET_KEY must be set when EVALSITE_DEBUG is off"
-        )
-    SECRET_KEY = "insecure-embedded-default-key-set-EVALSITE_SECRET_KEY-in-production"
+DATA_DIR = Path(env_str("EVALSITE_DATA_DIR", str(BASE_DIR / "var")))
+
+
+def local_secret_key(data_dir: Path) -> str:
+    """A key made once for this installation and kept beside its database."""
+    path = data_dir / "secret_key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(50))
+    return path.read_text().strip()
+
+
+# Debug pages (and Django's log of every SQL query, which slows a run down)
+# only when asked for.
+DEBUG = env_bool("EVALSITE_DEBUG", default=False)
+SECRET_KEY = env_str("EVALSITE_SECRET_KEY") or local_secret_key(DATA_DIR)
 ALLOWED_HOSTS = env_list(
     "EVALSITE_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"]
 )
@@ -127,7 +140,6 @@ TEMPLATES = [
 ]
 
 # Database: SQLite in WAL mode unless DATABASE_URL names another one.
-DATA_DIR = Path(env_str("EVALSITE_DATA_DIR", str(BASE_DIR / "var")))
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     try:
@@ -206,9 +218,11 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
-# In debug, serve straight from static/ so that no collectstatic is needed.
-WHITENOISE_USE_FINDERS = DEBUG
+# collectstatic's output; WhiteNoise also serves straight from static/.
+STATIC_ROOT = DATA_DIR / "static"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Serve straight from static/ too, so that no collectstatic is needed.
+WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(

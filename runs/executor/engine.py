@@ -108,9 +108,10 @@ class Execution:
         self.stop_reason: Stop | None = None
         self.stop_error = ""
         self.runner: ItemRunner | None = None
-        # Tallies of stored results, kept by the single writer (fail fast).
-        self.stored = spec.processed
-        self.stored_errors = spec.errored
+        # Items finished so far and how many failed, for fail fast. Only the
+        # event loop's thread changes them, between awaits.
+        self.finished = spec.processed
+        self.finished_errors = spec.errored
         self.reported_limit: int | None = None
 
     # -- stopping ----------------------------------------------------------------
@@ -156,6 +157,7 @@ class Execution:
                 self.keep_interrupted(record)
                 raise
             self.buffer.put(record)
+            self.tally(record)
 
     def keep_interrupted(self, record: ResultRecord) -> None:
         """Store an item cut short by a stop, as what the stop made of it."""
@@ -220,21 +222,21 @@ class Execution:
         await self.with_storage(
             lambda: write_results(self.spec.id, batch), f"writing {len(batch)} results"
         )
-        self.stored += len(batch)
-        self.stored_errors += sum(1 for r in batch if r.status in ERRORED)
         await events.publish_run_update(self.spec.id)
-        self.check_fail_fast()
 
-    def check_fail_fast(self) -> None:
+    def tally(self, record: ResultRecord) -> None:
+        """Count a finished item and stop the run if too many fail (fail fast)."""
+        self.finished += 1
+        self.finished_errors += record.status in ERRORED
         rate = self.options.fail_fast_error_rate
-        if rate is None or self.stored < self.options.fail_fast_min_items:
+        if rate is None or self.finished < self.options.fail_fast_min_items:
             return
-        if self.stored_errors / self.stored >= rate:
+        if self.finished_errors / self.finished >= rate:
             self.request_stop(
                 Stop.FAIL_FAST,
-                f"stopped early: {self.stored_errors} of {self.stored} items failed "
-                f"({self.stored_errors / self.stored:.0%}, fail-fast threshold "
-                f"{rate:.0%}); the target looks unavailable",
+                f"stopped early: {self.finished_errors} of {self.finished} items "
+                f"failed ({self.finished_errors / self.finished:.0%}, fail-fast "
+                f"threshold {rate:.0%}); the target looks unavailable",
             )
 
     async def flush_forever(self) -> None:
@@ -319,13 +321,13 @@ class Execution:
             with contextlib.suppress(StorageUnavailable):
                 await self.flush()
             raise
-        if flusher.done() and isinstance(
-            exc := flusher.exception(), StorageUnavailable
-        ):
-            self.request_stop(Stop.STORAGE, str(exc))
-        elif everything.done() and (exc := everything.exception()) is not None:
-            error = f"executor error: {type(exc).__name__}: {exc}"
-            logger.error("run %s: %s", self.spec.id, error, exc_info=exc)
+        for task in (flusher, everything, watcher):
+            exc = task.exception() if task.done() else None
+            if isinstance(exc, StorageUnavailable):
+                self.request_stop(Stop.STORAGE, str(exc))
+            elif exc is not None and not error:
+                error = f"executor error: {type(exc).__name__}: {exc}"
+                logger.error("run %s: %s", self.spec.id, error, exc_info=exc)
         await self.stop(tasks)
         if self.stop_reason != Stop.STORAGE:
             try:

@@ -33,8 +33,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.targets.demo import solve
-
 _MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 _REASONS = {
     200: "OK",
@@ -206,6 +204,8 @@ class FakeOpenAIServer:
     async def answer(
         self, request: dict[str, Any], prompt: str, reader: asyncio.StreamReader
     ) -> bytes | None:
+        from runs.targets.demo import solve  # after Django is set up (see main)
+
         markers = {m.group(1): m.group(2) for m in _MARKER.finditer(prompt)}
         latency = float(markers.get("latency") or self.latency_ms)
         hang = "hang" in markers or self.random.random() < self.faults.hang
@@ -328,6 +328,12 @@ class FakeOpenAIServer:
 
 
 def main() -> None:
+    import os
+
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    django.setup()  # for the demo model's arithmetic
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8765)

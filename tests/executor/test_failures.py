@@ -75,8 +75,9 @@ async def test_connection_errors_are_retried(project, make_run):
     result = await only_result(run)
     assert (result.error_kind, result.error_type) == (
         ErrorKind.TRANSIENT,
-        "ConnectError",
+        "ClientConnectorError",
     )
+    assert "Cannot connect to host 127.0.0.1:9" in result.error_message
     assert len(result.attempts) == 2
 
 
