@@ -1,7 +1,9 @@
-"""Dataset import: parse a whole file, validate every item, then store it at once.
+"""Dataset import: validate every item of a file, then store them all at once.
 
 Nothing is written until every item is known to be good, so a bad line 9000
-leaves no half-imported dataset behind.
+leaves no half-imported dataset behind. Records are read lazily, once to
+validate and hash them and once more to store them in batches, so that memory
+does not grow with the number of items (beyond the set of ids seen).
 """
 
 from __future__ import annotations
@@ -85,9 +87,16 @@ class ItemRow:
 
 @dataclass(frozen=True)
 class ParsedItems:
+    """A validated file: its count and hash, and its rows, read again on demand."""
+
     format: str
-    rows: list[ItemRow]
+    count: int
     content_hash: str
+    read_rows: Callable[[], Iterator[ItemRow]]
+
+    @property
+    def rows(self) -> list[ItemRow]:
+        return list(self.read_rows())
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,9 @@ def parse_items(
     fmt = resolve_format(format=format, filename=filename)
     if fmt == "humaneval":
         text = _decode(content or humaneval_content())
-        return _normalise(_jsonl_records(text), fields=HUMANEVAL_FIELDS, fmt=fmt)
+        return _normalise(
+            lambda: _jsonl_records(text), fields=HUMANEVAL_FIELDS, fmt=fmt
+        )
     fields.validate()
     text = _decode(content)
     if not text.strip():
@@ -168,7 +179,10 @@ def parse_items(
         "json": _json_records,
         "yaml": _yaml_records,
     }
-    return _normalise(readers[fmt](text), fields=fields, fmt=fmt)
+    if fmt in ("json", "yaml"):
+        records = readers[fmt](text)  # one document: parsed whole anyway
+        return _normalise(lambda: iter(records), fields=fields, fmt=fmt)
+    return _normalise(lambda: readers[fmt](text), fields=fields, fmt=fmt)
 
 
 def parse_records(
@@ -178,7 +192,10 @@ def parse_records(
     if not isinstance(items, list):
         raise InvalidInput("must be a list of objects", field="items")
     fields.validate()
-    records = [(_Where(record=n), item) for n, item in enumerate(items, start=1)]
+
+    def records() -> Records:
+        return ((_Where(record=n), item) for n, item in enumerate(items, start=1))
+
     return _normalise(records, fields=fields, fmt="api", empty="there are no items")
 
 
@@ -210,7 +227,8 @@ def _json_error(exc: json.JSONDecodeError) -> str:
 def _jsonl_records(text: str) -> Iterator[tuple[_Where, Any]]:
     # Split on "\n" only: str.splitlines() would also split at U+2028 and other
     # separators that JSON allows unescaped inside strings.
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = io.StringIO(text, newline="\n")
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = _Where(line=number)
@@ -316,61 +334,82 @@ def _kind(value: Any) -> str:
 
 
 def _normalise(
-    records: Records,
+    records: Callable[[], Records],
     *,
     fields: FieldMap,
     fmt: str,
     empty: str = "the file has no items",
 ) -> ParsedItems:
-    checked: list[tuple[_Where, dict[str, Any]]] = []
-    for where, record in records:
-        if not isinstance(record, dict):
-            raise where.error(f"expected an object, got {_kind(record)}")
-        if fields.input not in record:
-            raise where.error("the input field is missing", field=fields.input)
-        if record[fields.input] is None:
-            raise where.error("the input must not be null", field=fields.input)
-        checked.append((where, record))
-    if not checked:
+    """Validate and hash every record; the rows are read again when stored."""
+    first_with_id: _Where | None = None
+    count = 0
+    for where, record in records():
+        _check(where, record, fields)
+        if first_with_id is None and fields.id in record:
+            first_with_id = where
+        count += 1
+    if not count:
         raise InvalidInput(empty)
 
-    with_id = [where for where, record in checked if fields.id in record]
-    if with_id and len(with_id) < len(checked):
-        where = next(where for where, record in checked if fields.id not in record)
-        raise where.error(
-            f"the id field is missing, but other items have one ({with_id[0]})",
-            field=fields.id,
-        )
+    def read_rows() -> Iterator[ItemRow]:
+        for index, (where, record) in enumerate(records()):
+            yield _row(index, where, record, fields, first_with_id=first_with_id)
 
-    rows: list[ItemRow] = []
-    seen: dict[str, _Where] = {}
     digest = hashlib.sha256()
-    for index, (where, record) in enumerate(checked):
-        if with_id:
-            external_id = _external_id(where, record[fields.id], fields)
-        else:
-            # No id field anywhere: number the items as people count them.
-            external_id = str(index + 1)
-        first = seen.setdefault(external_id, where)
+    seen: dict[str, _Where] = {}
+    for index, (where, record) in enumerate(records()):
+        row = _row(index, where, record, fields, first_with_id=first_with_id)
+        first = seen.setdefault(row.external_id, where)
         if first is not where:
             raise where.error(
-                f"duplicate id {external_id!r}, first used on {first}", field=fields.id
+                f"duplicate id {row.external_id!r}, first used on {first}",
+                field=fields.id,
             )
-        row = ItemRow(
-            index=index,
-            external_id=external_id,
-            input=record[fields.input],
-            expected=record.get(fields.expected),
-            metadata={
-                key: value
-                for key, value in record.items()
-                if key not in (fields.id, fields.input, fields.expected)
-            },
-        )
         digest.update(_canonical(row, where).encode())
         digest.update(b"\n")
-        rows.append(row)
-    return ParsedItems(format=fmt, rows=rows, content_hash=digest.hexdigest())
+    return ParsedItems(
+        format=fmt, count=count, content_hash=digest.hexdigest(), read_rows=read_rows
+    )
+
+
+def _check(where: _Where, record: Any, fields: FieldMap) -> None:
+    if not isinstance(record, dict):
+        raise where.error(f"expected an object, got {_kind(record)}")
+    if fields.input not in record:
+        raise where.error("the input field is missing", field=fields.input)
+    if record[fields.input] is None:
+        raise where.error("the input must not be null", field=fields.input)
+
+
+def _row(
+    index: int,
+    where: _Where,
+    record: dict[str, Any],
+    fields: FieldMap,
+    *,
+    first_with_id: _Where | None,
+) -> ItemRow:
+    if first_with_id is None:
+        # No id field anywhere: number the items as people count them.
+        external_id = str(index + 1)
+    elif fields.id not in record:
+        raise where.error(
+            f"the id field is missing, but other items have one ({first_with_id})",
+            field=fields.id,
+        )
+    else:
+        external_id = _external_id(where, record[fields.id], fields)
+    return ItemRow(
+        index=index,
+        external_id=external_id,
+        input=record[fields.input],
+        expected=record.get(fields.expected),
+        metadata={
+            key: value
+            for key, value in record.items()
+            if key not in (fields.id, fields.input, fields.expected)
+        },
+    )
 
 
 def _external_id(where: _Where, value: Any, fields: FieldMap) -> str:
@@ -479,7 +518,7 @@ def _draft(
 
 def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dataset:
     draft.content_hash = parsed.content_hash
-    draft.item_count = len(parsed.rows)
+    draft.item_count = parsed.count
     draft.source_format = parsed.format
     with transaction.atomic():
         if reuse_identical:
@@ -490,7 +529,7 @@ def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dat
                 return existing
         dataset = _save_next_version(draft)
         Item.objects.bulk_create(
-            (Item(dataset=dataset, **vars(row)) for row in parsed.rows),
+            (Item(dataset=dataset, **vars(row)) for row in parsed.read_rows()),
             batch_size=BATCH_SIZE,
         )
     return dataset
