@@ -13,6 +13,7 @@ import gzip
 import hashlib
 import importlib.resources
 import io
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -224,11 +225,24 @@ def _json_error(exc: json.JSONDecodeError) -> str:
     return f"invalid JSON: {exc.msg} (column {exc.colno})"
 
 
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` split at "\\n" only, one at a time.
+
+    str.splitlines() would also split at U+2028 and other separators that JSON
+    allows unescaped inside strings, and both it and StringIO hold a second
+    copy of the whole text.
+    """
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start)
+        if end == -1:
+            end = len(text)
+        yield text[start:end]
+        start = end + 1
+
+
 def _jsonl_records(text: str) -> Iterator[tuple[_Where, Any]]:
-    # Split on "\n" only: str.splitlines() would also split at U+2028 and other
-    # separators that JSON allows unescaped inside strings.
-    lines = io.StringIO(text, newline="\n")
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         where = _Where(line=number)
@@ -528,10 +542,11 @@ def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dat
             if existing is not None:
                 return existing
         dataset = _save_next_version(draft)
-        Item.objects.bulk_create(
-            (Item(dataset=dataset, **vars(row)) for row in parsed.read_rows()),
-            batch_size=BATCH_SIZE,
-        )
+        # bulk_create makes a list of whatever it is given: feed it batches.
+        for batch in itertools.batched(parsed.read_rows(), BATCH_SIZE):
+            Item.objects.bulk_create(
+                Item(dataset=dataset, **vars(row)) for row in batch
+            )
     return dataset
 
 
