@@ -143,7 +143,11 @@ TEMPLATES = [
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
     try:
-        DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+        DATABASES = {
+            "default": dj_database_url.parse(
+                DATABASE_URL, conn_max_age=60, conn_health_checks=True
+            )
+        }
     except ValueError as exc:
         raise ImproperlyConfigured(
             f"DATABASE_URL is not a database URL: {exc}"
@@ -154,6 +158,9 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": DATA_DIR / "evalsite.sqlite3",
+            # Executors call the database many times a second: keep connections.
+            "CONN_MAX_AGE": 60,
+            "CONN_HEALTH_CHECKS": True,
             "OPTIONS": {
                 # WAL lets the dashboard read while a run writes; IMMEDIATE
                 # takes the write lock up front so concurrent writers wait

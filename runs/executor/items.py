@@ -15,8 +15,8 @@ from django.utils import timezone
 
 from runs.executor.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.executor.options import RunOptions
-from runs.executor.store import ResultRecord, ScoreRecord
-from runs.models import ErrorKind, Item, Result
+from runs.executor.store import ItemData, ResultRecord, ScoreRecord
+from runs.models import ErrorKind, Result
 from runs.scorers import Scorer
 from runs.targets import Target, TargetError, TargetInput
 
@@ -37,7 +37,7 @@ def now() -> datetime:
 
 @dataclass(slots=True)
 class WorkItem:
-    item: Item
+    item: ItemData
     epoch: int
 
     def target_input(self) -> TargetInput:

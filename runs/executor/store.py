@@ -56,6 +56,18 @@ class RunSpec:
     errored: int
 
 
+@dataclass(frozen=True, slots=True)
+class ItemData:
+    """What the executor needs of an item (no model instance: they are costly)."""
+
+    pk: int
+    index: int
+    external_id: str
+    input: Any
+    expected: Any
+    metadata: dict[str, Any]
+
+
 @dataclass(slots=True)
 class ScoreRecord:
     scorer: str
@@ -147,12 +159,16 @@ def item_page(
     stop_index: int | None,
     epochs: int,
     run_id: int,
-) -> list[tuple[Item, list[int]]]:
+) -> list[tuple[ItemData, list[int]]]:
     """The next page of items, each with the epochs that still lack a result."""
     items = Item.objects.filter(dataset_id=dataset_id, index__gt=after_index)
     if stop_index is not None:
         items = items.filter(index__lt=stop_index)
-    page = list(items.order_by("index")[:ITEM_PAGE_SIZE])
+    fields = ("pk", "index", "external_id", "input", "expected", "metadata")
+    page = [
+        ItemData(*row)
+        for row in items.order_by("index").values_list(*fields)[:ITEM_PAGE_SIZE]
+    ]
     if not page:
         return []
     done: dict[int, set[int]] = {}

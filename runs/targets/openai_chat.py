@@ -30,6 +30,9 @@ QUOTA_WORDS = (
     "billing",
 )
 MAX_RETRY_AFTER_SECONDS = 60.0
+# Per-attempt timeouts are the executor's job; this backstop only makes sure
+# that no socket outlives its purpose.
+BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 
 
@@ -127,16 +130,13 @@ class OpenAIChatTarget:
                     "api_key_env", f"environment variable {env_name} is not set"
                 )
             headers["Authorization"] = f"Bearer {key}"
-        # Per-attempt timeouts are the executor's job; httpx's own timeout is a
-        # backstop so that no socket outlives a cancelled run. httpx's own
-        # connection pool spends milliseconds per request under high
-        # concurrency; the aiohttp transport keeps httpx's API at a fraction of
-        # the cost (the executor bounds the calls in flight).
-        self.client = httpx.AsyncClient(
-            headers=headers,
-            timeout=httpx.Timeout(600.0, connect=30.0),
-            transport=AiohttpTransport(client=_unlimited_session),
-        )
+        self.headers = httpx.Headers(headers)
+        # httpx's own connection pool spends milliseconds per request at high
+        # concurrency, and its client adds auth, redirect and cookie handling
+        # that a POST to a model endpoint never needs: requests go straight to
+        # a transport over aiohttp's pool (the executor bounds the calls in
+        # flight).
+        self.transport = AiohttpTransport(client=_unlimited_session)
 
     @classmethod
     def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
@@ -199,7 +199,18 @@ class OpenAIChatTarget:
             if key in self.config:
                 payload[key] = self.config[key]
         try:
-            response = await self.client.post(self.url, json=payload)
+            request = httpx.Request(
+                "POST",
+                self.url,
+                headers=self.headers,
+                json=payload,
+                extensions={"timeout": BACKSTOP_TIMEOUT},
+            )
+            response = await self.transport.handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
         except (httpx.TransportError, aiohttp.ClientError) as exc:
             # The transport maps aiohttp's errors to httpx's loosely (a refused
             # connection becomes ConnectTimeout): report the original.
@@ -253,4 +264,4 @@ class OpenAIChatTarget:
         )
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        await self.transport.aclose()
