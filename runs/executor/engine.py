@@ -105,6 +105,7 @@ class Execution:
             capacity=max(FLUSH_BATCH, self.options.concurrency * 4)
         )
         self.stop_event = asyncio.Event()
+        self.closing = asyncio.Event()  # tells the writer to flush and end
         self.stop_reason: Stop | None = None
         self.stop_error = ""
         self.runner: ItemRunner | None = None
@@ -240,9 +241,17 @@ class Execution:
             )
 
     async def flush_forever(self) -> None:
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL)
+        """Flush every FLUSH_INTERVAL until closed, then once more.
+
+        The writer is closed, never cancelled: a cancelled write that is still
+        queued for the database thread would never run, losing its batch.
+        """
+        while not self.closing.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLUSH_INTERVAL):
+                    await self.closing.wait()
             await self.flush()
+        await self.flush()  # what came in during the last flush
 
     # -- liveness ------------------------------------------------------------
 
@@ -308,7 +317,7 @@ class Execution:
         watcher = asyncio.create_task(self.watch())
         flusher = asyncio.create_task(self.flush_forever())
         timer = asyncio.create_task(self.enforce_deadline())
-        tasks = (producer, *workers, everything, watcher, flusher, timer)
+        tasks = (producer, *workers, everything, watcher, timer)
         error = ""
         try:
             await asyncio.wait(
@@ -318,25 +327,33 @@ class Execution:
             # The process is shutting down, not the user cancelling: keep what
             # finished and leave the run "running" so that it resumes.
             await self.stop(tasks)
-            with contextlib.suppress(StorageUnavailable):
-                await self.flush()
+            await self.close_writer(flusher)
             raise
-        for task in (flusher, everything, watcher):
+        for task in (everything, watcher):
             exc = task.exception() if task.done() else None
-            if isinstance(exc, StorageUnavailable):
-                self.request_stop(Stop.STORAGE, str(exc))
-            elif exc is not None and not error:
+            if exc is not None:
                 error = f"executor error: {type(exc).__name__}: {exc}"
                 logger.error("run %s: %s", self.spec.id, error, exc_info=exc)
+        # Workers stop first: what they were doing goes to the buffer, which the
+        # writer then stores before it ends.
         await self.stop(tasks)
-        if self.stop_reason != Stop.STORAGE:
-            try:
-                await self.flush()
-            except StorageUnavailable as exc:
-                self.request_stop(Stop.STORAGE, str(exc))
+        writer_error = await self.close_writer(flusher)
+        error = error or writer_error
         if self.stop_reason not in (None, Stop.CANCEL):
             error = error or self.stop_error
         return await self.finish(error=error)
+
+    async def close_writer(self, flusher: asyncio.Task[None]) -> str:
+        """Let the writer store what is buffered and end; returns its error."""
+        self.closing.set()
+        try:
+            await flusher
+        except StorageUnavailable as exc:
+            self.request_stop(Stop.STORAGE, str(exc))
+        except Exception as exc:  # the writer's bug must still end the run
+            logger.error("run %s: writer failed", self.spec.id, exc_info=exc)
+            return f"executor error: {type(exc).__name__}: {exc}"
+        return ""
 
     async def stop(self, tasks: tuple[asyncio.Future[Any], ...]) -> None:
         for task in tasks:

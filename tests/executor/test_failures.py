@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
 import pytest
@@ -192,3 +193,27 @@ async def test_a_database_that_stays_down_fails_the_run_loudly(make_run, monkeyp
     assert "disk I/O error" in run.error
     # Nothing was stored, so nothing is reported done.
     assert (run.processed, run.skipped) == (0, 30)
+
+
+async def test_a_write_pending_when_the_last_item_finishes_is_not_lost(
+    make_run, monkeypatch
+):
+    real_write = engine.write_results
+
+    async def slow_write(run_id, batch):
+        # The database is busy: the batch waits before it is written.
+        await asyncio.sleep(0.3)
+        return await real_write(run_id, batch)
+
+    monkeypatch.setattr(engine, "write_results", slow_write)
+    # Half the items finish at once and are being written when the other half,
+    # slower, finish and end the run.
+    items = arithmetic_items(20)
+    for row in items[10:]:
+        row["input"] += "[[latency:400]]"
+    run = await new_run(make_run, items, concurrency=20)
+    status = await execute_run(run.pk)
+    await run.arefresh_from_db()
+    assert (status, run.error) == (RunStatus.COMPLETED, "")
+    await assert_counts_add_up(run)
+    assert run.succeeded == 20
