@@ -529,3 +529,13 @@ def test_cancel_needs_a_post(bob_client: Client, run: Run) -> None:
     response = bob_client.get(reverse("runs:run_cancel", args=[run.pk]))
 
     assert response.status_code == 405
+
+
+def test_run_page_shows_when_the_executor_backs_off(
+    bob_client: Client, run: Run
+) -> None:
+    Run.objects.filter(pk=run.pk).update(status="running", throttle_limit=2)
+
+    response = bob_client.get(reverse("runs:run_detail", args=[run.pk]))
+
+    assert "backing off: 2 of" in response.content.decode()

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from runs.executor.engine import execute_run
@@ -192,3 +194,38 @@ async def make_run_async(make_run, items, **kwargs) -> Run:
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(make_run)(items, **kwargs)
+
+
+class SlowScorer:
+    kind = "slow_for_test"
+    label = "Slow"
+
+    def __init__(self, name, params):
+        self.name = name
+
+    @classmethod
+    def clean_params(cls, params):
+        return {}
+
+    async def score(self, *, output, item):
+        await asyncio.sleep(30)
+
+
+async def test_a_scorer_that_hangs_times_out_and_the_others_still_score(
+    make_run, monkeypatch
+):
+    from runs.scorers import base
+
+    monkeypatch.setitem(base.REGISTRY, SlowScorer.kind, SlowScorer)
+    run = await make_run_async(
+        make_run,
+        arithmetic_items(2),
+        scorers=["slow_for_test", "exact_match"],
+        scorer_timeout_seconds=0.2,
+    )
+    assert await execute_run(run.pk) == RunStatus.COMPLETED
+    scores = [s async for s in Score.objects.filter(result__run=run)]
+    slow = [s for s in scores if s.scorer == "slow_for_test"]
+    exact = [s for s in scores if s.scorer == "exact_match"]
+    assert [s.error for s in slow] == ["scorer exceeded 0.2 s"] * 2
+    assert [s.value for s in exact] == [1.0, 1.0]
