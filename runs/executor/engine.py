@@ -106,6 +106,7 @@ class Execution:
         )
         self.stop_event = asyncio.Event()
         self.closing = asyncio.Event()  # tells the writer to flush and end
+        self.nap: asyncio.Future[None] | None = None  # the writer's sleep
         self.stop_reason: Stop | None = None
         self.stop_error = ""
         self.runner: ItemRunner | None = None
@@ -247,9 +248,13 @@ class Execution:
         queued for the database thread would never run, losing its batch.
         """
         while not self.closing.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_INTERVAL):
-                    await self.closing.wait()
+            self.nap = asyncio.ensure_future(asyncio.sleep(FLUSH_INTERVAL))
+            try:
+                await self.nap
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise  # the writer itself is cancelled, not just its nap
             await self.flush()
         await self.flush()  # what came in during the last flush
 
@@ -346,6 +351,8 @@ class Execution:
     async def close_writer(self, flusher: asyncio.Task[None]) -> str:
         """Let the writer store what is buffered and end; returns its error."""
         self.closing.set()
+        if self.nap is not None:
+            self.nap.cancel()  # wake it from its sleep, never from a write
         try:
             await flusher
         except StorageUnavailable as exc:
