@@ -74,6 +74,8 @@ class ResultBuffer:
         self.not_full = asyncio.Condition()
 
     async def wait_not_full(self) -> None:
+        if len(self.records) < self.capacity:
+            return  # the usual case: no lock needed on a single event loop
         async with self.not_full:
             await self.not_full.wait_for(lambda: len(self.records) < self.capacity)
 

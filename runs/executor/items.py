@@ -199,6 +199,8 @@ class ItemRunner:
         return self.random.uniform(0, ceiling)
 
     async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
+        if len(self.scorers) == 1:  # no tasks to make for a single scorer
+            return [await self.score_one(self.scorers[0], output, item)]
         scored = (self.score_one(s, output, item) for s in self.scorers)
         return list(await asyncio.gather(*scored))
 

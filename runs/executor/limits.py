@@ -53,6 +53,7 @@ class AdaptiveConcurrency:
         self.limit = maximum
         self.adaptive = adaptive
         self.active = 0
+        self.waiting = 0
         self.successes = 0
         self.throttles: deque[float] = deque()
         self.last_decrease = 0.0
@@ -64,18 +65,21 @@ class AdaptiveConcurrency:
 
     @asynccontextmanager
     async def slot(self) -> AsyncIterator[None]:
-        async with self.changed:
-            await self.changed.wait_for(lambda: self.active < self.limit)
-            self.active += 1
+        if self.active >= self.limit:  # else take it at once: one loop, no race
+            self.waiting += 1
+            try:
+                async with self.changed:
+                    await self.changed.wait_for(lambda: self.active < self.limit)
+            finally:
+                self.waiting -= 1
+        self.active += 1
         try:
             yield
         finally:
             self.active -= 1
-            await self._notify()
-
-    async def _notify(self) -> None:
-        async with self.changed:
-            self.changed.notify_all()
+            if self.waiting:
+                async with self.changed:
+                    self.changed.notify_all()
 
     def throttled(self) -> None:
         if not self.adaptive:

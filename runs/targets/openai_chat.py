@@ -120,7 +120,8 @@ class OpenAIChatTarget:
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
-        self.url = config["base_url"].rstrip("/") + "/chat/completions"
+        # Parsed once: httpx would parse a string URL on every request.
+        self.url = httpx.URL(config["base_url"].rstrip("/") + "/chat/completions")
         headers = {"Content-Type": "application/json"}
         env_name = config.get("api_key_env")
         if env_name:
