@@ -41,19 +41,6 @@ def project_create(
     return project
 
 
-def membership_set(
-    *, project: Project, user: AbstractBaseUser, role: str = Membership.Role.EDITOR
-) -> Membership:
-    if role not in Membership.Role.values:
-        raise InvalidInput(
-            f"must be one of {', '.join(Membership.Role.values)}", field="role"
-        )
-    membership, _ = Membership.objects.update_or_create(
-        project=project, user=user, defaults={"role": role}
-    )
-    return membership
-
-
 def target_create(
     *,
     project: Project,

@@ -12,7 +12,6 @@ import contextlib
 import contextvars
 import logging
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -92,13 +91,6 @@ class LocalLauncher:
         execution = self.executions.get(run_id)
         if execution is not None:
             execution.request_cancel()
-
-    def run_sync(self, coro: Any) -> Any:
-        """Run a coroutine on the launcher's loop and wait for it (tests, commands)."""
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(
-            coro, self._ensure_loop()
-        )
-        return future.result()
 
     # -- orphans -----------------------------------------------------------------
 

@@ -26,9 +26,8 @@ from django.db import transaction
 
 from runs import selectors, services
 from runs.errors import DomainError
-from runs.executor import store
 from runs.executor.engine import Execution, execute_run
-from runs.models import Project, Run, RunStatus
+from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
 from runs.reports import run_score_means
 
 EXIT_BAD_INPUT = 2
@@ -202,7 +201,7 @@ class Command(BaseCommand):
 
         progress = None if quiet else asyncio.create_task(show_progress(run.pk))
         try:
-            deadline = time.monotonic() + store.HEARTBEAT_STALE_SECONDS + 5
+            deadline = time.monotonic() + HEARTBEAT_STALE_SECONDS + 5
             while True:
                 status = await execute_run(run.pk, on_start=on_start)
                 if status is not None or time.monotonic() > deadline:
