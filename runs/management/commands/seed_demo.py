@@ -77,7 +77,8 @@ class Command(BaseCommand):
         else:
             self.stdout.write(
                 f"log in at {url} as {DEMO_USERNAME} (password as printed when it "
-                f"was made; `manage.py changepassword {DEMO_USERNAME}` sets another)"
+                "was made; `.venv/bin/python manage.py changepassword "
+                f"{DEMO_USERNAME}` sets another)"
             )
 
     def report(self, seed: DemoSeed, *, quiet: bool) -> None:
