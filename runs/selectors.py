@@ -91,8 +91,6 @@ def result_get(*, user: User, run_id: int, result_id: int) -> Result:
 
 # -- pages and live progress ---------------------------------------------------
 
-LIVE_ROWS_LIMIT = 50
-
 
 def project_get(*, user: User, project_id: int) -> Project:
     try:
@@ -138,9 +136,7 @@ def run_overview(*, user: User, run_id: int) -> RunOverview:
     )
 
 
-def result_latest(
-    *, run: Run, after_id: int = 0, limit: int = LIVE_ROWS_LIMIT
-) -> list[Result]:
+def result_latest(*, run: Run, limit: int, after_id: int = 0) -> list[Result]:
     """The latest stored results, newest first, only those after ``after_id``."""
     return list(
         Result.objects.filter(run=run, pk__gt=after_id)
