@@ -67,7 +67,8 @@ class Command(BaseCommand):
         if seed.repaired:
             self.stdout.write(
                 f"the {DEMO_USERNAME!r} user had the published password or admin "
-                "rights: it is now an ordinary user with a new password"
+                "rights: it is now an ordinary user with a new password (an "
+                "operator account: .venv/bin/python manage.py createsuperuser)"
             )
         if seed.password is not None:
             self.stdout.write(
