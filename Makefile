@@ -28,12 +28,12 @@ install-test: $(VENV)/.installed-test
 migrate: install
 	$(BIN)/python manage.py migrate --no-input
 
+# The demo user's password is made on the first start and printed then, once.
 demo: migrate
-	$(BIN)/python manage.py seed_demo
+	$(BIN)/python manage.py seed_demo --host $(HOST) --port $(PORT)
 
 run: demo
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
-	@echo "serving http://$(HOST):$(PORT)/ (demo / evalsite-demo)"
 	$(BIN)/daphne -b $(HOST) -p $(PORT) evalsite.asgi:application
 
 test: install-test

@@ -11,6 +11,7 @@ import contextlib
 import os
 import secrets
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -106,6 +107,7 @@ INSTALLED_APPS = [
     "channels",
     "ninja",
     "runs",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -119,6 +121,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Turns a refused log-in into the lockout page. Async-capable and, on any
+    # other request, one attribute lookup after the view: no thread hop.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "evalsite.urls"
@@ -214,6 +219,23 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"{_VALIDATORS}.CommonPasswordValidator"},
     {"NAME": f"{_VALIDATORS}.NumericPasswordValidator"},
 ]
+# Log-in attempts are throttled per username and client address (django-axes):
+# after AXES_FAILURE_LIMIT failures, that pair is refused, even with the right
+# password, until the cool-off has passed. A successful log-in clears the count.
+# Operators list and clear lockouts in the admin or with `axes_reset`.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(
+    minutes=env_int("EVALSITE_LOGIN_COOLOFF_MINUTES", 15, minimum=1)
+)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Attempts during a lockout do not extend it.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "runs.login_throttle.lockout_response"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:run_list"
 LOGOUT_REDIRECT_URL = "login"

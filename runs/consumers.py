@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 
 POLL_INTERVAL = 1.5
 SNAPSHOT_ROWS = 20
-UPDATE_ROWS = selectors.LIVE_ROWS_LIMIT
+UPDATE_ROWS = 50  # the most result rows one live update carries
 
 
 @dataclass(frozen=True, slots=True)

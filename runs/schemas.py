@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
+from runs.analysis.summary import run_score_means
 from runs.models import (
     Dataset,
     Item,
@@ -21,7 +22,6 @@ from runs.models import (
     Score,
     Target,
 )
-from runs.reports import run_score_means
 
 # -- shared -------------------------------------------------------------------
 
@@ -248,6 +248,10 @@ class ResultOut(Schema):
     id: int
     index: int
     external_id: str
+    input: Any = Field(None, description="the item's input, as stored in the dataset")
+    expected: Any = Field(
+        None, description="the item's expected answer; null when it has none"
+    )
     epoch: int
     status: ResultStatus
     output: Any = None
@@ -272,6 +276,14 @@ class ResultOut(Schema):
     @staticmethod
     def resolve_external_id(obj: Result) -> str:
         return obj.item.external_id
+
+    @staticmethod
+    def resolve_input(obj: Result) -> Any:
+        return obj.item.input
+
+    @staticmethod
+    def resolve_expected(obj: Result) -> Any:
+        return obj.item.expected
 
     @staticmethod
     def resolve_scores(obj: Result) -> list[Score]:

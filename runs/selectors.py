@@ -3,27 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Avg, Count, Q, QuerySet
-from django.utils import timezone
+from django.db.models import QuerySet
 
-from runs.access import editable_projects, role_of, visible_projects
+from runs.access import role_of, visible_projects
+from runs.analysis.progress import RunProgress, run_progress
+from runs.analysis.summary import ScorerSummary, run_scorer_summaries
 from runs.errors import NotFound
-from runs.models import (
-    Dataset,
-    Item,
-    Membership,
-    Project,
-    Result,
-    Run,
-    Score,
-    Target,
-)
+from runs.models import Dataset, Item, Membership, Project, Result, Run, Target
 
 User = AbstractBaseUser | AnonymousUser
-THROUGHPUT_WINDOW_SECONDS = 30
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -99,54 +89,7 @@ def result_get(*, user: User, run_id: int, result_id: int) -> Result:
         raise NotFound(f"no result {result_id} in run {run_id}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class RunProgress:
-    run: Run
-    processed: int
-    total: int
-    percent: float
-    throughput: float | None  # items per second over the recent window
-    eta_seconds: float | None
-    alive: bool  # an executor has beaten recently
-
-
-def run_progress(*, run: Run) -> RunProgress:
-    """Progress figures from the stored counts; throughput over the last 30 s."""
-    now = timezone.now()
-    processed = run.processed
-    total = run.total
-    throughput = eta = None
-    if run.started_at is not None:
-        window_start = max(
-            run.started_at, now - timedelta(seconds=THROUGHPUT_WINDOW_SECONDS)
-        )
-        end = run.finished_at or now
-        seconds = (end - window_start).total_seconds()
-        if run.is_final:
-            elapsed = (end - run.started_at).total_seconds()
-            throughput = processed / elapsed if elapsed > 0 else None
-        elif seconds > 0.5:
-            recent = Result.objects.filter(
-                run=run, finished_at__gte=window_start
-            ).count()
-            throughput = recent / seconds
-        if not run.is_final and throughput:
-            eta = max(total - processed, 0) / throughput
-    alive = run.alive
-    return RunProgress(
-        run=run,
-        processed=processed,
-        total=total,
-        percent=round(100 * processed / total, 1) if total else 100.0,
-        throughput=throughput,
-        eta_seconds=eta,
-        alive=alive,
-    )
-
-
 # -- pages and live progress ---------------------------------------------------
-
-LIVE_ROWS_LIMIT = 50
 
 
 def project_get(*, user: User, project_id: int) -> Project:
@@ -174,42 +117,6 @@ def dataset_versions(*, dataset: Dataset) -> QuerySet[Dataset]:
 
 
 @dataclass(frozen=True, slots=True)
-class ScorerSummary:
-    scorer: str
-    mean: float | None
-    scored: int
-    passed: int
-    errors: int
-
-
-def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
-    """Mean value, passes and errors per scorer, in the run's scorer order."""
-    rows = {
-        row["scorer"]: row
-        for row in Score.objects.filter(result__run=run)
-        .values("scorer")
-        .annotate(
-            mean=Avg("value"),
-            scored=Count("id", filter=Q(value__isnull=False)),
-            passed=Count("id", filter=Q(passed=True)),
-            errors=Count("id", filter=~Q(error="")),
-        )
-    }
-    names = [spec.get("name") or spec.get("kind") for spec in run.scorers]
-    names += sorted(set(rows) - set(names))
-    return [
-        ScorerSummary(
-            scorer=name,
-            mean=rows.get(name, {}).get("mean"),
-            scored=rows.get(name, {}).get("scored", 0),
-            passed=rows.get(name, {}).get("passed", 0),
-            errors=rows.get(name, {}).get("errors", 0),
-        )
-        for name in names
-    ]
-
-
-@dataclass(frozen=True, slots=True)
 class RunOverview:
     run: Run
     progress: RunProgress
@@ -229,9 +136,7 @@ def run_overview(*, user: User, run_id: int) -> RunOverview:
     )
 
 
-def result_latest(
-    *, run: Run, after_id: int = 0, limit: int = LIVE_ROWS_LIMIT
-) -> list[Result]:
+def result_latest(*, run: Run, limit: int, after_id: int = 0) -> list[Result]:
     """The latest stored results, newest first, only those after ``after_id``."""
     return list(
         Result.objects.filter(run=run, pk__gt=after_id)
@@ -239,26 +144,3 @@ def result_latest(
         .prefetch_related("scores")
         .order_by("-pk")[:limit]
     )
-
-
-def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
-    """A demo target the user may run, with a dataset of its project it can answer.
-
-    The demo model solves arithmetic, so an arithmetic dataset is preferred
-    (the largest, to have something to watch), else the newest dataset.
-    """
-    target = (
-        target_list(user=user)
-        .filter(kind="demo", project__in=editable_projects(user))
-        .order_by("created_at", "pk")
-        .first()
-    )
-    if target is None:
-        return None
-    datasets = dataset_list(user=user, project_id=target.project_id)
-    dataset = (
-        datasets.filter(name__icontains="arith")
-        .order_by("-item_count", "-version")
-        .first()
-    ) or datasets.order_by("-created_at", "-version").first()
-    return (dataset, target) if dataset is not None else None

@@ -8,6 +8,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("runs/new/", views.run_new, name="run_new"),
+    path("runs/demo/", views.run_demo_start, name="run_demo_start"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path(

@@ -10,14 +10,16 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import importers, selectors, services
+from runs import demo, importers, selectors, services
 from runs.access import editable_projects, visible_projects
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
@@ -74,7 +76,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "statuses": RunStatus.choices,
         "project_id": project_id,
         "status": status or "",
-        "demo": selectors.run_demo_choice(user=request.user),
+        "demo": demo.run_demo_choice(user=request.user),
     }
     return render(request, "runs/run_list.html", context)
 
@@ -101,15 +103,28 @@ def _run_initial(request: HttpRequest) -> dict[str, Any]:
     initial: dict[str, Any] = {
         key: _int_or_none(request.GET.get(key)) for key in ("dataset", "target")
     }
-    demo = (
-        selectors.run_demo_choice(user=request.user) if "demo" in request.GET else None
-    )
-    if demo is not None:
-        dataset, target = demo
+    choice = demo.run_demo_choice(user=request.user) if "demo" in request.GET else None
+    if choice is not None:
+        dataset, target = choice
         initial.update(
-            dataset=dataset.pk, target=target.pk, name="Demo run", concurrency=4
+            dataset=dataset.pk,
+            target=target.pk,
+            name=demo.DEMO_RUN_NAME,
+            concurrency=demo.DEMO_RUN_CONCURRENCY,
         )
     return {key: value for key, value in initial.items() if value is not None}
+
+
+@domain_errors
+@require_POST
+def run_demo_start(request: HttpRequest) -> HttpResponse:
+    """Start the demo run and show it live; the new-run form if it cannot start."""
+    try:
+        run = demo.demo_run_start(user=request.user)
+    except InvalidInput as exc:
+        messages.error(request, f"The demo run could not start: {exc}")
+        return redirect(f"{reverse('runs:run_new')}?demo=1")
+    return redirect("runs:run_detail", run_id=run.pk)
 
 
 @domain_errors

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 def admin_client(project) -> Client:
     User.objects.create_superuser("root", "root@example.org", "pw")
     client = Client()
-    client.login(username="root", password="pw")
+    client.force_login(User.objects.get(username="root"))
     return client
 
 

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.http import HttpResponse
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.models import (
@@ -414,6 +416,45 @@ def test_results_come_in_dataset_order_with_their_scores(
             "error": "",
         },
     ]
+
+
+@db
+def test_results_carry_the_items_input_and_expected_answer(
+    victor_client: Client, finished_run: Run
+) -> None:
+    body = victor_client.get(f"{API}/runs/{finished_run.pk}/results").json()
+
+    items = {item.index: item for item in finished_run.dataset.items.all()}
+    assert [(r["input"], r["expected"]) for r in body["items"]] == [
+        (items[r["index"]].input, items[r["index"]].expected) for r in body["items"]
+    ]
+    assert body["items"][3]["input"] == "What is 3 + 6?"
+    assert body["items"][3]["expected"] == "9"
+
+
+@db
+def test_a_result_of_an_item_without_an_answer_has_null_expected(
+    alice_client: Client, finished_run: Run
+) -> None:
+    finished_run.dataset.items.filter(index=0).update(expected=None)
+
+    body = alice_client.get(f"{API}/runs/{finished_run.pk}/results").json()
+
+    assert body["items"][0]["expected"] is None
+    assert body["items"][1]["expected"] == "3"
+
+
+@db
+def test_results_read_their_items_in_the_same_query(
+    alice_client: Client, finished_run: Run
+) -> None:
+    url = f"{API}/runs/{finished_run.pk}/results"
+    with CaptureQueriesContext(connection) as two:
+        alice_client.get(f"{url}?page_size=2")
+    with CaptureQueriesContext(connection) as ten:
+        alice_client.get(f"{url}?page_size=10")
+
+    assert len(ten) == len(two)
 
 
 @db

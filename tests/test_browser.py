@@ -215,3 +215,32 @@ def watch_progress(page: Page, *, seconds: float = 60) -> list[tuple[int, str]]:
             return seen
         time.sleep(0.1)
     raise AssertionError(f"the page never showed a final status: {seen[-5:]}")
+
+
+def test_start_the_demo_run_starts_it_and_shows_it_live(server: str) -> None:
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page()
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.goto(f"{server}/login/")
+            page.fill("#id_username", USERNAME)
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{server}/")
+
+            page.get_by_role("button", name="Start the demo run").first.click()
+            page.wait_for_url(re.compile(r"/runs/\d+/$"))
+
+            assert "Demo run" in page.inner_text("h1")
+            seen = watch_progress(page)
+            assert seen[-1][0] == 40  # every item of the seeded dataset
+            assert seen[-1][1] in FINAL_STATUSES
+            assert problems == []
+        finally:
+            browser.close()

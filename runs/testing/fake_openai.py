@@ -1,22 +1,13 @@
 """A real local HTTP server that speaks the OpenAI chat-completions protocol.
 
 It stands in for a model endpoint in tests and benchmarks, and can be told to
-misbehave, per request through markers in the prompt or for all requests
-through a fault mix:
+misbehave, per request through markers in the prompt (``PROMPT_MARKERS``) or
+for all requests through a fault mix (``FaultMix``, the command-line options).
+Otherwise it answers arithmetic ("What is 12 * 7?" gets "84") and echoes
+anything else.
 
-- ``[[latency:MS]]`` answer after MS milliseconds
-- ``[[hang]]`` never answer (until the client closes the connection)
-- ``[[status:CODE]]`` answer with that HTTP status; ``[[retry_after:S]]`` adds
-  a Retry-After header
-- ``[[quota]]`` 429 whose body says the quota is exhausted
-- ``[[malformed]]`` 200 without ``choices``; ``[[badjson]]`` 200 that is not JSON
-- ``[[empty]]`` a legitimately empty completion
-- ``[[wrong]]`` a wrong answer
-- ``[[flaky:N]]`` the first N requests with this prompt get a 500
-
-Otherwise it answers "What is a + b?" with the sum and echoes anything else.
-
-Run it alone with ``python -m runs.testing.fake_openai --port 8765``.
+Run it alone with ``python -m runs.testing.fake_openai --port 8765``;
+``--help`` lists every option and marker.
 """
 
 from __future__ import annotations
@@ -27,6 +18,7 @@ import contextlib
 import json
 import random
 import re
+import textwrap
 import threading
 import time
 from collections import Counter
@@ -34,6 +26,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
+# What each marker in the last message's content does; markers are removed
+# from the prompt before it is answered.
+PROMPT_MARKERS = {
+    "[[latency:MS]]": "answer after MS milliseconds (instead of --latency-ms)",
+    "[[hang]]": "never answer, until the client closes the connection",
+    "[[status:CODE]]": "answer with HTTP status CODE (default 500) and an "
+    "OpenAI-style error body",
+    "[[retry_after:S]]": "with [[status:CODE]]: add a Retry-After: S header",
+    "[[quota]]": "429 whose body says the quota is exhausted (insufficient_quota)",
+    "[[malformed]]": "200 whose JSON has no choices",
+    "[[badjson]]": "200 whose body is not JSON",
+    "[[empty]]": "a legitimately empty completion",
+    "[[wrong]]": "a wrong answer (the right one with a 1 appended)",
+    "[[flaky:N]]": "the first N requests with this exact prompt get a 500 "
+    "(default 1), later ones are answered",
+}
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -327,24 +335,101 @@ class FakeOpenAIServer:
         return "\r\n".join(lines).encode() + body
 
 
+def build_parser() -> argparse.ArgumentParser:
+    markers = "\n".join(
+        textwrap.fill(
+            meaning,
+            width=79,
+            initial_indent=f"  {marker:<18}",
+            subsequent_indent=" " * 20,
+        )
+        for marker, meaning in PROMPT_MARKERS.items()
+    )
+    description = textwrap.fill(
+        "A local stand-in for an OpenAI-compatible model endpoint. It serves "
+        "POST <base>/v1/chat/completions (any path ending in /chat/completions; "
+        "other routes answer 404), accepts any API key, answers two-number "
+        'arithmetic in the last message ("What is 12 * 7?" gets "84") and '
+        "echoes anything else. The options make every request misbehave at "
+        "random; markers in a prompt make that request misbehave.",
+        width=79,
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m runs.testing.fake_openai",
+        description=description,
+        epilog="prompt markers (in the last message; several may be combined, "
+        "and they are\nremoved from the prompt before it is answered):\n" + markers,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default %(default)s)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8765,
+        help="port to listen on; 0 picks a free one (default %(default)s)",
+    )
+    parser.add_argument(
+        "--latency-ms",
+        type=float,
+        default=0.0,
+        help="wait this many milliseconds before every answer (default 0; "
+        "[[latency:MS]] overrides it per request)",
+    )
+    parser.add_argument(
+        "--error-500",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request gets a 500 (default 0)",
+    )
+    parser.add_argument(
+        "--error-429",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request gets a 429 with a Retry-After "
+        "header (default 0)",
+    )
+    parser.add_argument(
+        "--retry-after",
+        default="1",
+        metavar="SECONDS",
+        help="the Retry-After value sent with --error-429 answers "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--hang",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request is never answered (default 0)",
+    )
+    parser.add_argument(
+        "--malformed",
+        type=float,
+        default=0.0,
+        metavar="P",
+        help="probability (0-1) that a request gets a 200 without choices (default 0)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed of the random fault mix, for repeatable runs (default: random)",
+    )
+    return parser
+
+
 def main() -> None:
     import os
 
     import django
 
+    args = build_parser().parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     django.setup()  # for the demo model's arithmetic
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--latency-ms", type=float, default=0.0)
-    parser.add_argument("--error-500", type=float, default=0.0)
-    parser.add_argument("--error-429", type=float, default=0.0)
-    parser.add_argument("--retry-after", default="1")
-    parser.add_argument("--hang", type=float, default=0.0)
-    parser.add_argument("--malformed", type=float, default=0.0)
-    parser.add_argument("--seed", type=int, default=None)
-    args = parser.parse_args()
     faults = FaultMix(
         error_500=args.error_500,
         error_429=args.error_429,

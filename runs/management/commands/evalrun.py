@@ -24,11 +24,12 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from runs import selectors, services
+from runs import services
+from runs.analysis.progress import run_progress
+from runs.analysis.summary import run_score_means
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
 from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
-from runs.reports import run_score_means
 
 EXIT_BAD_INPUT = 2
 CLAIM_POLL_SECONDS = 0.5
@@ -279,7 +280,7 @@ def report(run: Run) -> dict[str, Any]:
 
 
 def human_summary(summary: dict[str, Any], run: Run) -> str:
-    progress = selectors.run_progress(run=run)
+    progress = run_progress(run=run)
     scores = ", ".join(
         f"{name} {value:.3f}" if value is not None else f"{name} n/a"
         for name, value in summary["scores"].items()

