@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import os
 import secrets
+import time
+from dataclasses import dataclass, replace
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from runs import events
 from runs.access import require_role
-from runs.errors import Conflict, InvalidInput
+from runs.errors import Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
-from runs.targets import ConfigError, clean_target_config
+from runs.targets import (
+    ConfigError,
+    TargetError,
+    TargetInput,
+    build_target,
+    clean_target_config,
+)
 
 API_KEY_PREFIX = "evk_"
 
@@ -188,3 +201,295 @@ def api_key_authenticate(plain: str) -> ApiKey | None:
         return None
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
     return key
+
+
+# -- memberships -----------------------------------------------------------------
+
+
+def _role_checked(role: str) -> str:
+    if role not in Membership.Role.values:
+        known = ", ".join(Membership.Role.values)
+        raise InvalidInput(f"must be one of {known}, not {role!r}", field="role")
+    return role
+
+
+def _project_locked(project: Project) -> Project:
+    # Every change of a project's members takes this row lock first, so two
+    # admins demoting each other at once cannot leave the project without one.
+    return Project.objects.select_for_update().get(pk=project.pk)
+
+
+def _member_of(project: Project, user_id: int) -> Membership:
+    try:
+        return Membership.objects.select_related("user").get(
+            project=project, user_id=user_id
+        )
+    except Membership.DoesNotExist:
+        raise NotFound(f"user {user_id} is not a member of {project}") from None
+
+
+def _admins_besides(project: Project, membership: Membership) -> bool:
+    return (
+        Membership.objects.filter(project=project, role=Membership.Role.ADMIN)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+
+
+def _user_by_username_or_email(identifier: str) -> AbstractBaseUser:
+    identifier = identifier.strip()
+    if not identifier:
+        raise InvalidInput("is required: a username or an email address", field="user")
+    users = get_user_model().objects.filter(is_active=True)
+    user = users.filter(username=identifier).first()
+    if user is not None:
+        return user
+    matches = list(users.filter(email__iexact=identifier)[:2])
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise InvalidInput(
+            "several users have this email address; give the username", field="user"
+        )
+    raise InvalidInput(f"no user {identifier!r}: invite an existing user", field="user")
+
+
+def membership_add(
+    *,
+    project: Project,
+    actor: AbstractBaseUser,
+    user: str,
+    role: str = Membership.Role.EDITOR,
+) -> Membership:
+    """Add an existing user (by username or email) to a project; admins only."""
+    require_role(actor, project, Membership.Role.ADMIN)
+    role = _role_checked(role)
+    invitee = _user_by_username_or_email(user)
+    with transaction.atomic():
+        project = _project_locked(project)
+        membership, created = Membership.objects.get_or_create(
+            project=project, user=invitee, defaults={"role": role}
+        )
+    if not created:
+        raise Conflict(f"{invitee.get_username()} is already a member of {project}")
+    return membership
+
+
+def membership_update(
+    *, project: Project, actor: AbstractBaseUser, user_id: int, role: str
+) -> Membership:
+    """Change a member's role; admins only, and never the last admin's."""
+    require_role(actor, project, Membership.Role.ADMIN)
+    role = _role_checked(role)
+    with transaction.atomic():
+        project = _project_locked(project)
+        membership = _member_of(project, user_id)
+        if (
+            membership.role == Membership.Role.ADMIN
+            and role != Membership.Role.ADMIN
+            and not _admins_besides(project, membership)
+        ):
+            raise InvalidInput(
+                f"{membership.user.get_username()} is the last admin of {project}; "
+                "make another member admin first",
+                field="role",
+            )
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(
+    *, project: Project, actor: AbstractBaseUser, user_id: int
+) -> None:
+    """Remove a member (admins), or leave a project (any member); never the last
+    admin."""
+    if actor.pk != user_id:
+        require_role(actor, project, Membership.Role.ADMIN)
+    else:
+        require_role(actor, project, Membership.Role.VIEWER)
+    with transaction.atomic():
+        project = _project_locked(project)
+        membership = _member_of(project, user_id)
+        if membership.role == Membership.Role.ADMIN and not _admins_besides(
+            project, membership
+        ):
+            raise InvalidInput(
+                f"{membership.user.get_username()} is the last admin of {project}; "
+                "make another member admin first",
+                field="user",
+            )
+        membership.delete()
+
+
+# -- API keys ----------------------------------------------------------------------
+
+
+def api_key_revoke(*, user: AbstractBaseUser, key_id: int) -> ApiKey:
+    """Revoke one of the user's own keys; it stops working at once."""
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(user=user, pk=key_id).first()
+        if key is None:
+            raise NotFound(f"no API key {key_id}")
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+    return key
+
+
+# -- targets: edit, delete, try --------------------------------------------------
+
+TARGET_TRY_TIMEOUT_SECONDS = 5.0
+TARGET_TRY_MAX_CHARS = 10_000
+TARGET_TRY_DEFAULT_INPUT = "Say hello"
+_REDACTED = "[secret]"
+
+
+def target_update(
+    *,
+    target: Target,
+    user: AbstractBaseUser,
+    name: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> Target:
+    """Rename a target or replace its configuration, validated as on creation.
+
+    Runs keep the frozen copy they were started with.
+    """
+    require_role(user, target.project, Membership.Role.EDITOR)
+    changed: list[str] = []
+    if name is not None:
+        name = name.strip()
+        if not name:
+            raise InvalidInput("is required", field="name")
+        target.name = name
+        changed.append("name")
+    if config is not None:
+        try:
+            target.config = clean_target_config(target.kind, config)
+        except ConfigError as exc:
+            raise InvalidInput(exc.message, field=f"config.{exc.field}") from None
+        changed.append("config")
+    if not changed:
+        return target
+    try:
+        with transaction.atomic():
+            target.save(update_fields=changed)
+    except IntegrityError:
+        raise Conflict(f"a target named {name!r} exists in {target.project}") from None
+    return target
+
+
+def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
+    """Delete a target; its runs keep their frozen name, kind and configuration."""
+    require_role(user, target.project, Membership.Role.EDITOR)
+    with transaction.atomic():
+        target.delete()
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTry:
+    """What one test request to a target gave: an answer or an error."""
+
+    ok: bool
+    output: str = ""
+    error: str = ""
+    error_type: str = ""
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    http_status: int | None = None
+
+
+def target_try(
+    *,
+    target: Target,
+    user: AbstractBaseUser,
+    text: str = TARGET_TRY_DEFAULT_INPUT,
+    timeout: float = TARGET_TRY_TIMEOUT_SECONDS,
+) -> TargetTry:
+    """Send one input through the target's real code path, under a timeout.
+
+    The answer or the error is returned with every secret the target was
+    given replaced, so a server that echoes its headers cannot reveal one.
+    """
+    require_role(user, target.project, Membership.Role.EDITOR)
+    if not text.strip():
+        raise InvalidInput("is required", field="input")
+    if len(text) > TARGET_TRY_MAX_CHARS:
+        raise InvalidInput(
+            f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
+        )
+    outcome = async_to_sync(_target_try)(target.kind, target.config, text, timeout)
+    return _redacted(outcome, _target_secrets(target.config))
+
+
+async def _target_try(
+    kind: str, config: dict[str, Any], text: str, seconds: float
+) -> TargetTry:
+    item = TargetInput(index=0, external_id="try", input=text)
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000, 1)
+
+    try:
+        plugin = build_target(kind, config)
+    except ConfigError as exc:
+        return TargetTry(ok=False, error=str(exc), error_type="ConfigError")
+    try:
+        async with asyncio.timeout(seconds):
+            answer = await plugin.generate(item)
+    except TimeoutError:
+        return TargetTry(
+            ok=False,
+            error=f"no answer within {seconds:g} seconds",
+            error_type="Timeout",
+            latency_ms=elapsed(),
+        )
+    except TargetError as exc:
+        return TargetTry(
+            ok=False,
+            error=exc.message,
+            error_type=exc.error_type,
+            latency_ms=elapsed(),
+            http_status=exc.http_status,
+        )
+    except Exception as exc:  # a third-party plug-in may raise anything
+        return TargetTry(
+            ok=False,
+            error=f"{type(exc).__name__}: {exc}",
+            error_type=type(exc).__name__,
+            latency_ms=elapsed(),
+        )
+    finally:
+        await plugin.aclose()
+    output = answer.output
+    return TargetTry(
+        ok=True,
+        output=output if isinstance(output, str) else json.dumps(output, default=str),
+        latency_ms=elapsed(),
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        http_status=answer.http_status,
+    )
+
+
+def _target_secrets(config: dict[str, Any]) -> list[str]:
+    # Configurations name their secrets (``*_env``); the values are what must
+    # never be shown.
+    names = [
+        value
+        for key, value in config.items()
+        if key.endswith("_env") and isinstance(value, str) and value
+    ]
+    return [os.environ[name] for name in names if os.environ.get(name)]
+
+
+def _redacted(outcome: TargetTry, secrets_used: list[str]) -> TargetTry:
+    def clean(text: str) -> str:
+        for secret in secrets_used:
+            text = text.replace(secret, _REDACTED)
+        return text[:TARGET_TRY_MAX_CHARS]
+
+    return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))
