@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -383,3 +383,40 @@ def test_try_gives_up_after_its_timeout(
     assert not outcome.ok
     assert outcome.error_type == "Timeout"
     assert outcome.error == "no answer within 0.2 seconds"
+
+
+def test_try_a_python_target(bob_client: Client, project: Project, bob: User) -> None:
+    target = services.target_create(
+        project=project,
+        user=bob,
+        name="reverser",
+        kind="python",
+        config={"callable": "runs.targets.examples.reverse"},
+    )
+
+    response = bob_client.post(_url("target_try", target), {"input": "hello"})
+
+    assert response.context["outcome"].output == "olleh"
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_try_through_the_asgi_handler(
+    project: Project, bob: User, fake_openai: FakeOpenAIServer
+) -> None:
+    # The view is sync: under ASGI it runs in a thread and the request goes
+    # out on the server's loop, as with Daphne.
+    target = await Target.objects.acreate(
+        project=project,
+        name="local",
+        kind="openai_chat",
+        config={"base_url": fake_openai.base_url, "model": "m", "api_key_env": ""},
+    )
+    client = AsyncClient()
+    await client.aforce_login(bob)
+
+    response = await client.post(
+        _url("target_try", target), {"input": "What is 1 + 1?"}, HTTP_HX_REQUEST="true"
+    )
+
+    assert response.status_code == 200
+    assert response.context["outcome"].output == "2"
