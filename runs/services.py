@@ -213,10 +213,18 @@ def _role_checked(role: str) -> str:
     return role
 
 
-def _project_locked(project: Project) -> Project:
-    # Every change of a project's members takes this row lock first, so two
-    # admins demoting each other at once cannot leave the project without one.
-    return Project.objects.select_for_update().get(pk=project.pk)
+def _project_locked(project: Project, actor: AbstractBaseUser, role: str) -> Project:
+    """Lock the project's row and check the actor's role under the lock.
+
+    Every change of a project's members takes this lock first, so two admins
+    demoting each other at once cannot leave the project without one, and an
+    admin demoted a moment ago can no longer act as one.
+    """
+    locked = Project.objects.select_for_update().filter(pk=project.pk).first()
+    if locked is None:
+        raise NotFound("no such project")
+    require_role(actor, locked, role)
+    return locked
 
 
 def _member_of(project: Project, user_id: int) -> Membership:
@@ -262,11 +270,10 @@ def membership_add(
     role: str = Membership.Role.EDITOR,
 ) -> Membership:
     """Add an existing user (by username or email) to a project; admins only."""
-    require_role(actor, project, Membership.Role.ADMIN)
-    role = _role_checked(role)
-    invitee = _user_by_username_or_email(user)
     with transaction.atomic():
-        project = _project_locked(project)
+        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        role = _role_checked(role)
+        invitee = _user_by_username_or_email(user)
         membership, created = Membership.objects.get_or_create(
             project=project, user=invitee, defaults={"role": role}
         )
@@ -279,10 +286,9 @@ def membership_update(
     *, project: Project, actor: AbstractBaseUser, user_id: int, role: str
 ) -> Membership:
     """Change a member's role; admins only, and never the last admin's."""
-    require_role(actor, project, Membership.Role.ADMIN)
-    role = _role_checked(role)
     with transaction.atomic():
-        project = _project_locked(project)
+        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        role = _role_checked(role)
         membership = _member_of(project, user_id)
         if (
             membership.role == Membership.Role.ADMIN
@@ -304,12 +310,10 @@ def membership_remove(
 ) -> None:
     """Remove a member (admins), or leave a project (any member); never the last
     admin."""
-    if actor.pk != user_id:
-        require_role(actor, project, Membership.Role.ADMIN)
-    else:
-        require_role(actor, project, Membership.Role.VIEWER)
+    # Anyone may leave; only an admin removes someone else.
+    needed = Membership.Role.VIEWER if actor.pk == user_id else Membership.Role.ADMIN
     with transaction.atomic():
-        project = _project_locked(project)
+        project = _project_locked(project, actor, needed)
         membership = _member_of(project, user_id)
         if membership.role == Membership.Role.ADMIN and not _admins_besides(
             project, membership
