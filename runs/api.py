@@ -138,7 +138,8 @@ api = EvalsiteAPI(
     description=(
         "Datasets, targets and runs of the projects you belong to. Authenticate "
         "with your session (and its CSRF token) or `Authorization: Bearer <key>`; "
-        "create a key with `python manage.py create_api_key USERNAME`."
+        "create a key on the API keys page (/account/keys/) or with "
+        "`python manage.py create_api_key USERNAME`."
     ),
     auth=[ApiKeyAuth(), django_auth],
 )
@@ -391,13 +392,16 @@ def list_keys(request: HttpRequest) -> QuerySet[ApiKey]:
 
 
 @key_router.post("", response={201: ApiKeyCreatedOut, **_errors(400, 401, 403)})
-def create_key(request: HttpRequest, payload: ApiKeyIn) -> Status[ApiKey]:
+def create_key(
+    request: HttpRequest, response: HttpResponse, payload: ApiKeyIn
+) -> Status[ApiKey]:
     """Create a key; it is in this response only. Needs a session: a key cannot
     make keys, so that revoking a leaked key is enough."""
     if getattr(request, "api_key", None) is not None:
         raise Forbidden("an API key cannot create keys; sign in to create one")
     key, plain = api_key_create(user=request.auth, name=payload.name)
     key.key = plain  # type: ignore[attr-defined]  (for this response only)
+    response["Cache-Control"] = "no-store"
     return Status(201, key)
 
 

@@ -170,6 +170,9 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
 
 def api_key_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiKey, str]:
     """Create an API key; the plain key is returned once and never stored."""
+    limit = ApiKey._meta.get_field("name").max_length
+    if len(name.strip()) > limit:
+        raise InvalidInput(f"must be at most {limit} characters", field="name")
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     plain = f"{API_KEY_PREFIX}{prefix}_{secret}"

@@ -298,6 +298,7 @@ def test_create_key_returns_the_plain_key_once(
     body = response.json()
     plain = body["key"]
     assert body["name"] == "ci" and body["active"] is True
+    assert "no-store" in response["Cache-Control"]
     assert plain.startswith(f"evk_{body['prefix']}_")
     listed = alice_client.get(f"{API}/keys").json()["items"]
     assert [k["id"] for k in listed] == [body["id"]]

@@ -7,6 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
+from runs.errors import InvalidInput
 from runs.models import ApiKey, Dataset
 from runs.services import api_key_create
 
@@ -105,3 +106,11 @@ def test_revoke_refuses_get(alice_client: Client, alice: User) -> None:
     assert alice_client.get(_revoke_url(key)).status_code == 405
     key.refresh_from_db()
     assert key.revoked_at is None
+
+
+def test_a_key_name_too_long_is_refused_naming_the_field(alice: User) -> None:
+    with pytest.raises(InvalidInput) as caught:
+        api_key_create(user=alice, name="k" * 101)
+
+    assert caught.value.field == "name"
+    assert not ApiKey.objects.exists()
