@@ -316,13 +316,6 @@ def membership_list(*, project: Project) -> QuerySet[Membership]:
     )
 
 
-def membership_get(*, project: Project, user_id: int) -> Membership:
-    try:
-        return membership_list(project=project).get(user_id=user_id)
-    except Membership.DoesNotExist:
-        raise NotFound(f"user {user_id} is not a member of {project}") from None
-
-
 @dataclass(frozen=True, slots=True)
 class ProjectOverview:
     project: Project

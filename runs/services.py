@@ -231,12 +231,16 @@ def _project_locked(project: Project, actor: AbstractBaseUser, role: str) -> Pro
 
 
 def _member_of(project: Project, user_id: int) -> Membership:
-    try:
-        return Membership.objects.select_related("user").get(
-            project=project, user_id=user_id
-        )
-    except Membership.DoesNotExist:
-        raise NotFound(f"user {user_id} is not a member of {project}") from None
+    # Through the user's key, whose lookup treats an id beyond the column's
+    # range as matching nothing (user_id= would overflow on SQLite).
+    membership = (
+        Membership.objects.select_related("user")
+        .filter(project=project, user__pk=user_id)
+        .first()
+    )
+    if membership is None:
+        raise NotFound(f"user {user_id} is not a member of {project}")
+    return membership
 
 
 def _admins_besides(project: Project, membership: Membership) -> bool:

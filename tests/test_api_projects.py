@@ -512,3 +512,31 @@ def test_schema_documents_each_status(
 
     # 422 (a body that does not fit the schema) is documented API-wide.
     assert statuses <= documented <= statuses | {"422"}
+
+
+BEYOND = 2**63  # one past the largest id the database can hold
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("get", f"/projects/{BEYOND}"),
+        ("get", f"/projects/{BEYOND}/members"),
+        ("patch", "/projects/{project}/members/" + str(BEYOND)),
+        ("delete", "/projects/{project}/members/" + str(BEYOND)),
+        ("delete", f"/keys/{BEYOND}"),
+        ("patch", f"/targets/{BEYOND}"),
+        ("delete", f"/targets/{BEYOND}"),
+        ("post", f"/targets/{BEYOND}/try"),
+    ],
+)
+def test_an_id_beyond_the_database_range_is_not_found(
+    alice_client: Client, project: Project, method: str, path: str
+) -> None:
+    url = API + path.replace("{project}", str(project.pk))
+
+    response = getattr(alice_client, method)(
+        url, {"role": "viewer", "name": "x"}, content_type=JSON
+    )
+
+    assert response.status_code == 404

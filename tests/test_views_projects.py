@@ -323,3 +323,14 @@ def test_member_forms_refuse_get(
 ) -> None:
     assert alice_client.get(_remove_url(project, bob)).status_code == 405
     assert _role(project, bob) == "editor"
+
+
+@pytest.mark.parametrize("action", ["project_member_update", "project_member_remove"])
+def test_a_member_id_beyond_the_database_range_is_not_found(
+    alice_client: Client, project: Project, action: str
+) -> None:
+    url = reverse(f"runs:{action}", args=[project.pk, 2**63])
+
+    response = alice_client.post(url, {"role": "viewer"})
+
+    assert response.status_code == 404
