@@ -74,7 +74,6 @@ from runs.selectors import (
     target_list,
 )
 from runs.services import (
-    TargetTry,
     api_key_authenticate,
     api_key_create,
     api_key_revoke,
@@ -89,6 +88,7 @@ from runs.services import (
     target_try,
     target_update,
 )
+from runs.targets.trial import TargetTry
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500

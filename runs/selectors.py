@@ -281,6 +281,8 @@ def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
 
 def project_list(*, user: User) -> QuerySet[Project]:
     """The user's projects, each with ``role`` (the user's) and ``member_count``."""
+    if not user.is_authenticated:
+        return Project.objects.none()
     role = Membership.objects.filter(project=OuterRef("pk"), user=user).values("role")
     members = (
         Membership.objects.filter(project=OuterRef("pk"))

@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-import json
-import os
 import secrets
-import time
-from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -24,13 +19,7 @@ from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
-from runs.targets import (
-    ConfigError,
-    TargetError,
-    TargetInput,
-    build_target,
-    clean_target_config,
-)
+from runs.targets import ConfigError, clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
 
@@ -351,9 +340,8 @@ def api_key_revoke(*, user: AbstractBaseUser, key_id: int) -> ApiKey:
 # -- targets: edit, delete, try --------------------------------------------------
 
 TARGET_TRY_TIMEOUT_SECONDS = 5.0
-TARGET_TRY_MAX_CHARS = 10_000
+TARGET_TRY_MAX_CHARS = trial.MAX_CHARS
 TARGET_TRY_DEFAULT_INPUT = "Say hello"
-_REDACTED = "[secret]"
 
 
 def target_update(
@@ -398,27 +386,13 @@ def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
         target.delete()
 
 
-@dataclass(frozen=True, slots=True)
-class TargetTry:
-    """What one test request to a target gave: an answer or an error."""
-
-    ok: bool
-    output: str = ""
-    error: str = ""
-    error_type: str = ""
-    latency_ms: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    http_status: int | None = None
-
-
 def target_try(
     *,
     target: Target,
     user: AbstractBaseUser,
     text: str = TARGET_TRY_DEFAULT_INPUT,
     timeout: float = TARGET_TRY_TIMEOUT_SECONDS,
-) -> TargetTry:
+) -> trial.TargetTry:
     """Send one input through the target's real code path, under a timeout.
 
     The answer or the error is returned with every secret the target was
@@ -431,76 +405,6 @@ def target_try(
         raise InvalidInput(
             f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
         )
-    outcome = async_to_sync(_target_try)(target.kind, target.config, text, timeout)
-    return _redacted(outcome, _target_secrets(target.config))
-
-
-async def _target_try(
-    kind: str, config: dict[str, Any], text: str, seconds: float
-) -> TargetTry:
-    item = TargetInput(index=0, external_id="try", input=text)
-    started = time.perf_counter()
-
-    def elapsed() -> float:
-        return round((time.perf_counter() - started) * 1000, 1)
-
-    try:
-        plugin = build_target(kind, config)
-    except ConfigError as exc:
-        return TargetTry(ok=False, error=str(exc), error_type="ConfigError")
-    try:
-        async with asyncio.timeout(seconds):
-            answer = await plugin.generate(item)
-    except TimeoutError:
-        return TargetTry(
-            ok=False,
-            error=f"no answer within {seconds:g} seconds",
-            error_type="Timeout",
-            latency_ms=elapsed(),
-        )
-    except TargetError as exc:
-        return TargetTry(
-            ok=False,
-            error=exc.message,
-            error_type=exc.error_type,
-            latency_ms=elapsed(),
-            http_status=exc.http_status,
-        )
-    except Exception as exc:  # a third-party plug-in may raise anything
-        return TargetTry(
-            ok=False,
-            error=f"{type(exc).__name__}: {exc}",
-            error_type=type(exc).__name__,
-            latency_ms=elapsed(),
-        )
-    finally:
-        await plugin.aclose()
-    output = answer.output
-    return TargetTry(
-        ok=True,
-        output=output if isinstance(output, str) else json.dumps(output, default=str),
-        latency_ms=elapsed(),
-        prompt_tokens=answer.prompt_tokens,
-        completion_tokens=answer.completion_tokens,
-        http_status=answer.http_status,
-    )
-
-
-def _target_secrets(config: dict[str, Any]) -> list[str]:
-    # Configurations name their secrets (``*_env``); the values are what must
-    # never be shown.
-    names = [
-        value
-        for key, value in config.items()
-        if key.endswith("_env") and isinstance(value, str) and value
-    ]
-    return [os.environ[name] for name in names if os.environ.get(name)]
-
-
-def _redacted(outcome: TargetTry, secrets_used: list[str]) -> TargetTry:
-    def clean(text: str) -> str:
-        for secret in secrets_used:
-            text = text.replace(secret, _REDACTED)
-        return text[:TARGET_TRY_MAX_CHARS]
-
-    return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))
+    # Sync callers (pages, the API) wait here; the request itself is async.
+    outcome = async_to_sync(trial.send_one)(target.kind, target.config, text, timeout)
+    return trial.redacted(outcome, trial.secrets_of(target.config))

@@ -27,6 +27,7 @@ from runs.forms_projects import (
     TargetTryForm,
 )
 from runs.models import Membership, Target
+from runs.targets.trial import TargetTry
 from runs.views import domain_errors
 
 # -- projects --------------------------------------------------------------------
@@ -178,11 +179,11 @@ def _target_page(
     *,
     form: Any = None,
     try_form: TargetTryForm | None = None,
-    outcome: services.TargetTry | None = None,
+    outcome: TargetTry | None = None,
     status: int = 200,
 ) -> HttpResponse:
     role = role_of(request.user, target.project)
-    can_edit = role is not None and ROLE_RANK[role] >= ROLE_RANK["editor"]
+    can_edit = role is not None and ROLE_RANK[role] >= ROLE_RANK[Membership.Role.EDITOR]
     context = {
         "target": target,
         "can_edit": can_edit,
