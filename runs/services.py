@@ -367,7 +367,8 @@ def target_update(
         try:
             target.config = clean_target_config(target.kind, config)
         except ConfigError as exc:
-            raise InvalidInput(exc.message, field=f"config.{exc.field}") from None
+            field = "kind" if exc.field == "kind" else f"config.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
         changed.append("config")
     if not changed:
         return target
