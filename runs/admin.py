@@ -203,12 +203,12 @@ class ApiKeyAdmin(admin.ModelAdmin):
     ]
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "prefix"]
-    readonly_fields = ["user", "prefix", "key_hash", "created_at", "last_used_at"]
+    # Only the prefix identifies a key here; its hash is never shown.
+    readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
     fields = [
         "name",
         "user",
         "prefix",
-        "key_hash",
         "created_at",
         "last_used_at",
         "revoked_at",

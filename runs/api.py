@@ -19,15 +19,33 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
-from runs.errors import DomainError, InvalidInput
-from runs.models import Dataset, Item, Result, ResultStatus, Run, Target
+from runs.errors import DomainError, Forbidden, InvalidInput
+from runs.models import (
+    ApiKey,
+    Dataset,
+    Item,
+    Membership,
+    Project,
+    Result,
+    ResultStatus,
+    Run,
+    Target,
+)
 from runs.schemas import (
+    ApiKeyCreatedOut,
+    ApiKeyIn,
+    ApiKeyOut,
     DatasetFilter,
     DatasetIn,
     DatasetOut,
     DatasetUploadForm,
     ErrorOut,
     ItemOut,
+    MemberIn,
+    MemberOut,
+    MemberPatch,
+    ProjectIn,
+    ProjectOut,
     ResultOut,
     RunDetailOut,
     RunFilter,
@@ -36,19 +54,41 @@ from runs.schemas import (
     TargetFilter,
     TargetIn,
     TargetOut,
+    TargetPatch,
+    TargetTryIn,
+    TargetTryOut,
 )
 from runs.selectors import (
+    api_key_list,
     dataset_get,
     dataset_items,
     dataset_list,
+    membership_list,
     project_get,
+    project_get_with_role,
+    project_list,
     result_list,
     run_get,
     run_list,
     target_get,
     target_list,
 )
-from runs.services import api_key_authenticate, run_cancel, run_create, target_create
+from runs.services import (
+    api_key_authenticate,
+    api_key_create,
+    api_key_revoke,
+    membership_add,
+    membership_remove,
+    membership_update,
+    project_create,
+    run_cancel,
+    run_create,
+    target_create,
+    target_delete,
+    target_try,
+    target_update,
+)
+from runs.targets.trial import TargetTry
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
@@ -75,6 +115,7 @@ class ApiKeyAuth(HttpBearer):
         if key is None:
             return None
         request.user = key.user
+        request.api_key = key  # type: ignore[attr-defined]
         return key.user
 
 
@@ -97,7 +138,8 @@ api = EvalsiteAPI(
     description=(
         "Datasets, targets and runs of the projects you belong to. Authenticate "
         "with your session (and its CSRF token) or `Authorization: Bearer <key>`; "
-        "create a key with `python manage.py create_api_key USERNAME`."
+        "create a key on the API keys page (/account/keys/) or with "
+        "`python manage.py create_api_key USERNAME`."
     ),
     auth=[ApiKeyAuth(), django_auth],
 )
@@ -256,3 +298,150 @@ def list_results(
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
 api.add_router("/runs", run_router)
+
+
+# -- projects and members -----------------------------------------------------
+
+project_router = Router(tags=["projects"])
+key_router = Router(tags=["keys"])
+
+
+def _errors(*statuses: int) -> dict[int, Any]:
+    return {status: ErrorOut for status in statuses}
+
+
+@project_router.get("", response={200: list[ProjectOut], **_errors(401)})
+@paginated
+def list_projects(request: HttpRequest) -> QuerySet[Project]:
+    """Your projects, each with your role in it."""
+    return project_list(user=request.auth)
+
+
+@project_router.post("", response={201: ProjectOut, **_errors(400, 401, 409)})
+def create_project(request: HttpRequest, payload: ProjectIn) -> Status[Project]:
+    """Create a project; you become its admin."""
+    project = project_create(
+        name=payload.name, description=payload.description, owner=request.auth
+    )
+    return Status(201, project_get_with_role(user=request.auth, project_id=project.pk))
+
+
+@project_router.get("/{project_id}", response={200: ProjectOut, **_errors(401, 404)})
+def get_project(request: HttpRequest, project_id: int) -> Project:
+    return project_get_with_role(user=request.auth, project_id=project_id)
+
+
+@project_router.get(
+    "/{project_id}/members", response={200: list[MemberOut], **_errors(401, 404)}
+)
+@paginated
+def list_members(request: HttpRequest, project_id: int) -> QuerySet[Membership]:
+    """The project's members, admins first."""
+    project = project_get(user=request.auth, project_id=project_id)
+    return membership_list(project=project)
+
+
+@project_router.post(
+    "/{project_id}/members",
+    response={201: MemberOut, **_errors(400, 401, 403, 404, 409)},
+)
+def add_member(
+    request: HttpRequest, project_id: int, payload: MemberIn
+) -> Status[Membership]:
+    """Add an existing user by username or email (project admins only)."""
+    project = project_get(user=request.auth, project_id=project_id)
+    membership = membership_add(
+        project=project, actor=request.auth, user=payload.user, role=payload.role
+    )
+    return Status(201, membership)
+
+
+@project_router.patch(
+    "/{project_id}/members/{user_id}",
+    response={200: MemberOut, **_errors(400, 401, 403, 404)},
+)
+def update_member(
+    request: HttpRequest, project_id: int, user_id: int, payload: MemberPatch
+) -> Membership:
+    """Change a member's role (admins only); the last admin stays admin (400)."""
+    project = project_get(user=request.auth, project_id=project_id)
+    return membership_update(
+        project=project, actor=request.auth, user_id=user_id, role=payload.role
+    )
+
+
+@project_router.delete(
+    "/{project_id}/members/{user_id}",
+    response={204: None, **_errors(400, 401, 403, 404)},
+)
+def remove_member(request: HttpRequest, project_id: int, user_id: int) -> Status[None]:
+    """Remove a member (admins), or leave with your own id; never the last admin."""
+    project = project_get(user=request.auth, project_id=project_id)
+    membership_remove(project=project, actor=request.auth, user_id=user_id)
+    return Status(204, None)
+
+
+# -- API keys -------------------------------------------------------------------
+
+
+@key_router.get("", response={200: list[ApiKeyOut], **_errors(401)})
+@paginated
+def list_keys(request: HttpRequest) -> QuerySet[ApiKey]:
+    """Your API keys, revoked ones included; never the keys themselves."""
+    return api_key_list(user=request.auth)
+
+
+@key_router.post("", response={201: ApiKeyCreatedOut, **_errors(400, 401, 403)})
+def create_key(
+    request: HttpRequest, response: HttpResponse, payload: ApiKeyIn
+) -> Status[ApiKey]:
+    """Create a key; it is in this response only. Needs a session: a key cannot
+    make keys, so that revoking a leaked key is enough."""
+    if getattr(request, "api_key", None) is not None:
+        raise Forbidden("an API key cannot create keys; sign in to create one")
+    key, plain = api_key_create(user=request.auth, name=payload.name)
+    key.key = plain  # type: ignore[attr-defined]  (for this response only)
+    response["Cache-Control"] = "no-store"
+    return Status(201, key)
+
+
+@key_router.delete("/{key_id}", response={204: None, **_errors(401, 404)})
+def revoke_key(request: HttpRequest, key_id: int) -> Status[None]:
+    """Revoke one of your keys; it stops working at once."""
+    api_key_revoke(user=request.auth, key_id=key_id)
+    return Status(204, None)
+
+
+# -- one target: edit, delete, try ------------------------------------------------
+
+
+@target_router.patch(
+    "/{target_id}", response={200: TargetOut, **_errors(400, 401, 403, 404, 409)}
+)
+def update_target(request: HttpRequest, target_id: int, payload: TargetPatch) -> Target:
+    """Rename a target or replace its configuration; runs keep their copy."""
+    target = target_get(user=request.auth, target_id=target_id)
+    return target_update(
+        target=target, user=request.auth, name=payload.name, config=payload.config
+    )
+
+
+@target_router.delete("/{target_id}", response={204: None, **_errors(401, 403, 404)})
+def delete_target(request: HttpRequest, target_id: int) -> Status[None]:
+    """Delete a target; its runs keep the name, kind and configuration they used."""
+    target = target_get(user=request.auth, target_id=target_id)
+    target_delete(target=target, user=request.auth)
+    return Status(204, None)
+
+
+@target_router.post(
+    "/{target_id}/try", response={200: TargetTryOut, **_errors(400, 401, 403, 404)}
+)
+def try_target(request: HttpRequest, target_id: int, payload: TargetTryIn) -> TargetTry:
+    """Send one input to the target; the answer or the error, never a secret."""
+    target = target_get(user=request.auth, target_id=target_id)
+    return target_try(target=target, user=request.auth, text=payload.input)
+
+
+api.add_router("/projects", project_router)
+api.add_router("/keys", key_router)

@@ -259,3 +259,20 @@ class TargetForm(forms.Form):
         if not isinstance(config, dict):
             raise forms.ValidationError("must be a JSON object")
         return config
+
+
+def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetForm:
+    """The target form bound to a stored target: its project and kind stay."""
+    form = TargetForm(
+        data,
+        user=user,
+        initial={
+            "project": target.project_id,
+            "name": target.name,
+            "kind": target.kind,
+            "config": json.dumps(target.config, indent=2),
+        },
+    )
+    for fixed in ("project", "kind"):
+        form.fields[fixed].disabled = True
+    return form

@@ -13,8 +13,10 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.analysis.summary import run_score_means
 from runs.models import (
+    ApiKey,
     Dataset,
     Item,
+    Membership,
     Result,
     ResultStatus,
     Run,
@@ -22,6 +24,7 @@ from runs.models import (
     Score,
     Target,
 )
+from runs.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 
 # -- shared -------------------------------------------------------------------
 
@@ -289,3 +292,100 @@ class ResultOut(Schema):
     def resolve_scores(obj: Result) -> list[Score]:
         # .all() keeps the selector's prefetch.
         return list(obj.scores.all())
+
+
+# -- projects and members -------------------------------------------------------
+
+
+class ProjectIn(Schema):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+
+
+class ProjectOut(Schema):
+    id: int
+    name: str
+    description: str
+    created_at: datetime
+    role: Membership.Role = Field(description="your role in the project")
+    member_count: int
+
+
+class MemberIn(Schema):
+    user: str = Field(
+        min_length=1,
+        max_length=254,
+        description="the username or email address of an existing user",
+    )
+    role: Membership.Role = Membership.Role.EDITOR
+
+
+class MemberPatch(Schema):
+    role: Membership.Role
+
+
+class MemberOut(Schema):
+    user: int = Field(description="the user's id")
+    username: str
+    role: Membership.Role
+    created_at: datetime
+
+    @staticmethod
+    def resolve_user(obj: Membership) -> int:
+        return obj.user_id
+
+    @staticmethod
+    def resolve_username(obj: Membership) -> str:
+        return obj.user.get_username()
+
+
+# -- API keys -----------------------------------------------------------------
+
+
+class ApiKeyIn(Schema):
+    name: str = Field(min_length=1, max_length=100, description="what the key is for")
+
+
+class ApiKeyOut(Schema):
+    id: int
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+    active: bool
+
+    @staticmethod
+    def resolve_active(obj: ApiKey) -> bool:
+        return obj.is_active
+
+
+class ApiKeyCreatedOut(ApiKeyOut):
+    key: str = Field(description="the key itself, returned only this once")
+
+
+# -- one target: edit and try ------------------------------------------------------
+
+
+class TargetPatch(Schema):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    config: dict[str, Any] | None = Field(
+        None, description="the whole new configuration, validated as on creation"
+    )
+
+
+class TargetTryIn(Schema):
+    input: str = Field(
+        TARGET_TRY_DEFAULT_INPUT, min_length=1, max_length=TARGET_TRY_MAX_CHARS
+    )
+
+
+class TargetTryOut(Schema):
+    ok: bool = Field(description="the target answered")
+    output: str = Field(description="the answer, as text")
+    error: str
+    error_type: str
+    latency_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    http_status: int | None

@@ -6,18 +6,20 @@ import hashlib
 import secrets
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from runs import events
 from runs.access import require_role
-from runs.errors import Conflict, InvalidInput
+from runs.errors import Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
-from runs.targets import ConfigError, clean_target_config
+from runs.targets import ConfigError, clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
 
@@ -157,6 +159,9 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
 
 def api_key_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiKey, str]:
     """Create an API key; the plain key is returned once and never stored."""
+    limit = ApiKey._meta.get_field("name").max_length
+    if len(name.strip()) > limit:
+        raise InvalidInput(f"must be at most {limit} characters", field="name")
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     plain = f"{API_KEY_PREFIX}{prefix}_{secret}"
@@ -188,3 +193,219 @@ def api_key_authenticate(plain: str) -> ApiKey | None:
         return None
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
     return key
+
+
+# -- memberships -----------------------------------------------------------------
+
+
+def _role_checked(role: str) -> str:
+    if role not in Membership.Role.values:
+        known = ", ".join(Membership.Role.values)
+        raise InvalidInput(f"must be one of {known}, not {role!r}", field="role")
+    return role
+
+
+def _project_locked(project: Project, actor: AbstractBaseUser, role: str) -> Project:
+    """Lock the project's row and check the actor's role under the lock.
+
+    Every change of a project's members takes this lock first, so two admins
+    demoting each other at once cannot leave the project without one, and an
+    admin demoted a moment ago can no longer act as one.
+    """
+    locked = Project.objects.select_for_update().filter(pk=project.pk).first()
+    if locked is None:
+        raise NotFound("no such project")
+    require_role(actor, locked, role)
+    return locked
+
+
+def _member_of(project: Project, user_id: int) -> Membership:
+    # Through the user's key, whose lookup treats an id beyond the column's
+    # range as matching nothing (user_id= would overflow on SQLite).
+    membership = (
+        Membership.objects.select_related("user")
+        .filter(project=project, user__pk=user_id)
+        .first()
+    )
+    if membership is None:
+        raise NotFound(f"user {user_id} is not a member of {project}")
+    return membership
+
+
+def _admins_besides(project: Project, membership: Membership) -> bool:
+    return (
+        Membership.objects.filter(project=project, role=Membership.Role.ADMIN)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
+
+
+def _user_by_username_or_email(identifier: str) -> AbstractBaseUser:
+    identifier = identifier.strip()
+    if not identifier:
+        raise InvalidInput("is required: a username or an email address", field="user")
+    users = get_user_model().objects.filter(is_active=True)
+    user = users.filter(username=identifier).first()
+    if user is not None:
+        return user
+    matches = list(users.filter(email__iexact=identifier)[:2])
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise InvalidInput(
+            "several users have this email address; give the username", field="user"
+        )
+    raise InvalidInput(f"no user {identifier!r}: invite an existing user", field="user")
+
+
+def membership_add(
+    *,
+    project: Project,
+    actor: AbstractBaseUser,
+    user: str,
+    role: str = Membership.Role.EDITOR,
+) -> Membership:
+    """Add an existing user (by username or email) to a project; admins only."""
+    with transaction.atomic():
+        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        role = _role_checked(role)
+        invitee = _user_by_username_or_email(user)
+        membership, created = Membership.objects.get_or_create(
+            project=project, user=invitee, defaults={"role": role}
+        )
+    if not created:
+        raise Conflict(f"{invitee.get_username()} is already a member of {project}")
+    return membership
+
+
+def membership_update(
+    *, project: Project, actor: AbstractBaseUser, user_id: int, role: str
+) -> Membership:
+    """Change a member's role; admins only, and never the last admin's."""
+    with transaction.atomic():
+        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        role = _role_checked(role)
+        membership = _member_of(project, user_id)
+        if (
+            membership.role == Membership.Role.ADMIN
+            and role != Membership.Role.ADMIN
+            and not _admins_besides(project, membership)
+        ):
+            raise InvalidInput(
+                f"{membership.user.get_username()} is the last admin of {project}; "
+                "make another member admin first",
+                field="role",
+            )
+        membership.role = role
+        membership.save(update_fields=["role"])
+    return membership
+
+
+def membership_remove(
+    *, project: Project, actor: AbstractBaseUser, user_id: int
+) -> None:
+    """Remove a member (admins), or leave a project (any member); never the last
+    admin."""
+    # Anyone may leave; only an admin removes someone else.
+    needed = Membership.Role.VIEWER if actor.pk == user_id else Membership.Role.ADMIN
+    with transaction.atomic():
+        project = _project_locked(project, actor, needed)
+        membership = _member_of(project, user_id)
+        if membership.role == Membership.Role.ADMIN and not _admins_besides(
+            project, membership
+        ):
+            raise InvalidInput(
+                f"{membership.user.get_username()} is the last admin of {project}; "
+                "make another member admin first",
+                field="user",
+            )
+        membership.delete()
+
+
+# -- API keys ----------------------------------------------------------------------
+
+
+def api_key_revoke(*, user: AbstractBaseUser, key_id: int) -> ApiKey:
+    """Revoke one of the user's own keys; it stops working at once."""
+    with transaction.atomic():
+        key = ApiKey.objects.select_for_update().filter(user=user, pk=key_id).first()
+        if key is None:
+            raise NotFound(f"no API key {key_id}")
+        if key.revoked_at is None:
+            key.revoked_at = timezone.now()
+            key.save(update_fields=["revoked_at"])
+    return key
+
+
+# -- targets: edit, delete, try --------------------------------------------------
+
+TARGET_TRY_TIMEOUT_SECONDS = 5.0
+TARGET_TRY_MAX_CHARS = trial.MAX_CHARS
+TARGET_TRY_DEFAULT_INPUT = "Say hello"
+
+
+def target_update(
+    *,
+    target: Target,
+    user: AbstractBaseUser,
+    name: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> Target:
+    """Rename a target or replace its configuration, validated as on creation.
+
+    Runs keep the frozen copy they were started with.
+    """
+    require_role(user, target.project, Membership.Role.EDITOR)
+    changed: list[str] = []
+    if name is not None:
+        name = name.strip()
+        if not name:
+            raise InvalidInput("is required", field="name")
+        target.name = name
+        changed.append("name")
+    if config is not None:
+        try:
+            target.config = clean_target_config(target.kind, config)
+        except ConfigError as exc:
+            field = "kind" if exc.field == "kind" else f"config.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
+        changed.append("config")
+    if not changed:
+        return target
+    try:
+        with transaction.atomic():
+            target.save(update_fields=changed)
+    except IntegrityError:
+        raise Conflict(f"a target named {name!r} exists in {target.project}") from None
+    return target
+
+
+def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
+    """Delete a target; its runs keep their frozen name, kind and configuration."""
+    require_role(user, target.project, Membership.Role.EDITOR)
+    with transaction.atomic():
+        target.delete()
+
+
+def target_try(
+    *,
+    target: Target,
+    user: AbstractBaseUser,
+    text: str = TARGET_TRY_DEFAULT_INPUT,
+    timeout: float = TARGET_TRY_TIMEOUT_SECONDS,
+) -> trial.TargetTry:
+    """Send one input through the target's real code path, under a timeout.
+
+    The answer or the error is returned with every secret the target was
+    given replaced, so a server that echoes its headers cannot reveal one.
+    """
+    require_role(user, target.project, Membership.Role.EDITOR)
+    if not text.strip():
+        raise InvalidInput("is required", field="input")
+    if len(text) > TARGET_TRY_MAX_CHARS:
+        raise InvalidInput(
+            f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
+        )
+    # Sync callers (pages, the API) wait here; the request itself is async.
+    outcome = async_to_sync(trial.send_one)(target.kind, target.config, text, timeout)
+    return trial.redacted(outcome, trial.secrets_of(target.config))

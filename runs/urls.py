@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from runs import views
+from runs import views, views_projects
 
 app_name = "runs"
 urlpatterns = [
@@ -20,4 +20,40 @@ urlpatterns = [
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
     path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
+    path(
+        "targets/<int:target_id>/", views_projects.target_detail, name="target_detail"
+    ),
+    path(
+        "targets/<int:target_id>/delete/",
+        views_projects.target_delete,
+        name="target_delete",
+    ),
+    path("targets/<int:target_id>/try/", views_projects.target_try, name="target_try"),
+    path("projects/", views_projects.project_list, name="project_list"),
+    path(
+        "projects/<int:project_id>/",
+        views_projects.project_detail,
+        name="project_detail",
+    ),
+    path(
+        "projects/<int:project_id>/members/",
+        views_projects.project_member_add,
+        name="project_member_add",
+    ),
+    path(
+        "projects/<int:project_id>/members/<int:user_id>/",
+        views_projects.project_member_update,
+        name="project_member_update",
+    ),
+    path(
+        "projects/<int:project_id>/members/<int:user_id>/remove/",
+        views_projects.project_member_remove,
+        name="project_member_remove",
+    ),
+    path("account/keys/", views_projects.account_keys, name="account_keys"),
+    path(
+        "account/keys/<int:key_id>/revoke/",
+        views_projects.account_key_revoke,
+        name="account_key_revoke",
+    ),
 ]

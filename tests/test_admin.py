@@ -82,3 +82,13 @@ def test_cancel_action_cancels_the_selected_runs(admin_client, run):
 
 def test_api_keys_cannot_be_added_in_admin(admin_client):
     assert admin_client.get("/admin/runs/apikey/add/").status_code == 403
+
+
+def test_api_key_pages_never_show_the_key_hash(admin_client, alice):
+    key, _ = services.api_key_create(user=alice, name="ci")
+
+    listing = admin_client.get("/admin/runs/apikey/").content.decode()
+    change = admin_client.get(f"/admin/runs/apikey/{key.pk}/change/").content.decode()
+
+    assert key.prefix in listing and key.prefix in change
+    assert key.key_hash not in listing and key.key_hash not in change

@@ -231,6 +231,13 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}",
         f"{API}/runs/{{run_id}}/cancel",
         f"{API}/runs/{{run_id}}/results",
+        f"{API}/targets/{{target_id}}/try",
+        f"{API}/projects",
+        f"{API}/projects/{{project_id}}",
+        f"{API}/projects/{{project_id}}/members",
+        f"{API}/projects/{{project_id}}/members/{{user_id}}",
+        f"{API}/keys",
+        f"{API}/keys/{{key_id}}",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

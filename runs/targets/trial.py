@@ -1,0 +1,105 @@
+"""One test request through a target, as a run would send it, for the
+"send one request" button: the answer or the error, never a secret."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from runs.targets.base import ConfigError, TargetError, TargetInput, build_target
+
+MAX_CHARS = 10_000
+REDACTED = "[secret]"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTry:
+    """What one test request to a target gave: an answer or an error."""
+
+    ok: bool
+    output: str = ""
+    error: str = ""
+    error_type: str = ""
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    http_status: int | None = None
+
+
+async def send_one(
+    kind: str, config: dict[str, Any], text: str, seconds: float
+) -> TargetTry:
+    """Build the target, send ``text`` under a timeout of ``seconds``, close it."""
+    item = TargetInput(index=0, external_id="try", input=text)
+    started = time.perf_counter()
+
+    def elapsed() -> float:
+        return round((time.perf_counter() - started) * 1000, 1)
+
+    try:
+        plugin = build_target(kind, config)
+    except ConfigError as exc:
+        return TargetTry(ok=False, error=str(exc), error_type="ConfigError")
+    try:
+        async with asyncio.timeout(seconds):
+            answer = await plugin.generate(item)
+    except TimeoutError:
+        return TargetTry(
+            ok=False,
+            error=f"no answer within {seconds:g} seconds",
+            error_type="Timeout",
+            latency_ms=elapsed(),
+        )
+    except TargetError as exc:
+        return TargetTry(
+            ok=False,
+            error=exc.message,
+            error_type=exc.error_type,
+            latency_ms=elapsed(),
+            http_status=exc.http_status,
+        )
+    except Exception as exc:  # a third-party plug-in may raise anything
+        return TargetTry(
+            ok=False,
+            error=f"{type(exc).__name__}: {exc}",
+            error_type=type(exc).__name__,
+            latency_ms=elapsed(),
+        )
+    finally:
+        await plugin.aclose()
+    output = answer.output
+    return TargetTry(
+        ok=True,
+        output=output if isinstance(output, str) else json.dumps(output, default=str),
+        latency_ms=elapsed(),
+        prompt_tokens=answer.prompt_tokens,
+        completion_tokens=answer.completion_tokens,
+        http_status=answer.http_status,
+    )
+
+
+def secrets_of(config: dict[str, Any]) -> list[str]:
+    """The secret values a configuration makes its target send."""
+    # Configurations name their secrets (``*_env``); the values are what must
+    # never be shown.
+    names = [
+        value
+        for key, value in config.items()
+        if key.endswith("_env") and isinstance(value, str) and value
+    ]
+    return [os.environ[name] for name in names if os.environ.get(name)]
+
+
+def redacted(outcome: TargetTry, secrets: list[str]) -> TargetTry:
+    """The outcome with every secret replaced, and its texts cut to MAX_CHARS."""
+
+    def clean(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, REDACTED)
+        return text[:MAX_CHARS]
+
+    return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))
