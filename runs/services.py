@@ -15,6 +15,7 @@ from runs.access import require_role
 from runs.errors import Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
+from runs.key_usage import key_usage_note
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
 from runs.targets import ConfigError, clean_target_config
@@ -186,5 +187,5 @@ def api_key_authenticate(plain: str) -> ApiKey | None:
     )
     if key is None or not secrets.compare_digest(key.key_hash, api_key_hash(plain)):
         return None
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    key_usage_note(key)
     return key
