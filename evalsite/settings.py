@@ -232,13 +232,25 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# The largest body read into memory whole (a JSON request, form fields).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
     "EVALSITE_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024
 )
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Request bodies and uploaded files beyond this go to a temporary file on disk.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 # The largest dataset file an upload may carry (it is parsed whole: all or nothing).
 EVALSITE_MAX_DATASET_BYTES = env_int(
     "EVALSITE_MAX_DATASET_BYTES", 200 * 1024 * 1024, minimum=1024
+)
+# Request bodies over these sizes are refused (413) before they are read: any
+# request's, and that of a request without a signed-in session or an API key.
+EVALSITE_MAX_REQUEST_BYTES = env_int(
+    "EVALSITE_MAX_REQUEST_BYTES",
+    max(EVALSITE_MAX_DATASET_BYTES, DATA_UPLOAD_MAX_MEMORY_SIZE) + 1024 * 1024,
+    minimum=1024,
+)
+EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES = env_int(
+    "EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES", 1024 * 1024, minimum=1024
 )
 
 LOGGING = {

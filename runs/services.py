@@ -175,7 +175,7 @@ def api_key_hash(plain: str) -> str:
     return hashlib.sha256(plain.encode()).hexdigest()
 
 
-def api_key_authenticate(plain: str) -> ApiKey | None:
+def api_key_authenticate(plain: str, *, note_use: bool = True) -> ApiKey | None:
     """The active key matching ``plain``, with its user, or None."""
     parts = plain.removeprefix(API_KEY_PREFIX).split("_", 1)
     if not plain.startswith(API_KEY_PREFIX) or len(parts) != 2:
@@ -187,5 +187,6 @@ def api_key_authenticate(plain: str) -> ApiKey | None:
     )
     if key is None or not secrets.compare_digest(key.key_hash, api_key_hash(plain)):
         return None
-    key_usage_note(key)
+    if note_use:
+        key_usage_note(key)
     return key
