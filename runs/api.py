@@ -6,15 +6,29 @@ resolves handler annotations through the handler's ``__globals__``, and
 such as ``RunFilter`` would not resolve.
 """
 
+import functools
+import logging
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Any
+from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
-from ninja import File, Form, NinjaAPI, Query, Router, Status, UploadedFile
+from ninja import (
+    Field,
+    File,
+    Form,
+    NinjaAPI,
+    Query,
+    Router,
+    Schema,
+    Status,
+    UploadedFile,
+)
 from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
@@ -26,6 +40,7 @@ from runs.schemas import (
     DatasetIn,
     DatasetOut,
     DatasetUploadForm,
+    DbId,
     ErrorOut,
     ItemOut,
     ResultOut,
@@ -36,6 +51,7 @@ from runs.schemas import (
     TargetFilter,
     TargetIn,
     TargetOut,
+    ValidationErrorOut,
 )
 from runs.selectors import (
     dataset_get,
@@ -52,18 +68,38 @@ from runs.services import api_key_authenticate, run_cancel, run_create, target_c
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-# Pages for people keep the site-wide login redirect; API calls answer 401.
-LOGIN_REDIRECTED_URL_NAMES = frozenset({"openapi-json", "openapi-view", "api-root"})
-ERRORS: dict[int, Any] = {
-    400: ErrorOut,
+# Far beyond any real list, and small enough that an offset never overflows.
+MAX_PAGE = 1_000_000
+# Pages for people keep the site-wide login redirect; API calls answer 401. The
+# schema and its docs page check access themselves (``docs_access``).
+LOGIN_REDIRECTED_URL_NAMES = frozenset({"api-root"})
+# Every status an operation can answer, for the schema: reads ...
+READ_ERRORS: dict[int, Any] = {
     401: ErrorOut,
-    403: ErrorOut,
     404: ErrorOut,
+    422: ValidationErrorOut,
+}
+# ... and writes (400: bad input or an unreadable body; 403: a viewer, or a
+# session without its CSRF token; 413: a body over the size limit).
+ERRORS: dict[int, Any] = {
+    **READ_ERRORS,
+    400: ErrorOut,
+    403: ErrorOut,
     409: ErrorOut,
+    413: ErrorOut,
 }
 
+logger = logging.getLogger(__name__)
+
+
+class BoundedPageNumberPagination(PageNumberPagination):
+    class Input(Schema):
+        page: int = Field(1, ge=1, le=MAX_PAGE)
+        page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] | None = None
+
+
 paginated = paginate(
-    PageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
+    BoundedPageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
 )
 
 
@@ -76,6 +112,36 @@ class ApiKeyAuth(HttpBearer):
             return None
         request.user = key.user
         return key.user
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs page, for a session or an API key.
+
+    Anonymous: 401 JSON for the schema (an API resource) and for clients that
+    ask for JSON; the docs page sends a browser to the login page instead.
+    """
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            key = (
+                api_key_authenticate(token.strip())
+                if scheme.lower() == "bearer"
+                else None
+            )
+            if key is not None:
+                request.user = key.user
+            elif (
+                request.resolver_match.url_name == "openapi-view"
+                and "json" not in request.headers.get("Accept", "")
+            ):
+                return redirect_to_login(request.get_full_path())
+            else:
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 class EvalsiteAPI(NinjaAPI):
@@ -100,6 +166,7 @@ api = EvalsiteAPI(
         "create a key with `python manage.py create_api_key USERNAME`."
     ),
     auth=[ApiKeyAuth(), django_auth],
+    docs_decorator=docs_access,
 )
 
 
@@ -115,6 +182,13 @@ def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
     else:
         body = {"detail": str(exc), "field": None, "line": None}
     return api.create_response(request, body, status=exc.status_code)
+
+
+@api.exception_handler(Exception)
+def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """Any other error: logged with its traceback, answered as JSON."""
+    logger.exception("%s %s failed", request.method, request.path, exc_info=exc)
+    return api.create_response(request, {"detail": "Internal server error"}, status=500)
 
 
 # -- datasets -----------------------------------------------------------------
@@ -150,7 +224,7 @@ def upload_dataset(
     return Status(201, dataset)
 
 
-@dataset_router.get("", response=list[DatasetOut])
+@dataset_router.get("", response={200: list[DatasetOut], **READ_ERRORS})
 @paginated
 def list_datasets(
     request: HttpRequest, filters: Query[DatasetFilter]
@@ -158,14 +232,14 @@ def list_datasets(
     return filters.filter(dataset_list(user=request.auth))
 
 
-@dataset_router.get("/{dataset_id}", response={200: DatasetOut, **ERRORS})
-def get_dataset(request: HttpRequest, dataset_id: int) -> Dataset:
+@dataset_router.get("/{dataset_id}", response={200: DatasetOut, **READ_ERRORS})
+def get_dataset(request: HttpRequest, dataset_id: DbId) -> Dataset:
     return dataset_get(user=request.auth, dataset_id=dataset_id)
 
 
-@dataset_router.get("/{dataset_id}/items", response={200: list[ItemOut], **ERRORS})
+@dataset_router.get("/{dataset_id}/items", response={200: list[ItemOut], **READ_ERRORS})
 @paginated
-def list_dataset_items(request: HttpRequest, dataset_id: int) -> QuerySet[Item]:
+def list_dataset_items(request: HttpRequest, dataset_id: DbId) -> QuerySet[Item]:
     """The dataset's items in dataset order."""
     dataset = dataset_get(user=request.auth, dataset_id=dataset_id)
     return dataset_items(dataset=dataset)
@@ -188,7 +262,7 @@ def create_target(request: HttpRequest, payload: TargetIn) -> Status[Target]:
     return Status(201, target)
 
 
-@target_router.get("", response=list[TargetOut])
+@target_router.get("", response={200: list[TargetOut], **READ_ERRORS})
 @paginated
 def list_targets(
     request: HttpRequest, filters: Query[TargetFilter]
@@ -196,8 +270,8 @@ def list_targets(
     return filters.filter(target_list(user=request.auth))
 
 
-@target_router.get("/{target_id}", response={200: TargetOut, **ERRORS})
-def get_target(request: HttpRequest, target_id: int) -> Target:
+@target_router.get("/{target_id}", response={200: TargetOut, **READ_ERRORS})
+def get_target(request: HttpRequest, target_id: DbId) -> Target:
     return target_get(user=request.auth, target_id=target_id)
 
 
@@ -224,29 +298,29 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[Run]:
     return Status(201, run)
 
 
-@run_router.get("", response=list[RunOut])
+@run_router.get("", response={200: list[RunOut], **READ_ERRORS})
 @paginated
 def list_runs(request: HttpRequest, filters: Query[RunFilter]) -> QuerySet[Run]:
     """Runs, newest first."""
     return filters.filter(run_list(user=request.auth))
 
 
-@run_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS})
-def get_run(request: HttpRequest, run_id: int) -> Run:
+@run_router.get("/{run_id}", response={200: RunDetailOut, **READ_ERRORS})
+def get_run(request: HttpRequest, run_id: DbId) -> Run:
     return run_get(user=request.auth, run_id=run_id)
 
 
 @run_router.post("/{run_id}/cancel", response={200: RunDetailOut, **ERRORS})
-def cancel_run(request: HttpRequest, run_id: int) -> Run:
+def cancel_run(request: HttpRequest, run_id: DbId) -> Run:
     """Ask a run to stop; repeating it, or cancelling an ended run, is harmless."""
     run = run_get(user=request.auth, run_id=run_id)
     return run_cancel(run=run, user=request.auth)
 
 
-@run_router.get("/{run_id}/results", response={200: list[ResultOut], **ERRORS})
+@run_router.get("/{run_id}/results", response={200: list[ResultOut], **READ_ERRORS})
 @paginated
 def list_results(
-    request: HttpRequest, run_id: int, status: ResultStatus | None = None
+    request: HttpRequest, run_id: DbId, status: ResultStatus | None = None
 ) -> QuerySet[Result]:
     """A run's results in dataset order, optionally only those of one status."""
     run = run_get(user=request.auth, run_id=run_id)
