@@ -19,12 +19,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from evalsite.bodylimit import BodyLimit, install_under_daphne  # noqa: E402
 from runs.executor.launchers import get_launcher  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
@@ -45,3 +46,5 @@ def _bind_launcher_when_serving() -> None:
 
 
 _bind_launcher_when_serving()
+if "daphne.server" in sys.modules:
+    install_under_daphne()

@@ -114,6 +114,10 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Daphne serves no files: WhiteNoise serves static files, before the login check.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Below WhiteNoise: static files keep their own headers.
+    "evalsite.middleware.ContentSecurityPolicy",
+    "evalsite.middleware.PrivateCacheControl",
+    "evalsite.middleware.ApiJsonErrors",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -254,14 +258,71 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
+# The largest body read into memory whole (a JSON request, form fields).
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int(
     "EVALSITE_MAX_UPLOAD_BYTES", 50 * 1024 * 1024, minimum=1024
 )
-FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
+# Request bodies and uploaded files beyond this go to a temporary file on disk.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 # The largest dataset file an upload may carry (it is parsed whole: all or nothing).
 EVALSITE_MAX_DATASET_BYTES = env_int(
     "EVALSITE_MAX_DATASET_BYTES", 200 * 1024 * 1024, minimum=1024
 )
+# Request bodies over these sizes are refused (413) before they are read: any
+# request's, and that of a request without a signed-in session or an API key.
+EVALSITE_MAX_REQUEST_BYTES = env_int(
+    "EVALSITE_MAX_REQUEST_BYTES",
+    max(EVALSITE_MAX_DATASET_BYTES, DATA_UPLOAD_MAX_MEMORY_SIZE) + 1024 * 1024,
+    minimum=1024,
+)
+EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES = env_int(
+    "EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES", 1024 * 1024, minimum=1024
+)
+
+# -- HTTPS deployments and browser protections ------------------------------------
+
+# Behind TLS: secure cookies and a redirect of plain HTTP to HTTPS.
+EVALSITE_HTTPS = env_bool("EVALSITE_HTTPS", default=False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = EVALSITE_HTTPS
+SECURE_SSL_REDIRECT = env_bool("EVALSITE_SSL_REDIRECT", default=EVALSITE_HTTPS)
+# Strict-Transport-Security; browsers remember it, so it is opt-in.
+SECURE_HSTS_SECONDS = env_int("EVALSITE_HSTS_SECONDS", 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("EVALSITE_HSTS_INCLUDE_SUBDOMAINS")
+SECURE_HSTS_PRELOAD = env_bool("EVALSITE_HSTS_PRELOAD")
+# The header by which a TLS-terminating proxy says the request came over HTTPS
+# (e.g. X-Forwarded-Proto); trust it only behind a proxy that sets it itself.
+_proxy_header = env_str("EVALSITE_PROXY_SSL_HEADER").strip()
+if _proxy_header:
+    if not _proxy_header.replace("-", "").isalnum():
+        raise ImproperlyConfigured(
+            f"EVALSITE_PROXY_SSL_HEADER must be a header name, not {_proxy_header!r}"
+        )
+    SECURE_PROXY_SSL_HEADER = (
+        "HTTP_" + _proxy_header.upper().replace("-", "_"),
+        "https",
+    )
+SESSION_COOKIE_HTTPONLY = True
+# Pages send their CSRF token in a header taken from the page, never the cookie.
+CSRF_COOKIE_HTTPONLY = True
+
+# Content-Security-Policy: scripts, styles and connections only from this site,
+# nothing inline (no inline handlers, no eval: see htmx-config in base.html).
+# "enforce" (default), "report-only" or "off".
+EVALSITE_CSP = env_choice("EVALSITE_CSP", "enforce", ("enforce", "report-only", "off"))
+_CSP_POLICY = {
+    "default-src": ["'self'"],
+    "script-src": ["'self'"],
+    "style-src": ["'self'"],
+    "img-src": ["'self'", "data:"],
+    "font-src": ["'self'"],
+    "connect-src": ["'self'"],
+    "object-src": ["'none'"],
+    "base-uri": ["'none'"],
+    "form-action": ["'self'"],
+    "frame-ancestors": ["'none'"],
+}
+SECURE_CSP = _CSP_POLICY if EVALSITE_CSP == "enforce" else {}
+SECURE_CSP_REPORT_ONLY = _CSP_POLICY if EVALSITE_CSP == "report-only" else {}
 
 LOGGING = {
     "version": 1,

@@ -6,15 +6,29 @@ resolves handler annotations through the handler's ``__globals__``, and
 such as ``RunFilter`` would not resolve.
 """
 
+import functools
+import logging
+from collections.abc import Callable
 from pathlib import PurePath
-from typing import Any
+from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import URLPattern, URLResolver
-from ninja import File, Form, NinjaAPI, Query, Router, Status, UploadedFile
+from ninja import (
+    Field,
+    File,
+    Form,
+    NinjaAPI,
+    Query,
+    Router,
+    Schema,
+    Status,
+    UploadedFile,
+)
 from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
@@ -39,6 +53,7 @@ from runs.schemas import (
     DatasetIn,
     DatasetOut,
     DatasetUploadForm,
+    DbId,
     ErrorOut,
     ItemOut,
     MemberIn,
@@ -57,6 +72,7 @@ from runs.schemas import (
     TargetPatch,
     TargetTryIn,
     TargetTryOut,
+    ValidationErrorOut,
 )
 from runs.selectors import (
     api_key_list,
@@ -92,18 +108,38 @@ from runs.targets.trial import TargetTry
 
 PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
-# Pages for people keep the site-wide login redirect; API calls answer 401.
-LOGIN_REDIRECTED_URL_NAMES = frozenset({"openapi-json", "openapi-view", "api-root"})
-ERRORS: dict[int, Any] = {
-    400: ErrorOut,
+# Far beyond any real list, and small enough that an offset never overflows.
+MAX_PAGE = 1_000_000
+# Pages for people keep the site-wide login redirect; API calls answer 401. The
+# schema and its docs page check access themselves (``docs_access``).
+LOGIN_REDIRECTED_URL_NAMES = frozenset({"api-root"})
+# Every status an operation can answer, for the schema: reads ...
+READ_ERRORS: dict[int, Any] = {
     401: ErrorOut,
-    403: ErrorOut,
     404: ErrorOut,
+    422: ValidationErrorOut,
+}
+# ... and writes (400: bad input or an unreadable body; 403: a viewer, or a
+# session without its CSRF token; 413: a body over the size limit).
+ERRORS: dict[int, Any] = {
+    **READ_ERRORS,
+    400: ErrorOut,
+    403: ErrorOut,
     409: ErrorOut,
+    413: ErrorOut,
 }
 
+logger = logging.getLogger(__name__)
+
+
+class BoundedPageNumberPagination(PageNumberPagination):
+    class Input(Schema):
+        page: int = Field(1, ge=1, le=MAX_PAGE)
+        page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] | None = None
+
+
 paginated = paginate(
-    PageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
+    BoundedPageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
 )
 
 
@@ -117,6 +153,36 @@ class ApiKeyAuth(HttpBearer):
         request.user = key.user
         request.api_key = key  # type: ignore[attr-defined]
         return key.user
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs page, for a session or an API key.
+
+    Anonymous: 401 JSON for the schema (an API resource) and for clients that
+    ask for JSON; the docs page sends a browser to the login page instead.
+    """
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            key = (
+                api_key_authenticate(token.strip())
+                if scheme.lower() == "bearer"
+                else None
+            )
+            if key is not None:
+                request.user = key.user
+            elif (
+                request.resolver_match.url_name == "openapi-view"
+                and "json" not in request.headers.get("Accept", "")
+            ):
+                return redirect_to_login(request.get_full_path())
+            else:
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return view(request, *args, **kwargs)
+
+    return wrapper
 
 
 class EvalsiteAPI(NinjaAPI):
@@ -142,6 +208,7 @@ api = EvalsiteAPI(
         "`python manage.py create_api_key USERNAME`."
     ),
     auth=[ApiKeyAuth(), django_auth],
+    docs_decorator=docs_access,
 )
 
 
@@ -157,6 +224,13 @@ def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
     else:
         body = {"detail": str(exc), "field": None, "line": None}
     return api.create_response(request, body, status=exc.status_code)
+
+
+@api.exception_handler(Exception)
+def server_error(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """Any other error: logged with its traceback, answered as JSON."""
+    logger.exception("%s %s failed", request.method, request.path, exc_info=exc)
+    return api.create_response(request, {"detail": "Internal server error"}, status=500)
 
 
 # -- datasets -----------------------------------------------------------------
@@ -192,7 +266,7 @@ def upload_dataset(
     return Status(201, dataset)
 
 
-@dataset_router.get("", response=list[DatasetOut])
+@dataset_router.get("", response={200: list[DatasetOut], **READ_ERRORS})
 @paginated
 def list_datasets(
     request: HttpRequest, filters: Query[DatasetFilter]
@@ -200,14 +274,14 @@ def list_datasets(
     return filters.filter(dataset_list(user=request.auth))
 
 
-@dataset_router.get("/{dataset_id}", response={200: DatasetOut, **ERRORS})
-def get_dataset(request: HttpRequest, dataset_id: int) -> Dataset:
+@dataset_router.get("/{dataset_id}", response={200: DatasetOut, **READ_ERRORS})
+def get_dataset(request: HttpRequest, dataset_id: DbId) -> Dataset:
     return dataset_get(user=request.auth, dataset_id=dataset_id)
 
 
-@dataset_router.get("/{dataset_id}/items", response={200: list[ItemOut], **ERRORS})
+@dataset_router.get("/{dataset_id}/items", response={200: list[ItemOut], **READ_ERRORS})
 @paginated
-def list_dataset_items(request: HttpRequest, dataset_id: int) -> QuerySet[Item]:
+def list_dataset_items(request: HttpRequest, dataset_id: DbId) -> QuerySet[Item]:
     """The dataset's items in dataset order."""
     dataset = dataset_get(user=request.auth, dataset_id=dataset_id)
     return dataset_items(dataset=dataset)
@@ -230,7 +304,7 @@ def create_target(request: HttpRequest, payload: TargetIn) -> Status[Target]:
     return Status(201, target)
 
 
-@target_router.get("", response=list[TargetOut])
+@target_router.get("", response={200: list[TargetOut], **READ_ERRORS})
 @paginated
 def list_targets(
     request: HttpRequest, filters: Query[TargetFilter]
@@ -238,8 +312,8 @@ def list_targets(
     return filters.filter(target_list(user=request.auth))
 
 
-@target_router.get("/{target_id}", response={200: TargetOut, **ERRORS})
-def get_target(request: HttpRequest, target_id: int) -> Target:
+@target_router.get("/{target_id}", response={200: TargetOut, **READ_ERRORS})
+def get_target(request: HttpRequest, target_id: DbId) -> Target:
     return target_get(user=request.auth, target_id=target_id)
 
 
@@ -266,29 +340,29 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[Run]:
     return Status(201, run)
 
 
-@run_router.get("", response=list[RunOut])
+@run_router.get("", response={200: list[RunOut], **READ_ERRORS})
 @paginated
 def list_runs(request: HttpRequest, filters: Query[RunFilter]) -> QuerySet[Run]:
     """Runs, newest first."""
     return filters.filter(run_list(user=request.auth))
 
 
-@run_router.get("/{run_id}", response={200: RunDetailOut, **ERRORS})
-def get_run(request: HttpRequest, run_id: int) -> Run:
+@run_router.get("/{run_id}", response={200: RunDetailOut, **READ_ERRORS})
+def get_run(request: HttpRequest, run_id: DbId) -> Run:
     return run_get(user=request.auth, run_id=run_id)
 
 
 @run_router.post("/{run_id}/cancel", response={200: RunDetailOut, **ERRORS})
-def cancel_run(request: HttpRequest, run_id: int) -> Run:
+def cancel_run(request: HttpRequest, run_id: DbId) -> Run:
     """Ask a run to stop; repeating it, or cancelling an ended run, is harmless."""
     run = run_get(user=request.auth, run_id=run_id)
     return run_cancel(run=run, user=request.auth)
 
 
-@run_router.get("/{run_id}/results", response={200: list[ResultOut], **ERRORS})
+@run_router.get("/{run_id}/results", response={200: list[ResultOut], **READ_ERRORS})
 @paginated
 def list_results(
-    request: HttpRequest, run_id: int, status: ResultStatus | None = None
+    request: HttpRequest, run_id: DbId, status: ResultStatus | None = None
 ) -> QuerySet[Result]:
     """A run's results in dataset order, optionally only those of one status."""
     run = run_get(user=request.auth, run_id=run_id)
@@ -306,18 +380,14 @@ project_router = Router(tags=["projects"])
 key_router = Router(tags=["keys"])
 
 
-def _errors(*statuses: int) -> dict[int, Any]:
-    return {status: ErrorOut for status in statuses}
-
-
-@project_router.get("", response={200: list[ProjectOut], **_errors(401)})
+@project_router.get("", response={200: list[ProjectOut], **READ_ERRORS})
 @paginated
 def list_projects(request: HttpRequest) -> QuerySet[Project]:
     """Your projects, each with your role in it."""
     return project_list(user=request.auth)
 
 
-@project_router.post("", response={201: ProjectOut, **_errors(400, 401, 409)})
+@project_router.post("", response={201: ProjectOut, **ERRORS})
 def create_project(request: HttpRequest, payload: ProjectIn) -> Status[Project]:
     """Create a project; you become its admin."""
     project = project_create(
@@ -326,16 +396,16 @@ def create_project(request: HttpRequest, payload: ProjectIn) -> Status[Project]:
     return Status(201, project_get_with_role(user=request.auth, project_id=project.pk))
 
 
-@project_router.get("/{project_id}", response={200: ProjectOut, **_errors(401, 404)})
-def get_project(request: HttpRequest, project_id: int) -> Project:
+@project_router.get("/{project_id}", response={200: ProjectOut, **READ_ERRORS})
+def get_project(request: HttpRequest, project_id: DbId) -> Project:
     return project_get_with_role(user=request.auth, project_id=project_id)
 
 
 @project_router.get(
-    "/{project_id}/members", response={200: list[MemberOut], **_errors(401, 404)}
+    "/{project_id}/members", response={200: list[MemberOut], **READ_ERRORS}
 )
 @paginated
-def list_members(request: HttpRequest, project_id: int) -> QuerySet[Membership]:
+def list_members(request: HttpRequest, project_id: DbId) -> QuerySet[Membership]:
     """The project's members, admins first."""
     project = project_get(user=request.auth, project_id=project_id)
     return membership_list(project=project)
@@ -343,10 +413,10 @@ def list_members(request: HttpRequest, project_id: int) -> QuerySet[Membership]:
 
 @project_router.post(
     "/{project_id}/members",
-    response={201: MemberOut, **_errors(400, 401, 403, 404, 409)},
+    response={201: MemberOut, **ERRORS},
 )
 def add_member(
-    request: HttpRequest, project_id: int, payload: MemberIn
+    request: HttpRequest, project_id: DbId, payload: MemberIn
 ) -> Status[Membership]:
     """Add an existing user by username or email (project admins only)."""
     project = project_get(user=request.auth, project_id=project_id)
@@ -358,10 +428,10 @@ def add_member(
 
 @project_router.patch(
     "/{project_id}/members/{user_id}",
-    response={200: MemberOut, **_errors(400, 401, 403, 404)},
+    response={200: MemberOut, **ERRORS},
 )
 def update_member(
-    request: HttpRequest, project_id: int, user_id: int, payload: MemberPatch
+    request: HttpRequest, project_id: DbId, user_id: DbId, payload: MemberPatch
 ) -> Membership:
     """Change a member's role (admins only); the last admin stays admin (400)."""
     project = project_get(user=request.auth, project_id=project_id)
@@ -372,9 +442,11 @@ def update_member(
 
 @project_router.delete(
     "/{project_id}/members/{user_id}",
-    response={204: None, **_errors(400, 401, 403, 404)},
+    response={204: None, **ERRORS},
 )
-def remove_member(request: HttpRequest, project_id: int, user_id: int) -> Status[None]:
+def remove_member(
+    request: HttpRequest, project_id: DbId, user_id: DbId
+) -> Status[None]:
     """Remove a member (admins), or leave with your own id; never the last admin."""
     project = project_get(user=request.auth, project_id=project_id)
     membership_remove(project=project, actor=request.auth, user_id=user_id)
@@ -384,14 +456,14 @@ def remove_member(request: HttpRequest, project_id: int, user_id: int) -> Status
 # -- API keys -------------------------------------------------------------------
 
 
-@key_router.get("", response={200: list[ApiKeyOut], **_errors(401)})
+@key_router.get("", response={200: list[ApiKeyOut], **READ_ERRORS})
 @paginated
 def list_keys(request: HttpRequest) -> QuerySet[ApiKey]:
     """Your API keys, revoked ones included; never the keys themselves."""
     return api_key_list(user=request.auth)
 
 
-@key_router.post("", response={201: ApiKeyCreatedOut, **_errors(400, 401, 403)})
+@key_router.post("", response={201: ApiKeyCreatedOut, **ERRORS})
 def create_key(
     request: HttpRequest, response: HttpResponse, payload: ApiKeyIn
 ) -> Status[ApiKey]:
@@ -405,8 +477,8 @@ def create_key(
     return Status(201, key)
 
 
-@key_router.delete("/{key_id}", response={204: None, **_errors(401, 404)})
-def revoke_key(request: HttpRequest, key_id: int) -> Status[None]:
+@key_router.delete("/{key_id}", response={204: None, **READ_ERRORS})
+def revoke_key(request: HttpRequest, key_id: DbId) -> Status[None]:
     """Revoke one of your keys; it stops working at once."""
     api_key_revoke(user=request.auth, key_id=key_id)
     return Status(204, None)
@@ -415,10 +487,10 @@ def revoke_key(request: HttpRequest, key_id: int) -> Status[None]:
 # -- one target: edit, delete, try ------------------------------------------------
 
 
-@target_router.patch(
-    "/{target_id}", response={200: TargetOut, **_errors(400, 401, 403, 404, 409)}
-)
-def update_target(request: HttpRequest, target_id: int, payload: TargetPatch) -> Target:
+@target_router.patch("/{target_id}", response={200: TargetOut, **ERRORS})
+def update_target(
+    request: HttpRequest, target_id: DbId, payload: TargetPatch
+) -> Target:
     """Rename a target or replace its configuration; runs keep their copy."""
     target = target_get(user=request.auth, target_id=target_id)
     return target_update(
@@ -426,18 +498,18 @@ def update_target(request: HttpRequest, target_id: int, payload: TargetPatch) ->
     )
 
 
-@target_router.delete("/{target_id}", response={204: None, **_errors(401, 403, 404)})
-def delete_target(request: HttpRequest, target_id: int) -> Status[None]:
+@target_router.delete("/{target_id}", response={204: None, **ERRORS})
+def delete_target(request: HttpRequest, target_id: DbId) -> Status[None]:
     """Delete a target; its runs keep the name, kind and configuration they used."""
     target = target_get(user=request.auth, target_id=target_id)
     target_delete(target=target, user=request.auth)
     return Status(204, None)
 
 
-@target_router.post(
-    "/{target_id}/try", response={200: TargetTryOut, **_errors(400, 401, 403, 404)}
-)
-def try_target(request: HttpRequest, target_id: int, payload: TargetTryIn) -> TargetTry:
+@target_router.post("/{target_id}/try", response={200: TargetTryOut, **ERRORS})
+def try_target(
+    request: HttpRequest, target_id: DbId, payload: TargetTryIn
+) -> TargetTry:
     """Send one input to the target; the answer or the error, never a secret."""
     target = target_get(user=request.auth, target_id=target_id)
     return target_try(target=target, user=request.auth, text=payload.input)

@@ -28,6 +28,17 @@ from runs.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 
 # -- shared -------------------------------------------------------------------
 
+# Ids and page numbers beyond what the database stores are refused (422), not
+# sent to it (an overflow there was a 500).
+MAX_DB_INT = 2**63 - 1
+DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+
+
+class ValidationErrorOut(Schema):
+    detail: list[dict[str, Any]] = Field(
+        description="one entry per invalid value: its location, message and type"
+    )
+
 
 class ErrorOut(Schema):
     detail: str
@@ -42,7 +53,7 @@ class ErrorOut(Schema):
 
 
 class DatasetIn(Schema):
-    project: int
+    project: DbId
     name: str
     # Any, not dict: the importer names the record that is not an object.
     items: list[Any]
@@ -56,7 +67,7 @@ class DatasetIn(Schema):
 
 
 class DatasetUploadForm(Schema):
-    project: int
+    project: DbId
     name: str = Field("", description="default: the file's name without extension")
     format: str | None = Field(
         None,
@@ -87,7 +98,7 @@ class DatasetOut(Schema):
 
 
 class DatasetFilter(FilterSchema):
-    project: Annotated[int | None, FilterLookup("project_id")] = None
+    project: Annotated[DbId | None, FilterLookup("project_id")] = None
     name: Annotated[str | None, FilterLookup("name")] = None
 
 
@@ -107,7 +118,7 @@ class ItemOut(Schema):
 
 
 class TargetIn(Schema):
-    project: int
+    project: DbId
     name: str
     kind: str
     config: dict[str, Any] = Field(
@@ -130,7 +141,7 @@ class TargetOut(Schema):
 
 
 class TargetFilter(FilterSchema):
-    project: Annotated[int | None, FilterLookup("project_id")] = None
+    project: Annotated[DbId | None, FilterLookup("project_id")] = None
     kind: Annotated[str | None, FilterLookup("kind")] = None
 
 
@@ -144,8 +155,8 @@ class ScorerSpecIn(Schema):
 
 
 class RunIn(Schema):
-    dataset: int
-    target: int | None = Field(None, description="a stored target's id, or ...")
+    dataset: DbId
+    target: DbId | None = Field(None, description="a stored target's id, or ...")
     target_kind: str | None = Field(None, description="... an ad-hoc target's kind")
     target_config: dict[str, Any] | None = None
     scorers: list[str | ScorerSpecIn]
@@ -234,8 +245,8 @@ class RunDetailOut(RunOut):
 
 
 class RunFilter(FilterSchema):
-    project: Annotated[int | None, FilterLookup("project_id")] = None
-    dataset: Annotated[int | None, FilterLookup("dataset_id")] = None
+    project: Annotated[DbId | None, FilterLookup("project_id")] = None
+    dataset: Annotated[DbId | None, FilterLookup("dataset_id")] = None
     status: Annotated[RunStatus | None, FilterLookup("status")] = None
 
 

@@ -17,6 +17,7 @@ from runs.access import require_role
 from runs.errors import Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
+from runs.key_usage import key_usage_note
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
 from runs.targets import ConfigError, clean_target_config, trial
@@ -179,7 +180,7 @@ def api_key_hash(plain: str) -> str:
     return hashlib.sha256(plain.encode()).hexdigest()
 
 
-def api_key_authenticate(plain: str) -> ApiKey | None:
+def api_key_authenticate(plain: str, *, note_use: bool = True) -> ApiKey | None:
     """The active key matching ``plain``, with its user, or None."""
     parts = plain.removeprefix(API_KEY_PREFIX).split("_", 1)
     if not plain.startswith(API_KEY_PREFIX) or len(parts) != 2:
@@ -191,7 +192,8 @@ def api_key_authenticate(plain: str) -> ApiKey | None:
     )
     if key is None or not secrets.compare_digest(key.key_hash, api_key_hash(plain)):
         return None
-    ApiKey.objects.filter(pk=key.pk).update(last_used_at=timezone.now())
+    if note_use:
+        key_usage_note(key)
     return key
 
 

@@ -1,58 +1,75 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import path, register_converter
 
 from runs import views, views_projects
+from runs.schemas import MAX_DB_INT
+
+
+class IdConverter:
+    """A database id: digits within the database's integer range, else 404."""
+
+    regex = "[0-9]{1,19}"
+
+    def to_python(self, value: str) -> int:
+        number = int(value)
+        if not 1 <= number <= MAX_DB_INT:
+            raise ValueError(value)
+        return number
+
+    def to_url(self, value: int) -> str:
+        return str(value)
+
+
+register_converter(IdConverter, "id")
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/demo/", views.run_demo_start, name="run_demo_start"),
-    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
-    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<id:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path(
-        "runs/<int:run_id>/results/<int:result_id>/",
+        "runs/<id:run_id>/results/<id:result_id>/",
         views.result_detail,
         name="result_detail",
     ),
     path("datasets/", views.dataset_list, name="dataset_list"),
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
-    path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
+    path("datasets/<id:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
+    path("targets/<id:target_id>/", views_projects.target_detail, name="target_detail"),
     path(
-        "targets/<int:target_id>/", views_projects.target_detail, name="target_detail"
-    ),
-    path(
-        "targets/<int:target_id>/delete/",
+        "targets/<id:target_id>/delete/",
         views_projects.target_delete,
         name="target_delete",
     ),
-    path("targets/<int:target_id>/try/", views_projects.target_try, name="target_try"),
+    path("targets/<id:target_id>/try/", views_projects.target_try, name="target_try"),
     path("projects/", views_projects.project_list, name="project_list"),
     path(
-        "projects/<int:project_id>/",
+        "projects/<id:project_id>/",
         views_projects.project_detail,
         name="project_detail",
     ),
     path(
-        "projects/<int:project_id>/members/",
+        "projects/<id:project_id>/members/",
         views_projects.project_member_add,
         name="project_member_add",
     ),
     path(
-        "projects/<int:project_id>/members/<int:user_id>/",
+        "projects/<id:project_id>/members/<id:user_id>/",
         views_projects.project_member_update,
         name="project_member_update",
     ),
     path(
-        "projects/<int:project_id>/members/<int:user_id>/remove/",
+        "projects/<id:project_id>/members/<id:user_id>/remove/",
         views_projects.project_member_remove,
         name="project_member_remove",
     ),
     path("account/keys/", views_projects.account_keys, name="account_keys"),
     path(
-        "account/keys/<int:key_id>/revoke/",
+        "account/keys/<id:key_id>/revoke/",
         views_projects.account_key_revoke,
         name="account_key_revoke",
     ),

@@ -30,11 +30,14 @@ from runs.forms import (
     add_domain_error,
 )
 from runs.models import Result, RunStatus
+from runs.schemas import MAX_DB_INT
 
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
 ITEMS_PER_PAGE = 50
 LIVE_SNAPSHOT_ROWS = 20
+MAX_PAGE = 1_000_000
+MAX_PAGE_DIGITS = len(str(MAX_PAGE))
 
 View = Callable[..., HttpResponse]
 
@@ -55,11 +58,25 @@ def domain_errors(view: View) -> View:
 
 
 def _page(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:
-    return Paginator(queryset, per_page).get_page(request.GET.get("page"))
+    # Anything but a page number in range shows the first or the last page.
+    number = request.GET.get("page", "")
+    if not (number.isascii() and number.isdigit()):
+        page = 1
+    elif len(number) > MAX_PAGE_DIGITS:
+        page = MAX_PAGE
+    else:
+        page = min(int(number), MAX_PAGE)
+    return Paginator(queryset, per_page).get_page(min(page, MAX_PAGE))
 
 
 def _int_or_none(value: str | None) -> int | None:
-    return int(value) if value and value.isdigit() else None
+    """A database id from the query string, or None (never one out of range)."""
+    if not (value and value.isascii() and value.isdigit()):
+        return None
+    if len(value) > len(str(MAX_DB_INT)):
+        return None
+    number = int(value)
+    return number if 1 <= number <= MAX_DB_INT else None
 
 
 # -- runs ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.key_usage import key_usage_flush
 from runs.models import ApiKey, Dataset, Project, Target
 from runs.services import api_key_create
 
@@ -90,11 +91,13 @@ def test_bearer_key_writes_without_a_csrf_token(alice: User, project: Project) -
     assert Target.objects.get(name="gpt").created_by == alice
 
 
+@pytest.mark.django_db(transaction=True)
 def test_key_records_when_it_was_last_used(client: Client, alice: User) -> None:
     key, plain = api_key_create(user=alice, name="ci")
 
     client.get(f"{API}/runs", **bearer(plain))
 
+    key_usage_flush()
     key.refresh_from_db()
     assert key.last_used_at is not None
 

@@ -25,6 +25,29 @@
     }
   });
 
+  // The Content-Security-Policy forbids inline handlers and style attributes:
+  // behaviour and sizes come from data- attributes, applied here.
+  document.addEventListener("change", function (event) {
+    var field = event.target.closest("[data-submit-on-change]");
+    if (field && field.form) {
+      field.form.requestSubmit();
+    }
+  });
+
+  function applyWidths(root) {
+    var elements = root.querySelectorAll ? root.querySelectorAll("[data-width]") : [];
+    for (var i = 0; i < elements.length; i++) {
+      elements[i].style.width = elements[i].getAttribute("data-width") + "%";
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () {
+    applyWidths(document);
+  });
+  // Every element htmx adds (a swap, a websocket update) passes through here.
+  document.addEventListener("htmx:load", function (event) {
+    applyWidths(event.detail.elt.parentNode || event.detail.elt);
+  });
+
   // Target form: copy an example configuration into the config field.
   document.addEventListener("click", function (event) {
     var button = event.target.closest("[data-example-kind]");

@@ -1,0 +1,339 @@
+"""Request bodies: refused by size before they are read, and never held whole.
+
+Two limits (settings): ``EVALSITE_MAX_REQUEST_BYTES`` for everyone and
+``EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES`` for a request without a valid session
+or API key. Large bodies are refused with 413 (JSON under /api/, a short page
+elsewhere) from their Content-Length before any of them is read; a body
+without one (chunked) is counted as it arrives and cut at the limit.
+
+``BodyLimit`` wraps the Django application and works under any ASGI server.
+Daphne needs three more things, installed by ``install_under_daphne``:
+
+- Twisted parses every form body (multipart or url-encoded) whole into
+  ``request.args``, in memory and on the event loop, although Daphne never
+  uses them: a 200 MB multipart POST took 2 GB and stalled the server for
+  seconds, whoever sent it. That parsing is switched off;
+- Twisted reads a whole request body into a temporary file before Daphne
+  starts the application, so the size check by headers also happens there,
+  when the headers have arrived, and the connection is closed unread;
+- Daphne then copies that whole file into the application's input queue in
+  8 KB messages, in one go on the event loop (for 200 MB, 25,600 messages held
+  in memory at once). Instead, the application reads the file lazily, a chunk
+  at a time, in a worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Scope extension under which the Daphne integration hands over the body file.
+BODY_FILE_EXTENSION = "evalsite.body_file"
+FILE_CHUNK = 1024 * 1024
+
+
+def limits() -> tuple[int, int]:
+    """(limit for everyone, limit without a session or key), in bytes."""
+    return (
+        settings.EVALSITE_MAX_REQUEST_BYTES,
+        settings.EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES,
+    )
+
+
+def refusal(path: str, limit: int, *, anonymous: bool) -> tuple[bytes, bytes]:
+    """The body and content type of a 413 answer for ``path``."""
+    if anonymous:
+        detail = (
+            f"request bodies over {limit:,} bytes need a signed-in session "
+            "or an API key"
+        )
+    else:
+        detail = f"the request body is over the limit of {limit:,} bytes"
+    if path.startswith("/api/"):
+        return json.dumps({"detail": detail}).encode(), b"application/json"
+    page = (
+        "<!doctype html><html lang=en><meta charset=utf-8>"
+        "<title>Request too large</title><h1>Request too large</h1>"
+        f"<p>{detail.capitalize()}.</p></html>"
+    )
+    return page.encode(), b"text/html; charset=utf-8"
+
+
+def has_credentials(headers: dict[bytes, bytes]) -> bool:
+    """Whether the request carries a bearer key or a session cookie at all."""
+    if headers.get(b"authorization", b"").lower().startswith(b"bearer "):
+        return True
+    cookie_name = settings.SESSION_COOKIE_NAME.encode()
+    return cookie_name + b"=" in headers.get(b"cookie", b"")
+
+
+def credentials_valid(headers: dict[bytes, bytes]) -> bool:
+    """Whether the bearer key or the session cookie belongs to an active user.
+
+    Only decides whether reading a large body is worth it: the view checks
+    authentication and permissions fully afterwards.
+    """
+    from http.cookies import CookieError, SimpleCookie
+    from importlib import import_module
+
+    from django.contrib.auth import SESSION_KEY, get_user_model
+
+    from runs.services import api_key_authenticate
+
+    close_old_connections()
+    try:
+        authorization = headers.get(b"authorization", b"").decode("latin-1")
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return api_key_authenticate(token.strip(), note_use=False) is not None
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get(b"cookie", b"").decode("latin-1"))
+        except CookieError:
+            return False
+        morsel = cookie.get(settings.SESSION_COOKIE_NAME)
+        if morsel is None:
+            return False
+        engine = import_module(settings.SESSION_ENGINE)
+        user_id = engine.SessionStore(morsel.value).get(SESSION_KEY)
+        if user_id is None:
+            return False
+        users = get_user_model()._default_manager
+        return users.filter(pk=user_id, is_active=True).exists()
+    finally:
+        close_old_connections()
+
+
+class BodyLimit:
+    """ASGI middleware that enforces the body limits before the application reads."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        limit, anonymous_limit = limits()
+        declared = _content_length(headers)
+        if declared is not None and declared > limit:
+            await _refuse(send, scope["path"], limit, anonymous=False)
+            return
+        body_file = scope.get("extensions", {}).get(BODY_FILE_EXTENSION)
+        chunked = declared is None and b"transfer-encoding" in headers
+        if (declared is not None and declared > anonymous_limit) or chunked:
+            valid = has_credentials(headers) and await sync_to_async(
+                credentials_valid, thread_sensitive=False
+            )(headers)
+            if not valid:
+                if declared is not None:
+                    await _refuse(send, scope["path"], anonymous_limit, anonymous=True)
+                    return
+                limit = anonymous_limit
+        await _LimitedExchange(self.app, scope, receive, send, limit, body_file).run()
+
+
+def _content_length(headers: dict[bytes, bytes]) -> int | None:
+    raw = headers.get(b"content-length")
+    if raw is None:
+        return None
+    try:
+        return max(int(raw), 0)
+    except ValueError:
+        return None
+
+
+async def _refuse(send: Send, path: str, limit: int, *, anonymous: bool) -> None:
+    body, content_type = refusal(path, limit, anonymous=anonymous)
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", content_type),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+class _LimitedExchange:
+    """One request: counts the body as the application reads it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        limit: int,
+        body_file: Any,
+    ) -> None:
+        self.app, self.scope, self.limit = app, scope, limit
+        self._receive, self._send = receive, send
+        self.body_file = body_file
+        self.dropped_placeholder = False
+        self.received = 0
+        self.exceeded = False
+        self.started = False
+
+    async def run(self) -> None:
+        await self.app(self.scope, self.receive, self.send)
+        if self.exceeded and not self.started:
+            await _refuse(self._send, self.scope["path"], self.limit, anonymous=False)
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+    async def receive(self) -> Message:
+        if self.exceeded:
+            return {"type": "http.disconnect"}
+        if self.body_file is not None:
+            message = await self._from_file()
+        else:
+            message = await self._receive()
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.limit:
+                # The application stops reading at a disconnect; the answer
+                # is sent once it has returned.
+                self.exceeded = True
+                return {"type": "http.disconnect"}
+        return message
+
+    async def _from_file(self) -> Message:
+        body_file, self.body_file = self.body_file, None
+        if not self.dropped_placeholder:
+            # Daphne queued one empty message in place of the body: drop it.
+            self.dropped_placeholder = True
+            await self._receive()
+        if isinstance(body_file, io.BytesIO):  # Twisted keeps small bodies in memory
+            chunk = _read(body_file)
+        else:
+            chunk = await asyncio.to_thread(_read, body_file)
+        self.body_file = body_file if len(chunk) == FILE_CHUNK else None
+        more = self.body_file is not None
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+
+def _read(body_file: Any) -> bytes:
+    try:
+        return body_file.read(FILE_CHUNK)
+    except ValueError:  # closed: the connection went away
+        return b""
+
+
+# -- Daphne ---------------------------------------------------------------------
+
+
+def install_under_daphne() -> None:
+    """Refuse oversized bodies in Twisted and hand bodies over lazily (idempotent)."""
+    from daphne.http_protocol import WebRequest
+    from daphne.server import Server
+
+    if getattr(WebRequest, "_evalsite_body_limit", False):
+        return
+    WebRequest._evalsite_body_limit = True
+    original_got_length = WebRequest.gotLength
+    original_chunk = WebRequest.handleContentChunk
+    original_create = Server.create_application
+
+    def gotLength(self: Any, length: int | None) -> None:
+        original_got_length(self, length)
+        # Twisted would parse a form body whole into ``request.args``, on the
+        # event loop, before Daphne starts the application (which never reads
+        # them): 200 MB of multipart took 2 GB and stalled every request.
+        self._parsePOSTFormSubmission = False
+        limit, anonymous_limit = limits()
+        headers = {
+            name.lower(): values[0]
+            for name, values in self.requestHeaders.getAllRawHeaders()
+        }
+        self._evalsite_anonymous = not has_credentials(headers)
+        self._evalsite_allowed = anonymous_limit if self._evalsite_anonymous else limit
+        self._evalsite_received = 0
+        if length is not None and length > self._evalsite_allowed:
+            _refuse_in_twisted(self)
+
+    def handleContentChunk(self: Any, data: bytes) -> None:
+        if getattr(self, "_evalsite_refused", False):
+            return
+        self._evalsite_received += len(data)
+        if self._evalsite_received > self._evalsite_allowed:
+            _refuse_in_twisted(self)
+            return
+        original_chunk(self, data)
+
+    def create_application(self: Any, protocol: Any, scope: Scope) -> Any:
+        content = getattr(protocol, "content", None)
+        if scope.get("type") == "http" and content is not None:
+            scope = {
+                **scope,
+                "extensions": {
+                    **scope.get("extensions", {}),
+                    BODY_FILE_EXTENSION: content,
+                },
+            }
+            protocol.content = _HandedOver(content)
+        return original_create(self, protocol, scope)
+
+    WebRequest.gotLength = gotLength
+    WebRequest.handleContentChunk = handleContentChunk
+    Server.create_application = create_application
+
+
+def _refuse_in_twisted(request: Any) -> None:
+    """Answer 413 on the raw connection and close it, reading no more."""
+    request._evalsite_refused = True
+    channel = request.channel
+    path = getattr(channel, "_path", b"/").decode("latin-1")
+    body, content_type = refusal(
+        path, request._evalsite_allowed, anonymous=request._evalsite_anonymous
+    )
+    channel.transport.write(
+        b"HTTP/1.1 413 Request Entity Too Large\r\n"
+        b"Content-Type: " + content_type + b"\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n"
+        b"Connection: close\r\n\r\n" + body
+    )
+    # Whatever of the body is still buffered goes nowhere.
+    channel.rawDataReceived = lambda data: None
+    channel.loseConnection()
+
+
+class _HandedOver:
+    """Stands in for the body file in Daphne once the application reads it."""
+
+    def __init__(self, content: Any) -> None:
+        self._content = content
+
+    @property
+    def closed(self) -> bool:
+        return self._content.closed
+
+    def read(self, size: int = -1) -> bytes:
+        return b""
+
+    def seek(self, *args: Any) -> int:
+        return 0
+
+    def close(self) -> None:
+        self._content.close()

@@ -1,0 +1,234 @@
+"""Large request bodies are refused by size before they are read."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import override_settings
+
+from evalsite.asgi import application
+from runs.models import Dataset, Project
+from runs.services import api_key_create
+from tests.processes import ROOT, env_for, free_port
+
+MB = 1024 * 1024
+UPLOAD = "/api/v1/datasets/upload"
+BOUNDARY = "testboundary"
+DAPHNE = [sys.executable, "-m", "daphne", "-b", "127.0.0.1"]
+
+
+class Exchange:
+    """Drives the ASGI application with a body fed in chunks, recording reads."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = chunks
+        self.reads = 0
+        self.sent: list[dict[str, Any]] = []
+
+    async def receive(self) -> dict[str, Any]:
+        if self.reads >= len(self.chunks):
+            await asyncio.Event().wait()  # the client stays connected
+        chunk = self.chunks[self.reads]
+        self.reads += 1
+        more = self.reads < len(self.chunks)
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.sent.append(message)
+
+    @property
+    def status(self) -> int:
+        return self.sent[0]["status"]
+
+    @property
+    def headers(self) -> dict[bytes, bytes]:
+        return dict(self.sent[0]["headers"])
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(m.get("body", b"") for m in self.sent[1:])
+
+
+async def post(
+    path: str,
+    chunks: list[bytes],
+    *,
+    length: int | None,
+    headers: list[tuple[bytes, bytes]] = (),
+) -> Exchange:
+    head = [(b"host", b"testserver")]
+    head.append(
+        (b"content-length", str(length).encode())
+        if length is not None
+        else (b"transfer-encoding", b"chunked")
+    )
+    head.append((b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": head + list(headers),
+        "client": ("127.0.0.1", 50000),
+        "server": ("testserver", 80),
+    }
+    exchange = Exchange(chunks)
+    await application(scope, exchange.receive, exchange.send)
+    return exchange
+
+
+def multipart(project: int, content: bytes) -> bytes:
+    return (
+        (
+            f"--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="project"\r\n\r\n'
+            f"{project}\r\n--{BOUNDARY}\r\n"
+            'Content-Disposition: form-data; name="file"; filename="d.jsonl"\r\n'
+            "Content-Type: application/octet-stream\r\n\r\n"
+        ).encode()
+        + content
+        + f"\r\n--{BOUNDARY}--\r\n".encode()
+    )
+
+
+async def test_anonymous_large_api_post_gets_413_json_before_its_body_is_read() -> None:
+    exchange = await post(UPLOAD, [b"x" * MB] * 200, length=200 * MB)
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+    assert exchange.headers[b"content-type"] == b"application/json"
+    assert "API key" in json.loads(exchange.body)["detail"]
+
+
+async def test_anonymous_large_page_post_gets_a_413_page_before_its_body_is_read() -> (
+    None
+):
+    exchange = await post("/datasets/upload/", [b"x" * MB] * 200, length=200 * MB)
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+    assert exchange.headers[b"content-type"].startswith(b"text/html")
+
+
+async def test_anonymous_chunked_body_is_cut_at_the_limit() -> None:
+    exchange = await post(UPLOAD, [b"x" * (256 * 1024)] * 800, length=None)
+
+    assert exchange.status == 413
+    assert exchange.reads <= 5  # 1 MB anonymous limit, 256 KB chunks
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_body_over_the_limit_gets_413_even_with_a_valid_key(alice: User) -> None:
+    _, plain = await _key(alice)
+
+    with override_settings(EVALSITE_MAX_REQUEST_BYTES=10 * MB):
+        exchange = await post(
+            UPLOAD,
+            [b"x" * MB] * 11,
+            length=11 * MB,
+            headers=[(b"authorization", f"Bearer {plain}".encode())],
+        )
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_forged_session_cookie_does_not_lift_the_anonymous_limit() -> None:
+    exchange = await post(
+        UPLOAD,
+        [b"x" * MB] * 2,
+        length=2 * MB,
+        headers=[(b"cookie", b"sessionid=not-a-session")],
+    )
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_key_holder_uploads_a_body_over_the_anonymous_limit(
+    alice: User, project: Project
+) -> None:
+    _, plain = await _key(alice)
+    line = json.dumps({"id": "x", "input": "a" * 200}).encode() + b"\n"
+    content = b"".join(
+        line.replace(b'"x"', f'"{i}"'.encode()) for i in range(6000)
+    )  # about 1.3 MB
+    body = multipart(project.pk, content)
+    assert len(body) > MB
+
+    exchange = await post(
+        UPLOAD,
+        [body[i : i + 64 * 1024] for i in range(0, len(body), 64 * 1024)],
+        length=len(body),
+        headers=[(b"authorization", f"Bearer {plain}".encode())],
+    )
+
+    assert exchange.status == 201, exchange.body
+    assert await Dataset.objects.filter(item_count=6000).aexists()
+
+
+async def _key(user: User) -> tuple[Any, str]:
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(api_key_create)(user=user, name="ci")
+
+
+# -- under Daphne ------------------------------------------------------------------
+
+
+@pytest.fixture
+def daphne(data_dir: Path) -> Iterator[int]:
+    port = free_port()
+    server = subprocess.Popen(
+        [*DAPHNE, "-p", str(port), "evalsite.asgi:application"],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "daphne did not start"
+                time.sleep(0.1)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def test_daphne_answers_413_from_the_headers_without_waiting_for_the_body(
+    daphne: int,
+) -> None:
+    with socket.create_connection(("127.0.0.1", daphne), timeout=20) as sock:
+        sock.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+            f"Content-Length: {200 * MB}\r\n\r\n".encode()
+            + b"x" * 1000  # and not one byte more
+        )
+        answer = sock.recv(65536)
+
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert b"application/json" in answer
