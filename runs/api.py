@@ -477,7 +477,7 @@ def create_key(
     return Status(201, key)
 
 
-@key_router.delete("/{key_id}", response={204: None, **READ_ERRORS})
+@key_router.delete("/{key_id}", response={204: None, **ERRORS})
 def revoke_key(request: HttpRequest, key_id: DbId) -> Status[None]:
     """Revoke one of your keys; it stops working at once."""
     api_key_revoke(user=request.auth, key_id=key_id)

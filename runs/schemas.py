@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Field, FilterLookup, FilterSchema, Schema
+from pydantic import model_validator
 
 from runs.analysis.summary import run_score_means
 from runs.models import (
@@ -49,10 +50,26 @@ class ErrorOut(Schema):
     )
 
 
+class BodyIn(Schema):
+    """A request body: a JSON object, never anything else.
+
+    ninja's schemas also read attributes of arbitrary objects (for responses),
+    so a body of ``[null, null]`` would otherwise pass as an object whose fields
+    all take their defaults.
+    """
+
+    @model_validator(mode="before")
+    @classmethod
+    def _an_object(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            raise ValueError("must be a JSON object")
+        return data
+
+
 # -- datasets -----------------------------------------------------------------
 
 
-class DatasetIn(Schema):
+class DatasetIn(BodyIn):
     project: DbId
     name: str
     # Any, not dict: the importer names the record that is not an object.
@@ -117,7 +134,7 @@ class ItemOut(Schema):
 # -- targets ------------------------------------------------------------------
 
 
-class TargetIn(Schema):
+class TargetIn(BodyIn):
     project: DbId
     name: str
     kind: str
@@ -148,13 +165,13 @@ class TargetFilter(FilterSchema):
 # -- runs ---------------------------------------------------------------------
 
 
-class ScorerSpecIn(Schema):
+class ScorerSpecIn(BodyIn):
     kind: str
     name: str | None = None
     params: dict[str, Any] = Field(default_factory=dict)
 
 
-class RunIn(Schema):
+class RunIn(BodyIn):
     dataset: DbId
     target: DbId | None = Field(None, description="a stored target's id, or ...")
     target_kind: str | None = Field(None, description="... an ad-hoc target's kind")
@@ -308,7 +325,7 @@ class ResultOut(Schema):
 # -- projects and members -------------------------------------------------------
 
 
-class ProjectIn(Schema):
+class ProjectIn(BodyIn):
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
 
@@ -322,7 +339,7 @@ class ProjectOut(Schema):
     member_count: int
 
 
-class MemberIn(Schema):
+class MemberIn(BodyIn):
     user: str = Field(
         min_length=1,
         max_length=254,
@@ -331,7 +348,7 @@ class MemberIn(Schema):
     role: Membership.Role = Membership.Role.EDITOR
 
 
-class MemberPatch(Schema):
+class MemberPatch(BodyIn):
     role: Membership.Role
 
 
@@ -353,7 +370,7 @@ class MemberOut(Schema):
 # -- API keys -----------------------------------------------------------------
 
 
-class ApiKeyIn(Schema):
+class ApiKeyIn(BodyIn):
     name: str = Field(min_length=1, max_length=100, description="what the key is for")
 
 
@@ -378,14 +395,14 @@ class ApiKeyCreatedOut(ApiKeyOut):
 # -- one target: edit and try ------------------------------------------------------
 
 
-class TargetPatch(Schema):
+class TargetPatch(BodyIn):
     name: str | None = Field(None, min_length=1, max_length=200)
     config: dict[str, Any] | None = Field(
         None, description="the whole new configuration, validated as on creation"
     )
 
 
-class TargetTryIn(Schema):
+class TargetTryIn(BodyIn):
     input: str = Field(
         TARGET_TRY_DEFAULT_INPUT, min_length=1, max_length=TARGET_TRY_MAX_CHARS
     )
