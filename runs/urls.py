@@ -19,4 +19,5 @@ urlpatterns = [
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
     path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
+    path("catalogue/", views.catalogue, name="catalogue"),
 ]

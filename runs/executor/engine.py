@@ -34,7 +34,8 @@ from runs.executor.options import RunOptions
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.scorers import build_scorer
-from runs.targets import ConfigError, build_target
+from runs.errors import ConfigError
+from runs.targets import build_target
 
 logger = logging.getLogger(__name__)
 
