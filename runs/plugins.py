@@ -227,9 +227,9 @@ def _message(error: Any, param: Param | None, noun: str) -> str:
         return "is required"
     if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"is not {noun}"
-    if kind in ("greater_than_equal", "less_than_equal", "greater_than", "less_than"):
-        if param is not None and param.bounds:
-            return f"must be {_bounds_phrase(param)}, not {value!r}"
+    bound = ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
+    if kind in bound and param is not None and param.bounds:
+        return f"must be {_bounds_phrase(param)}, not {value!r}"
     if kind in ("int_parsing", "int_from_float", "int_type"):
         return f"must be a whole number, not {value!r}"
     if kind in ("float_parsing", "float_type", "finite_number"):

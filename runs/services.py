@@ -15,8 +15,16 @@ from runs.access import require_role
 from runs.errors import Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
-from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
-from runs.models import Item
+from runs.models import (
+    ApiKey,
+    Dataset,
+    Item,
+    Membership,
+    Project,
+    Run,
+    RunStatus,
+    Target,
+)
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import clean_target_config

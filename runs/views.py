@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from runs import importers, selectors, services
 from runs.access import editable_projects, visible_projects
+from runs.catalogue import plugin_catalogue
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
     DatasetUploadForm,
@@ -26,7 +27,6 @@ from runs.forms import (
     TargetForm,
     add_domain_error,
 )
-from runs.catalogue import plugin_catalogue
 from runs.models import Result, RunStatus
 
 RUNS_PER_PAGE = 50

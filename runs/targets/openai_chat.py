@@ -12,7 +12,6 @@ from typing import Any, ClassVar
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
-
 from pydantic import Field, field_validator, model_validator
 
 from runs.errors import ConfigError

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
-
 from pydantic import Field, field_validator
 
 from runs.errors import ConfigError
@@ -73,7 +72,9 @@ class PythonTarget(Plugin):
         try:
             fn = import_string(path)
         except ImportError as exc:
-            raise ConfigError(f"cannot import {path!r}: {exc}", field="callable") from exc
+            raise ConfigError(
+                f"cannot import {path!r}: {exc}", field="callable"
+            ) from exc
         if not callable(fn):
             raise ConfigError(f"{path!r} is not callable", field="callable")
         return cls(fn)
