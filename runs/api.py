@@ -19,6 +19,7 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.catalogue import scorer_kinds, target_kinds
 from runs.errors import DomainError, InvalidInput
 from runs.models import Dataset, Item, Result, ResultStatus, Run, Target
 from runs.schemas import (
@@ -28,11 +29,13 @@ from runs.schemas import (
     DatasetUploadForm,
     ErrorOut,
     ItemOut,
+    PluginKindOut,
     ResultOut,
     RunDetailOut,
     RunFilter,
     RunIn,
     RunOut,
+    ScorerKindOut,
     TargetFilter,
     TargetIn,
     TargetOut,
@@ -106,6 +109,7 @@ api = EvalsiteAPI(
 dataset_router = Router(tags=["datasets"])
 target_router = Router(tags=["targets"])
 run_router = Router(tags=["runs"])
+scorer_router = Router(tags=["scorers"])
 
 
 @api.exception_handler(DomainError)
@@ -196,6 +200,12 @@ def list_targets(
     return filters.filter(target_list(user=request.auth))
 
 
+@target_router.get("/kinds", response=list[PluginKindOut])
+def list_target_kinds(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every target kind: its parameters as JSON Schema, an example, its secrets."""
+    return target_kinds()
+
+
 @target_router.get("/{target_id}", response={200: TargetOut, **ERRORS})
 def get_target(request: HttpRequest, target_id: int) -> Target:
     return target_get(user=request.auth, target_id=target_id)
@@ -253,6 +263,17 @@ def list_results(
     return result_list(run=run, status=status)
 
 
+# -- scorers ------------------------------------------------------------------
+
+
+@scorer_router.get("", response=list[ScorerKindOut])
+def list_scorers(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every scorer kind: parameters as JSON Schema, an example, whether it
+    needs an expected answer."""
+    return scorer_kinds()
+
+
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
 api.add_router("/runs", run_router)
+api.add_router("/scorers", scorer_router)
