@@ -235,12 +235,6 @@ def demo_args(dataset: Path, *extra: str) -> list[str]:
         str(dataset),
         "--target",
         "demo",
-        "--min-latency-ms",
-        "0",
-        "--max-latency-ms",
-        "0",
-        "--transient-error-rate",
-        "0",
         "--json",
         *extra,
     ]
