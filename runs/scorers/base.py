@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from runs.errors import ConfigError
-from runs.plugins import join
+from runs.plugins import Plugin, join
 from runs.targets.base import TargetInput
 
 
@@ -51,8 +51,8 @@ class ScorerFactory(Protocol):
     def __init__(self, name: str, params: dict[str, Any]) -> None: ...
 
 
-class ScorerPlugin:
-    """Mixed into a scorer next to ``Plugin``: the expected-answer declaration."""
+class ScorerPlugin(Plugin):
+    """A scorer's declaration: a plug-in's, and whether it needs the expected answer."""
 
     needs_expected: ClassVar[bool] = True
 

@@ -4,7 +4,6 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins import Plugin
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.scorers.text import NormaliseParams, normalise
 from runs.targets.base import TargetInput
@@ -15,7 +14,7 @@ class ExactMatchParams(NormaliseParams):
 
 
 @register
-class ExactMatch(ScorerPlugin, Plugin):
+class ExactMatch(ScorerPlugin):
     """Output equals the expected value (or one of a list) after normalisation."""
 
     kind: ClassVar[str] = "exact_match"

@@ -4,7 +4,6 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins import Plugin
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.scorers.text import NormaliseParams, normalise
 from runs.targets.base import TargetInput
@@ -15,7 +14,7 @@ class IncludesParams(NormaliseParams):
 
 
 @register
-class Includes(ScorerPlugin, Plugin):
+class Includes(ScorerPlugin):
     """The expected value (or any of a list of them) appears in the output."""
 
     kind: ClassVar[str] = "includes"

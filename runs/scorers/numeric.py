@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from runs.plugins import Params, Plugin
+from runs.plugins import Params
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.targets.base import TargetInput
 
@@ -49,7 +49,7 @@ class NumericParams(Params):
 
 
 @register
-class Numeric(ScorerPlugin, Plugin):
+class Numeric(ScorerPlugin):
     """The number in the output is within a tolerance of the expected number."""
 
     kind: ClassVar[str] = "numeric"

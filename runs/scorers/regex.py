@@ -5,7 +5,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from runs.plugins import Params, Plugin
+from runs.plugins import Params
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.targets.base import TargetInput
 
@@ -33,7 +33,7 @@ class RegexParams(Params):
 
 
 @register
-class Regex(ScorerPlugin, Plugin):
+class Regex(ScorerPlugin):
     """The output matches ``pattern`` from params, else the expected value."""
 
     kind: ClassVar[str] = "regex"
