@@ -271,6 +271,28 @@ def catalogue_entry(plugin: type[Plugin]) -> dict[str, Any]:
     return entry
 
 
+# -- registration ------------------------------------------------------------------
+
+
+def check_declaration(cls: type, *, role: str, method: str) -> None:
+    """Refuse, at start-up, a plug-in class that does not declare itself."""
+    missing = [
+        name
+        for name in ("kind", "label", "Params", "example", "secrets", "clean", method)
+        if not hasattr(cls, name)
+    ]
+    params = getattr(cls, "Params", None)
+    if params is not None and not (
+        isinstance(params, type) and issubclass(params, BaseModel)
+    ):
+        missing.append("Params (a pydantic model)")
+    if missing:
+        raise ImproperlyConfigured(
+            f"{role} {cls.__module__}.{cls.__qualname__} does not declare "
+            f"{', '.join(missing)}: subclass runs.plugins.Plugin"
+        )
+
+
 # -- third-party plug-ins --------------------------------------------------------
 
 

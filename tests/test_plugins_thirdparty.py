@@ -50,6 +50,21 @@ def test_a_bad_entry_in_the_setting_is_an_error(settings: Any) -> None:
         load_plugins(["no_such_package.plugins"])
 
 
+def test_a_class_that_does_not_declare_itself_is_refused() -> None:
+    from django.core.exceptions import ImproperlyConfigured
+
+    from runs.scorers.base import register
+
+    class Bare:
+        kind = "bare"
+
+        async def score(self, *, output: Any, item: Any) -> None: ...
+
+    with pytest.raises(ImproperlyConfigured, match="does not declare label, Params"):
+        register(Bare)
+    assert "bare" not in SCORERS
+
+
 def test_thirdparty_plugins_are_in_the_catalogue_page(
     thirdparty: None, bob_client: Client
 ) -> None:

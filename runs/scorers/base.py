@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from runs.errors import ConfigError
-from runs.plugins import Plugin, join
+from runs.plugins import Plugin, check_declaration, join
 from runs.targets.base import TargetInput
 
 
@@ -66,6 +66,7 @@ REGISTRY: dict[str, type[ScorerFactory]] = {}
 
 
 def register[T: type](cls: T) -> T:
+    check_declaration(cls, role="scorer", method="score")
     REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
     return cls
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
+from runs.plugins import check_declaration
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ REGISTRY: dict[str, type[TargetFactory]] = {}
 
 
 def register[T: type](cls: T) -> T:
+    check_declaration(cls, role="target", method="from_config")
     REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
     return cls
 
