@@ -15,6 +15,7 @@ to classes (registered here as a target or a scorer by their shape).
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
@@ -104,10 +105,21 @@ class Param:
         return ""
 
     @property
+    def default_json(self) -> str:
+        return json.dumps(self.default)
+
+    @property
     def type_label(self) -> str:
         if self.choices:
             return " | ".join(self.choices)
         return self.type + (" or null" if self.nullable else "")
+
+
+def _default(info: Any, prop: dict[str, Any], *, required: bool) -> Any:
+    if required or "default" in prop:
+        return prop.get("default")
+    # A default_factory ({} or []) is left out of the JSON Schema.
+    return info.get_default(call_default_factory=True)
 
 
 def number(value: float) -> str:
@@ -147,7 +159,7 @@ def describe(model: type) -> tuple[Param, ...]:
                 label=info.title or name.replace("_", " ").capitalize(),
                 help=info.description or "",
                 required=name in required,
-                default=prop.get("default"),
+                default=_default(info, prop, required=name in required),
                 nullable=len(concrete) < len(variants),
                 minimum=shape.get("minimum", shape.get("exclusiveMinimum")),
                 maximum=shape.get("maximum", shape.get("exclusiveMaximum")),

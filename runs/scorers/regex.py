@@ -38,6 +38,11 @@ class Regex(ScorerPlugin):
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"
+    description: ClassVar[str] = (
+        "The output matches the pattern (anywhere, or whole with fullmatch). "
+        "Without a pattern, the expected answer is the pattern, and the dataset "
+        "must have one."
+    )
     Params = RegexParams
     example: ClassVar[dict[str, Any]] = {
         "pattern": r"\b42\b",
