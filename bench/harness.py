@@ -77,13 +77,23 @@ def free_port() -> int:
 
 
 def migrate(settings: Settings, data_dir: Path) -> None:
-    subprocess.run(
-        [settings.python, "manage.py", "migrate", "--no-input", "-v", "0"],
-        cwd=ROOT,
-        env=env_for(data_dir, settings.extra_env),
-        check=True,
-        stdin=subprocess.DEVNULL,
-    )
+    """A fresh database with one user, whom evalrun acts as."""
+    for command in (
+        ["migrate", "--no-input", "-v", "0"],
+        [
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_user('bench')",
+        ],
+    ):
+        subprocess.run(
+            [settings.python, "manage.py", *command],
+            cwd=ROOT,
+            env=env_for(data_dir, settings.extra_env),
+            check=True,
+            stdin=subprocess.DEVNULL,
+        )
 
 
 def write_dataset(path: Path, count: int, seed: int) -> Path:

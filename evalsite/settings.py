@@ -216,6 +216,11 @@ EVALSITE_PYTHON_TARGETS = env_list(
     ["runs.targets.examples.echo", "runs.targets.examples.reverse"],
 )
 
+# Third-party targets and scorers, as dotted paths (comma-separated): modules
+# whose classes register themselves with @register, or the classes themselves.
+# They are imported when the app starts; see README, "Plug-ins".
+EVALSITE_PLUGINS = env_list("EVALSITE_PLUGINS", [])
+
 _VALIDATORS = "django.contrib.auth.password_validation"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"{_VALIDATORS}.UserAttributeSimilarityValidator"},

@@ -33,6 +33,7 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.catalogue import scorer_kinds, target_kinds
 from runs.errors import DomainError, Forbidden, InvalidInput
 from runs.models import (
     ApiKey,
@@ -59,6 +60,7 @@ from runs.schemas import (
     MemberIn,
     MemberOut,
     MemberPatch,
+    PluginKindOut,
     ProjectIn,
     ProjectOut,
     ResultOut,
@@ -66,6 +68,7 @@ from runs.schemas import (
     RunFilter,
     RunIn,
     RunOut,
+    ScorerKindOut,
     TargetFilter,
     TargetIn,
     TargetOut,
@@ -215,6 +218,7 @@ api = EvalsiteAPI(
 dataset_router = Router(tags=["datasets"])
 target_router = Router(tags=["targets"])
 run_router = Router(tags=["runs"])
+scorer_router = Router(tags=["scorers"])
 
 
 @api.exception_handler(DomainError)
@@ -312,6 +316,12 @@ def list_targets(
     return filters.filter(target_list(user=request.auth))
 
 
+@target_router.get("/kinds", response={200: list[PluginKindOut], **READ_ERRORS})
+def list_target_kinds(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every target kind: its parameters as JSON Schema, an example, its secrets."""
+    return target_kinds()
+
+
 @target_router.get("/{target_id}", response={200: TargetOut, **READ_ERRORS})
 def get_target(request: HttpRequest, target_id: DbId) -> Target:
     return target_get(user=request.auth, target_id=target_id)
@@ -367,6 +377,16 @@ def list_results(
     """A run's results in dataset order, optionally only those of one status."""
     run = run_get(user=request.auth, run_id=run_id)
     return result_list(run=run, status=status)
+
+
+# -- scorers ------------------------------------------------------------------
+
+
+@scorer_router.get("", response={200: list[ScorerKindOut], **READ_ERRORS})
+def list_scorers(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every scorer kind: parameters as JSON Schema, an example, whether it
+    needs an expected answer."""
+    return scorer_kinds()
 
 
 api.add_router("/datasets", dataset_router)
@@ -517,3 +537,4 @@ def try_target(
 
 api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)
+api.add_router("/scorers", scorer_router)

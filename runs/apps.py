@@ -8,5 +8,11 @@ class RunsConfig(AppConfig):
     verbose_name = "Evaluations"
 
     def ready(self) -> None:
-        # Plug-ins register themselves on import.
+        from django.conf import settings
+
+        # Built-in plug-ins register themselves on import; third-party ones
+        # are listed in a setting.
         from runs import scorers, targets  # noqa: F401
+        from runs.plugins import load_plugins
+
+        load_plugins(settings.EVALSITE_PLUGINS)

@@ -27,6 +27,15 @@ class InvalidInput(DomainError):
         return {"detail": str(self), "field": self.field, "line": self.line}
 
 
+class ConfigError(InvalidInput):
+    """A target, scorer or run configuration that cannot work, naming the field.
+
+    The field is the whole path from the request (``target_config.model``,
+    ``scorers[1].params.pattern``, ``options.concurrency``), so every surface
+    can show it where it belongs without rewriting it.
+    """
+
+
 class NotFound(DomainError):
     status_code = 404
 

@@ -9,6 +9,7 @@ only view reaches the service, which refuses it (403).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,39 +19,16 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from runs import selectors
 from runs.access import editable_projects
 from runs.errors import InvalidInput
-from runs.executor.options import RunOptions
+from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.importers import FORMATS, read_upload
 from runs.models import Dataset, Project, Target
+from runs.plugins import Param, Plugin, describe, number
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets import REGISTRY as TARGETS
 
 User = AbstractBaseUser | AnonymousUser
 
-TARGET_CONFIG_EXAMPLES: dict[str, dict[str, Any]] = {
-    "openai_chat": {
-        "base_url": "https://api.openai.com/v1",
-        "model": "gpt-4o-mini",
-        "api_key_env": "OPENAI_API_KEY",
-        "system_prompt": "",
-        "prompt_template": "{input}",
-        "temperature": 0,
-        "max_tokens": 256,
-    },
-    "demo": {
-        "min_latency_ms": 50,
-        "max_latency_ms": 400,
-        "accuracy": 0.8,
-        "transient_error_rate": 0.03,
-    },
-    "python": {"callable": "runs.targets.examples.echo"},
-}
-
 FORMAT_LABELS = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "yaml": "YAML"}
-TARGET_CONFIG_EXAMPLES_JSON = {
-    kind: json.dumps(example, indent=2)
-    for kind, example in TARGET_CONFIG_EXAMPLES.items()
-}
-DEFAULT_OPTIONS = RunOptions()
 DATASET_FORMATS = [
     ("", "Detect from the file name"),
     *((fmt, FORMAT_LABELS[fmt]) for fmt in FORMATS if fmt in FORMAT_LABELS),
@@ -70,76 +48,154 @@ class PickField(forms.IntegerField):
 
 
 def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
-    """Show a service's InvalidInput on the form field it names (or the form)."""
-    # Run options are fields of the form itself; a target's configuration
-    # belongs to the target picked.
-    name = (exc.field or "").removeprefix("options.")
-    field = name.split(".")[0].split("[")[0]
-    field = {"target_config": "target"}.get(field, field)
+    """Show a service's InvalidInput on the form field it names (or the form).
+
+    A form that turns its fields into a service's arguments records, in
+    ``error_paths``, which field each argument path came from; an error on a
+    path the form does not know lands on its nearest known parent.
+    """
+    form.add_error(_field_for(form, exc), str(exc))
+
+
+def _field_for(form: forms.Form, exc: InvalidInput) -> str | None:
     if exc.line is not None or getattr(exc, "record", None) is not None:
-        field = "file"  # a problem inside an uploaded file, wherever it names
-    form.add_error(field if field in form.fields else None, str(exc))
+        return "file" if "file" in form.fields else None  # inside an uploaded file
+    paths: dict[str, str] = getattr(form, "error_paths", {})
+    path = exc.field or ""
+    while path:
+        if path in paths:
+            return paths[path]
+        if path in form.fields:
+            return path
+        path = _PARENT.sub("", path)
+    return None
+
+
+_PARENT = re.compile(r"(\.[^.\[]*|\[\d+\])$")
+
+
+# -- fields derived from a plug-in's declaration ---------------------------------
+
+
+def param_field(param: Param, *, example: Any = None) -> forms.Field:
+    """A form field for one declared parameter.
+
+    Fields are never required, and bounds are only hints to the browser: the
+    fields of a plug-in that is not chosen are ignored, and the declaration is
+    checked once, by the service, whose error lands back on the field.
+    """
+    common: dict[str, Any] = {
+        "label": param.label,
+        "help_text": " ".join(
+            part for part in (param.help, param.bounds and f"({param.bounds})") if part
+        ),
+        "required": False,
+    }
+    field: forms.Field
+    if param.type == "boolean":
+        field = forms.BooleanField(initial=param.default is True, **common)
+    elif param.choices:
+        choices = [(choice, choice) for choice in param.choices]
+        if param.default is None:
+            choices.insert(0, ("", "---------"))
+        field = forms.ChoiceField(choices=choices, initial=param.default, **common)
+    elif param.type in ("integer", "number"):
+        attrs = {"step": "1" if param.type == "integer" else "any"}
+        attrs |= {"min": number(param.minimum)} if param.minimum is not None else {}
+        attrs |= {"max": number(param.maximum)} if param.maximum is not None else {}
+        if example is not None:
+            attrs["placeholder"] = str(example)
+        field = forms.CharField(
+            widget=forms.NumberInput(attrs=attrs), initial=param.default, **common
+        )
+    elif param.type == "json":
+        field = forms.JSONField(
+            widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+            initial=param.default,
+            **common,
+        )
+    else:
+        attrs = {"placeholder": str(example)} if example not in (None, "") else {}
+        widget = (
+            forms.Textarea(attrs={"rows": 3, **attrs})
+            if param.extra.get("widget") == "textarea"
+            else forms.TextInput(attrs=attrs)
+        )
+        field = forms.CharField(
+            widget=widget, initial=param.default or None, strip=False, **common
+        )
+    field.param_required = param.required  # type: ignore[attr-defined]
+    return field
+
+
+class PluginFieldsMixin:
+    """Adds ``<kind>__<param>`` fields for plug-ins and collects their values."""
+
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+    error_paths: dict[str, str]
+
+    def add_plugin_fields(self, plugins: dict[str, type[Plugin]]) -> None:
+        for kind, plugin in sorted(plugins.items()):
+            for param in describe(plugin.Params):
+                self.fields[f"{kind}__{param.name}"] = param_field(
+                    param, example=plugin.example.get(param.name)
+                )
+
+    def plugin_values(
+        self, kind: str, plugin: type[Plugin], *, path: str
+    ) -> dict[str, Any]:
+        """The chosen plug-in's parameters; empty fields take the default."""
+        values: dict[str, Any] = {}
+        for param in describe(plugin.Params):
+            name = f"{kind}__{param.name}"
+            self.error_paths[f"{path}.{param.name}"] = name
+            value = self.cleaned_data.get(name)
+            if value is not None and value != "":
+                values[param.name] = value
+        return values
+
+    def plugin_sections(
+        self, choice_field: str, plugins: dict[str, type[Plugin]]
+    ) -> list[dict[str, Any]]:
+        """For the template: each choice next to its plug-in's fields."""
+        form: Any = self
+        sections = []
+        for choice in form[choice_field]:
+            kind = str(choice.data["value"])
+            plugin = plugins[kind]
+            sections.append(
+                {
+                    "choice": choice,
+                    "kind": kind,
+                    # Plain values: a template would call a class.
+                    "summary": plugin.summary(),
+                    "fields": [
+                        form[f"{kind}__{param.name}"]
+                        for param in describe(plugin.Params)
+                    ],
+                }
+            )
+        return sections
 
 
 def _project_options(user: User) -> list[tuple[int, str]]:
     return [(p.pk, p.name) for p in editable_projects(user).order_by("name")]
 
 
-class RunForm(forms.Form):
+OPTION_GROUPS = (
+    (BASIC, "Options"),
+    (LIMITS, "Limits and back-off"),
+    (ADVANCED, "Timeouts and retries"),
+)
+
+
+class RunForm(PluginFieldsMixin, forms.Form):
     name = forms.CharField(max_length=200, required=False)
     dataset = PickField(help_text="Newest versions first.")
     target = PickField()
     scorers = forms.MultipleChoiceField(
-        choices=[(kind, cls.label) for kind, cls in sorted(SCORERS.items())],
-        widget=forms.CheckboxSelectMultiple,
-        initial=["exact_match"],
-    )
-    concurrency = forms.IntegerField(initial=DEFAULT_OPTIONS.concurrency)
-    timeout_seconds = forms.FloatField(
-        initial=DEFAULT_OPTIONS.timeout_seconds, label="Timeout (seconds per attempt)"
-    )
-    max_attempts = forms.IntegerField(initial=DEFAULT_OPTIONS.max_attempts)
-    epochs = forms.IntegerField(initial=DEFAULT_OPTIONS.epochs)
-    # Limits, all optional.
-    deadline_seconds = forms.FloatField(
-        required=False,
-        label="Run deadline (seconds)",
-        help_text="Stop after this long.",
-    )
-    rate_limit_rpm = forms.FloatField(
-        required=False, label="Rate limit (requests a minute)"
-    )
-    retry_budget = forms.IntegerField(
-        required=False, label="Retry budget", help_text="Retries for the whole run."
-    )
-    fail_fast_error_rate = forms.FloatField(
-        required=False,
-        label="Fail fast at error rate",
-        help_text="0 to 1: stop when this fraction of items failed.",
-    )
-    fail_fast_min_items = forms.IntegerField(
-        required=False,
-        initial=DEFAULT_OPTIONS.fail_fast_min_items,
-        label="… after at least N items",
-    )
-    adaptive_concurrency = forms.BooleanField(
-        required=False,
-        initial=True,
-        label="Back off on 429s",
-        help_text="Lower the concurrency on a burst of 429s, raise it back after.",
-    )
-
-    OPTION_FIELDS = (
-        "concurrency",
-        "timeout_seconds",
-        "max_attempts",
-        "epochs",
-        "deadline_seconds",
-        "rate_limit_rpm",
-        "retry_budget",
-        "fail_fast_error_rate",
-        "fail_fast_min_items",
-        "adaptive_concurrency",
+        widget=forms.CheckboxSelectMultiple, initial=["exact_match"]
     )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
@@ -163,6 +219,13 @@ class RunForm(forms.Form):
         self.fields["target"].set_options(
             (t.pk, f"{t.project} / {t.name} ({t.kind})") for t in targets
         )
+        self.fields["scorers"].choices = [
+            (kind, cls.label) for kind, cls in sorted(SCORERS.items())
+        ]
+        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]
+        for param in option_params():
+            self.fields[param.name] = param_field(param)
+        self.error_paths = {"target_config": "target"}
 
     def clean_dataset(self) -> Dataset:
         return selectors.dataset_get(
@@ -177,13 +240,36 @@ class RunForm(forms.Form):
     def run_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``services.run_create``."""
         data = self.cleaned_data
+        specs = []
+        for position, kind in enumerate(data["scorers"]):
+            path = f"scorers[{position}].params"
+            params = self.plugin_values(kind, SCORERS[kind], path=path)  # type: ignore[arg-type]
+            specs.append({"kind": kind, "params": params})
+        options = {}
+        for param in option_params():
+            self.error_paths[f"options.{param.name}"] = param.name
+            options[param.name] = data[param.name]
         return {
             "dataset": data["dataset"],
             "target": data["target"],
-            "scorers": list(data["scorers"]),
+            "scorers": specs,
             "name": data["name"],
-            "options": {key: data[key] for key in self.OPTION_FIELDS},
+            "options": options,
         }
+
+    def scorer_sections(self) -> list[dict[str, Any]]:
+        return self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]
+
+    def option_groups(self) -> list[tuple[str, str, list[forms.BoundField]]]:
+        groups = []
+        for group, title in OPTION_GROUPS:
+            fields = [
+                self[param.name]
+                for param in option_params()
+                if param.extra.get("group") == group
+            ]
+            groups.append((group, title, fields))
+        return groups
 
 
 class DatasetUploadForm(forms.Form):
@@ -225,54 +311,61 @@ class DatasetUploadForm(forms.Form):
         }
 
 
-class TargetForm(forms.Form):
+class TargetForm(PluginFieldsMixin, forms.Form):
     project = PickField()
     name = forms.CharField(max_length=200)
-    kind = forms.ChoiceField(
-        choices=[(kind, f"{cls.label} ({kind})") for kind, cls in TARGETS.items()]
-    )
-    config = forms.CharField(
-        widget=forms.Textarea(attrs={"rows": 10, "class": "mono"}),
-        initial=TARGET_CONFIG_EXAMPLES_JSON["openai_chat"],
-        help_text="JSON. Secrets are never stored: name an environment variable.",
-    )
+    kind = forms.ChoiceField(widget=forms.RadioSelect)
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
         self.fields["project"].set_options(_project_options(user))
+        self.fields["kind"].choices = [
+            (kind, cls.label) for kind, cls in sorted(TARGETS.items())
+        ]
         if "openai_chat" in TARGETS:
             self.fields["kind"].initial = "openai_chat"
+        self.add_plugin_fields(TARGETS)  # type: ignore[arg-type]
+        self.error_paths = {"config": "kind"}
 
     def clean_project(self) -> Project:
         return selectors.project_get(
             user=self.user, project_id=self.cleaned_data["project"]
         )
 
-    def clean_config(self) -> dict[str, Any]:
-        try:
-            config = json.loads(self.cleaned_data["config"])
-        except json.JSONDecodeError as exc:
-            raise forms.ValidationError(
-                f"is not JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
-            ) from None
-        if not isinstance(config, dict):
-            raise forms.ValidationError("must be a JSON object")
-        return config
+    def target_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for ``services.target_create``."""
+        data = self.cleaned_data
+        kind = data["kind"]
+        return {
+            "project": data["project"],
+            "name": data["name"],
+            "kind": kind,
+            "config": self.plugin_values(kind, TARGETS[kind], path="config"),  # type: ignore[arg-type]
+        }
+
+    def kind_sections(self) -> list[dict[str, Any]]:
+        sections = self.plugin_sections("kind", TARGETS)  # type: ignore[arg-type]
+        for section in sections:
+            example = TARGETS[section["kind"]].example
+            section["example"] = json.dumps(example, indent=2)
+        return sections
+
+    def chosen_section(self) -> dict[str, Any] | None:
+        """The section of the kind already chosen (a stored target's)."""
+        kind = self["kind"].value()
+        return next((s for s in self.kind_sections() if s["kind"] == kind), None)
 
 
 def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetForm:
     """The target form bound to a stored target: its project and kind stay."""
-    form = TargetForm(
-        data,
-        user=user,
-        initial={
-            "project": target.project_id,
-            "name": target.name,
-            "kind": target.kind,
-            "config": json.dumps(target.config, indent=2),
-        },
-    )
+    initial: dict[str, Any] = {
+        "project": target.project_id,
+        "name": target.name,
+        "kind": target.kind,
+    }
+    initial |= {f"{target.kind}__{key}": value for key, value in target.config.items()}
+    form = TargetForm(data, user=user, initial=initial)
     for fixed in ("project", "kind"):
         form.fields[fixed].disabled = True
     return form

@@ -13,6 +13,7 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 from pydantic import model_validator
 
 from runs.analysis.summary import run_score_means
+from runs.executor.options import RunOptions
 from runs.models import (
     ApiKey,
     Dataset,
@@ -25,6 +26,7 @@ from runs.models import (
     Score,
     Target,
 )
+from runs.plugins import json_schema
 from runs.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 
 # -- shared -------------------------------------------------------------------
@@ -64,6 +66,52 @@ class BodyIn(Schema):
         if not isinstance(data, dict):
             raise ValueError("must be a JSON object")
         return data
+
+
+def _run_options_schema(schema: dict[str, Any]) -> None:
+    # Derived from RunOptions when the schema is built: every option, typed.
+    declared = json_schema(RunOptions)
+    schema["properties"] = declared["properties"]
+    schema["additionalProperties"] = False
+
+
+def _kinds_schema(registry: str) -> Any:
+    def extra(schema: dict[str, Any]) -> None:
+        from runs.scorers import REGISTRY as SCORERS
+        from runs.targets import REGISTRY as TARGETS
+
+        plugins = TARGETS if registry == "targets" else SCORERS
+        schema["x-parameters-by-kind"] = {
+            kind: json_schema(cls.Params) for kind, cls in sorted(plugins.items())
+        }
+
+    return extra
+
+
+TARGET_CONFIG_HELP = (
+    "the target kind's parameters (GET /api/v1/targets/kinds gives each kind's "
+    "JSON Schema); secrets only by name (api_key_secret, api_key_env)"
+)
+
+
+# -- plug-ins -------------------------------------------------------------------
+
+
+class PluginKindOut(Schema):
+    kind: str
+    label: str
+    description: str
+    parameters: dict[str, Any] = Field(description="JSON Schema of the parameters")
+    example: dict[str, Any]
+    secrets: list[str] = Field(
+        description="parameters that name a secret (never hold one)"
+    )
+
+
+class ScorerKindOut(PluginKindOut):
+    needs_expected: bool = Field(
+        description="whether the scorer compares with the item's expected answer"
+    )
 
 
 # -- datasets -----------------------------------------------------------------
@@ -140,7 +188,8 @@ class TargetIn(BodyIn):
     kind: str
     config: dict[str, Any] = Field(
         default_factory=dict,
-        description="secrets only as names of environment variables (api_key_env)",
+        description=TARGET_CONFIG_HELP,
+        json_schema_extra=_kinds_schema("targets"),
     )
 
 
@@ -168,21 +217,28 @@ class TargetFilter(FilterSchema):
 class ScorerSpecIn(BodyIn):
     kind: str
     name: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the scorer kind's parameters (GET /api/v1/scorers gives "
+        "each kind's JSON Schema)",
+        json_schema_extra=_kinds_schema("scorers"),
+    )
 
 
 class RunIn(BodyIn):
     dataset: DbId
     target: DbId | None = Field(None, description="a stored target's id, or ...")
     target_kind: str | None = Field(None, description="... an ad-hoc target's kind")
-    target_config: dict[str, Any] | None = None
+    target_config: dict[str, Any] | None = Field(
+        None, description=TARGET_CONFIG_HELP, json_schema_extra=_kinds_schema("targets")
+    )
     scorers: list[str | ScorerSpecIn]
+    # Validated by the service, not here, so that a bad option is a 400 naming
+    # options.<name>, as it always was; documented with every declared option.
     options: dict[str, Any] = Field(
         default_factory=dict,
-        description=(
-            "concurrency, timeout_seconds, max_attempts, epochs, "
-            "scorer_timeout_seconds, backoff_base_seconds, backoff_max_seconds"
-        ),
+        description="run options; each is optional and has a default",
+        json_schema_extra=_run_options_schema,
     )
     name: str = ""
 

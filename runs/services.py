@@ -18,9 +18,19 @@ from runs.errors import Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.key_usage import key_usage_note
-from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
+from runs.models import (
+    ApiKey,
+    Dataset,
+    Item,
+    Membership,
+    Project,
+    Run,
+    RunStatus,
+    Target,
+)
+from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
-from runs.targets import ConfigError, clean_target_config, trial
+from runs.targets import clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
 
@@ -44,6 +54,19 @@ def project_create(
     return project
 
 
+def project_get_or_create(*, name: str, user: AbstractBaseUser) -> Project:
+    """The user's project called ``name``, or a new one with the user as admin.
+
+    Only the user's own projects are looked at: a project of that name that
+    the user is not a member of is a conflict, never joined.
+    """
+    name = name.strip()
+    project = Project.objects.filter(name=name, memberships__user=user).first()
+    if project is not None:
+        return project
+    return project_create(name=name, owner=user)
+
+
 def target_create(
     *,
     project: Project,
@@ -57,12 +80,7 @@ def target_create(
     name = name.strip()
     if not name:
         raise InvalidInput("is required", field="name")
-    try:
-        cleaned = clean_target_config(kind, config)
-    except ConfigError as exc:
-        raise InvalidInput(
-            exc.message, field=f"config.{exc.field}" if exc.field != "kind" else "kind"
-        ) from None
+    cleaned = clean_target_config(kind, config, path="config")
     try:
         with transaction.atomic():
             return Target.objects.create(
@@ -97,22 +115,15 @@ def run_create(
         target_kind, target_config = target.kind, target.config
     if not target_kind:
         raise InvalidInput("is required", field="target")
-    try:
-        config = clean_target_config(target_kind, target_config or {})
-    except ConfigError as exc:
-        field = "target" if exc.field == "kind" else f"target_config.{exc.field}"
-        raise InvalidInput(exc.message, field=field) from None
-    try:
-        scorer_specs = clean_scorer_specs(scorers)
-    except ConfigError as exc:
-        raise InvalidInput(exc.message, field=exc.field) from None
+    config = clean_target_config(
+        target_kind, target_config or {}, path="target_config", kind_field="target"
+    )
+    scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
+    _require_expected_answers(dataset, scorer_specs)
     if not isinstance(options, RunOptions):
-        try:
-            options = RunOptions.from_dict(options)
-        except InvalidInput as exc:
-            raise InvalidInput(exc.message, field=f"options.{exc.field}") from None
+        options = RunOptions.from_dict(options, path="options")
     run = Run.objects.create(
         project=project,
         name=name.strip(),
@@ -131,6 +142,30 @@ def run_create(
     if launch:
         transaction.on_commit(lambda: run_launch(run=run))
     return run
+
+
+def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
+    """Refuse scorers that compare with an expected answer the dataset lacks.
+
+    Without this, every item would score 0 and the run would look completed.
+    """
+    needing = [
+        spec["name"]
+        for spec in specs
+        if SCORERS[spec["kind"]].requires_expected(spec["params"])
+    ]
+    if not needing or dataset.item_count == 0:
+        return
+    if Item.objects.filter(dataset=dataset, expected__isnull=False).exists():
+        return
+    names = ", ".join(needing)
+    raise InvalidInput(
+        f"{names} compare{'s' if len(needing) == 1 else ''} outputs with the "
+        f"expected answer, and dataset {dataset.name!r} v{dataset.version} has "
+        "none; import it again naming its answer field, or choose a scorer "
+        "that needs no expected answer",
+        field="scorers",
+    )
 
 
 def run_launch(*, run: Run) -> None:
@@ -366,11 +401,7 @@ def target_update(
         target.name = name
         changed.append("name")
     if config is not None:
-        try:
-            target.config = clean_target_config(target.kind, config)
-        except ConfigError as exc:
-            field = "kind" if exc.field == "kind" else f"config.{exc.field}"
-            raise InvalidInput(exc.message, field=field) from None
+        target.config = clean_target_config(target.kind, config, path="config")
         changed.append("config")
     if not changed:
         return target

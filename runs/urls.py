@@ -73,4 +73,5 @@ urlpatterns = [
         views_projects.account_key_revoke,
         name="account_key_revoke",
     ),
+    path("catalogue/", views.catalogue, name="catalogue"),
 ]

@@ -21,9 +21,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from runs import demo, importers, selectors, services
 from runs.access import editable_projects, visible_projects
+from runs.catalogue import plugin_catalogue
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
-    TARGET_CONFIG_EXAMPLES_JSON,
     DatasetUploadForm,
     RunForm,
     TargetForm,
@@ -247,7 +247,7 @@ def target_list(request: HttpRequest) -> HttpResponse:
     form = TargetForm(request.POST or None, user=request.user)
     if form.is_bound and form.is_valid():
         try:
-            services.target_create(user=request.user, **form.cleaned_data)
+            services.target_create(user=request.user, **form.target_arguments())
         except InvalidInput as exc:
             add_domain_error(form, exc)
         except Conflict as exc:
@@ -260,6 +260,14 @@ def target_list(request: HttpRequest) -> HttpResponse:
             "project__name", "name"
         ),
         "can_edit": editable_projects(request.user).exists(),
-        "examples": TARGET_CONFIG_EXAMPLES_JSON,
     }
     return render(request, "runs/target_list.html", context)
+
+
+# -- catalogue -------------------------------------------------------------------
+
+
+@require_GET
+def catalogue(request: HttpRequest) -> HttpResponse:
+    """Every target kind and scorer with its parameters, example and secrets."""
+    return render(request, "runs/catalogue.html", plugin_catalogue())

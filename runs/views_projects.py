@@ -211,7 +211,7 @@ def target_detail(request: HttpRequest, target_id: int) -> HttpResponse:
                 target=target,
                 user=request.user,
                 name=data["name"],
-                config=data["config"],
+                config=form.target_arguments()["config"],
             )
         except InvalidInput as exc:
             add_domain_error(form, exc)

@@ -23,6 +23,20 @@ def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env=env_for(data_dir),
         check=True,
     )
+    # The command line acts as a user: the only one, unless --user names one.
+    subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_user('researcher')",
+        ],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        check=True,
+    )
     return data_dir / "evalsite.sqlite3"
 
 

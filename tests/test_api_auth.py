@@ -230,6 +230,8 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/datasets/{{dataset_id}}/items",
         f"{API}/targets",
         f"{API}/targets/{{target_id}}",
+        f"{API}/targets/kinds",
+        f"{API}/scorers",
         f"{API}/runs",
         f"{API}/runs/{{run_id}}",
         f"{API}/runs/{{run_id}}/cancel",

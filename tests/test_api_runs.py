@@ -643,3 +643,31 @@ def test_cancel_stops_a_running_run_and_keeps_what_finished(
     assert run["status"] == "cancelled"
     assert run["counts"]["succeeded"] == 2
     assert run["counts"]["processed"] + run["counts"]["skipped"] == 4
+
+
+def test_run_needing_expected_answers_on_a_dataset_without_them_is_refused(
+    alice_client: Client, project: Project
+) -> None:
+    bare = make_dataset(project, [{"id": "a", "input": "1+1"}], name="bare")
+
+    response = post_run(alice_client, bare, scorers=["includes", "exact_match"])
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "scorers"
+    assert (
+        "includes, exact_match compare outputs with the expected answer"
+        in (body["detail"])
+    )
+    assert not Run.objects.exists()
+
+
+def test_run_without_expected_answers_takes_scorers_that_need_none(
+    alice_client: Client, project: Project
+) -> None:
+    bare = make_dataset(project, [{"id": "a", "input": "1+1"}], name="bare")
+    regex = {"kind": "regex", "params": {"pattern": "\\d"}}
+
+    response = post_run(alice_client, bare, scorers=[regex])
+
+    assert response.status_code == 201

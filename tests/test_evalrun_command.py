@@ -225,3 +225,94 @@ def test_sigkill_then_resume_loses_nothing_and_duplicates_nothing(
     assert len(rows) == 60 and all(n == 1 for _, _, n in rows)
     # Only items without a stored result were sent again.
     assert fake_openai.stats.requests - requests_before == 60 - stored_before
+
+
+def demo_args(dataset: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable,
+        "manage.py",
+        "evalrun",
+        str(dataset),
+        "--target",
+        "demo",
+        "--json",
+        *extra,
+    ]
+
+
+def query(data_dir: Path, sql: str, *params: object) -> list[tuple]:
+    with sqlite3.connect(data_dir / "evalsite.sqlite3", timeout=30) as db:
+        return db.execute(sql, params).fetchall()
+
+
+def test_evalrun_puts_the_run_in_a_project_its_user_administers(data_dir, tmp_path):
+    dataset = write_items(tmp_path / "mine.jsonl", 2)
+
+    done = run_cli(demo_args(dataset, "--scorer", "exact_match"), data_dir)
+
+    assert done.returncode == 0, done.stderr
+    members = query(
+        data_dir,
+        "select u.username, m.role from runs_run r "
+        "join runs_membership m on m.project_id = r.project_id "
+        "join auth_user u on u.id = m.user_id",
+    )
+    assert members == [("researcher", "admin")]
+    assert query(data_dir, "select created_by_id is not null from runs_run") == [(1,)]
+
+
+def test_evalrun_asks_for_a_user_when_several_exist(data_dir, tmp_path):
+    dataset = write_items(tmp_path / "who.jsonl", 2)
+    run_cli(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_user('second')",
+        ],
+        data_dir,
+    )
+
+    done = run_cli(demo_args(dataset, "--scorer", "exact_match"), data_dir)
+
+    assert done.returncode == 2
+    assert "--user USERNAME" in done.stderr
+    assert query(data_dir, "select count(*) from runs_project") == [(0,)]
+    as_second = demo_args(dataset, "--scorer", "exact_match", "--user", "second")
+    assert run_cli(as_second, data_dir).returncode == 0
+
+
+def test_evalrun_takes_scorer_parameters(data_dir, tmp_path):
+    dataset = write_items(tmp_path / "params.jsonl", 3)
+
+    done = run_cli(
+        demo_args(
+            dataset,
+            "--scorer",
+            'regex:{"pattern": "^-?\\\\d+$", "mode": "fullmatch"}',
+            "--scorer",
+            'loose=numeric:{"abs_tol": 0.5}',
+        ),
+        data_dir,
+    )
+
+    assert done.returncode == 0, done.stderr
+    (scorers,) = query(data_dir, "select scorers from runs_run")[0]
+    specs = {spec["name"]: spec for spec in json.loads(scorers)}
+    assert specs["regex"]["params"]["pattern"] == "^-?\\d+$"
+    assert specs["loose"]["kind"] == "numeric"
+    assert specs["loose"]["params"]["abs_tol"] == 0.5
+
+
+def test_evalrun_refuses_scorers_needing_answers_the_file_lacks(data_dir, tmp_path):
+    dataset = tmp_path / "bare.jsonl"
+    dataset.write_text('{"id": "a", "input": "1 + 1"}\n')
+
+    done = run_cli(demo_args(dataset, "--scorer", "exact_match"), data_dir)
+
+    assert done.returncode == 2
+    assert "expected answer" in done.stderr
+    assert query(data_dir, "select count(*) from runs_run") == [(0,)]
+    assert query(data_dir, "select count(*) from runs_dataset") == [(0,)]

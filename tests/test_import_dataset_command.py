@@ -152,6 +152,16 @@ def test_command_creates_no_project_when_the_file_is_bad(
 
 
 @pytest.mark.django_db
+def test_command_creates_no_project_without_an_owner(
+    alice: User, jsonl_file: Path
+) -> None:
+    with pytest.raises(CommandError, match="needs --owner"):
+        _run(str(jsonl_file), "--project=New", "--create-project")
+
+    assert Project.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_command_refuses_an_unknown_owner(jsonl_file: Path) -> None:
     with pytest.raises(CommandError, match="no user named 'nobody'"):
         _run(str(jsonl_file), "--project=New", "--create-project", "--owner=nobody")

@@ -229,6 +229,87 @@ def test_new_run_shows_an_option_error_on_its_field(
     assert "must be between 1 and 1024" in response.content.decode()
 
 
+def test_new_run_takes_scorer_parameters(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset,
+        demo_target,
+        scorers=["regex", "numeric"],
+        regex__pattern=r"^\d+$",
+        regex__mode="fullmatch",
+        numeric__abs_tol="0.5",
+        numeric__extract="first",
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 302
+    params = {spec["kind"]: spec["params"] for spec in Run.objects.get().scorers}
+    assert (params["regex"]["pattern"], params["regex"]["mode"]) == (
+        r"^\d+$",
+        "fullmatch",
+    )
+    assert (params["numeric"]["abs_tol"], params["numeric"]["extract"]) == (
+        0.5,
+        "first",
+    )
+
+
+def test_new_run_shows_a_scorer_parameter_error_on_its_field(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset, demo_target, scorers=["exact_match", "regex"], regex__pattern="("
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 200
+    errors = response.context["form"].errors["regex__pattern"]
+    assert "field 'scorers[1].params.pattern'" in errors[0]
+    assert "not a valid regular expression" in errors[0]
+    assert not Run.objects.exists()
+
+
+def test_new_run_ignores_the_parameters_of_scorers_not_ticked(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset, demo_target, scorers=["exact_match"], numeric__abs_tol="-1"
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 302
+    assert [spec["kind"] for spec in Run.objects.get().scorers] == ["exact_match"]
+
+
+def test_new_run_refuses_scorers_needing_answers_a_dataset_lacks(
+    bob_client: Client, project: Project, demo_target: Target
+) -> None:
+    bare = make_dataset(project, [{"id": "a", "input": "1+1"}], name="bare")
+
+    response = bob_client.post(
+        reverse("runs:run_new"), _new_run_data(bare, demo_target)
+    )
+
+    assert response.status_code == 200
+    errors = response.context["form"].errors["scorers"]
+    assert "expected answer" in errors[0] and "'bare'" in errors[0]
+    assert not Run.objects.exists()
+
+
+def test_new_run_page_shows_each_scorers_parameters(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    page = bob_client.get(reverse("runs:run_new")).content.decode()
+
+    assert 'name="regex__pattern"' in page
+    assert 'name="numeric__abs_tol"' in page
+    assert 'name="scorer_timeout_seconds"' in page
+
+
 def test_new_run_needs_a_scorer(
     bob_client: Client, dataset: Dataset, demo_target: Target
 ) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 from django.test import Client
 from django.urls import reverse
 
@@ -15,13 +13,9 @@ def _target(project: Project, **changes: object) -> dict:
         "project": project.pk,
         "name": "gpt",
         "kind": "openai_chat",
-        "config": json.dumps(
-            {
-                "base_url": "https://api.example.org/v1",
-                "model": "m-1",
-                "api_key_env": "OPENAI_API_KEY",
-            }
-        ),
+        "openai_chat__base_url": "https://api.example.org/v1",
+        "openai_chat__model": "m-1",
+        "openai_chat__api_key_env": "OPENAI_API_KEY",
     }
     data.update(changes)
     return data
@@ -45,15 +39,18 @@ def test_targets_page_lists_targets_with_their_config(
     assert "Creating a target needs the editor role" in page
 
 
-def test_targets_page_offers_an_example_config_per_kind(
+def test_targets_page_offers_the_fields_and_example_of_each_kind(
     bob_client: Client, project: Project
 ) -> None:
     page = bob_client.get(reverse("runs:target_list")).content.decode()
 
-    assert 'id="example-openai_chat"' in page
-    assert "&quot;api_key_env&quot;: &quot;OPENAI_API_KEY&quot;" in page
-    assert 'id="example-demo"' in page
-    assert '<option value="openai_chat" selected>' in page
+    assert 'name="openai_chat__base_url"' in page
+    assert 'name="openai_chat__api_key_secret"' in page
+    assert 'name="demo__accuracy"' in page and 'max="1"' in page
+    assert 'name="python__callable"' in page
+    assert 'value="openai_chat" id="id_kind_1" required checked' in page
+    assert "&quot;model&quot;: &quot;gpt-4o-mini&quot;" in page  # the example
+    assert 'name="config"' not in page  # no JSON box
 
 
 def test_targets_page_hides_other_projects_targets(
@@ -75,40 +72,89 @@ def test_create_target_stores_it(bob_client: Client, project: Project) -> None:
     assert target.config["api_key_env"] == "OPENAI_API_KEY"
 
 
-def test_create_target_shows_a_config_error_naming_the_field(
+def test_create_target_takes_the_chosen_kinds_fields_only(
     bob_client: Client, project: Project
 ) -> None:
-    response = bob_client.post(
-        reverse("runs:target_list"),
-        _target(project, config=json.dumps({"base_url": "http://x/v1"})),
+    data = _target(
+        project,
+        kind="demo",
+        demo__accuracy="0.5",
+        demo__max_latency_ms="10",
+        demo__min_latency_ms="0",
+        openai_chat__temperature="99",  # another kind's field: ignored
     )
 
+    response = bob_client.post(reverse("runs:target_list"), data)
+
+    assert response.status_code == 302
+    target = Target.objects.get(name="gpt")
+    assert target.kind == "demo"
+    assert target.config == {
+        "min_latency_ms": 0,
+        "max_latency_ms": 10,
+        "accuracy": 0.5,
+        "transient_error_rate": 0.03,
+    }
+
+
+def test_create_target_shows_a_config_error_on_its_field(
+    bob_client: Client, project: Project
+) -> None:
+    data = _target(project)
+    del data["openai_chat__model"]
+
+    response = bob_client.post(reverse("runs:target_list"), data)
+
     assert response.status_code == 200
-    assert "config.model" in response.context["form"].errors["config"][0]
+    errors = response.context["form"].errors
+    assert "field 'config.model': is required" in errors["openai_chat__model"][0]
     assert not Target.objects.exists()
 
 
-def test_create_target_refuses_a_stored_secret(
+def test_create_target_shows_a_bound_error_on_its_field(
     bob_client: Client, project: Project
 ) -> None:
-    config = {"base_url": "http://x/v1", "model": "m", "api_key": "sk-123"}
+    data = _target(project, openai_chat__temperature="3")
 
-    response = bob_client.post(
-        reverse("runs:target_list"), _target(project, config=json.dumps(config))
-    )
+    response = bob_client.post(reverse("runs:target_list"), data)
 
     assert response.status_code == 200
-    assert "secrets are never stored" in response.content.decode()
-    assert "sk-123" not in str(Target.objects.values_list("config", flat=True))
+    errors = response.context["form"].errors["openai_chat__temperature"]
+    assert "must be between 0 and 2" in errors[0]
 
 
-def test_create_target_rejects_bad_json(bob_client: Client, project: Project) -> None:
-    response = bob_client.post(
-        reverse("runs:target_list"), _target(project, config="{not json")
-    )
+def test_create_target_refuses_a_secret_value_where_a_name_belongs(
+    bob_client: Client, project: Project
+) -> None:
+    data = _target(project, openai_chat__api_key_secret="sk-123 456")
+
+    response = bob_client.post(reverse("runs:target_list"), data)
 
     assert response.status_code == 200
-    assert "is not JSON" in response.context["form"].errors["config"][0]
+    assert "must be a name" in str(response.context["form"].errors)
+    assert not Target.objects.exists()
+
+
+def test_create_target_rejects_bad_json_in_a_free_form_parameter(
+    bob_client: Client, project: Project
+) -> None:
+    data = _target(project, openai_chat__extra_body="{not json")
+
+    response = bob_client.post(reverse("runs:target_list"), data)
+
+    assert response.status_code == 200
+    assert "openai_chat__extra_body" in response.context["form"].errors
+    assert not Target.objects.exists()
+
+
+def test_create_target_keeps_free_form_json(
+    bob_client: Client, project: Project
+) -> None:
+    data = _target(project, openai_chat__extra_body='{"seed": 7}')
+
+    bob_client.post(reverse("runs:target_list"), data)
+
+    assert Target.objects.get().config["extra_body"] == {"seed": 7}
 
 
 def test_create_target_reports_a_duplicate_name(

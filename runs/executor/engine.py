@@ -28,13 +28,14 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from runs import events
+from runs.errors import ConfigError
 from runs.executor import store
 from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.scorers import build_scorer
-from runs.targets import ConfigError, build_target
+from runs.targets import build_target
 
 logger = logging.getLogger(__name__)
 

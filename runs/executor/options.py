@@ -1,91 +1,124 @@
-"""Run options: one frozen dataclass, validated once."""
+"""Run options: one frozen dataclass, declared once, validated once.
+
+Each option's type, default, bounds, label, help and group live here; the
+new-run form, ``evalrun``'s flags and the API schema are derived from them
+(``runs.plugins.describe``).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
-from runs.errors import InvalidInput
+from pydantic import ConfigDict, Field
+from pydantic.dataclasses import dataclass
+
+from runs.plugins import describe, validate
+
+BASIC, LIMITS, ADVANCED = "basic", "limits", "advanced"
 
 
-@dataclass(frozen=True, slots=True)
+def option(
+    default: Any,
+    *,
+    label: str,
+    help: str,
+    group: str,
+    ge: float | None = None,
+    le: float | None = None,
+    flag: str | None = None,
+) -> Any:
+    """An option's declaration; ``flag`` names its ``evalrun`` flag when it differs."""
+    extra: dict[str, Any] = {"x-group": group}
+    if flag:
+        extra["x-flag"] = flag
+    return Field(
+        default, ge=ge, le=le, title=label, description=help, json_schema_extra=extra
+    )
+
+
+@dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class RunOptions:
-    concurrency: int = 8
-    timeout_seconds: float = 60.0
-    max_attempts: int = 3
-    epochs: int = 1
-    scorer_timeout_seconds: float = 60.0
-    backoff_base_seconds: float = 0.5
-    backoff_max_seconds: float = 30.0
+    concurrency: int = option(
+        8, ge=1, le=1024, label="Concurrency", help="Items in flight at once.",
+        group=BASIC,
+    )  # fmt: skip
+    timeout_seconds: float = option(
+        60.0, ge=0.01, le=24 * 3600, label="Timeout (seconds per attempt)",
+        help="An attempt that takes longer is stopped and counts as timed out.",
+        group=BASIC, flag="--timeout",
+    )  # fmt: skip
+    max_attempts: int = option(
+        3, ge=1, le=20, label="Max attempts",
+        help="Attempts per item; only transient failures are retried.", group=BASIC,
+    )  # fmt: skip
+    epochs: int = option(
+        1, ge=1, le=100, label="Epochs", help="Times every item is run.", group=BASIC
+    )
     # Optional limits; None means none.
-    deadline_seconds: float | None = None
-    retry_budget: int | None = None
-    rate_limit_rpm: float | None = None
+    deadline_seconds: float | None = option(
+        None, ge=0.1, le=7 * 24 * 3600, label="Run deadline (seconds)",
+        help="Stop the run after this long.", group=LIMITS, flag="--deadline",
+    )  # fmt: skip
+    rate_limit_rpm: float | None = option(
+        None, ge=0.1, le=10_000_000, label="Rate limit (requests a minute)",
+        help="Requests a minute to the target, across all workers.", group=LIMITS,
+    )  # fmt: skip
+    retry_budget: int | None = option(
+        None, ge=0, le=10_000_000, label="Retry budget",
+        help="Retries for the whole run.", group=LIMITS,
+    )  # fmt: skip
     # Lower concurrency on a burst of 429s, raise it back as calls succeed.
-    adaptive_concurrency: bool = True
+    adaptive_concurrency: bool = option(
+        True, label="Back off on 429s",
+        help="Lower the concurrency on a burst of 429s, raise it back after.",
+        group=LIMITS,
+    )  # fmt: skip
     # Stop a run whose items mostly fail: after fail_fast_min_items results,
     # when the failed fraction reaches fail_fast_error_rate.
-    fail_fast_error_rate: float | None = None
-    fail_fast_min_items: int = 20
+    fail_fast_error_rate: float | None = option(
+        None, ge=0.0, le=1.0, label="Fail fast at error rate",
+        help="0 to 1: stop once this fraction of items failed.", group=LIMITS,
+        flag="--fail-fast",
+    )  # fmt: skip
+    fail_fast_min_items: int = option(
+        20, ge=1, le=10_000_000, label="… after at least N items",
+        help="Results needed before the error rate can stop the run.", group=LIMITS,
+    )  # fmt: skip
+    scorer_timeout_seconds: float = option(
+        60.0, ge=0.01, le=3600, label="Scorer timeout (seconds)",
+        help="A scorer that takes longer records an error.", group=ADVANCED,
+    )  # fmt: skip
+    backoff_base_seconds: float = option(
+        0.5, ge=0.0, le=60, label="Back-off base (seconds)",
+        help="First wait before a retry; doubled on each one, with jitter.",
+        group=ADVANCED,
+    )  # fmt: skip
+    backoff_max_seconds: float = option(
+        30.0, ge=0.0, le=600, label="Back-off cap (seconds)",
+        help="Longest wait before a retry.", group=ADVANCED,
+    )  # fmt: skip
     # How long the database may stay unavailable before the run stops.
-    storage_timeout_seconds: float = 30.0
-
-    # name: (type, lowest, highest)
-    SPEC = {
-        "concurrency": (int, 1, 1024),
-        "timeout_seconds": (float, 0.01, 24 * 3600),
-        "max_attempts": (int, 1, 20),
-        "epochs": (int, 1, 100),
-        "scorer_timeout_seconds": (float, 0.01, 3600),
-        "backoff_base_seconds": (float, 0.0, 60),
-        "backoff_max_seconds": (float, 0.0, 600),
-        "deadline_seconds": (float, 0.1, 7 * 24 * 3600),
-        "retry_budget": (int, 0, 10_000_000),
-        "rate_limit_rpm": (float, 0.1, 10_000_000),
-        "adaptive_concurrency": (bool, None, None),
-        "fail_fast_error_rate": (float, 0.0, 1.0),
-        "fail_fast_min_items": (int, 1, 10_000_000),
-        "storage_timeout_seconds": (float, 0.1, 3600),
-    }
+    storage_timeout_seconds: float = option(
+        30.0, ge=0.1, le=3600, label="Storage timeout (seconds)",
+        help="How long the database may be unavailable before the run stops.",
+        group=ADVANCED,
+    )  # fmt: skip
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> RunOptions:
-        """Build options from user input, naming the field that is wrong."""
-        data = dict(data or {})
-        unknown = sorted(set(data) - set(cls.SPEC))
-        if unknown:
-            raise InvalidInput("is not a run option", field=unknown[0])
-        values = {
-            name: _clean(name, raw, *cls.SPEC[name])
-            for name, raw in data.items()
-            if raw is not None and raw != ""
-        }
-        return cls(**values)
+    def from_dict(cls, data: dict[str, Any] | None, *, path: str = "") -> RunOptions:
+        """Build options from user input, naming the field that is wrong.
+
+        Empty values (None, "") mean "the default", as an empty form field does.
+        """
+        given = {key: value for key, value in (data or {}).items() if value != ""}
+        cleaned = validate(cls, given, path=path, noun="a run option")
+        return cls(**cleaned)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _clean(
-    name: str, raw: Any, kind: type, low: float | None, high: float | None
-) -> Any:
-    if kind is bool:
-        if isinstance(raw, bool):
-            return raw
-        if str(raw).lower() in ("true", "1", "yes", "on"):
-            return True
-        if str(raw).lower() in ("false", "0", "no", "off"):
-            return False
-        raise InvalidInput(f"must be true or false, not {raw!r}", field=name)
-    if isinstance(raw, bool):
-        raise InvalidInput(f"must be a number, not {raw!r}", field=name)
-    try:
-        value = kind(raw)
-        if kind is int and float(raw) != value:
-            raise ValueError
-    except (TypeError, ValueError):
-        noun = "a whole number" if kind is int else "a number"
-        raise InvalidInput(f"must be {noun}, not {raw!r}", field=name) from None
-    if not low <= value <= high:  # type: ignore[operator]
-        raise InvalidInput(f"must be between {low} and {high}, not {value}", field=name)
-    return value
+def option_params() -> tuple[Any, ...]:
+    """The declared options, as forms and flags see them."""
+    return describe(RunOptions)

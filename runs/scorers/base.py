@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
-from runs.targets.base import ConfigError, TargetInput
+from pydantic import BaseModel
+
+from runs.errors import ConfigError
+from runs.plugins import Plugin, check_declaration, join
+from runs.targets.base import TargetInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,19 +29,44 @@ class Scorer(Protocol):
 
 
 class ScorerFactory(Protocol):
+    """A scorer kind's declaration (see ``runs.plugins.Plugin``) and factory."""
+
     kind: ClassVar[str]
     label: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    example: ClassVar[dict[str, Any]]
+    secrets: ClassVar[tuple[str, ...]]
+    # Whether the scorer compares with the item's expected answer.
+    needs_expected: ClassVar[bool]
 
     @classmethod
-    def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]: ...
+    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]: ...
+
+    @classmethod
+    def summary(cls) -> str: ...
+
+    @classmethod
+    def requires_expected(cls, params: dict[str, Any]) -> bool: ...
 
     def __init__(self, name: str, params: dict[str, Any]) -> None: ...
+
+
+class ScorerPlugin(Plugin):
+    """A scorer's declaration: a plug-in's, and whether it needs the expected answer."""
+
+    needs_expected: ClassVar[bool] = True
+
+    @classmethod
+    def requires_expected(cls, params: dict[str, Any]) -> bool:
+        """Whether these parameters make the scorer read the expected answer."""
+        return cls.needs_expected
 
 
 REGISTRY: dict[str, type[ScorerFactory]] = {}
 
 
 def register[T: type](cls: T) -> T:
+    check_declaration(cls, role="scorer", method="score")
     REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
     return cls
 
@@ -50,40 +79,35 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def clean_scorer_specs(specs: list[Any]) -> list[dict[str, Any]]:
+def clean_scorer_specs(specs: Any, *, path: str = "scorers") -> list[dict[str, Any]]:
     """Normalise scorer specs to ``{"name", "kind", "params"}``; names are unique."""
     if not isinstance(specs, list):
-        raise ConfigError("scorers", "must be a list")
+        raise ConfigError("must be a list", field=path)
     cleaned: list[dict[str, Any]] = []
     seen: set[str] = set()
     for position, spec in enumerate(specs):
+        where = join(path, position)
         if isinstance(spec, str):
             spec = {"kind": spec}
         if not isinstance(spec, dict):
-            raise ConfigError(f"scorers[{position}]", "must be a kind or an object")
+            raise ConfigError("must be a kind or an object", field=where)
         kind = spec.get("kind")
         if kind not in REGISTRY:
             known = ", ".join(sorted(REGISTRY))
             raise ConfigError(
-                f"scorers[{position}].kind", f"unknown scorer {kind!r} (known: {known})"
+                f"unknown scorer {kind!r} (known: {known})", field=join(where, "kind")
             )
         name = str(spec.get("name") or kind)
         if name in seen:
-            raise ConfigError(f"scorers[{position}].name", f"{name!r} is used twice")
+            raise ConfigError(f"{name!r} is used twice", field=join(where, "name"))
         seen.add(name)
-        params = spec.get("params") or {}
-        if not isinstance(params, dict):
-            raise ConfigError(f"scorers[{position}].params", "must be an object")
-        try:
-            params = REGISTRY[kind].clean_params(params)
-        except ConfigError as exc:
-            raise ConfigError(
-                f"scorers[{position}].params.{exc.field}", exc.message
-            ) from None
+        params = REGISTRY[kind].clean(
+            spec.get("params") or {}, path=join(where, "params")
+        )
         cleaned.append({"name": name, "kind": kind, "params": params})
     return cleaned
 
 
 def build_scorer(spec: dict[str, Any]) -> Scorer:
     cls = REGISTRY[spec["kind"]]
-    return cls(spec["name"], cls.clean_params(spec.get("params") or {}))  # type: ignore[return-value]
+    return cls(spec["name"], cls.clean(spec.get("params") or {}))  # type: ignore[return-value]

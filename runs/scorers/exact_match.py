@@ -2,25 +2,29 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from runs.scorers.base import ScoreOutcome, as_text, register
-from runs.scorers.text import clean_normalise, normalise
+from pydantic import Field
+
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.text import NormaliseParams, normalise
 from runs.targets.base import TargetInput
 
 
+class ExactMatchParams(NormaliseParams):
+    strip: bool = Field(True, description="Ignore whitespace at the start and the end.")
+
+
 @register
-class ExactMatch:
-    """Output equals the expected value after optional normalisation."""
+class ExactMatch(ScorerPlugin):
+    """Output equals the expected value (or one of a list) after normalisation."""
 
     kind: ClassVar[str] = "exact_match"
     label: ClassVar[str] = "Exact match"
+    Params = ExactMatchParams
+    example: ClassVar[dict[str, Any]] = {"strip": True, "ignore_case": True}
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
         self.params = params
-
-    @classmethod
-    def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        return clean_normalise(params, defaults={"strip": True})
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         got = normalise(as_text(output), self.params)

@@ -2,25 +2,29 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from runs.scorers.base import ScoreOutcome, as_text, register
-from runs.scorers.text import clean_normalise, normalise
+from pydantic import Field
+
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.text import NormaliseParams, normalise
 from runs.targets.base import TargetInput
 
 
+class IncludesParams(NormaliseParams):
+    ignore_case: bool = Field(True, description="Compare case-insensitively.")
+
+
 @register
-class Includes:
+class Includes(ScorerPlugin):
     """The expected value (or any of a list of them) appears in the output."""
 
     kind: ClassVar[str] = "includes"
     label: ClassVar[str] = "Output includes expected"
+    Params = IncludesParams
+    example: ClassVar[dict[str, Any]] = {"ignore_case": True, "strip": True}
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
         self.params = params
-
-    @classmethod
-    def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        return clean_normalise(params, defaults={"ignore_case": True})
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         text = normalise(as_text(output), self.params)

@@ -2,10 +2,13 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from runs.scorers.base import ScoreOutcome, as_text, register
-from runs.targets.base import ConfigError, TargetInput
+from pydantic import Field
+
+from runs.plugins import Params
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.targets.base import TargetInput
 
 _NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
@@ -25,34 +28,42 @@ def extract_number(value: Any, *, which: str) -> float | None:
         return None
 
 
+class NumericParams(Params):
+    abs_tol: float = Field(
+        1e-6,
+        ge=0,
+        allow_inf_nan=False,
+        title="Absolute tolerance",
+        description="Largest difference that still counts as equal.",
+    )
+    rel_tol: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        title="Relative tolerance",
+        description="Largest difference as a fraction of the larger number.",
+    )
+    extract: Literal["first", "last"] = Field(
+        "last", description="Which number of the output is compared."
+    )
+
+
 @register
-class Numeric:
+class Numeric(ScorerPlugin):
     """The number in the output is within a tolerance of the expected number."""
 
     kind: ClassVar[str] = "numeric"
     label: ClassVar[str] = "Numeric (tolerance)"
+    Params = NumericParams
+    example: ClassVar[dict[str, Any]] = {
+        "abs_tol": 0.01,
+        "rel_tol": 0.0,
+        "extract": "last",
+    }
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
         self.params = params
-
-    @classmethod
-    def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        cleaned: dict[str, Any] = {}
-        for key, default in (("abs_tol", 1e-6), ("rel_tol", 0.0)):
-            raw = params.get(key, default)
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                raise ConfigError(key, f"must be a number, not {raw!r}") from None
-            if value < 0 or math.isnan(value):
-                raise ConfigError(key, "must not be negative")
-            cleaned[key] = value
-        which = params.get("extract", "last")
-        if which not in ("first", "last"):
-            raise ConfigError("extract", "must be first or last")
-        cleaned["extract"] = which
-        return cleaned
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         expected = extract_number(item.expected, which="first")

@@ -1,18 +1,59 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from runs.scorers.base import ScoreOutcome, as_text, register
-from runs.targets.base import ConfigError, TargetInput
+from pydantic import Field, field_validator
+
+from runs.plugins import Params
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.targets.base import TargetInput
+
+
+class RegexParams(Params):
+    pattern: str = Field(
+        "",
+        title="Pattern",
+        description="Regular expression the output must match.",
+    )
+    mode: Literal["search", "fullmatch"] = Field(
+        "search",
+        description="search: anywhere in the output; fullmatch: the whole output.",
+    )
+    ignore_case: bool = Field(False, description="Match case-insensitively.")
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError(f"is not a valid regular expression: {exc}") from None
+        return pattern
 
 
 @register
-class Regex:
+class Regex(ScorerPlugin):
     """The output matches ``pattern`` from params, else the expected value."""
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"
+    description: ClassVar[str] = (
+        "The output matches the pattern (anywhere, or whole with fullmatch). "
+        "Without a pattern, the expected answer is the pattern, and the dataset "
+        "must have one."
+    )
+    Params = RegexParams
+    example: ClassVar[dict[str, Any]] = {
+        "pattern": r"\b42\b",
+        "mode": "search",
+        "ignore_case": False,
+    }
+    needs_expected: ClassVar[bool] = False
+
+    @classmethod
+    def requires_expected(cls, params: dict[str, Any]) -> bool:
+        return not params.get("pattern")
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
@@ -22,25 +63,6 @@ class Regex:
             re.compile(params["pattern"], flags) if params["pattern"] else None
         )
         self.flags = flags
-
-    @classmethod
-    def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        pattern = params.get("pattern") or ""
-        if not isinstance(pattern, str):
-            raise ConfigError("pattern", "must be a string")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ConfigError(
-                "pattern", f"is not a valid regular expression: {exc}"
-            ) from None
-        mode = params.get("mode", "search")
-        if mode not in ("search", "fullmatch"):
-            raise ConfigError("mode", "must be search or fullmatch")
-        ignore_case = params.get("ignore_case", False)
-        if not isinstance(ignore_case, bool):
-            raise ConfigError("ignore_case", "must be true or false")
-        return {"pattern": pattern, "mode": mode, "ignore_case": ignore_case}
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         pattern = self.pattern or re.compile(as_text(item.expected), self.flags)

@@ -5,32 +5,30 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from typing import Any
 
-from runs.targets.base import ConfigError
+from pydantic import Field
 
-NORMALISE_OPTIONS = (
-    "ignore_case",
-    "strip",
-    "collapse_whitespace",
-    "ignore_punctuation",
-)
+from runs.plugins import Params
+
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 
 
-def clean_normalise(
-    params: dict[str, Any], *, defaults: dict[str, bool]
-) -> dict[str, bool]:
-    cleaned: dict[str, bool] = {}
-    for option in NORMALISE_OPTIONS:
-        value = params.get(option, defaults.get(option, False))
-        if not isinstance(value, bool):
-            raise ConfigError(option, f"must be true or false, not {value!r}")
-        cleaned[option] = value
-    unknown = set(params) - set(NORMALISE_OPTIONS)
-    if unknown:
-        raise ConfigError(sorted(unknown)[0], "is not an option of this scorer")
-    return cleaned
+class NormaliseParams(Params):
+    """How output and expected answer are normalised before they are compared."""
+
+    ignore_case: bool = Field(False, description="Compare case-insensitively.")
+    strip: bool = Field(
+        False, description="Ignore whitespace at the start and the end."
+    )
+    collapse_whitespace: bool = Field(
+        False, description="Treat every run of whitespace as one space."
+    )
+    ignore_punctuation: bool = Field(
+        False, description="Remove ASCII punctuation before comparing."
+    )
+
+
+NORMALISE_OPTIONS = tuple(NormaliseParams.model_fields)
 
 
 def normalise(text: str, options: dict[str, bool]) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from runs.targets import demo, openai_chat, python  # noqa: F401  (registration)
 from runs.targets.base import (
     REGISTRY,
-    ConfigError,
     Target,
     TargetError,
     TargetInput,
@@ -16,7 +15,6 @@ from runs.targets.base import (
 
 __all__ = [
     "REGISTRY",
-    "ConfigError",
     "Target",
     "TargetError",
     "TargetInput",

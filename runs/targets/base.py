@@ -5,7 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
 
+from pydantic import BaseModel
+
+from runs.errors import ConfigError
 from runs.models import ErrorKind
+from runs.plugins import check_declaration
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,15 +30,6 @@ class TargetOutput:
     completion_tokens: int | None = None
     cost: float | None = None
     http_status: int | None = None
-
-
-class ConfigError(ValueError):
-    """A target or scorer configuration that cannot work, naming the field."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(f"{field_name}: {message}")
-        self.field = field_name
-        self.message = message
 
 
 class TargetError(Exception):
@@ -70,13 +65,21 @@ class Target(Protocol):
 
 
 class TargetFactory(Protocol):
+    """A target kind's declaration (see ``runs.plugins.Plugin``) and factory."""
+
     kind: ClassVar[str]
     label: ClassVar[str]
+    Params: ClassVar[type[BaseModel]]
+    example: ClassVar[dict[str, Any]]
+    secrets: ClassVar[tuple[str, ...]]
 
     @classmethod
-    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
-        """Validate a configuration and return it normalised, or raise ConfigError."""
+    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
+        """Validated, normalised configuration, or ConfigError naming the field."""
         ...
+
+    @classmethod
+    def summary(cls) -> str: ...
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> Target: ...
@@ -86,24 +89,26 @@ REGISTRY: dict[str, type[TargetFactory]] = {}
 
 
 def register[T: type](cls: T) -> T:
+    check_declaration(cls, role="target", method="from_config")
     REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
     return cls
 
 
-def get_target_class(kind: str) -> type[TargetFactory]:
+def get_target_class(kind: str | None, *, field: str = "kind") -> type[TargetFactory]:
     try:
-        return REGISTRY[kind]
+        return REGISTRY[kind]  # type: ignore[index]
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
         raise ConfigError(
-            "kind", f"unknown target kind {kind!r} (known: {known})"
+            f"unknown target kind {kind!r} (known: {known})", field=field
         ) from None
 
 
-def clean_target_config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(config, dict):
-        raise ConfigError("config", "must be an object")
-    return get_target_class(kind).clean_config(config)
+def clean_target_config(
+    kind: str | None, config: Any, *, path: str = "config", kind_field: str = "kind"
+) -> dict[str, Any]:
+    """A target kind's configuration, validated against its declaration."""
+    return get_target_class(kind, field=kind_field).clean(config, path=path)
 
 
 def build_target(kind: str, config: dict[str, Any]) -> Target:

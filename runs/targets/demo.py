@@ -14,9 +14,11 @@ import random
 import re
 from typing import Any, ClassVar
 
+from pydantic import Field, model_validator
+
 from runs.models import ErrorKind
+from runs.plugins import FieldError, Params, Plugin
 from runs.targets.base import (
-    ConfigError,
     TargetError,
     TargetInput,
     TargetOutput,
@@ -49,39 +51,59 @@ def solve(text: str) -> str | None:
     return str(int(value)) if value == int(value) else f"{value:.4g}"
 
 
+class DemoParams(Params):
+    min_latency_ms: float = Field(
+        50,
+        ge=0,
+        le=60_000,
+        title="Minimum latency (ms)",
+        description="Shortest simulated answer time.",
+    )
+    max_latency_ms: float = Field(
+        400,
+        ge=0,
+        le=60_000,
+        title="Maximum latency (ms)",
+        description="Longest simulated answer time.",
+    )
+    accuracy: float = Field(
+        0.8, ge=0, le=1, description="Fraction of arithmetic items answered right."
+    )
+    transient_error_rate: float = Field(
+        0.03,
+        ge=0,
+        le=1,
+        description="Fraction of calls that fail with a simulated 503 (retried).",
+    )
+
+    @model_validator(mode="after")
+    def _latency_in_order(self) -> DemoParams:
+        if self.min_latency_ms > self.max_latency_ms:
+            raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
+        return self
+
+
 @register
-class DemoTarget:
+class DemoTarget(Plugin):
+    """Answers arithmetic offline, with random latency, mistakes and 503s."""
+
     kind: ClassVar[str] = "demo"
     label: ClassVar[str] = "Offline demo model"
+    Params = DemoParams
+    example: ClassVar[dict[str, Any]] = {
+        "min_latency_ms": 50,
+        "max_latency_ms": 400,
+        "accuracy": 0.8,
+        "transient_error_rate": 0.03,
+    }
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
         self.random = random.Random()
 
     @classmethod
-    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
-        cleaned: dict[str, Any] = {}
-        for key, default, low, high in (
-            ("min_latency_ms", 50, 0, 60_000),
-            ("max_latency_ms", 400, 0, 60_000),
-            ("accuracy", 0.8, 0.0, 1.0),
-            ("transient_error_rate", 0.03, 0.0, 1.0),
-        ):
-            raw = config.get(key, default)
-            try:
-                value = float(raw)
-            except (TypeError, ValueError):
-                raise ConfigError(key, f"must be a number, not {raw!r}") from None
-            if not low <= value <= high:
-                raise ConfigError(key, f"must be between {low} and {high}")
-            cleaned[key] = value
-        if cleaned["min_latency_ms"] > cleaned["max_latency_ms"]:
-            raise ConfigError("min_latency_ms", "must not exceed max_latency_ms")
-        return cleaned
-
-    @classmethod
     def from_config(cls, config: dict[str, Any]) -> DemoTarget:
-        return cls(cls.clean_config(config))
+        return cls(cls.clean(config))
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         low, high = self.config["min_latency_ms"], self.config["max_latency_ms"]

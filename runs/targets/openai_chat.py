@@ -12,10 +12,12 @@ from typing import Any, ClassVar
 import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
+from pydantic import Field, field_validator, model_validator
 
+from runs.errors import ConfigError
 from runs.models import ErrorKind
+from runs.plugins import FieldError, Params, Plugin
 from runs.targets.base import (
-    ConfigError,
     TargetError,
     TargetInput,
     TargetOutput,
@@ -98,25 +100,106 @@ def classify_status(status: int, body: str) -> ErrorKind:
     return ErrorKind.PERMANENT
 
 
-def _clean_number(
-    config: dict[str, Any], key: str, *, kind: type, low: float, high: float | None
-) -> None:
-    if config.get(key) is None:
-        config.pop(key, None)
-        return
-    try:
-        value = kind(config[key])
-    except (TypeError, ValueError):
-        raise ConfigError(key, f"must be a number, not {config[key]!r}") from None
-    if value < low or (high is not None and value > high):
-        raise ConfigError(key, f"must be between {low} and {high}, not {value}")
-    config[key] = value
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class OpenAIChatParams(Params):
+    base_url: str = Field(
+        title="Base URL",
+        description="The API's base URL, before /chat/completions.",
+        examples=["https://api.openai.com/v1"],
+    )
+    model: str = Field(description="Model name sent with every request.")
+    api_key_secret: str = Field(
+        "",
+        max_length=100,
+        title="API key secret",
+        description="Name of the project secret that holds the API key.",
+    )
+    api_key_env: str = Field(
+        "",
+        max_length=100,
+        title="API key environment variable",
+        description=(
+            "Name of an environment variable that holds the API key (only "
+            "those the operator allows)."
+        ),
+    )
+    system_prompt: str = Field(
+        "",
+        description="Sent first, as the system message; empty for none.",
+        json_schema_extra={"x-widget": "textarea"},
+    )
+    prompt_template: str = Field(
+        "{input}",
+        description=(
+            "The user message: {input}, {expected}, {id} and {metadata.key} are "
+            "filled from the item. An input that is a list of messages is sent "
+            "as it is."
+        ),
+        json_schema_extra={"x-widget": "textarea"},
+    )
+    temperature: float | None = Field(
+        None, ge=0, le=2, description="Sampling temperature; empty for the default."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=10_000_000, description="Most tokens an answer may have."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Further JSON fields of every request body (top_p, seed, ...).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_stored_secret(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "api_key" in data:
+            raise FieldError(
+                "api_key",
+                "secrets are never stored; name a project secret in api_key_secret",
+            )
+        return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        value = value.strip()
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_named(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is required")
+        return value
+
+    @field_validator("api_key_env", "api_key_secret")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        if value and not _NAME.fullmatch(value):
+            raise ValueError("must be a name (letters, digits and _), not a value")
+        return value
 
 
 @register
-class OpenAIChatTarget:
+class OpenAIChatTarget(Plugin):
+    """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...)."""
+
     kind: ClassVar[str] = "openai_chat"
     label: ClassVar[str] = "OpenAI-compatible chat endpoint"
+    Params = OpenAIChatParams
+    example: ClassVar[dict[str, Any]] = {
+        "base_url": "https://api.openai.com/v1",
+        "model": "gpt-4o-mini",
+        "api_key_secret": "OPENAI_API_KEY",
+        "system_prompt": "",
+        "prompt_template": "{input}",
+        "temperature": 0,
+        "max_tokens": 256,
+    }
+    secrets: ClassVar[tuple[str, ...]] = ("api_key_secret", "api_key_env")
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -128,7 +211,7 @@ class OpenAIChatTarget:
             key = os.environ.get(env_name)
             if not key:
                 raise ConfigError(
-                    "api_key_env", f"environment variable {env_name} is not set"
+                    f"environment variable {env_name} is not set", field="api_key_env"
                 )
             headers["Authorization"] = f"Bearer {key}"
         self.headers = httpx.Headers(headers)
@@ -140,38 +223,8 @@ class OpenAIChatTarget:
         self.transport = AiohttpTransport(client=_unlimited_session)
 
     @classmethod
-    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
-        config = dict(config)
-        base_url = str(config.get("base_url") or "").strip()
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigError("base_url", "must be an http:// or https:// URL")
-        config["base_url"] = base_url
-        if not str(config.get("model") or "").strip():
-            raise ConfigError("model", "is required")
-        env_name = config.get("api_key_env") or ""
-        if env_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env_name):
-            raise ConfigError(
-                "api_key_env", "must be the name of an environment variable"
-            )
-        if "api_key" in config:
-            raise ConfigError(
-                "api_key",
-                "secrets are never stored; name an environment variable in api_key_env",
-            )
-        config["api_key_env"] = env_name
-        config["system_prompt"] = str(config.get("system_prompt") or "")
-        config["prompt_template"] = str(config.get("prompt_template") or "{input}")
-        _clean_number(config, "temperature", kind=float, low=0.0, high=2.0)
-        _clean_number(config, "max_tokens", kind=int, low=1, high=None)
-        extra = config.get("extra_body") or {}
-        if not isinstance(extra, dict):
-            raise ConfigError("extra_body", "must be an object")
-        config["extra_body"] = extra
-        return config
-
-    @classmethod
     def from_config(cls, config: dict[str, Any]) -> OpenAIChatTarget:
-        return cls(cls.clean_config(config))
+        return cls(cls.clean(config))
 
     def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []

@@ -9,10 +9,12 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 from django.utils.module_loading import import_string
+from pydantic import Field, field_validator
 
+from runs.errors import ConfigError
 from runs.models import ErrorKind
+from runs.plugins import Params, Plugin
 from runs.targets.base import (
-    ConfigError,
     TargetError,
     TargetInput,
     TargetOutput,
@@ -20,8 +22,31 @@ from runs.targets.base import (
 )
 
 
+class PythonParams(Params):
+    callable: str = Field(
+        title="Callable",
+        description=(
+            "Dotted path of a function listed in EVALSITE_PYTHON_TARGETS; it "
+            "gets the item and returns the output (sync or async)."
+        ),
+    )
+
+    @field_validator("callable")
+    @classmethod
+    def _allowlisted(cls, path: str) -> str:
+        path = path.strip()
+        if not path:
+            raise ValueError("is required (a dotted path)")
+        if path not in settings.EVALSITE_PYTHON_TARGETS:
+            allowed = ", ".join(settings.EVALSITE_PYTHON_TARGETS) or "none"
+            raise ValueError(
+                f"{path!r} is not in EVALSITE_PYTHON_TARGETS (allowed: {allowed})"
+            )
+        return path
+
+
 @register
-class PythonTarget:
+class PythonTarget(Plugin):
     """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as output.
 
     A sync callable runs in a worker thread; on timeout the executor stops
@@ -30,33 +55,28 @@ class PythonTarget:
 
     kind: ClassVar[str] = "python"
     label: ClassVar[str] = "Python callable (allowlisted)"
+    description: ClassVar[str] = (
+        "Calls an allowlisted Python function with the item; its return value "
+        "is the output."
+    )
+    Params = PythonParams
+    example: ClassVar[dict[str, Any]] = {"callable": "runs.targets.examples.echo"}
 
     def __init__(self, fn: Callable[[TargetInput], Any]) -> None:
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
 
     @classmethod
-    def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
-        path = str(config.get("callable") or "").strip()
-        if not path:
-            raise ConfigError("callable", "is required (a dotted path)")
-        if path not in settings.EVALSITE_PYTHON_TARGETS:
-            allowed = ", ".join(settings.EVALSITE_PYTHON_TARGETS) or "none"
-            raise ConfigError(
-                "callable",
-                f"{path!r} is not in EVALSITE_PYTHON_TARGETS (allowed: {allowed})",
-            )
-        return {"callable": path}
-
-    @classmethod
     def from_config(cls, config: dict[str, Any]) -> PythonTarget:
-        path = cls.clean_config(config)["callable"]
+        path = cls.clean(config)["callable"]
         try:
             fn = import_string(path)
         except ImportError as exc:
-            raise ConfigError("callable", f"cannot import {path!r}: {exc}") from exc
+            raise ConfigError(
+                f"cannot import {path!r}: {exc}", field="callable"
+            ) from exc
         if not callable(fn):
-            raise ConfigError("callable", f"{path!r} is not callable")
+            raise ConfigError(f"{path!r} is not callable", field="callable")
         return cls(fn)
 
     async def generate(self, item: TargetInput) -> TargetOutput:

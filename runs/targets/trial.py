@@ -10,7 +10,8 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any
 
-from runs.targets.base import ConfigError, TargetError, TargetInput, build_target
+from runs.errors import ConfigError
+from runs.targets.base import TargetError, TargetInput, build_target
 
 MAX_CHARS = 10_000
 REDACTED = "[secret]"

@@ -48,21 +48,4 @@
     applyWidths(event.detail.elt.parentNode || event.detail.elt);
   });
 
-  // Target form: copy an example configuration into the config field.
-  document.addEventListener("click", function (event) {
-    var button = event.target.closest("[data-example-kind]");
-    if (!button) {
-      return;
-    }
-    var kind = button.getAttribute("data-example-kind");
-    var example = document.getElementById("example-" + kind);
-    var config = document.getElementById("id_config");
-    var select = document.getElementById("id_kind");
-    if (example && config) {
-      config.value = example.textContent;
-    }
-    if (select) {
-      select.value = kind;
-    }
-  });
 })();

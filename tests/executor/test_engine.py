@@ -6,6 +6,7 @@ import pytest
 
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Result, Run, RunStatus, Score
+from runs.scorers.base import ScorerPlugin
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -196,16 +197,12 @@ async def make_run_async(make_run, items, **kwargs) -> Run:
     return await sync_to_async(make_run)(items, **kwargs)
 
 
-class SlowScorer:
+class SlowScorer(ScorerPlugin):
     kind = "slow_for_test"
     label = "Slow"
 
     def __init__(self, name, params):
         self.name = name
-
-    @classmethod
-    def clean_params(cls, params):
-        return {}
 
     async def score(self, *, output, item):
         await asyncio.sleep(30)

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from runs.errors import ConfigError
 from runs.scorers import build_scorer, clean_scorer_specs
-from runs.targets import ConfigError, TargetInput
+from runs.targets import TargetInput
 
 
 def item(expected: object) -> TargetInput:
@@ -78,7 +79,8 @@ async def test_numeric_without_a_number_in_expected_is_a_scorer_error():
 
 
 def test_unknown_scorer_is_refused_naming_its_position():
-    with pytest.raises(ConfigError, match=r"scorers\[1\]\.kind: unknown scorer 'bleu'"):
+    unknown = r"'scorers\[1\]\.kind': unknown scorer 'bleu'"
+    with pytest.raises(ConfigError, match=unknown):
         clean_scorer_specs(["exact_match", "bleu"])
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.targets import (
-    ConfigError,
     TargetError,
     TargetInput,
     build_target,

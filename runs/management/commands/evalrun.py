@@ -1,8 +1,15 @@
 """Run an evaluation from the terminal, in this process, into the dashboard's database.
 
     python manage.py evalrun DATASET_FILE --target openai_chat --base-url URL \\
-        --model NAME --scorer exact_match [--json]
+        --model NAME --scorer exact_match --scorer 'regex:{"pattern": "4\\d"}' [--json]
     python manage.py evalrun --resume RUN_ID [--json]
+
+The command acts as a user (``--user``, default: the only one) in one of the
+user's projects (``--project``, created with the user as its admin when the
+user has none of that name). Target parameters, scorer parameters and run
+options come from the plug-ins' and ``RunOptions``' declarations: a flag per
+parameter, ``--target-config JSON`` for a whole configuration, and
+``--scorer KIND``, ``--scorer KIND:JSON`` or ``--scorer NAME=KIND:JSON``.
 
 The first line on stderr is ``run <id> started``. With ``--json`` one JSON
 object goes to stdout. Exit codes: 0 when the run ends completed,
@@ -13,25 +20,34 @@ arguments or input.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sys
 import time
-from argparse import ArgumentParser
+from argparse import ArgumentError, ArgumentParser, ArgumentTypeError
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from runs import services
+from runs.access import editable_projects
 from runs.analysis.progress import run_progress
 from runs.analysis.summary import run_score_means
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
+from runs.executor.options import option_params
 from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
+from runs.plugins import Param, describe
+from runs.scorers import REGISTRY as SCORERS
+from runs.targets import REGISTRY as TARGETS
 
 EXIT_BAD_INPUT = 2
+DEFAULT_PROJECT = "Default"
 CLAIM_POLL_SECONDS = 0.5
 
 
@@ -64,46 +80,38 @@ class Command(BaseCommand):
         parser.add_argument("--id-field", default="id")
         parser.add_argument("--input-field", default="input")
         parser.add_argument("--expected-field", default="expected")
-        parser.add_argument("--project", default="Default", help="project name")
+        parser.add_argument(
+            "--user", metavar="USERNAME", help="act as this user (default: the only)"
+        )
+        parser.add_argument(
+            "--project",
+            metavar="NAME",
+            help="one of the user's projects, created when the user has none of "
+            "that name (default: the user's only project, else 'Default')",
+        )
         parser.add_argument(
             "--target",
             default="openai_chat",
-            help="target kind: openai_chat, python, demo",
-        )
-        parser.add_argument("--base-url", help="OpenAI-compatible base URL (…/v1)")
-        parser.add_argument("--model", help="model name")
-        parser.add_argument(
-            "--api-key-env", default="", help="env variable holding the key"
-        )
-        parser.add_argument("--system-prompt", default="")
-        parser.add_argument("--prompt-template", default="{input}")
-        parser.add_argument("--temperature", type=float)
-        parser.add_argument("--max-tokens", type=int)
-        parser.add_argument("--callable", help="dotted path, for --target python")
-        parser.add_argument(
-            "--scorer", action="append", default=[], help="scorer kind (repeatable)"
-        )
-        parser.add_argument("--concurrency", type=int)
-        parser.add_argument("--timeout", type=float, help="seconds per attempt")
-        parser.add_argument("--max-attempts", type=int)
-        parser.add_argument("--epochs", type=int)
-        parser.add_argument("--deadline", type=float, help="seconds for the whole run")
-        parser.add_argument(
-            "--retry-budget", type=int, help="retries for the whole run"
-        )
-        parser.add_argument("--rate-limit-rpm", type=float, help="requests a minute")
-        parser.add_argument(
-            "--no-adaptive-concurrency",
-            action="store_true",
-            help="keep the concurrency when the endpoint answers 429",
+            help=f"target kind: {', '.join(sorted(TARGETS))} (default: openai_chat)",
         )
         parser.add_argument(
-            "--fail-fast",
-            type=float,
-            metavar="RATE",
-            help="stop once this fraction of items failed",
+            "--target-config",
+            type=json_object,
+            default={},
+            metavar="JSON",
+            help="the target's parameters as a JSON object; flags override its keys",
         )
-        parser.add_argument("--fail-fast-min-items", type=int)
+        add_target_flags(parser.add_argument_group("target parameters"))
+        parser.add_argument(
+            "--scorer",
+            action="append",
+            type=scorer_spec,
+            default=[],
+            metavar="[NAME=]KIND[:JSON]",
+            help=f"a scorer (repeatable): {', '.join(sorted(SCORERS))}, with its "
+            "parameters as a JSON object after a colon",
+        )
+        add_option_flags(parser.add_argument_group("run options"))
         parser.add_argument("--run-name", default="")
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
@@ -151,11 +159,13 @@ class Command(BaseCommand):
             raise BadInput(f"{file}: no such file")
         if not opts["scorer"]:
             raise BadInput("give at least one --scorer")
-        project, _ = Project.objects.get_or_create(name=opts["project"])
+        user = acting_user(opts["user"])
+        config = target_config(opts)
         with transaction.atomic():
+            project = acting_project(user, opts["project"])
             dataset = dataset_import(
                 project=project,
-                user=None,
+                user=user,
                 name=opts["name"] or path.stem,
                 content=path.read_bytes(),
                 format=opts["format"],
@@ -165,25 +175,13 @@ class Command(BaseCommand):
                 expected_field=opts["expected_field"],
                 reuse_identical=True,
             )
-            options = {
-                "concurrency": opts["concurrency"],
-                "timeout_seconds": opts["timeout"],
-                "max_attempts": opts["max_attempts"],
-                "epochs": opts["epochs"],
-                "deadline_seconds": opts["deadline"],
-                "retry_budget": opts["retry_budget"],
-                "rate_limit_rpm": opts["rate_limit_rpm"],
-                "adaptive_concurrency": not opts["no_adaptive_concurrency"],
-                "fail_fast_error_rate": opts["fail_fast"],
-                "fail_fast_min_items": opts["fail_fast_min_items"],
-            }
             return services.run_create(
-                user=None,
+                user=user,
                 dataset=dataset,
                 target_kind=opts["target"],
-                target_config=target_config(opts),
+                target_config=config,
                 scorers=opts["scorer"],
-                options={k: v for k, v in options.items() if v is not None},
+                options=run_options(opts),
                 name=opts["run_name"],
                 launch=False,
             )
@@ -216,22 +214,150 @@ class Command(BaseCommand):
                 progress.cancel()
 
 
+# -- arguments derived from the declarations ------------------------------------
+
+TARGET_DEST = "target__"
+OPTION_DEST = "option__"
+
+
+def json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ArgumentTypeError(f"not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise ArgumentTypeError("must be a JSON object")
+    return value
+
+
+def scorer_spec(text: str) -> dict[str, Any]:
+    """``KIND``, ``KIND:{"param": ...}`` or ``NAME=KIND:{...}``."""
+    head, colon, params = text.partition(":")
+    name, _, kind = head.rpartition("=")
+    spec: dict[str, Any] = {"kind": kind.strip()}
+    if name:
+        spec["name"] = name.strip()
+    if colon:
+        spec["params"] = json_object(params)
+    return spec
+
+
+def flag_name(param: Param) -> str:
+    return param.extra.get("flag") or "--" + param.name.replace("_", "-")
+
+
+def add_param_flag(
+    group: Any, param: Param, *, dest: str, flag: str, help: str
+) -> None:
+    """One flag for one declared parameter; None when not given."""
+    kwargs: dict[str, Any] = {"dest": dest, "default": None, "help": help}
+    if param.type == "boolean":
+        if param.default is True:
+            flag = "--no-" + flag.removeprefix("--")
+        kwargs.update(action="store_const", const=param.default is not True)
+    else:
+        types = {"integer": int, "number": float, "json": json.loads}
+        kwargs.update(type=types.get(param.type, str), metavar=param.type.upper())
+        if param.choices:
+            kwargs.update(choices=param.choices, metavar=None)
+    # A name the command already uses gets no flag; --target-config sets it.
+    with contextlib.suppress(ArgumentError):
+        group.add_argument(flag, **kwargs)
+
+
+def _help(param: Param, *, kinds: list[str] | None = None) -> str:
+    parts = [param.help, f"({param.bounds})" if param.bounds else ""]
+    if param.type == "boolean" and param.default is True:
+        parts.append("(on unless this flag is given)")
+    if kinds:
+        parts.append(f"[{', '.join(kinds)}]")
+    return " ".join(part for part in parts if part).replace("%", "%%")
+
+
+def add_target_flags(group: Any) -> None:
+    """A flag per target parameter; kinds that share a name share the flag."""
+    kinds_of: dict[str, list[str]] = {}
+    first: dict[str, Param] = {}
+    for kind, cls in sorted(TARGETS.items()):
+        for param in describe(cls.Params):
+            kinds_of.setdefault(param.name, []).append(kind)
+            first.setdefault(param.name, param)
+    for name, param in first.items():
+        add_param_flag(
+            group,
+            param,
+            dest=TARGET_DEST + name,
+            flag=flag_name(param),
+            help=_help(param, kinds=kinds_of[name]),
+        )
+
+
+def add_option_flags(group: Any) -> None:
+    for param in option_params():
+        add_param_flag(
+            group,
+            param,
+            dest=OPTION_DEST + param.name,
+            flag=flag_name(param),
+            help=_help(param),
+        )
+
+
 def target_config(opts: dict[str, Any]) -> dict[str, Any]:
+    """--target-config, with the target flags that were given on top."""
     kind = opts["target"]
-    if kind == "openai_chat":
-        config = {
-            "base_url": opts["base_url"] or "",
-            "model": opts["model"] or "",
-            "api_key_env": opts["api_key_env"],
-            "system_prompt": opts["system_prompt"],
-            "prompt_template": opts["prompt_template"],
-            "temperature": opts["temperature"],
-            "max_tokens": opts["max_tokens"],
-        }
-        return {k: v for k, v in config.items() if v is not None}
-    if kind == "python":
-        return {"callable": opts["callable"] or ""}
-    return {}
+    declared = describe(TARGETS[kind].Params) if kind in TARGETS else None
+    known = {p.name for p in declared} if declared is not None else None
+    config = dict(opts["target_config"])
+    for key, value in opts.items():
+        if not key.startswith(TARGET_DEST) or value is None:
+            continue
+        name = key.removeprefix(TARGET_DEST)
+        if known is not None and name not in known:
+            flag = "--" + name.replace("_", "-")
+            raise BadInput(f"{flag} is not a parameter of target {kind}")
+        config[name] = value
+    return config
+
+
+def run_options(opts: dict[str, Any]) -> dict[str, Any]:
+    return {
+        key.removeprefix(OPTION_DEST): value
+        for key, value in opts.items()
+        if key.startswith(OPTION_DEST) and value is not None
+    }
+
+
+def acting_user(username: str | None) -> AbstractBaseUser:
+    """The user named, or the only active one."""
+    users = get_user_model().objects.filter(is_active=True)
+    if username:
+        user = users.filter(**{get_user_model().USERNAME_FIELD: username}).first()
+        if user is None:
+            raise BadInput(f"--user: no active user {username!r}")
+        return user
+    found = list(users[:2])
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise BadInput(
+            "no user exists yet: create one (manage.py createsuperuser) and give "
+            "--user USERNAME"
+        )
+    raise BadInput("several users exist: give --user USERNAME to act as one")
+
+
+def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
+    """The named project among the user's, else the user's only one."""
+    if name:
+        return services.project_get_or_create(name=name, user=user)
+    projects = list(editable_projects(user).order_by("name")[:5])
+    if len(projects) == 1:
+        return projects[0]
+    if not projects:
+        return services.project_get_or_create(name=DEFAULT_PROJECT, user=user)
+    names = ", ".join(repr(p.name) for p in projects)
+    raise BadInput(f"you may run in several projects ({names}): give --project NAME")
 
 
 async def show_progress(run_id: int) -> None:

@@ -9,9 +9,10 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from runs import services
 from runs.errors import DomainError
 from runs.importers import FORMATS, dataset_import
-from runs.models import Membership, Project
+from runs.models import Project
 
 
 class Command(BaseCommand):
@@ -87,16 +88,14 @@ class Command(BaseCommand):
             raise CommandError(
                 f"no project named {name!r}; add --create-project to create it"
             )
-        owner = None
-        if opts["owner"]:
-            user_model = get_user_model()
-            lookup = {user_model.USERNAME_FIELD: opts["owner"]}
-            owner = user_model._default_manager.filter(**lookup).first()
-            if owner is None:
-                raise CommandError(f"no user named {opts['owner']!r}")
-        project = Project.objects.create(name=name)
-        if owner is not None:
-            Membership.objects.create(
-                project=project, user=owner, role=Membership.Role.ADMIN
+        if not opts["owner"]:
+            # A project without members would be invisible to everyone.
+            raise CommandError(
+                "--create-project needs --owner USERNAME, who becomes its admin"
             )
-        return project
+        user_model = get_user_model()
+        lookup = {user_model.USERNAME_FIELD: opts["owner"]}
+        owner = user_model._default_manager.filter(**lookup).first()
+        if owner is None:
+            raise CommandError(f"no user named {opts['owner']!r}")
+        return services.project_create(name=name, owner=owner)

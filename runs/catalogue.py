@@ -1,0 +1,35 @@
+"""The catalogue of plug-ins: what the page and the API say about each kind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from runs.plugins import Plugin, catalogue_entry, describe
+from runs.scorers import REGISTRY as SCORERS
+from runs.targets import REGISTRY as TARGETS
+
+
+def scorer_kinds() -> list[dict[str, Any]]:
+    """``GET /api/v1/scorers``: every scorer kind, by kind."""
+    return [catalogue_entry(cls) for _, cls in sorted(SCORERS.items())]  # type: ignore[arg-type]
+
+
+def target_kinds() -> list[dict[str, Any]]:
+    """``GET /api/v1/targets/kinds``: every target kind, by kind."""
+    return [catalogue_entry(cls) for _, cls in sorted(TARGETS.items())]  # type: ignore[arg-type]
+
+
+def _page_entry(plugin: type[Plugin]) -> dict[str, Any]:
+    return {
+        **catalogue_entry(plugin),
+        "params": describe(plugin.Params),
+        "example_json": json.dumps(plugin.example, indent=2),
+    }
+
+
+def plugin_catalogue() -> dict[str, Any]:
+    """The catalogue page's context."""
+    targets = [_page_entry(cls) for _, cls in sorted(TARGETS.items())]  # type: ignore[arg-type]
+    scorers = [_page_entry(cls) for _, cls in sorted(SCORERS.items())]  # type: ignore[arg-type]
+    return {"sections": [("Targets", targets), ("Scorers", scorers)]}

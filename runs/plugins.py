@@ -1,0 +1,332 @@
+"""What a plug-in declares once, and what is derived from it.
+
+A target or scorer kind declares, in its own file, a ``Params`` model (pydantic:
+types, defaults, bounds and help text), an example configuration and the
+names of its parameters that refer to secrets. From that declaration come
+the validation here, the form fields (``forms.py``), the command-line flags
+(``evalrun``), the API schema and the catalogue. Run options are declared the
+same way (``executor/options.py``) and go through the same functions.
+
+Third-party plug-ins are listed in the ``EVALSITE_PLUGINS`` setting as dotted
+paths to modules (whose classes register themselves with ``@register``) or
+to classes (registered here as a target or a scorer by their shape).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, ClassVar
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils.module_loading import import_string
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+
+from runs.errors import ConfigError
+
+
+class Params(BaseModel):
+    """Base of every plug-in's parameters: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class NoParams(Params):
+    pass
+
+
+class FieldError(ValueError):
+    """Raised inside a validator to name the parameter that is wrong."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field_name
+        self.message = message
+
+
+class Plugin:
+    """The declaration every target and scorer kind makes."""
+
+    kind: ClassVar[str]
+    label: ClassVar[str]
+    description: ClassVar[str] = ""
+    Params: ClassVar[type[BaseModel]] = NoParams
+    example: ClassVar[dict[str, Any]] = {}
+    # Parameters that name a secret (never hold one).
+    secrets: ClassVar[tuple[str, ...]] = ()
+
+    @classmethod
+    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
+        """Validated, normalised parameters, or ConfigError naming the field."""
+        return validate(
+            cls.Params,
+            params,
+            path=path,
+            noun=f"a parameter of {cls.kind}",
+            exclude_none=True,
+        )
+
+    @classmethod
+    def summary(cls) -> str:
+        text = cls.description or (cls.__doc__ or "")
+        return " ".join(text.split())
+
+
+# -- parameters, described -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter as forms, flags and the catalogue see it."""
+
+    name: str
+    type: str  # boolean, integer, number, string or json
+    label: str
+    help: str
+    required: bool
+    default: Any = None
+    nullable: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def bounds(self) -> str:
+        if self.minimum is not None and self.maximum is not None:
+            return f"{number(self.minimum)} to {number(self.maximum)}"
+        if self.minimum is not None:
+            return f"at least {number(self.minimum)}"
+        if self.maximum is not None:
+            return f"at most {number(self.maximum)}"
+        return ""
+
+    @property
+    def default_json(self) -> str:
+        return json.dumps(self.default)
+
+    @property
+    def type_label(self) -> str:
+        if self.choices:
+            return " | ".join(self.choices)
+        return self.type + (" or null" if self.nullable else "")
+
+
+def _default(info: Any, prop: dict[str, Any], *, required: bool) -> Any:
+    if required or "default" in prop:
+        return prop.get("default")
+    # A default_factory ({} or []) is left out of the JSON Schema.
+    return info.get_default(call_default_factory=True)
+
+
+def number(value: float) -> str:
+    """A bound as people write it: 1024, not 1024.0 or 1e+03."""
+    if isinstance(value, float) and value.is_integer() and math.isfinite(value):
+        return str(int(value))
+    return str(value)
+
+
+@cache
+def json_schema(model: type) -> dict[str, Any]:
+    return _adapter(model).json_schema()
+
+
+@cache
+def describe(model: type) -> tuple[Param, ...]:
+    """The parameters of a pydantic model or dataclass, in declaration order."""
+    schema = json_schema(model)
+    required = set(schema.get("required", ()))
+    fields = model.__pydantic_fields__  # type: ignore[attr-defined]
+    params = []
+    for name, prop in schema.get("properties", {}).items():
+        info = fields[name]
+        variants = prop.get("anyOf", [prop])
+        concrete = [v for v in variants if v.get("type") != "null"]
+        shape = concrete[0] if len(concrete) == 1 else {}
+        kind = shape.get("type", "json")
+        choices = tuple(shape.get("enum", ()))
+        if "const" in shape:
+            choices = (shape["const"],)
+        if kind in ("object", "array"):
+            kind = "json"
+        params.append(
+            Param(
+                name=name,
+                type=kind,
+                label=info.title or name.replace("_", " ").capitalize(),
+                help=info.description or "",
+                required=name in required,
+                default=_default(info, prop, required=name in required),
+                nullable=len(concrete) < len(variants),
+                minimum=shape.get("minimum", shape.get("exclusiveMinimum")),
+                maximum=shape.get("maximum", shape.get("exclusiveMaximum")),
+                choices=tuple(str(c) for c in choices),
+                extra={
+                    key.removeprefix("x-"): value
+                    for key, value in prop.items()
+                    if key.startswith("x-")
+                },
+            )
+        )
+    return tuple(params)
+
+
+# -- validation ------------------------------------------------------------------
+
+
+def join(path: str, *parts: Any) -> str:
+    """``target_config`` + ``model`` -> ``target_config.model``; ints index."""
+    for part in parts:
+        if isinstance(part, int):
+            path = f"{path}[{part}]"
+        else:
+            path = f"{path}.{part}" if path else str(part)
+    return path
+
+
+def validate(
+    model: type, data: Any, *, path: str, noun: str, exclude_none: bool = False
+) -> dict[str, Any]:
+    """Validate ``data`` against a declaration; the dict that is stored.
+
+    A value of None means "not given": the default applies.
+    """
+    if not isinstance(data, dict):
+        raise ConfigError("must be an object", field=path or None)
+    data = {key: value for key, value in data.items() if value is not None}
+    for param in describe(model):
+        # pydantic takes True for 1; a flag is not a number.
+        if param.type in ("integer", "number") and isinstance(
+            data.get(param.name), bool
+        ):
+            noun = "a whole number" if param.type == "integer" else "a number"
+            raise ConfigError(
+                f"must be {noun}, not {data[param.name]!r}",
+                field=join(path, param.name),
+            )
+    adapter = _adapter(model)
+    try:
+        value = adapter.validate_python(data)
+    except ValidationError as exc:
+        raise _config_error(model, exc, path=path, noun=noun) from None
+    return adapter.dump_python(value, mode="json", exclude_none=exclude_none)
+
+
+@cache
+def _adapter(model: type) -> TypeAdapter[Any]:
+    return TypeAdapter(model)
+
+
+def _config_error(
+    model: type, exc: ValidationError, *, path: str, noun: str
+) -> ConfigError:
+    error = exc.errors()[0]
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, FieldError):
+        return ConfigError(cause.message, field=join(path, cause.field))
+    loc = [part for part in error["loc"] if part not in ("function-after",)]
+    name = loc[0] if loc else None
+    param = next((p for p in describe(model) if p.name == name), None)
+    return ConfigError(_message(error, param, noun), field=join(path, *loc) or None)
+
+
+def _message(error: Any, param: Param | None, noun: str) -> str:
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    if kind == "missing":
+        return "is required"
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
+        return f"is not {noun}"
+    bound = ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
+    if kind in bound and param is not None and param.bounds:
+        return f"must be {_bounds_phrase(param)}, not {value!r}"
+    if kind in ("int_parsing", "int_from_float", "int_type"):
+        return f"must be a whole number, not {value!r}"
+    if kind in ("float_parsing", "float_type", "finite_number"):
+        return f"must be a number, not {value!r}"
+    if kind in ("bool_parsing", "bool_type"):
+        return f"must be true or false, not {value!r}"
+    if kind in ("literal_error", "enum"):
+        return f"must be one of {ctx.get('expected', '')}, not {value!r}"
+    if kind == "string_type":
+        return "must be a string"
+    if kind in ("dict_type", "model_type", "dataclass_type"):
+        return "must be an object"
+    if kind == "value_error" and "error" in ctx:
+        return str(ctx["error"])
+    return str(error["msg"])
+
+
+def _bounds_phrase(param: Param) -> str:
+    if param.minimum is not None and param.maximum is not None:
+        return f"between {number(param.minimum)} and {number(param.maximum)}"
+    return param.bounds
+
+
+# -- the catalogue ---------------------------------------------------------------
+
+
+def catalogue_entry(plugin: type[Plugin]) -> dict[str, Any]:
+    """What ``GET /api/v1/scorers`` and ``/targets/kinds`` say about a kind."""
+    entry: dict[str, Any] = {
+        "kind": plugin.kind,
+        "label": plugin.label,
+        "description": plugin.summary(),
+        "parameters": json_schema(plugin.Params),
+        "example": plugin.example,
+        "secrets": list(plugin.secrets),
+    }
+    if hasattr(plugin, "needs_expected"):
+        entry["needs_expected"] = bool(plugin.needs_expected)
+    return entry
+
+
+# -- registration ------------------------------------------------------------------
+
+
+def check_declaration(cls: type, *, role: str, method: str) -> None:
+    """Refuse, at start-up, a plug-in class that does not declare itself."""
+    missing = [
+        name
+        for name in ("kind", "label", "Params", "example", "secrets", "clean", method)
+        if not hasattr(cls, name)
+    ]
+    params = getattr(cls, "Params", None)
+    if params is not None and not (
+        isinstance(params, type) and issubclass(params, BaseModel)
+    ):
+        missing.append("Params (a pydantic model)")
+    if missing:
+        raise ImproperlyConfigured(
+            f"{role} {cls.__module__}.{cls.__qualname__} does not declare "
+            f"{', '.join(missing)}: subclass runs.plugins.Plugin"
+        )
+
+
+# -- third-party plug-ins --------------------------------------------------------
+
+
+def load_plugins(paths: list[str]) -> None:
+    """Import the modules and register the classes listed in EVALSITE_PLUGINS."""
+    from runs.scorers.base import register as register_scorer
+    from runs.targets.base import register as register_target
+
+    for path in paths:
+        try:
+            importlib.import_module(path)
+            continue  # a module: its classes registered themselves
+        except ModuleNotFoundError as exc:
+            if exc.name != path:  # a module is missing, not a class named
+                raise
+        obj = import_string(path)
+        if hasattr(obj, "score"):
+            register_scorer(obj)
+        elif hasattr(obj, "from_config"):
+            register_target(obj)
+        else:
+            raise ImproperlyConfigured(
+                f"EVALSITE_PLUGINS: {path} is neither a target (from_config) "
+                "nor a scorer (score)"
+            )
