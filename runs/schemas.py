@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from ninja import Field, FilterLookup, FilterSchema, Schema
+from ninja.schema import DjangoGetter
 from pydantic import model_validator
 
 from runs.analysis.summary import run_score_means
@@ -63,7 +64,8 @@ class BodyIn(Schema):
     @model_validator(mode="before")
     @classmethod
     def _an_object(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
+        raw = data._obj if isinstance(data, DjangoGetter) else data
+        if not isinstance(raw, dict):
             raise ValueError("must be a JSON object")
         return data
 

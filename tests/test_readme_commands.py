@@ -51,7 +51,8 @@ def _code_lines() -> list[str]:
 
 
 def _inline_code() -> list[str]:
-    spans = (" ".join(span.split()) for span in re.findall(r"`([^`]+)`", README))
+    prose = re.sub(r"^```.*?^```", "", README, flags=re.S | re.M)
+    spans = (" ".join(span.split()) for span in re.findall(r"`([^`]+)`", prose))
     return [span for span in spans if " " in span]  # a word alone names a thing
 
 
