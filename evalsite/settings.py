@@ -207,6 +207,10 @@ EVALSITE_PYTHON_TARGETS = env_list(
     ["runs.targets.examples.echo", "runs.targets.examples.reverse"],
 )
 
+# Threads that run scorers' CPU work off the event loop, per process (bounded:
+# further scorers wait their turn, within the run's scorer timeout).
+EVALSITE_SCORER_WORKERS = env_int("EVALSITE_SCORER_WORKERS", 4, minimum=1)
+
 _VALIDATORS = "django.contrib.auth.password_validation"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"{_VALIDATORS}.UserAttributeSimilarityValidator"},

@@ -3,13 +3,22 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from runs.scorers.base import ScoreOutcome, as_text, register
-from runs.scorers.text import clean_normalise, normalise
-from runs.targets.base import TargetInput
+from runs.scorers.patterns import contains_whole
+from runs.scorers.text import clean_normalise, expected_answers, normalise
+from runs.targets.base import ConfigError, TargetInput
 
 
 @register
 class Includes:
-    """The expected value (or any of a list of them) appears in the output."""
+    """Passes when the expected answer (or one of a list) appears in the output.
+
+    The answer is looked for literally and, by default, whole (``whole_words``):
+    not as part of a longer word or number, so ``42`` is not found in ``421`` nor
+    ``cat`` in ``concat``; ``whole_words: false`` accepts any substring. Case is
+    ignored by default (``ignore_case``); ``strip``, ``collapse_whitespace`` and
+    ``ignore_punctuation`` apply to both sides. An empty or missing expected
+    answer is a scorer error.
+    """
 
     kind: ClassVar[str] = "includes"
     label: ClassVar[str] = "Output includes expected"
@@ -20,19 +29,26 @@ class Includes:
 
     @classmethod
     def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        return clean_normalise(params, defaults={"ignore_case": True})
+        whole_words = params.get("whole_words", True)
+        if not isinstance(whole_words, bool):
+            raise ConfigError("whole_words", "must be true or false")
+        options = {k: v for k, v in params.items() if k != "whole_words"}
+        cleaned = clean_normalise(options, defaults={"ignore_case": True})
+        return {**cleaned, "whole_words": whole_words}
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        answers = expected_answers(item)
         text = normalise(as_text(output), self.params)
-        candidates = (
-            item.expected if isinstance(item.expected, list) else [item.expected]
-        )
-        for candidate in candidates:
-            needle = normalise(as_text(candidate), self.params)
-            if needle and needle in text:
+        whole = self.params.get("whole_words", True)
+        needles = [(a, normalise(a, self.params)) for a in answers]
+        needles = [(answer, needle) for answer, needle in needles if needle]
+        if not needles:
+            raise ValueError("the expected answer is empty: there is nothing to find")
+        for answer, needle in needles:
+            if contains_whole(text, needle) if whole else needle in text:
+                how = "as a whole word" if whole else "as a substring"
                 return ScoreOutcome(
-                    1.0, True, f"output includes {as_text(candidate)!r}"
+                    1.0, True, f"output includes {answer[:200]!r} {how}"
                 )
-        return ScoreOutcome(
-            0.0, False, f"output does not include {as_text(item.expected)!r}"
-        )
+        shown = " or ".join(repr(a[:200]) for a in answers)
+        return ScoreOutcome(0.0, False, f"output does not include {shown}")

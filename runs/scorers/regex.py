@@ -1,15 +1,24 @@
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from runs.scorers.base import ScoreOutcome, as_text, register
+from runs.scorers.patterns import EXPECTED, compile_user_pattern, with_expected
+from runs.scorers.text import expected_answers
 from runs.targets.base import ConfigError, TargetInput
 
 
 @register
 class Regex:
-    """The output matches ``pattern`` from params, else the expected value."""
+    """Passes when the output matches ``pattern`` (RE2 syntax, required).
+
+    ``mode`` ``search`` (default): the pattern matches somewhere in the output;
+    ``fullmatch``: it matches the whole output. ``{expected}`` in the pattern
+    stands for the item's expected answer (any of a list), matched literally
+    (escaped) and whole: ``answer: {expected}`` passes ``answer: 42`` for 42 but
+    not ``answer: 421``. The engine runs in time linear in the output, so it has
+    no backreferences or lookarounds, and ``$`` is the end of the output.
+    """
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"
@@ -17,23 +26,15 @@ class Regex:
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
         self.params = params
-        flags = re.IGNORECASE if params["ignore_case"] else 0
-        self.pattern = (
-            re.compile(params["pattern"], flags) if params["pattern"] else None
+        self.uses_expected = EXPECTED in params["pattern"]
+        self.pattern = compile_user_pattern(
+            params["pattern"], ignore_case=params["ignore_case"]
         )
-        self.flags = flags
 
     @classmethod
     def clean_params(cls, params: dict[str, Any]) -> dict[str, Any]:
-        pattern = params.get("pattern") or ""
-        if not isinstance(pattern, str):
-            raise ConfigError("pattern", "must be a string")
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ConfigError(
-                "pattern", f"is not a valid regular expression: {exc}"
-            ) from None
+        pattern = params.get("pattern")
+        compile_user_pattern(pattern)
         mode = params.get("mode", "search")
         if mode not in ("search", "fullmatch"):
             raise ConfigError("mode", "must be search or fullmatch")
@@ -42,8 +43,15 @@ class Regex:
             raise ConfigError("ignore_case", "must be true or false")
         return {"pattern": pattern, "mode": mode, "ignore_case": ignore_case}
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        pattern = self.pattern or re.compile(as_text(item.expected), self.flags)
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        pattern = self.pattern
+        shown = f"/{self.params['pattern']}/"
+        if self.uses_expected:
+            answers = expected_answers(item)
+            pattern = with_expected(
+                self.params["pattern"], answers, ignore_case=self.params["ignore_case"]
+            )
+            shown = f"{shown} with {{expected}} = {' or '.join(map(repr, answers))}"
         text = as_text(output)
         match = (
             pattern.fullmatch(text)
@@ -52,4 +60,4 @@ class Regex:
         )
         if match:
             return ScoreOutcome(1.0, True, f"matched {match.group(0)[:200]!r}")
-        return ScoreOutcome(0.0, False, f"no match for /{pattern.pattern}/")
+        return ScoreOutcome(0.0, False, f"no match for {shown[:400]}")
