@@ -54,6 +54,11 @@ def item(expected: object = None) -> TargetInput:
     return TargetInput(index=0, external_id="x", input="q", expected=expected)
 
 
+async def judge(scorer, output: str, expected: object = None):
+    """Scores as the executor does: through a worker, off the event loop."""
+    return await ScorerCall(scorer, output, item(expected)).run()
+
+
 @pytest.mark.parametrize(
     ("pattern", "output"),
     [
@@ -64,26 +69,26 @@ def item(expected: object = None) -> TargetInput:
         (r"^(a|a?)+$", "a" * 50_000 + "b"),
     ],
 )
-def test_catastrophic_patterns_get_a_verdict_within_budget(pattern, output):
+async def test_catastrophic_patterns_get_a_verdict_within_budget(pattern, output):
     with budget():
-        outcome = regex(pattern).score(output=output, item=item())
+        outcome = await judge(regex(pattern), output)
     assert (outcome.value, outcome.passed) == (0.0, False)
     assert outcome.reason == f"no match for /{pattern}/"
 
 
-def test_a_catastrophic_pattern_that_matches_says_what_matched():
+async def test_a_catastrophic_pattern_that_matches_says_what_matched():
     with budget():
-        outcome = regex(r"(a+)+!").score(output="a" * 100_000 + "!", item=item())
+        outcome = await judge(regex(r"(a+)+!"), "a" * 100_000 + "!")
     assert outcome.passed is True
     assert outcome.reason.startswith("matched 'aaaa")
 
 
-def test_the_expected_placeholder_cannot_smuggle_a_catastrophic_pattern():
+async def test_the_expected_placeholder_cannot_smuggle_a_catastrophic_pattern():
     # The answer is inserted escaped: "(a+)+$" is looked for as text.
     scorer = regex(r"{expected}")
     with budget():
-        outcome = scorer.score(output="a" * 100_000 + "!", item=item("(a+)+$"))
-        literal = scorer.score(output="is (a+)+$ here", item=item("(a+)+$"))
+        outcome = await judge(scorer, "a" * 100_000 + "!", "(a+)+$")
+        literal = await judge(scorer, "is (a+)+$ here", "(a+)+$")
     assert (outcome.passed, literal.passed) == (False, True)
 
 
@@ -128,9 +133,9 @@ def test_a_pattern_must_be_text():
         regex(42)  # type: ignore[arg-type]
 
 
-def test_ignore_case_and_pythons_named_groups_still_work():
+async def test_ignore_case_and_pythons_named_groups_still_work():
     scorer = regex(r"ANSWER:\s*(?P<n>\d+)", ignore_case=True)
-    assert scorer.score(output="answer: 7", item=item()).passed is True
+    assert (await judge(scorer, "answer: 7")).passed is True
 
 
 async def test_a_hostile_pattern_is_matched_in_a_worker_not_on_the_loop():
