@@ -111,15 +111,20 @@ def with_expected(pattern: str, answers: Iterable[str], *, ignore_case: bool) ->
     """Compile ``pattern`` with ``{expected}`` standing for any of ``answers``.
 
     Each answer is inserted escaped (matched literally) and whole (see
-    ``literal_whole``); raises ``re2.error`` if the result cannot compile.
+    ``literal_whole``); raises ``ValueError`` if the result cannot compile.
     """
     answers = [answer for answer in answers if answer]
     if not answers:
         raise ValueError("the expected answer is empty: {expected} cannot stand for it")
     choices = "|".join(literal_whole(answer) for answer in answers)
-    return re2.compile(
-        pattern.replace(EXPECTED, f"(?:{choices})"), _options(ignore_case)
-    )
+    try:
+        return re2.compile(
+            pattern.replace(EXPECTED, f"(?:{choices})"), _options(ignore_case)
+        )
+    except re2.error as exc:  # an answer too large for RE2's memory budget
+        raise ValueError(
+            f"with the expected answer inserted, the pattern {_explain(pattern, exc)}"
+        ) from None
 
 
 # Letters, digits, marks and the underscore make words (as in _is_word); a

@@ -14,6 +14,7 @@ from asgiref.sync import sync_to_async
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
+from runs.executor.scoring import scorer_pool
 from runs.models import RunStatus, Score
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.exact_match import ExactMatch
@@ -215,3 +216,23 @@ async def test_a_10mb_output_is_scored_while_the_loop_ticks(
     # Scored in a worker: the loop went on ticking until the outcome came back.
     # On the loop, the call would have returned before the ticker ran again.
     assert during >= 1
+
+
+async def test_a_scorer_waiting_for_a_busy_pool_times_out_saying_so():
+    workers = scorer_pool()._max_workers
+    scorers = [StuckScorer(f"stuck{n}", {}) for n in range(workers + 1)]
+    StuckScorer.release.clear()
+    scoring = ItemRunner(
+        target=None,  # type: ignore[arg-type]  # only scoring is exercised
+        scorers=scorers,  # type: ignore[arg-type]
+        options=RunOptions(scorer_timeout_seconds=0.3),
+    )
+    try:
+        records = await scoring.score("out", item("x"))
+    finally:
+        StuckScorer.release.set()
+    errors = sorted(record.error for record in records)
+    waited = (
+        f"scorer exceeded 0.3 s waiting for a free scorer worker (all {workers} busy)"
+    )
+    assert errors == ["scorer exceeded 0.3 s"] * workers + [waited]

@@ -155,3 +155,8 @@ async def test_a_hostile_pattern_is_matched_in_a_worker_not_on_the_loop():
         outcome = await ScorerCall(scorer, "a" * 26 + "!", item()).run()
     assert outcome.passed is False
     assert seen and loop_thread not in seen
+
+
+async def test_an_expected_answer_too_large_for_the_engine_is_a_scorer_error():
+    with pytest.raises(ValueError, match="pattern too large"):
+        await judge(regex("{expected}"), "ab", "ab" * 3_000_000)
