@@ -221,6 +221,10 @@ EVALSITE_PYTHON_TARGETS = env_list(
 # They are imported when the app starts; see README, "Plug-ins".
 EVALSITE_PLUGINS = env_list("EVALSITE_PLUGINS", [])
 
+# Threads that run scorers' CPU work off the event loop, per process (bounded:
+# further scorers wait their turn, within the run's scorer timeout).
+EVALSITE_SCORER_WORKERS = env_int("EVALSITE_SCORER_WORKERS", 4, minimum=1)
+
 _VALIDATORS = "django.contrib.auth.password_validation"
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": f"{_VALIDATORS}.UserAttributeSimilarityValidator"},

@@ -60,8 +60,9 @@ def test_scorers_endpoint_describes_each_scorer(victor_client: Client) -> None:
     }
     assert numeric["needs_expected"] is True
     assert numeric["parameters"]["properties"]["extract"]["enum"] == [
-        "first",
         "last",
+        "first",
+        "only",
     ]
     assert numeric["parameters"]["additionalProperties"] is False
 

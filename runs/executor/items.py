@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from runs.executor.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.executor.options import RunOptions
+from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.scorers import Scorer
@@ -199,6 +200,7 @@ class ItemRunner:
         return self.random.uniform(0, ceiling)
 
     async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
+        """Every scorer of the item, concurrently; CPU work off the loop."""
         if len(self.scorers) == 1:  # no tasks to make for a single scorer
             return [await self.score_one(self.scorers[0], output, item)]
         scored = (self.score_one(s, output, item) for s in self.scorers)
@@ -208,12 +210,13 @@ class ItemRunner:
         self, scorer: Scorer, output: Any, item: TargetInput
     ) -> ScoreRecord:
         timeout = self.options.scorer_timeout_seconds
+        call = ScorerCall(scorer, output, item)
         try:
             async with asyncio.timeout(timeout):
-                outcome = await scorer.score(output=output, item=item)
+                outcome = await call.run()
         except TimeoutError:
             return ScoreRecord(
-                scorer.name, None, None, error=f"scorer exceeded {timeout:g} s"
+                scorer.name, None, None, error=call.timeout_message(timeout)
             )
         except Exception as exc:  # one scorer's error never hides the others
             error = f"{type(exc).__name__}: {exc}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -20,12 +21,23 @@ class ScoreOutcome:
 
 
 class Scorer(Protocol):
+    """Judges one output; raises to record a scorer error.
+
+    ``score`` is a plain method when it computes (matching, parsing, comparing):
+    the executor runs it in the scorer worker pool, never on the event loop,
+    under the run's scorer timeout (``runs/executor/scoring.py``). It returns in
+    bounded time and holds the GIL only briefly: user patterns go through RE2
+    (``patterns.py``), huge texts are worked in slices (``text.py``). Only a
+    scorer that waits on I/O (a judge model over HTTP) defines ``async def
+    score``; that runs on the loop and must not compute.
+    """
+
     kind: ClassVar[str]
     name: str
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        """Score one output; raise to record a scorer error."""
-        ...
+    def score(
+        self, *, output: Any, item: TargetInput
+    ) -> ScoreOutcome | Awaitable[ScoreOutcome]: ...
 
 
 class ScorerFactory(Protocol):

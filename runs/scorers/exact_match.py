@@ -5,7 +5,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
-from runs.scorers.text import NormaliseParams, normalise
+from runs.scorers.text import NormaliseParams, expected_answers, normalise
 from runs.targets.base import TargetInput
 
 
@@ -15,7 +15,14 @@ class ExactMatchParams(NormaliseParams):
 
 @register
 class ExactMatch(ScorerPlugin):
-    """Output equals the expected value (or one of a list) after normalisation."""
+    """Passes when the whole output equals the expected answer (or one of a list).
+
+    By default only leading and trailing whitespace is ignored (``strip``); case,
+    inner whitespace and punctuation count unless ``ignore_case``,
+    ``collapse_whitespace`` or ``ignore_punctuation`` is set. Both sides are
+    Unicode-normalised (NFC). An item without an expected answer is a scorer
+    error, never a pass for an empty output.
+    """
 
     kind: ClassVar[str] = "exact_match"
     label: ClassVar[str] = "Exact match"
@@ -26,14 +33,14 @@ class ExactMatch(ScorerPlugin):
         self.name = name
         self.params = params
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        answers = expected_answers(item)
         got = normalise(as_text(output), self.params)
-        candidates = (
-            item.expected if isinstance(item.expected, list) else [item.expected]
-        )
-        for candidate in candidates:
-            if got == normalise(as_text(candidate), self.params):
-                return ScoreOutcome(1.0, True, f"matches {as_text(candidate)!r}")
+        for answer in answers:
+            if got == normalise(answer, self.params):
+                return ScoreOutcome(1.0, True, f"matches {answer[:200]!r}")
         return ScoreOutcome(
-            0.0, False, f"{got[:200]!r} is not {as_text(item.expected)[:200]!r}"
+            0.0,
+            False,
+            f"{got[:200]!r} is not {' or '.join(repr(a[:200]) for a in answers)}",
         )

@@ -5,17 +5,33 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
-from runs.scorers.text import NormaliseParams, normalise
+from runs.scorers.patterns import contains_whole
+from runs.scorers.text import NormaliseParams, expected_answers, normalise
 from runs.targets.base import TargetInput
 
 
 class IncludesParams(NormaliseParams):
     ignore_case: bool = Field(True, description="Compare case-insensitively.")
+    whole_words: bool = Field(
+        True,
+        description=(
+            "Find the answer only as a whole word or number (42 is not in 421); "
+            "false accepts any substring."
+        ),
+    )
 
 
 @register
 class Includes(ScorerPlugin):
-    """The expected value (or any of a list of them) appears in the output."""
+    """Passes when the expected answer (or one of a list) appears in the output.
+
+    The answer is looked for literally and, by default, whole (``whole_words``):
+    not as part of a longer word or number, so ``42`` is not found in ``421`` nor
+    ``cat`` in ``concat``; ``whole_words: false`` accepts any substring. Case is
+    ignored by default (``ignore_case``); ``strip``, ``collapse_whitespace`` and
+    ``ignore_punctuation`` apply to both sides. An empty or missing expected
+    answer is a scorer error.
+    """
 
     kind: ClassVar[str] = "includes"
     label: ClassVar[str] = "Output includes expected"
@@ -26,17 +42,19 @@ class Includes(ScorerPlugin):
         self.name = name
         self.params = params
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        answers = expected_answers(item)
         text = normalise(as_text(output), self.params)
-        candidates = (
-            item.expected if isinstance(item.expected, list) else [item.expected]
-        )
-        for candidate in candidates:
-            needle = normalise(as_text(candidate), self.params)
-            if needle and needle in text:
+        whole = self.params.get("whole_words", True)
+        needles = [(a, normalise(a, self.params)) for a in answers]
+        needles = [(answer, needle) for answer, needle in needles if needle]
+        if not needles:
+            raise ValueError("the expected answer is empty: there is nothing to find")
+        for answer, needle in needles:
+            if contains_whole(text, needle) if whole else needle in text:
+                how = "as a whole word" if whole else "as a substring"
                 return ScoreOutcome(
-                    1.0, True, f"output includes {as_text(candidate)!r}"
+                    1.0, True, f"output includes {answer[:200]!r} {how}"
                 )
-        return ScoreOutcome(
-            0.0, False, f"output does not include {as_text(item.expected)!r}"
-        )
+        shown = " or ".join(repr(a[:200]) for a in answers)
+        return ScoreOutcome(0.0, False, f"output does not include {shown}")

@@ -8,24 +8,19 @@ from pydantic import Field
 
 from runs.plugins import Params
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.text import SLICE
 from runs.targets.base import TargetInput
 
-_NUMBER = re.compile(r"[-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def extract_number(value: Any, *, which: str) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    matches = _NUMBER.findall(as_text(value))
-    if not matches:
-        return None
-    token = matches[-1] if which == "last" else matches[0]
-    try:
-        return float(token.replace(",", ""))
-    except ValueError:
-        return None
+# A decimal number: an optional sign, digits with optional thousands separators
+# in groups of three (1,234,567), an optional fraction, an optional exponent.
+# Commas elsewhere separate numbers: "1,2" is 1 and 2, never 12. A fixed pattern
+# without nested repetition, so Python's engine runs it in linear time.
+_NUMBER = re.compile(
+    r"[-+]?(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:[eE][-+]?\d+)?"
+)
+# Characters a number can contain; a slice cut just after any other character
+# splits no number, so its numbers are those a scan of the whole text finds.
+_NOT_NUMBER = re.compile(r"[^\d,.eE+\-]")
 
 
 class NumericParams(Params):
@@ -43,14 +38,69 @@ class NumericParams(Params):
         title="Relative tolerance",
         description="Largest difference as a fraction of the larger number.",
     )
-    extract: Literal["first", "last"] = Field(
-        "last", description="Which number of the output is compared."
+    extract: Literal["last", "first", "only"] = Field(
+        "last",
+        description=(
+            "Which number of the output is compared: the last (a final answer "
+            "after the working), the first, or the only one (several fail)."
+        ),
     )
+
+
+def _numbers_in(text: str, which: str) -> tuple[str | None, int]:
+    """The chosen number of ``text`` and how many numbers were seen (``only``: up to 2).
+
+    Never a list of every number of a huge output: the first is one search, the
+    last is looked for in slices from the end, each a short C call.
+    """
+    if which == "first":
+        found = _NUMBER.search(text)
+        return (found.group(0), 1) if found else (None, 0)
+    if which == "last":
+        token = _last_number(text)
+        return token, 0 if token is None else 1
+    chosen: str | None = None
+    seen = 0
+    for found in _NUMBER.finditer(text):
+        chosen, seen = found.group(0), seen + 1
+        if seen > 1:
+            break
+    return chosen, seen
+
+
+def _last_number(text: str, size: int = SLICE) -> str | None:
+    end = len(text)
+    while end > 0:
+        start = max(0, end - size)
+        if start > 0:
+            # Nothing but number characters before the window's end: scan it all.
+            cut = _NOT_NUMBER.search(text, start, end)
+            start = cut.end() if cut and cut.end() < end else 0
+        last = None
+        for last in _NUMBER.finditer(text, start, end):  # noqa: B007
+            pass
+        if last is not None:
+            return last.group(0)
+        end = start
+    return None
+
+
+def _as_float(token: str) -> float:
+    return float(token.replace(",", ""))
 
 
 @register
 class Numeric(ScorerPlugin):
-    """The number in the output is within a tolerance of the expected number."""
+    """Passes when a number in the output is within tolerance of the expected number.
+
+    The expected answer must hold exactly one number (``3/4`` or ``3 to 5`` is a
+    scorer error, not a silent 3). From the output, ``extract`` takes the
+    ``last`` number (default: a final answer after the working), the ``first``,
+    or the ``only`` one (an output with several numbers fails). Numbers are
+    decimal: sign, digits, thousands separators in groups of three, fraction,
+    exponent (``-1,234.5e3``). Passes when ``|got - expected| <= max(rel_tol *
+    max(|got|, |expected|), abs_tol)`` (defaults: ``abs_tol`` 1e-6, ``rel_tol`` 0).
+    """
 
     kind: ClassVar[str] = "numeric"
     label: ClassVar[str] = "Numeric (tolerance)"
@@ -65,13 +115,15 @@ class Numeric(ScorerPlugin):
         self.name = name
         self.params = params
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        expected = extract_number(item.expected, which="first")
-        if expected is None:
-            raise ValueError(f"expected value {as_text(item.expected)!r} has no number")
-        got = extract_number(output, which=self.params["extract"])
-        if got is None:
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        expected = self.expected_number(item.expected)
+        which = self.params["extract"]
+        token, seen = _output_number(output, which)
+        if token is None:
             return ScoreOutcome(0.0, False, "output has no number")
+        if which == "only" and seen > 1:
+            return ScoreOutcome(0.0, False, "output has more than one number")
+        got = _as_float(token) if isinstance(token, str) else token
         ok = math.isclose(
             got,
             expected,
@@ -80,5 +132,28 @@ class Numeric(ScorerPlugin):
         )
         relation = "within" if ok else "outside"
         return ScoreOutcome(
-            1.0 if ok else 0.0, ok, f"{got:g} vs {expected:g}: {relation} tolerance"
+            1.0 if ok else 0.0,
+            ok,
+            f"{which} number {got:g} vs {expected:g}: {relation} tolerance",
         )
+
+    @staticmethod
+    def expected_number(value: Any) -> float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+        token, seen = _numbers_in(as_text(value), "only")
+        if token is None:
+            raise ValueError(f"expected value {as_text(value)!r} has no number")
+        if seen > 1:
+            raise ValueError(
+                f"expected value {as_text(value)[:200]!r} has more than one number"
+            )
+        return _as_float(token)
+
+
+def _output_number(output: Any, which: str) -> tuple[str | float | None, int]:
+    if isinstance(output, bool):
+        return None, 0
+    if isinstance(output, int | float):
+        return float(output), 1
+    return _numbers_in(as_text(output), which)

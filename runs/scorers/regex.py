@@ -1,20 +1,23 @@
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from runs.plugins import Params
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.patterns import EXPECTED, compile_user_pattern, with_expected
+from runs.scorers.text import expected_answers
 from runs.targets.base import TargetInput
 
 
 class RegexParams(Params):
     pattern: str = Field(
-        "",
         title="Pattern",
-        description="Regular expression the output must match.",
+        description=(
+            "Regular expression (RE2 syntax) the output must match. {expected} "
+            "stands for the item's expected answer, matched literally and whole."
+        ),
     )
     mode: Literal["search", "fullmatch"] = Field(
         "search",
@@ -22,30 +25,30 @@ class RegexParams(Params):
     )
     ignore_case: bool = Field(False, description="Match case-insensitively.")
 
-    @field_validator("pattern")
+    @field_validator("pattern", mode="before")
     @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"is not a valid regular expression: {exc}") from None
+    def _compiles(cls, pattern: Any) -> Any:
+        compile_user_pattern(pattern)  # ValueError naming what is wrong
         return pattern
 
 
 @register
 class Regex(ScorerPlugin):
-    """The output matches ``pattern`` from params, else the expected value."""
+    """Passes when the output matches ``pattern`` (RE2 syntax, required).
+
+    ``mode`` ``search`` (default): the pattern matches somewhere in the output;
+    ``fullmatch``: it matches the whole output. ``{expected}`` in the pattern
+    stands for the item's expected answer (any of a list), matched literally
+    (escaped) and whole: ``answer: {expected}`` passes ``answer: 42`` for 42 but
+    not ``answer: 421``. The engine runs in time linear in the output, so it has
+    no backreferences or lookarounds, and ``$`` is the end of the output.
+    """
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"
-    description: ClassVar[str] = (
-        "The output matches the pattern (anywhere, or whole with fullmatch). "
-        "Without a pattern, the expected answer is the pattern, and the dataset "
-        "must have one."
-    )
     Params = RegexParams
     example: ClassVar[dict[str, Any]] = {
-        "pattern": r"\b42\b",
+        "pattern": r"answer:\s*{expected}",
         "mode": "search",
         "ignore_case": False,
     }
@@ -53,19 +56,25 @@ class Regex(ScorerPlugin):
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:
-        return not params.get("pattern")
+        return EXPECTED in params.get("pattern", "")
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
         self.params = params
-        flags = re.IGNORECASE if params["ignore_case"] else 0
-        self.pattern = (
-            re.compile(params["pattern"], flags) if params["pattern"] else None
+        self.uses_expected = EXPECTED in params["pattern"]
+        self.pattern = compile_user_pattern(
+            params["pattern"], ignore_case=params["ignore_case"]
         )
-        self.flags = flags
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        pattern = self.pattern or re.compile(as_text(item.expected), self.flags)
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        pattern = self.pattern
+        shown = f"/{self.params['pattern']}/"
+        if self.uses_expected:
+            answers = expected_answers(item)
+            pattern = with_expected(
+                self.params["pattern"], answers, ignore_case=self.params["ignore_case"]
+            )
+            shown = f"{shown} with {{expected}} = {' or '.join(map(repr, answers))}"
         text = as_text(output)
         match = (
             pattern.fullmatch(text)
@@ -74,4 +83,4 @@ class Regex(ScorerPlugin):
         )
         if match:
             return ScoreOutcome(1.0, True, f"matched {match.group(0)[:200]!r}")
-        return ScoreOutcome(0.0, False, f"no match for /{pattern.pattern}/")
+        return ScoreOutcome(0.0, False, f"no match for {shown[:400]}")

@@ -1,0 +1,86 @@
+"""Where a scorer's work runs: CPU work in a bounded thread pool, never on the loop.
+
+The event loop of a process serves every page, websocket and run at once; a
+scorer computing on it (a regular expression, a parse of a huge output) stops
+all of them, and ``asyncio.timeout`` cannot even fire until it returns. So the
+rule of ``runs/scorers/base.py`` is enforced here: a scorer whose ``score`` is a
+plain method runs in the scorer worker pool, awaited under the run's scorer
+timeout; only ``async def score`` (waiting on I/O) runs on the loop.
+
+Threads suffice because what runs in them does not hold the GIL for long: user
+patterns go through RE2, which releases it, and the built-in scorers work huge
+texts in slices. A timed-out call cannot be killed: its thread finishes in the
+background, holding one worker until then, which is why the pool is bounded
+and why a scorer must return in bounded time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from django.conf import settings
+
+from runs.scorers import ScoreOutcome, Scorer
+from runs.targets import TargetInput
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def scorer_pool() -> ThreadPoolExecutor:
+    """The process's scorer worker pool, created on first use."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(
+                max_workers=settings.EVALSITE_SCORER_WORKERS,
+                thread_name_prefix="scorer",
+            )
+        return _pool
+
+
+def runs_on_loop(scorer: Scorer) -> bool:
+    """Whether ``scorer`` waits on I/O (``async def score``) rather than computes."""
+    return inspect.iscoroutinefunction(scorer.score)
+
+
+class ScorerCall:
+    """One call of one scorer; knows whether a worker had started it."""
+
+    __slots__ = ("item", "output", "scorer", "started")
+
+    def __init__(self, scorer: Scorer, output: Any, item: TargetInput) -> None:
+        self.scorer = scorer
+        self.output = output
+        self.item = item
+        self.started = False
+
+    async def run(self) -> ScoreOutcome:
+        if runs_on_loop(self.scorer):
+            self.started = True
+            return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(scorer_pool(), self._in_worker)
+
+    def _in_worker(self) -> ScoreOutcome:
+        self.started = True
+        outcome = self.scorer.score(output=self.output, item=self.item)
+        if inspect.isawaitable(outcome):
+            close = getattr(outcome, "close", None)
+            if close is not None:
+                close()  # never awaited: say so instead of warning at exit
+            raise TypeError("score returned an awaitable: declare it async def")
+        return outcome  # type: ignore[return-value]
+
+    def timeout_message(self, timeout: float) -> str:
+        if self.started:
+            return f"scorer exceeded {timeout:g} s"
+        workers = settings.EVALSITE_SCORER_WORKERS
+        return (
+            f"scorer exceeded {timeout:g} s waiting for a free scorer worker "
+            f"(all {workers} busy)"
+        )
