@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from runs.models import ErrorKind
+
+if TYPE_CHECKING:
+    from runs.secrets import TargetContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,5 +109,11 @@ def clean_target_config(kind: str, config: dict[str, Any]) -> dict[str, Any]:
     return get_target_class(kind).clean_config(config)
 
 
-def build_target(kind: str, config: dict[str, Any]) -> Target:
-    return get_target_class(kind).from_config(config)
+def build_target(
+    kind: str, config: dict[str, Any], *, context: TargetContext | None = None
+) -> Target:
+    """Build a target; one that declares secrets gets them through ``context``."""
+    cls = get_target_class(kind)
+    if getattr(cls, "secrets", ()):
+        return cls.from_config(config, context)  # type: ignore[call-arg]
+    return cls.from_config(config)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import os
 import re
 import time
 from typing import Any, ClassVar
@@ -14,6 +13,14 @@ import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from runs.models import ErrorKind
+from runs.netpolicy import (
+    clean_target_url,
+    current_policy,
+    endpoint_url,
+    policy_session,
+    refusal_in,
+)
+from runs.secrets import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import (
     ConfigError,
     TargetError,
@@ -30,6 +37,11 @@ QUOTA_WORDS = (
     "billing",
 )
 MAX_RETRY_AFTER_SECONDS = 60.0
+# An error body is kept in the attempt log up to this many characters, and its
+# JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
+# provider's error, too little to read a page back through the endpoint.
+ERROR_BODY_LIMIT = 4096
+ERROR_MESSAGE_LIMIT = 300
 # Per-attempt timeouts are the executor's job; this backstop only makes sure
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
@@ -84,10 +96,29 @@ def parse_retry_after(value: str | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
-def _unlimited_session() -> aiohttp.ClientSession:
-    # Made on first use, inside the running loop; aiohttp's default pool stops
-    # at 100 connections, below a run's highest concurrency.
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+def error_summary(response: httpx.Response) -> str:
+    """The status line and, from a JSON error body, its message in short.
+
+    The endpoint is chosen by the user, so its error page is never echoed
+    whole: a JSON ``error.message`` (or ``message``/``detail``) up to
+    ``ERROR_MESSAGE_LIMIT`` characters, printable characters only.
+    """
+    status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    try:
+        data = json.loads(response.content[:ERROR_BODY_LIMIT])
+    except ValueError:
+        return status
+    message: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        message = message or data.get("message") or data.get("detail")
+    if not isinstance(message, str) or not message.strip():
+        return status
+    text = "".join(ch if ch.isprintable() else " " for ch in message).strip()
+    if len(text) > ERROR_MESSAGE_LIMIT:
+        text = text[: ERROR_MESSAGE_LIMIT - 1] + "…"
+    return f"{status}: {text}"
 
 
 def classify_status(status: int, body: str) -> ErrorKind:
@@ -117,48 +148,57 @@ def _clean_number(
 class OpenAIChatTarget:
     kind: ClassVar[str] = "openai_chat"
     label: ClassVar[str] = "OpenAI-compatible chat endpoint"
+    secrets: ClassVar[tuple[SecretRef, ...]] = (
+        SecretRef(
+            key="api_key",
+            secret_field="api_key_secret",
+            env_field="api_key_env",
+            url_field="base_url",
+            help="sent as a Bearer token to base_url",
+        ),
+    )
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(
+        self, config: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
         self.config = config
+        context = context or TargetContext()
         # Parsed once: httpx would parse a string URL on every request.
-        self.url = httpx.URL(config["base_url"].rstrip("/") + "/chat/completions")
+        self.url = endpoint_url(config["base_url"], "chat/completions")
         headers = {"Content-Type": "application/json"}
-        env_name = config.get("api_key_env")
-        if env_name:
-            key = os.environ.get(env_name)
-            if not key:
-                raise ConfigError(
-                    "api_key_env", f"environment variable {env_name} is not set"
-                )
+        key = context.secrets.get("api_key")
+        if key:
             headers["Authorization"] = f"Bearer {key}"
+        elif config.get("api_key_secret") or config.get("api_key_env"):
+            raise ConfigError(
+                "api_key_secret", "the key was not resolved for this project"
+            )
         self.headers = httpx.Headers(headers)
         # httpx's own connection pool spends milliseconds per request at high
         # concurrency, and its client adds auth, redirect and cookie handling
         # that a POST to a model endpoint never needs: requests go straight to
         # a transport over aiohttp's pool (the executor bounds the calls in
-        # flight).
-        self.transport = AiohttpTransport(client=_unlimited_session)
+        # flight), whose connector lets through only the addresses the
+        # network policy permits.
+        policy = current_policy()
+        self.transport = AiohttpTransport(client=lambda: policy_session(policy))
 
     @classmethod
     def clean_config(cls, config: dict[str, Any]) -> dict[str, Any]:
         config = dict(config)
-        base_url = str(config.get("base_url") or "").strip()
-        if not base_url.startswith(("http://", "https://")):
-            raise ConfigError("base_url", "must be an http:// or https:// URL")
-        config["base_url"] = base_url
+        try:
+            config["base_url"] = clean_target_url(config.get("base_url"))
+        except ValueError as exc:
+            raise ConfigError("base_url", str(exc)) from None
         if not str(config.get("model") or "").strip():
             raise ConfigError("model", "is required")
-        env_name = config.get("api_key_env") or ""
-        if env_name and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", env_name):
-            raise ConfigError(
-                "api_key_env", "must be the name of an environment variable"
-            )
         if "api_key" in config:
             raise ConfigError(
                 "api_key",
-                "secrets are never stored; name an environment variable in api_key_env",
+                "secrets are never stored in a configuration; set the key as a "
+                "project secret and name it in api_key_secret",
             )
-        config["api_key_env"] = env_name
+        clean_secret_refs(cls.secrets, config)
         config["system_prompt"] = str(config.get("system_prompt") or "")
         config["prompt_template"] = str(config.get("prompt_template") or "{input}")
         _clean_number(config, "temperature", kind=float, low=0.0, high=2.0)
@@ -170,8 +210,10 @@ class OpenAIChatTarget:
         return config
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> OpenAIChatTarget:
-        return cls(cls.clean_config(config))
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> OpenAIChatTarget:
+        return cls(cls.clean_config(config), context)
 
     def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -213,6 +255,11 @@ class OpenAIChatTarget:
             finally:
                 await response.aclose()
         except (httpx.TransportError, aiohttp.ClientError) as exc:
+            refusal = refusal_in(exc)
+            if refusal is not None:
+                raise TargetError(
+                    str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
+                ) from None
             # The transport maps aiohttp's errors to httpx's loosely (a refused
             # connection becomes ConnectTimeout): report the original.
             cause = (
@@ -229,10 +276,10 @@ class OpenAIChatTarget:
         body = response.text
         if response.status_code >= 400:
             raise TargetError(
-                f"HTTP {response.status_code}: {body[:500]}",
+                error_summary(response),
                 kind=classify_status(response.status_code, body),
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 retry_after=parse_retry_after(response.headers.get("retry-after")),
                 error_type=f"HTTP{response.status_code}",
             )
@@ -245,7 +292,7 @@ class OpenAIChatTarget:
                 f"malformed response: {type(exc).__name__}: {exc}",
                 kind=ErrorKind.PERMANENT,
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
             ) from exc
         if content is None and not message.get("tool_calls"):
@@ -253,7 +300,7 @@ class OpenAIChatTarget:
                 "malformed response: message has no content",
                 kind=ErrorKind.PERMANENT,
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
             )
         usage = data.get("usage") or {}
