@@ -20,7 +20,15 @@ from ninja.security import HttpBearer, django_auth
 
 from runs import importers
 from runs.errors import DomainError, InvalidInput
-from runs.models import Dataset, Item, Result, ResultStatus, Run, Target
+from runs.models import (
+    Dataset,
+    Item,
+    ProjectSecret,
+    Result,
+    ResultStatus,
+    Run,
+    Target,
+)
 from runs.schemas import (
     DatasetFilter,
     DatasetIn,
@@ -33,10 +41,13 @@ from runs.schemas import (
     RunFilter,
     RunIn,
     RunOut,
+    SecretIn,
+    SecretOut,
     TargetFilter,
     TargetIn,
     TargetOut,
 )
+from runs.secrets import secret_delete, secret_list, secret_set
 from runs.selectors import (
     dataset_get,
     dataset_items,
@@ -253,6 +264,46 @@ def list_results(
     return result_list(run=run, status=status)
 
 
+# -- project secrets ------------------------------------------------------------
+
+secret_router = Router(tags=["secrets"])
+
+
+@secret_router.get("/{project_id}/secrets", response={200: list[SecretOut], **ERRORS})
+def list_secrets(request: HttpRequest, project_id: int) -> QuerySet[ProjectSecret]:
+    """The project's secrets: names and times, never values (any member)."""
+    project = project_get(user=request.auth, project_id=project_id)
+    return secret_list(project=project, user=request.auth)
+
+
+@secret_router.put(
+    "/{project_id}/secrets/{name}",
+    response={200: SecretOut, 201: SecretOut, **ERRORS},
+)
+def set_secret(
+    request: HttpRequest, project_id: int, name: str, payload: SecretIn
+) -> Status[ProjectSecret]:
+    """Create (201) or replace (200) a secret; project admins only.
+
+    The value is stored encrypted and never returned; targets name the secret
+    in their configuration (``api_key_secret``).
+    """
+    project = project_get(user=request.auth, project_id=project_id)
+    secret, created = secret_set(
+        project=project, user=request.auth, name=name, value=payload.value
+    )
+    return Status(201 if created else 200, secret)
+
+
+@secret_router.delete("/{project_id}/secrets/{name}", response={204: None, **ERRORS})
+def delete_secret(request: HttpRequest, project_id: int, name: str) -> Status[None]:
+    """Delete a secret; project admins only. Runs that use it will fail to start."""
+    project = project_get(user=request.auth, project_id=project_id)
+    secret_delete(project=project, user=request.auth, name=name)
+    return Status(204, None)
+
+
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
 api.add_router("/runs", run_router)
+api.add_router("/projects", secret_router)

@@ -30,7 +30,7 @@ TARGET_CONFIG_EXAMPLES: dict[str, dict[str, Any]] = {
     "openai_chat": {
         "base_url": "https://api.openai.com/v1",
         "model": "gpt-4o-mini",
-        "api_key_env": "OPENAI_API_KEY",
+        "api_key_secret": "OPENAI_API_KEY",
         "system_prompt": "",
         "prompt_template": "{input}",
         "temperature": 0,
@@ -259,3 +259,25 @@ class TargetForm(forms.Form):
         if not isinstance(config, dict):
             raise forms.ValidationError("must be a JSON object")
         return config
+
+
+class SecretForm(forms.Form):
+    """Set a project secret; the value is never rendered back."""
+
+    name = forms.RegexField(
+        regex=r"^[A-Za-z_][A-Za-z0-9_]*\Z",
+        max_length=100,
+        help_text="Letters, digits and underscores, e.g. OPENAI_API_KEY. "
+        "Setting an existing name replaces its value.",
+        error_messages={
+            "invalid": "Use letters, digits and underscores, not starting with a digit."
+        },
+    )
+    value = forms.CharField(
+        max_length=8192,
+        strip=True,
+        widget=forms.PasswordInput(
+            render_value=False, attrs={"autocomplete": "new-password"}
+        ),
+        help_text="Stored encrypted; it is never shown again.",
+    )

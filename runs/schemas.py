@@ -14,6 +14,7 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 from runs.models import (
     Dataset,
     Item,
+    ProjectSecret,
     Result,
     ResultStatus,
     Run,
@@ -109,7 +110,10 @@ class TargetIn(Schema):
     kind: str
     config: dict[str, Any] = Field(
         default_factory=dict,
-        description="secrets only as names of environment variables (api_key_env)",
+        description=(
+            "secrets only by name: api_key_secret names a project secret; "
+            "api_key_env a variable the operator allows (EVALSITE_ENV_SECRETS)"
+        ),
     )
 
 
@@ -277,3 +281,27 @@ class ResultOut(Schema):
     def resolve_scores(obj: Result) -> list[Score]:
         # .all() keeps the selector's prefetch.
         return list(obj.scores.all())
+
+
+# -- project secrets ----------------------------------------------------------
+
+
+class SecretIn(Schema):
+    value: str = Field(
+        description="the secret's value; stored encrypted and never returned",
+        min_length=1,
+        max_length=8192,
+    )
+
+
+class SecretOut(Schema):
+    """A project secret's name and history; its value is never returned."""
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str | None = Field(None, description="who set the current value")
+
+    @staticmethod
+    def resolve_updated_by(obj: ProjectSecret) -> str | None:
+        return obj.updated_by.get_username() if obj.updated_by else None

@@ -17,6 +17,7 @@ from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.models import ApiKey, Dataset, Membership, Project, Run, RunStatus, Target
 from runs.scorers import clean_scorer_specs
+from runs.secrets import check_secrets_exist
 from runs.targets import ConfigError, clean_target_config
 
 API_KEY_PREFIX = "evk_"
@@ -99,6 +100,10 @@ def run_create(
     except ConfigError as exc:
         field = "target" if exc.field == "kind" else f"target_config.{exc.field}"
         raise InvalidInput(exc.message, field=field) from None
+    try:
+        check_secrets_exist(project=project, kind=target_kind, config=config)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=f"target_config.{exc.field}") from None
     try:
         scorer_specs = clean_scorer_specs(scorers)
     except ConfigError as exc:

@@ -19,4 +19,14 @@ urlpatterns = [
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
     path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
+    path(
+        "projects/<int:project_id>/secrets/",
+        views.project_secrets,
+        name="project_secrets",
+    ),
+    path(
+        "projects/<int:project_id>/secrets/<str:name>/delete/",
+        views.project_secret_delete,
+        name="project_secret_delete",
+    ),
 ]

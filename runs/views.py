@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
@@ -17,17 +18,18 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import importers, selectors, services
-from runs.access import editable_projects, visible_projects
+from runs import importers, secrets, selectors, services
+from runs.access import editable_projects, role_of, visible_projects
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
     TARGET_CONFIG_EXAMPLES_JSON,
     DatasetUploadForm,
     RunForm,
+    SecretForm,
     TargetForm,
     add_domain_error,
 )
-from runs.models import Result, RunStatus
+from runs.models import Membership, Result, RunStatus
 
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
@@ -231,3 +233,42 @@ def target_list(request: HttpRequest) -> HttpResponse:
         "examples": TARGET_CONFIG_EXAMPLES_JSON,
     }
     return render(request, "runs/target_list.html", context)
+
+
+# -- project secrets -------------------------------------------------------------
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = selectors.project_get(user=request.user, project_id=project_id)
+    form = SecretForm(request.POST or None)
+    if form.is_bound and form.is_valid():
+        try:
+            secret, created = secrets.secret_set(
+                project=project, user=request.user, **form.cleaned_data
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            verb = "added" if created else "replaced"
+            messages.success(request, f"Secret {secret.name} {verb}.")
+            return redirect("runs:project_secrets", project_id=project.pk)
+    context = {
+        "project": project,
+        "secrets": secrets.secret_list(project=project, user=request.user),
+        "is_admin": role_of(request.user, project) == Membership.Role.ADMIN,
+        "form": form,
+    }
+    return render(request, "runs/project_secrets.html", context)
+
+
+@domain_errors
+@require_POST
+def project_secret_delete(
+    request: HttpRequest, project_id: int, name: str
+) -> HttpResponse:
+    project = selectors.project_get(user=request.user, project_id=project_id)
+    secrets.secret_delete(project=project, user=request.user, name=name)
+    messages.success(request, f"Secret {name} deleted.")
+    return redirect("runs:project_secrets", project_id=project.pk)
