@@ -19,7 +19,7 @@ def _target(project: Project, **changes: object) -> dict:
             {
                 "base_url": "https://api.example.org/v1",
                 "model": "m-1",
-                "api_key_env": "OPENAI_API_KEY",
+                "api_key_secret": "OPENAI_API_KEY",
             }
         ),
     }
@@ -34,7 +34,7 @@ def test_targets_page_lists_targets_with_their_config(
         project=project,
         name="local",
         kind="openai_chat",
-        config={"base_url": "http://x/v1", "model": "m", "api_key_env": "MY_KEY"},
+        config={"base_url": "http://x/v1", "model": "m", "api_key_secret": "MY_KEY"},
     )
 
     response = victor_client.get(reverse("runs:target_list"))
@@ -51,7 +51,7 @@ def test_targets_page_offers_an_example_config_per_kind(
     page = bob_client.get(reverse("runs:target_list")).content.decode()
 
     assert 'id="example-openai_chat"' in page
-    assert "&quot;api_key_env&quot;: &quot;OPENAI_API_KEY&quot;" in page
+    assert "&quot;api_key_secret&quot;: &quot;OPENAI_API_KEY&quot;" in page
     assert 'id="example-demo"' in page
     assert '<option value="openai_chat" selected>' in page
 
@@ -72,7 +72,7 @@ def test_create_target_stores_it(bob_client: Client, project: Project) -> None:
     assert response.status_code == 302
     target = Target.objects.get(name="gpt")
     assert target.config["model"] == "m-1"
-    assert target.config["api_key_env"] == "OPENAI_API_KEY"
+    assert target.config["api_key_secret"] == "OPENAI_API_KEY"
 
 
 def test_create_target_shows_a_config_error_naming_the_field(
