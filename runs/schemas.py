@@ -288,9 +288,10 @@ class ResultOut(Schema):
 
 class SecretIn(Schema):
     value: str = Field(
-        description="the secret's value; stored encrypted and never returned",
-        min_length=1,
-        max_length=8192,
+        description=(
+            "the secret's value (at most 8192 characters, no control characters); "
+            "stored encrypted and never returned"
+        )
     )
 
 

@@ -265,7 +265,10 @@ def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None
             )
         if env_name not in bindings:
             raise _env_refusal(env_name, ref)
-        host = httpx.URL(str(config.get(ref.url_field) or "")).host
+        try:
+            host = httpx.URL(str(config.get(ref.url_field) or "")).host
+        except httpx.InvalidURL:
+            host = ""
         if not any(host_matches(host, pattern) for pattern in bindings[env_name]):
             raise _config_error(
                 ref.env_field,

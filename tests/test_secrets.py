@@ -330,3 +330,11 @@ def test_admin_site_shows_names_only(alice: User, project: Project) -> None:
         assert "K" in body
         assert VALUE not in body and raw_ciphertexts()[0] not in body
         assert "ciphertext" not in body.lower()
+
+
+def test_api_empty_value_is_a_400_naming_the_field(
+    alice_client: Client, project: Project
+) -> None:
+    response = put(alice_client, project, "K", "")
+    assert response.status_code == 400
+    assert response.json()["field"] == "value"
