@@ -231,6 +231,8 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}",
         f"{API}/runs/{{run_id}}/cancel",
         f"{API}/runs/{{run_id}}/results",
+        f"{API}/projects/{{project_id}}/secrets",
+        f"{API}/projects/{{project_id}}/secrets/{{name}}",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 
