@@ -334,14 +334,16 @@ def clean_target_url(value: Any, *, policy: NetworkPolicy | None = None) -> str:
         raise ValueError("must not have a query (?...)")
     if url.fragment or "#" in text:
         raise ValueError("must not have a fragment (#...)")
-    if parse_ip(url.host) is None and _numeric_host(url.host):
-        raise ValueError(f"{url.host} is not a canonical IP address")
-    if yarl.URL(str(url)).host != url.host:
-        # The key is bound to the host read here; aiohttp must read the same.
+    # The ASCII (IDNA) form: what aiohttp resolves and connects to.
+    host = url.raw_host.decode("ascii")
+    if parse_ip(host) is None and _numeric_host(host):
+        raise ValueError(f"{host} is not a canonical IP address")
+    if yarl.URL(str(url)).raw_host != host:
+        # A key is bound to the host read here; aiohttp must read the same.
         raise ValueError("has a host that URL parsers disagree on")
     policy = policy or current_policy()
-    if not policy.permits(url.host, None):
-        raise ValueError(f"the network policy refuses connections to {url.host}")
+    if not policy.permits(host, None):
+        raise ValueError(f"the network policy refuses connections to {host}")
     return str(url)
 
 

@@ -266,7 +266,7 @@ def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None
         if env_name not in bindings:
             raise _env_refusal(env_name, ref)
         try:
-            host = httpx.URL(str(config.get(ref.url_field) or "")).host
+            host = httpx.URL(str(config.get(ref.url_field) or "")).raw_host.decode()
         except httpx.InvalidURL:
             host = ""
         if not any(host_matches(host, pattern) for pattern in bindings[env_name]):

@@ -306,3 +306,13 @@ async def test_policy_session_ignores_proxy_variables(
 def test_httpx_url_of_an_ipv6_literal_is_checked_unbracketed() -> None:
     assert httpx.URL("http://[::1]:8/v1").host == "::1"
     assert DEFAULT.permits("[::1]", None)
+
+
+def test_names_are_judged_in_the_ascii_form_that_is_resolved() -> None:
+    policy = NetworkPolicy.parse(["xn--bcher-kva.example"], [])
+    url = clean_target_url("http://bücher.example/v1", policy=policy)
+    assert url == "http://xn--bcher-kva.example/v1"
+    with pytest.raises(ValueError, match="refuses"):
+        clean_target_url(
+            "http://bücher.example/v1", policy=DEFAULT.__class__.parse([], [])
+        )

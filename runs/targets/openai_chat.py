@@ -168,6 +168,10 @@ class OpenAIChatTarget:
         headers = {"Content-Type": "application/json"}
         key = context.secrets.get("api_key")
         if key:
+            if not key.isascii() or not key.isprintable():
+                raise ConfigError(
+                    "api_key_secret", "the key holds characters a header cannot carry"
+                )
             headers["Authorization"] = f"Bearer {key}"
         elif config.get("api_key_secret") or config.get("api_key_env"):
             raise ConfigError(
