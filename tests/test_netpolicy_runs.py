@@ -63,7 +63,7 @@ def internal_service() -> Iterator[str]:
         server.server_close()
 
 
-async def test_a_deny_rule_stops_the_run_at_connect_time(
+async def test_a_deny_rule_added_after_a_run_was_created_stops_it_at_start(
     project: Project, fake_openai: FakeOpenAIServer, settings
 ) -> None:
     run = await sync_to_async(new_run)(project, fake_openai.base_url, max_attempts=3)
@@ -130,6 +130,16 @@ def test_a_json_error_message_is_quoted_short_and_printable() -> None:
     assert len(str(error)) < 330
     assert "\x1b" not in str(error)
     assert error.http_status == 404
+
+
+def test_a_custom_reason_phrase_is_not_read_back() -> None:
+    target = OpenAIChatTarget({"base_url": "http://h/v1", "model": "m"})
+    response = httpx.Response(
+        403, text="<html/>", extensions={"reason_phrase": b"root:x:0:0:root"}
+    )
+    with pytest.raises(Exception) as caught:
+        target.parse_response(response)
+    assert str(caught.value) == "HTTP 403 Forbidden"
 
 
 def test_an_html_error_body_gives_only_the_status_line() -> None:

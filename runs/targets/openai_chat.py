@@ -103,7 +103,9 @@ def error_summary(response: httpx.Response) -> str:
     whole: a JSON ``error.message`` (or ``message``/``detail``) up to
     ``ERROR_MESSAGE_LIMIT`` characters, printable characters only.
     """
-    status = f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+    # The standard phrase, not the server's: a reason phrase can carry anything.
+    reason = httpx.codes.get_reason_phrase(response.status_code)
+    status = f"HTTP {response.status_code} {reason}".rstrip()
     try:
         data = json.loads(response.content[:ERROR_BODY_LIMIT])
     except ValueError:
