@@ -72,7 +72,15 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", help="OpenAI-compatible base URL (…/v1)")
         parser.add_argument("--model", help="model name")
         parser.add_argument(
-            "--api-key-env", default="", help="env variable holding the key"
+            "--api-key-secret",
+            default="",
+            help="name of the project secret holding the key",
+        )
+        parser.add_argument(
+            "--api-key-env",
+            default="",
+            help="env variable holding the key (only one listed in "
+            "EVALSITE_ENV_SECRETS)",
         )
         parser.add_argument("--system-prompt", default="")
         parser.add_argument("--prompt-template", default="{input}")
@@ -221,6 +229,7 @@ def target_config(opts: dict[str, Any]) -> dict[str, Any]:
         config = {
             "base_url": opts["base_url"] or "",
             "model": opts["model"] or "",
+            "api_key_secret": opts["api_key_secret"],
             "api_key_env": opts["api_key_env"],
             "system_prompt": opts["system_prompt"],
             "prompt_template": opts["prompt_template"],
