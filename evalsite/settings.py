@@ -7,8 +7,10 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import os
+import re
 import secrets
 import tempfile
 from datetime import timedelta
@@ -224,6 +226,93 @@ EVALSITE_PLUGINS = env_list("EVALSITE_PLUGINS", [])
 # Threads that run scorers' CPU work off the event loop, per process (bounded:
 # further scorers wait their turn, within the run's scorer timeout).
 EVALSITE_SCORER_WORKERS = env_int("EVALSITE_SCORER_WORKERS", 4, minimum=1)
+
+# -- secrets and outbound requests ------------------------------------------------
+
+
+def local_secrets_key(data_dir: Path) -> str:
+    """A Fernet key made once for this installation, outside the database."""
+    path = data_dir / "secrets_key"
+    if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process made it first
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
+    return path.read_text().strip()
+
+
+def env_fernet_keys(name: str, data_dir: Path) -> list[str]:
+    """Fernet keys, newest first (it encrypts; all decrypt), or the local key."""
+    keys = env_list(name, [])
+    for position, key in enumerate(keys, start=1):
+        try:
+            raw = base64.urlsafe_b64decode(key.encode("ascii"))
+        except (ValueError, UnicodeEncodeError):
+            raw = b""
+        if len(raw) != 32:
+            raise ImproperlyConfigured(
+                f"{name}: key {position} is not a Fernet key (32 bytes, url-safe "
+                "base64); make one with: python -c 'from cryptography.fernet import "
+                "Fernet; print(Fernet.generate_key().decode())'"
+            )
+    return keys or [local_secrets_key(data_dir)]
+
+
+# Variables the server must never send anywhere, whatever the operator lists.
+_SERVER_SECRETS = frozenset(
+    {"EVALSITE_SECRET_KEY", "EVALSITE_SECRETS_KEY", "DATABASE_URL", "REDIS_URL"}
+)
+
+
+def env_secret_bindings(name: str) -> dict[str, tuple[str, ...]]:
+    """``VAR=host|*.suffix,VAR2=host``: variables targets may use, and where to.
+
+    A variable may only be sent to a host matching one of its patterns: an
+    exact host name or address, or ``*.suffix`` for any name below suffix.
+    """
+    bindings: dict[str, tuple[str, ...]] = {}
+    for entry in env_list(name, []):
+        var, sep, hosts = entry.partition("=")
+        var = var.strip()
+        patterns = tuple(h.strip().lower() for h in hosts.split("|") if h.strip())
+        if not sep or not patterns:
+            raise ImproperlyConfigured(
+                f"{name}: {entry!r} must be VARIABLE=host, several hosts separated "
+                "by |, e.g. OPENAI_API_KEY=api.openai.com"
+            )
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            raise ImproperlyConfigured(f"{name}: {var!r} is not a variable name")
+        if var in _SERVER_SECRETS:
+            raise ImproperlyConfigured(f"{name}: {var} is the server's own secret")
+        for pattern in patterns:
+            if not re.fullmatch(r"(\*\.)?[a-z0-9_.:\[\]-]+", pattern):
+                raise ImproperlyConfigured(
+                    f"{name}: {pattern!r} (for {var}) is not a host name or *.suffix"
+                )
+        bindings[var] = patterns
+    return bindings
+
+
+def env_network_rules(name: str, default: tuple[str, ...]) -> list[str]:
+    """Rules of the outbound network policy (see runs/netpolicy.py)."""
+    from runs.netpolicy import Rules  # no Django in it: safe to import here
+
+    rules = env_list(name, list(default))
+    try:
+        Rules.parse(rules)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name}: {exc}") from None
+    return rules
+
+
+# Project secrets are encrypted with these keys, kept out of the database.
+EVALSITE_SECRETS_KEYS = env_fernet_keys("EVALSITE_SECRETS_KEY", DATA_DIR)
+EVALSITE_ENV_SECRETS = env_secret_bindings("EVALSITE_ENV_SECRETS")
+EVALSITE_TARGET_ALLOW = env_network_rules(
+    "EVALSITE_TARGET_ALLOW", ("loopback", "public")
+)
+EVALSITE_TARGET_DENY = env_network_rules("EVALSITE_TARGET_DENY", ())
 
 _VALIDATORS = "django.contrib.auth.password_validation"
 AUTH_PASSWORD_VALIDATORS = [

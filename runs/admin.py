@@ -11,6 +11,7 @@ from runs.models import (
     Item,
     Membership,
     Project,
+    ProjectSecret,
     Result,
     Run,
     Score,
@@ -216,3 +217,26 @@ class ApiKeyAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are shown once: create them with create_api_key
+
+
+@admin.register(ProjectSecret)
+class ProjectSecretAdmin(admin.ModelAdmin):
+    """Names only: values are set by project admins on the dashboard or the API,
+    and neither the value nor its ciphertext is ever shown here."""
+
+    list_display = ["name", "project", "updated_at", "updated_by"]
+    list_filter = ["project"]
+    search_fields = ["name", "project__name"]
+    fields = ["project", "name", "created_at", "created_by", "updated_at", "updated_by"]
+    readonly_fields = fields
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(
+        self, request: HttpRequest, obj: ProjectSecret | None = None
+    ) -> bool:
+        return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ProjectSecret]:
+        return super().get_queryset(request).defer("ciphertext")

@@ -41,6 +41,7 @@ from runs.models import (
     Item,
     Membership,
     Project,
+    ProjectSecret,
     Result,
     ResultStatus,
     Run,
@@ -69,6 +70,8 @@ from runs.schemas import (
     RunIn,
     RunOut,
     ScorerKindOut,
+    SecretIn,
+    SecretOut,
     TargetFilter,
     TargetIn,
     TargetOut,
@@ -77,6 +80,7 @@ from runs.schemas import (
     TargetTryOut,
     ValidationErrorOut,
 )
+from runs.secrets import secret_delete, secret_list, secret_set
 from runs.selectors import (
     api_key_list,
     dataset_get,
@@ -389,6 +393,47 @@ def list_scorers(request: HttpRequest) -> list[dict[str, Any]]:
     return scorer_kinds()
 
 
+# -- project secrets ------------------------------------------------------------
+
+secret_router = Router(tags=["secrets"])
+
+
+@secret_router.get(
+    "/{project_id}/secrets", response={200: list[SecretOut], **READ_ERRORS}
+)
+def list_secrets(request: HttpRequest, project_id: DbId) -> QuerySet[ProjectSecret]:
+    """The project's secrets: names and times, never values (any member)."""
+    project = project_get(user=request.auth, project_id=project_id)
+    return secret_list(project=project, user=request.auth)
+
+
+@secret_router.put(
+    "/{project_id}/secrets/{name}",
+    response={200: SecretOut, 201: SecretOut, **ERRORS},
+)
+def set_secret(
+    request: HttpRequest, project_id: DbId, name: str, payload: SecretIn
+) -> Status[ProjectSecret]:
+    """Create (201) or replace (200) a secret; project admins only.
+
+    The value is stored encrypted and never returned; targets name the secret
+    in their configuration (``api_key_secret``).
+    """
+    project = project_get(user=request.auth, project_id=project_id)
+    secret, created = secret_set(
+        project=project, user=request.auth, name=name, value=payload.value
+    )
+    return Status(201 if created else 200, secret)
+
+
+@secret_router.delete("/{project_id}/secrets/{name}", response={204: None, **ERRORS})
+def delete_secret(request: HttpRequest, project_id: DbId, name: str) -> Status[None]:
+    """Delete a secret; project admins only. Runs that use it will fail to start."""
+    project = project_get(user=request.auth, project_id=project_id)
+    secret_delete(project=project, user=request.auth, name=name)
+    return Status(204, None)
+
+
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
 api.add_router("/runs", run_router)
@@ -538,3 +583,4 @@ def try_target(
 api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)
 api.add_router("/scorers", scorer_router)
+api.add_router("/projects", secret_router)

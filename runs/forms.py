@@ -369,3 +369,25 @@ def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetF
     for fixed in ("project", "kind"):
         form.fields[fixed].disabled = True
     return form
+
+
+class SecretForm(forms.Form):
+    """Set a project secret; the value is never rendered back."""
+
+    name = forms.RegexField(
+        regex=r"^[A-Za-z_][A-Za-z0-9_]*\Z",
+        max_length=100,
+        help_text="Letters, digits and underscores, e.g. OPENAI_API_KEY. "
+        "Setting an existing name replaces its value.",
+        error_messages={
+            "invalid": "Use letters, digits and underscores, not starting with a digit."
+        },
+    )
+    value = forms.CharField(
+        max_length=8192,
+        strip=True,
+        widget=forms.PasswordInput(
+            render_value=False, attrs={"autocomplete": "new-password"}
+        ),
+        help_text="Stored encrypted; it is never shown again.",
+    )

@@ -363,3 +363,44 @@ class ApiKey(models.Model):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+class ProjectSecret(models.Model):
+    """A named secret of a project, such as a provider's API key.
+
+    ``ciphertext`` is the value encrypted with a key kept outside the database
+    (``runs.secrets``); the value itself is never shown again once set.
+    """
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="secrets"
+    )
+    name = models.CharField(max_length=100)
+    ciphertext = models.TextField(editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["project", "name"], name="project_secret_name_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.project})"

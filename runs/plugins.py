@@ -55,8 +55,9 @@ class Plugin:
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
     example: ClassVar[dict[str, Any]] = {}
-    # Parameters that name a secret (never hold one).
-    secrets: ClassVar[tuple[str, ...]] = ()
+    # The secrets it uses, as ``runs.secrets.SecretRef``: parameters that name
+    # a secret (never hold one), resolved when a run builds the plug-in.
+    secrets: ClassVar[tuple[Any, ...]] = ()
 
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
@@ -68,6 +69,16 @@ class Plugin:
             noun=f"a parameter of {cls.kind}",
             exclude_none=True,
         )
+
+    @classmethod
+    def secret_params(cls) -> list[str]:
+        """The parameters that name a secret (a project secret or a variable)."""
+        return [
+            name
+            for ref in cls.secrets
+            for name in (ref.secret_field, ref.env_field)
+            if name
+        ]
 
     @classmethod
     def summary(cls) -> str:
@@ -276,7 +287,7 @@ def catalogue_entry(plugin: type[Plugin]) -> dict[str, Any]:
         "description": plugin.summary(),
         "parameters": json_schema(plugin.Params),
         "example": plugin.example,
-        "secrets": list(plugin.secrets),
+        "secrets": plugin.secret_params(),
     }
     if hasattr(plugin, "needs_expected"):
         entry["needs_expected"] = bool(plugin.needs_expected)

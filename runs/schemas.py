@@ -20,6 +20,7 @@ from runs.models import (
     Dataset,
     Item,
     Membership,
+    ProjectSecret,
     Result,
     ResultStatus,
     Run,
@@ -475,3 +476,28 @@ class TargetTryOut(Schema):
     prompt_tokens: int | None
     completion_tokens: int | None
     http_status: int | None
+
+
+# -- project secrets ----------------------------------------------------------
+
+
+class SecretIn(BodyIn):
+    value: str = Field(
+        description=(
+            "the secret's value (at most 8192 characters, no control characters); "
+            "stored encrypted and never returned"
+        )
+    )
+
+
+class SecretOut(Schema):
+    """A project secret's name and history; its value is never returned."""
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    updated_by: str | None = Field(None, description="who set the current value")
+
+    @staticmethod
+    def resolve_updated_by(obj: ProjectSecret) -> str | None:
+        return obj.updated_by.get_username() if obj.updated_by else None

@@ -30,6 +30,7 @@ from runs.models import (
 )
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
+from runs.secrets import check_secrets_exist
 from runs.targets import clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
@@ -118,6 +119,10 @@ def run_create(
     config = clean_target_config(
         target_kind, target_config or {}, path="target_config", kind_field="target"
     )
+    try:
+        check_secrets_exist(project=project, kind=target_kind, config=config)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=f"target_config.{exc.field}") from None
     scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")

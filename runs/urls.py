@@ -74,4 +74,14 @@ urlpatterns = [
         name="account_key_revoke",
     ),
     path("catalogue/", views.catalogue, name="catalogue"),
+    path(
+        "projects/<id:project_id>/secrets/",
+        views.project_secrets,
+        name="project_secrets",
+    ),
+    path(
+        "projects/<id:project_id>/secrets/<str:name>/delete/",
+        views.project_secret_delete,
+        name="project_secret_delete",
+    ),
 ]

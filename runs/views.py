@@ -19,17 +19,18 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import demo, importers, selectors, services
-from runs.access import editable_projects, visible_projects
+from runs import demo, importers, secrets, selectors, services
+from runs.access import editable_projects, role_of, visible_projects
 from runs.catalogue import plugin_catalogue
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
     DatasetUploadForm,
     RunForm,
+    SecretForm,
     TargetForm,
     add_domain_error,
 )
-from runs.models import Result, RunStatus
+from runs.models import Membership, Result, RunStatus
 from runs.schemas import MAX_DB_INT
 
 RUNS_PER_PAGE = 50
@@ -271,3 +272,42 @@ def target_list(request: HttpRequest) -> HttpResponse:
 def catalogue(request: HttpRequest) -> HttpResponse:
     """Every target kind and scorer with its parameters, example and secrets."""
     return render(request, "runs/catalogue.html", plugin_catalogue())
+
+
+# -- project secrets -------------------------------------------------------------
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = selectors.project_get(user=request.user, project_id=project_id)
+    form = SecretForm(request.POST or None)
+    if form.is_bound and form.is_valid():
+        try:
+            secret, created = secrets.secret_set(
+                project=project, user=request.user, **form.cleaned_data
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            verb = "added" if created else "replaced"
+            messages.success(request, f"Secret {secret.name} {verb}.")
+            return redirect("runs:project_secrets", project_id=project.pk)
+    context = {
+        "project": project,
+        "secrets": secrets.secret_list(project=project, user=request.user),
+        "is_admin": role_of(request.user, project) == Membership.Role.ADMIN,
+        "form": form,
+    }
+    return render(request, "runs/project_secrets.html", context)
+
+
+@domain_errors
+@require_POST
+def project_secret_delete(
+    request: HttpRequest, project_id: int, name: str
+) -> HttpResponse:
+    project = selectors.project_get(user=request.user, project_id=project_id)
+    secrets.secret_delete(project=project, user=request.user, name=name)
+    messages.success(request, f"Secret {name} deleted.")
+    return redirect("runs:project_secrets", project_id=project.pk)

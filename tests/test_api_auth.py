@@ -243,6 +243,8 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/projects/{{project_id}}/members/{{user_id}}",
         f"{API}/keys",
         f"{API}/keys/{{key_id}}",
+        f"{API}/projects/{{project_id}}/secrets",
+        f"{API}/projects/{{project_id}}/secrets/{{name}}",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

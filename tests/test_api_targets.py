@@ -39,7 +39,7 @@ def test_editor_creates_a_target(
     response = create(
         request.getfixturevalue(persona),
         project,
-        config={**CONFIG, "api_key_env": "OPENAI_API_KEY"},
+        config={**CONFIG, "api_key_secret": "OPENAI_API_KEY"},
     )
 
     assert response.status_code == 201
@@ -49,7 +49,7 @@ def test_editor_creates_a_target(
         "gpt",
         "openai_chat",
     )
-    assert body["config"]["api_key_env"] == "OPENAI_API_KEY"
+    assert body["config"]["api_key_secret"] == "OPENAI_API_KEY"
     assert body["config"]["model"] == "m"
     assert Target.objects.filter(pk=body["id"], project=project).exists()
 

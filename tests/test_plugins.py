@@ -51,8 +51,11 @@ def test_each_scorer_example_is_valid_for_its_own_declaration(kind: str) -> None
 
 def test_secrets_are_declared_parameters_of_their_plugin() -> None:
     for cls in [*TARGETS.values(), *SCORERS.values()]:
-        assert set(cls.secrets) <= {p.name for p in describe(cls.Params)}
-    assert set(TARGETS["openai_chat"].secrets) == {"api_key_secret", "api_key_env"}
+        assert set(cls.secret_params()) <= {p.name for p in describe(cls.Params)}
+    assert set(TARGETS["openai_chat"].secret_params()) == {
+        "api_key_secret",
+        "api_key_env",
+    }
 
 
 def test_openai_chat_has_the_declared_config_keys() -> None:

@@ -15,7 +15,7 @@ def _target(project: Project, **changes: object) -> dict:
         "kind": "openai_chat",
         "openai_chat__base_url": "https://api.example.org/v1",
         "openai_chat__model": "m-1",
-        "openai_chat__api_key_env": "OPENAI_API_KEY",
+        "openai_chat__api_key_secret": "OPENAI_API_KEY",
     }
     data.update(changes)
     return data
@@ -28,7 +28,7 @@ def test_targets_page_lists_targets_with_their_config(
         project=project,
         name="local",
         kind="openai_chat",
-        config={"base_url": "http://x/v1", "model": "m", "api_key_env": "MY_KEY"},
+        config={"base_url": "http://x/v1", "model": "m", "api_key_secret": "MY_KEY"},
     )
 
     response = victor_client.get(reverse("runs:target_list"))
@@ -69,7 +69,7 @@ def test_create_target_stores_it(bob_client: Client, project: Project) -> None:
     assert response.status_code == 302
     target = Target.objects.get(name="gpt")
     assert target.config["model"] == "m-1"
-    assert target.config["api_key_env"] == "OPENAI_API_KEY"
+    assert target.config["api_key_secret"] == "OPENAI_API_KEY"
 
 
 def test_create_target_takes_the_chosen_kinds_fields_only(

@@ -35,6 +35,7 @@ from runs.executor.options import RunOptions
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.scorers import build_scorer
+from runs.secrets import arun_target_context
 from runs.targets import build_target
 
 logger = logging.getLogger(__name__)
@@ -305,7 +306,12 @@ class Execution:
 
     async def execute(self) -> str:
         try:
-            target = build_target(self.spec.target_kind, self.spec.target_config)
+            context = await arun_target_context(
+                self.spec.id, self.spec.target_kind, self.spec.target_config
+            )
+            target = build_target(
+                self.spec.target_kind, self.spec.target_config, context=context
+            )
             scorers = [build_scorer(spec) for spec in self.spec.scorers]
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import check_declaration
+
+if TYPE_CHECKING:
+    from runs.secrets import TargetContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +74,7 @@ class TargetFactory(Protocol):
     label: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     example: ClassVar[dict[str, Any]]
-    secrets: ClassVar[tuple[str, ...]]
+    secrets: ClassVar[tuple[Any, ...]]  # runs.secrets.SecretRef
 
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
@@ -111,5 +114,11 @@ def clean_target_config(
     return get_target_class(kind, field=kind_field).clean(config, path=path)
 
 
-def build_target(kind: str, config: dict[str, Any]) -> Target:
-    return get_target_class(kind).from_config(config)
+def build_target(
+    kind: str, config: dict[str, Any], *, context: TargetContext | None = None
+) -> Target:
+    """Build a target; one that declares secrets gets them through ``context``."""
+    cls = get_target_class(kind)
+    if getattr(cls, "secrets", ()):
+        return cls.from_config(config, context)  # type: ignore[call-arg]
+    return cls.from_config(config)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import json
-import os
 import re
 import time
 from typing import Any, ClassVar
@@ -16,7 +15,15 @@ from pydantic import Field, field_validator, model_validator
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
+from runs.netpolicy import (
+    clean_target_url,
+    current_policy,
+    endpoint_url,
+    policy_session,
+    refusal_in,
+)
 from runs.plugins import FieldError, Params, Plugin
+from runs.secrets import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import (
     TargetError,
     TargetInput,
@@ -32,6 +39,11 @@ QUOTA_WORDS = (
     "billing",
 )
 MAX_RETRY_AFTER_SECONDS = 60.0
+# An error body is kept in the attempt log up to this many characters, and its
+# JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
+# provider's error, too little to read a page back through the endpoint.
+ERROR_BODY_LIMIT = 4096
+ERROR_MESSAGE_LIMIT = 300
 # Per-attempt timeouts are the executor's job; this backstop only makes sure
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
@@ -86,10 +98,31 @@ def parse_retry_after(value: str | None) -> float | None:
     return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
 
 
-def _unlimited_session() -> aiohttp.ClientSession:
-    # Made on first use, inside the running loop; aiohttp's default pool stops
-    # at 100 connections, below a run's highest concurrency.
-    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+def error_summary(response: httpx.Response) -> str:
+    """The status line and, from a JSON error body, its message in short.
+
+    The endpoint is chosen by the user, so its error page is never echoed
+    whole: a JSON ``error.message`` (or ``message``/``detail``) up to
+    ``ERROR_MESSAGE_LIMIT`` characters, printable characters only.
+    """
+    # The standard phrase, not the server's: a reason phrase can carry anything.
+    reason = httpx.codes.get_reason_phrase(response.status_code)
+    status = f"HTTP {response.status_code} {reason}".rstrip()
+    try:
+        data = json.loads(response.content[:ERROR_BODY_LIMIT])
+    except ValueError:
+        return status
+    message: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        message = message or data.get("message") or data.get("detail")
+    if not isinstance(message, str) or not message.strip():
+        return status
+    text = "".join(ch if ch.isprintable() else " " for ch in message).strip()
+    if len(text) > ERROR_MESSAGE_LIMIT:
+        text = text[: ERROR_MESSAGE_LIMIT - 1] + "…"
+    return f"{status}: {text}"
 
 
 def classify_status(status: int, body: str) -> ErrorKind:
@@ -101,6 +134,18 @@ def classify_status(status: int, body: str) -> ErrorKind:
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# The key is a project secret named in api_key_secret, or an environment
+# variable the operator allows (EVALSITE_ENV_SECRETS) named in api_key_env,
+# which may only be sent to the hosts it is bound to.
+SECRETS = (
+    SecretRef(
+        key="api_key",
+        secret_field="api_key_secret",
+        env_field="api_key_env",
+        url_field="base_url",
+        help="sent as a Bearer token to base_url",
+    ),
+)
 
 
 class OpenAIChatParams(Params):
@@ -156,17 +201,17 @@ class OpenAIChatParams(Params):
         if isinstance(data, dict) and "api_key" in data:
             raise FieldError(
                 "api_key",
-                "secrets are never stored; name a project secret in api_key_secret",
+                "secrets are never stored in a configuration; set the key as a "
+                "project secret and name it in api_key_secret",
             )
         return data
 
     @field_validator("base_url")
     @classmethod
-    def _http_url(cls, value: str) -> str:
-        value = value.strip()
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value
+    def _target_url(cls, value: str) -> str:
+        # http(s) only; no userinfo, query or fragment; a host the network
+        # policy could ever allow (the real check is at connect time).
+        return clean_target_url(value)
 
     @field_validator("model")
     @classmethod
@@ -181,6 +226,16 @@ class OpenAIChatParams(Params):
         if value and not _NAME.fullmatch(value):
             raise ValueError("must be a name (letters, digits and _), not a value")
         return value
+
+    @model_validator(mode="after")
+    def _secrets_allowed(self) -> OpenAIChatParams:
+        # An environment variable only if the operator lists it, and only to
+        # the hosts it is bound to; one message whether or not it exists.
+        try:
+            clean_secret_refs(SECRETS, self.model_dump())
+        except ConfigError as exc:
+            raise FieldError(exc.field or "api_key_env", exc.message) from None
+        return self
 
 
 @register
@@ -199,32 +254,43 @@ class OpenAIChatTarget(Plugin):
         "temperature": 0,
         "max_tokens": 256,
     }
-    secrets: ClassVar[tuple[str, ...]] = ("api_key_secret", "api_key_env")
+    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
 
-    def __init__(self, config: dict[str, Any]) -> None:
+    def __init__(
+        self, config: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
         self.config = config
+        context = context or TargetContext()
         # Parsed once: httpx would parse a string URL on every request.
-        self.url = httpx.URL(config["base_url"].rstrip("/") + "/chat/completions")
+        self.url = endpoint_url(config["base_url"], "chat/completions")
         headers = {"Content-Type": "application/json"}
-        env_name = config.get("api_key_env")
-        if env_name:
-            key = os.environ.get(env_name)
-            if not key:
+        key = context.secrets.get("api_key")
+        if key:
+            if not key.isascii() or not key.isprintable():
                 raise ConfigError(
-                    f"environment variable {env_name} is not set", field="api_key_env"
+                    "the key holds characters a header cannot carry",
+                    field="api_key_secret",
                 )
             headers["Authorization"] = f"Bearer {key}"
+        elif config.get("api_key_secret") or config.get("api_key_env"):
+            raise ConfigError(
+                "the key was not resolved for this project", field="api_key_secret"
+            )
         self.headers = httpx.Headers(headers)
         # httpx's own connection pool spends milliseconds per request at high
         # concurrency, and its client adds auth, redirect and cookie handling
         # that a POST to a model endpoint never needs: requests go straight to
         # a transport over aiohttp's pool (the executor bounds the calls in
-        # flight).
-        self.transport = AiohttpTransport(client=_unlimited_session)
+        # flight), whose connector lets through only the addresses the
+        # network policy permits.
+        policy = current_policy()
+        self.transport = AiohttpTransport(client=lambda: policy_session(policy))
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> OpenAIChatTarget:
-        return cls(cls.clean(config))
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> OpenAIChatTarget:
+        return cls(cls.clean(config), context)
 
     def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -266,6 +332,11 @@ class OpenAIChatTarget(Plugin):
             finally:
                 await response.aclose()
         except (httpx.TransportError, aiohttp.ClientError) as exc:
+            refusal = refusal_in(exc)
+            if refusal is not None:
+                raise TargetError(
+                    str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
+                ) from None
             # The transport maps aiohttp's errors to httpx's loosely (a refused
             # connection becomes ConnectTimeout): report the original.
             cause = (
@@ -282,10 +353,10 @@ class OpenAIChatTarget(Plugin):
         body = response.text
         if response.status_code >= 400:
             raise TargetError(
-                f"HTTP {response.status_code}: {body[:500]}",
+                error_summary(response),
                 kind=classify_status(response.status_code, body),
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 retry_after=parse_retry_after(response.headers.get("retry-after")),
                 error_type=f"HTTP{response.status_code}",
             )
@@ -298,7 +369,7 @@ class OpenAIChatTarget(Plugin):
                 f"malformed response: {type(exc).__name__}: {exc}",
                 kind=ErrorKind.PERMANENT,
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
             ) from exc
         if content is None and not message.get("tool_calls"):
@@ -306,7 +377,7 @@ class OpenAIChatTarget(Plugin):
                 "malformed response: message has no content",
                 kind=ErrorKind.PERMANENT,
                 http_status=response.status_code,
-                raw_body=body,
+                raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
             )
         usage = data.get("usage") or {}

@@ -163,20 +163,14 @@ async def test_resume_executes_only_items_without_a_result(make_run, fake_openai
     assert run.processed + run.skipped == run.total == 20
 
 
-async def test_bad_target_configuration_fails_the_run_with_a_reason(
-    make_run, monkeypatch
-):
+async def test_bad_target_configuration_fails_the_run_with_a_reason(make_run):
     run = await make_run_async(make_run, arithmetic_items(2))
-    run.target_config = {
-        **run.target_config,
-        "api_key_env": "EVALSITE_TEST_MISSING_KEY",
-    }
+    run.target_config = {**run.target_config, "api_key_secret": "MISSING_KEY"}
     await run.asave()
-    monkeypatch.delenv("EVALSITE_TEST_MISSING_KEY", raising=False)
     status = await execute_run(run.pk)
     await run.arefresh_from_db()
     assert status == RunStatus.FAILED
-    assert "EVALSITE_TEST_MISSING_KEY is not set" in run.error
+    assert "project secret 'MISSING_KEY' is not set" in run.error
     assert run.skipped == 2
 
 

@@ -1,0 +1,357 @@
+"""The operator's policy for where targets and judges may connect.
+
+``EVALSITE_TARGET_ALLOW`` and ``EVALSITE_TARGET_DENY`` list rules, comma
+separated: a network in CIDR notation (``10.1.0.0/16``, ``fd12::/48``), a
+single address, a host name (``api.openai.com``), a ``*.suffix`` wildcard that
+matches every name below the suffix (not the suffix itself), ``*`` for every
+host name, or one of the words ``loopback``, ``private`` and ``public`` (the
+address classes of Python's ``ipaddress``). The default allows ``loopback,public``.
+
+A connection to host H at address A is decided as follows:
+
+1. link-local addresses and the cloud metadata services are always refused;
+2. a DENY rule that matches H or A refuses it;
+3. an ALLOW rule that matches H or A permits it;
+4. anything else is refused.
+
+The check runs on the resolved address when the connection is made
+(``PolicyResolver`` and ``PolicyConnector``), so a name that resolves to an
+allowed address when a target is saved and to a forbidden one later (DNS
+rebinding) is still refused. Targets also check literal addresses and names
+when they are saved, for early feedback.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import re
+import socket
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import httpx
+import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+DEFAULT_ALLOW = ("loopback", "public")
+KEYWORDS = frozenset({"loopback", "private", "public"})
+# Refused whatever the operator allows: instance metadata hands out cloud
+# credentials, and nothing a model server needs lives on a link-local address.
+ALWAYS_REFUSED_NETWORKS: tuple[IPNetwork, ...] = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "169.254.0.0/16",  # IPv4 link-local, AWS/GCP/Azure metadata 169.254.169.254
+        "fe80::/10",  # IPv6 link-local
+        "fd00:ec2::254/128",  # AWS metadata over IPv6
+        "100.100.100.200/32",  # Alibaba Cloud metadata
+        "0.0.0.0/8",  # "this host": connecting to it reaches local services
+        "::/128",
+    )
+)
+ALWAYS_REFUSED_NAMES = frozenset(
+    {"metadata.google.internal", "metadata.goog", "metadata"}
+)
+_NAME = re.compile(
+    r"(?:\*|(?:\*\.)?(?:[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)"
+    r"(?:\.[a-z0-9_](?:[a-z0-9_-]{0,61}[a-z0-9_])?)*)"
+)
+
+
+class PolicyRefused(aiohttp.ClientConnectionError):
+    """The network policy refused every address of a host."""
+
+    def __init__(self, host: str) -> None:
+        super().__init__(host)
+        self.host = host
+
+    def __str__(self) -> str:
+        return f"the network policy refuses connections to {self.host}"
+
+
+def _network_or_none(entry: str) -> IPNetwork | None:
+    try:
+        return ipaddress.ip_network(entry.strip("[]"))
+    except ValueError:
+        return None
+
+
+def _numeric_host(host: str) -> bool:
+    # Browsers and C resolvers read a host whose last label is a number as an
+    # IPv4 address in some legacy form (2130706433, 127.1, 0x7f.1).
+    last = host.rsplit(".", 1)[-1]
+    return bool(re.fullmatch(r"[0-9]+|0x[0-9a-f]*", last, re.IGNORECASE))
+
+
+def normalise_host(host: str) -> str:
+    return host.strip().strip("[]").rstrip(".").lower()
+
+
+def parse_ip(host: str) -> IPAddress | None:
+    """The address a literal host names, IPv4-mapped IPv6 unwrapped; else None."""
+    try:
+        address = ipaddress.ip_address(normalise_host(host))
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        return address.ipv4_mapped
+    return address
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """One list of rules (ALLOW or DENY), parsed."""
+
+    networks: tuple[IPNetwork, ...] = ()
+    names: frozenset[str] = frozenset()
+    suffixes: tuple[str, ...] = ()  # ".example.org" for "*.example.org"
+    keywords: frozenset[str] = frozenset()
+    any_name: bool = False
+
+    @classmethod
+    def parse(cls, entries: Iterable[str]) -> Rules:
+        """Parse rules; raise ValueError naming the first bad entry."""
+        networks: list[IPNetwork] = []
+        names: set[str] = set()
+        suffixes: list[str] = []
+        keywords: set[str] = set()
+        any_name = False
+        for raw in entries:
+            entry = raw.strip().lower()
+            if not entry:
+                continue
+            if entry in KEYWORDS:
+                keywords.add(entry)
+            elif entry == "*":
+                any_name = True
+            elif (network := _network_or_none(entry)) is not None:
+                networks.append(network)
+            elif "/" in entry or ":" in entry or _numeric_host(entry.rstrip(".")):
+                raise ValueError(f"{raw.strip()!r} is not a network or an address")
+            elif _NAME.fullmatch(entry):
+                if entry.startswith("*."):
+                    suffixes.append(entry[1:])
+                else:
+                    names.add(entry.rstrip("."))
+            else:
+                raise ValueError(
+                    f"{raw.strip()!r} is neither a network, a host name, a *.suffix "
+                    f"nor one of {', '.join(sorted(KEYWORDS))}"
+                )
+        return cls(
+            tuple(networks),
+            frozenset(names),
+            tuple(suffixes),
+            frozenset(keywords),
+            any_name,
+        )
+
+    def matches_name(self, host: str) -> bool:
+        if self.any_name or host in self.names:
+            return True
+        return any(host.endswith(suffix) for suffix in self.suffixes)
+
+    def matches_address(self, address: IPAddress) -> bool:
+        if any(address in network for network in self.networks):
+            return True
+        if "loopback" in self.keywords and address.is_loopback:
+            return True
+        if "public" in self.keywords and address.is_global:
+            return True
+        return (
+            "private" in self.keywords
+            and address.is_private
+            and not address.is_loopback
+            and not address.is_link_local
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkPolicy:
+    allow: Rules
+    deny: Rules
+
+    @classmethod
+    def parse(cls, allow: Sequence[str], deny: Sequence[str]) -> NetworkPolicy:
+        return cls(Rules.parse(allow), Rules.parse(deny))
+
+    def permits(self, host: str, address: IPAddress | None) -> bool:
+        """Whether ``host`` may be reached at ``address`` (None: not yet resolved).
+
+        With no address only the name is judged: the connection is checked
+        again on every address the name resolves to.
+        """
+        host = normalise_host(host)
+        literal = parse_ip(host)
+        name = None if literal is not None else host
+        address = parse_ip(str(address)) if address is not None else literal
+        if name is not None and name in ALWAYS_REFUSED_NAMES:
+            return False
+        if address is not None and any(
+            address in net for net in ALWAYS_REFUSED_NETWORKS
+        ):
+            return False
+        if (name is not None and self.deny.matches_name(name)) or (
+            address is not None and self.deny.matches_address(address)
+        ):
+            return False
+        if name is not None and self.allow.matches_name(name):
+            return True
+        if address is None:
+            # A name no rule names: its addresses decide at connect time.
+            return True
+        return self.allow.matches_address(address)
+
+    def check(self, host: str, address: IPAddress | None = None) -> None:
+        if not self.permits(host, address):
+            raise PolicyRefused(normalise_host(host))
+
+
+@functools.lru_cache(maxsize=8)
+def _compiled(allow: tuple[str, ...], deny: tuple[str, ...]) -> NetworkPolicy:
+    return NetworkPolicy.parse(allow, deny)
+
+
+def current_policy() -> NetworkPolicy:
+    """The policy of the current settings (parsed once per distinct value)."""
+    from django.conf import settings
+
+    return _compiled(
+        tuple(getattr(settings, "EVALSITE_TARGET_ALLOW", DEFAULT_ALLOW)),
+        tuple(getattr(settings, "EVALSITE_TARGET_DENY", ())),
+    )
+
+
+# -- connect time ----------------------------------------------------------------
+
+
+class PolicyResolver(AbstractResolver):
+    """Resolves with aiohttp's resolver, then keeps only the permitted addresses.
+
+    aiohttp connects only to what its resolver returns, so this is the check
+    that DNS rebinding cannot pass.
+    """
+
+    def __init__(
+        self, policy: NetworkPolicy, inner: AbstractResolver | None = None
+    ) -> None:
+        self.policy = policy
+        self.inner = inner if inner is not None else DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        self.policy.check(host)
+        results = await self.inner.resolve(host, port, family)
+        permitted = [
+            result
+            for result in results
+            if (address := parse_ip(result["host"])) is not None
+            and self.policy.permits(host, address)
+        ]
+        if not permitted:
+            raise PolicyRefused(normalise_host(host))
+        return permitted
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+if not hasattr(aiohttp.TCPConnector, "_resolve_host"):  # pragma: no cover
+    raise ImportError("aiohttp no longer has TCPConnector._resolve_host")
+
+
+class PolicyConnector(aiohttp.TCPConnector):
+    """A connector whose every address, literal or resolved, passes the policy."""
+
+    def __init__(self, policy: NetworkPolicy, **kwargs: Any) -> None:
+        super().__init__(resolver=PolicyResolver(policy), **kwargs)
+        self.policy = policy
+
+    async def _resolve_host(
+        self, host: str, port: int, traces: Any = None
+    ) -> list[ResolveResult]:
+        # aiohttp never hands a literal address to the resolver.
+        literal = parse_ip(host)
+        if literal is not None:
+            self.policy.check(host, literal)
+        return await super()._resolve_host(host, port, traces=traces)
+
+
+def policy_session(policy: NetworkPolicy | None = None) -> aiohttp.ClientSession:
+    """An aiohttp session for outbound requests of targets and judges.
+
+    No connection limit (the executor bounds the calls in flight), no proxy
+    from the environment (it would hide the destination from the policy).
+    """
+    connector = PolicyConnector(policy or current_policy(), limit=0)
+    return aiohttp.ClientSession(connector=connector, trust_env=False)
+
+
+def refusal_in(exc: BaseException) -> PolicyRefused | None:
+    """The policy refusal behind an exception of the HTTP stack, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, PolicyRefused):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+# -- save time -------------------------------------------------------------------
+
+
+def clean_target_url(value: Any, *, policy: NetworkPolicy | None = None) -> str:
+    """Validate an endpoint base URL; raise ValueError saying what is wrong.
+
+    Refused: other schemes than http and https, credentials in the URL, a
+    query or a fragment (the endpoint's path is appended to the URL), and
+    hosts the network policy refuses by name or literal address.
+    """
+    text = str(value or "").strip()
+    if any(char.isspace() or char == "\\" or ord(char) < 32 for char in text):
+        raise ValueError("must not contain spaces, backslashes or control characters")
+    try:
+        url = httpx.URL(text)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"is not a URL: {exc}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError("must be an http:// or https:// URL with a host")
+    if url.userinfo or "@" in urlsplit(text).netloc:
+        raise ValueError(
+            "must not carry a user name or password; use a project secret for the key"
+        )
+    if url.query or "?" in text:
+        raise ValueError("must not have a query (?...)")
+    if url.fragment or "#" in text:
+        raise ValueError("must not have a fragment (#...)")
+    # The ASCII (IDNA) form: what aiohttp resolves and connects to.
+    host = url.raw_host.decode("ascii")
+    if parse_ip(host) is None and _numeric_host(host):
+        raise ValueError(f"{host} is not a canonical IP address")
+    if yarl.URL(str(url)).raw_host != host:
+        # A key is bound to the host read here; aiohttp must read the same.
+        raise ValueError("has a host that URL parsers disagree on")
+    policy = policy or current_policy()
+    if not policy.permits(host, None):
+        raise ValueError(f"the network policy refuses connections to {host}")
+    return str(url)
+
+
+def endpoint_url(base_url: str, path: str) -> httpx.URL:
+    """``path`` appended to the base URL's path, as a path segment, never a query."""
+    base = httpx.URL(base_url)
+    # The raw (still percent-encoded) path: a decoded %3F would become a "?".
+    directory = base.raw_path.split(b"?", 1)[0]
+    if not directory.endswith(b"/"):
+        directory += b"/"
+    return base.copy_with(raw_path=directory, fragment=None).join(path.lstrip("/"))

@@ -1,0 +1,340 @@
+"""Project secrets: stored encrypted, written by project admins, read only by targets.
+
+The value of a secret is encrypted with Fernet (AES-128-CBC with an HMAC)
+under ``settings.EVALSITE_SECRETS_KEYS``, keys kept outside the database (an
+environment variable or a file beside the database made once with mode 0600).
+Several keys allow rotation: the first encrypts, every one decrypts, and
+``manage.py secrets_rotate`` re-encrypts every value with the first.
+
+A plug-in declares the configuration fields that name its secrets
+(``SecretRef``); this module validates those names when a configuration is
+saved, and resolves them to values only when the executor builds the plug-in
+for a run (``TargetContext``). Values never enter a stored configuration, an
+attempt log, an error message or a log line.
+
+Environment variables remain possible for names the operator lists in
+``EVALSITE_ENV_SECRETS``, each bound to the hosts it may be sent to.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from channels.db import database_sync_to_async
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db import transaction
+from django.db.models import QuerySet
+
+from runs.access import require_role
+from runs.errors import ConfigError, InvalidInput, NotFound
+from runs.models import Membership, Project, ProjectSecret, Run
+
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_NAME_LENGTH = 100
+MAX_VALUE_LENGTH = 8192
+
+
+class SecretUnavailable(Exception):
+    """A stored secret that none of the configured keys decrypts."""
+
+
+# -- encryption ------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _cipher(keys: tuple[str, ...]) -> MultiFernet:
+    return MultiFernet([Fernet(key.encode("ascii")) for key in keys])
+
+
+def cipher() -> MultiFernet:
+    return _cipher(tuple(settings.EVALSITE_SECRETS_KEYS))
+
+
+def encrypt(value: str) -> str:
+    return cipher().encrypt(value.encode()).decode("ascii")
+
+
+def decrypt(ciphertext: str, *, name: str) -> str:
+    try:
+        return cipher().decrypt(ciphertext.encode("ascii")).decode()
+    except InvalidToken:
+        raise SecretUnavailable(
+            f"project secret {name!r} cannot be decrypted with the configured "
+            "EVALSITE_SECRETS_KEY; set it again"
+        ) from None
+
+
+# -- services and selector ---------------------------------------------------------
+
+
+def clean_secret_name(name: Any, *, field_name: str = "name") -> str:
+    name = str(name or "").strip()
+    if not name:
+        raise InvalidInput("is required", field=field_name)
+    if len(name) > MAX_NAME_LENGTH or not NAME_PATTERN.fullmatch(name):
+        raise InvalidInput(
+            "must be letters, digits and underscores, not starting with a digit "
+            f"(at most {MAX_NAME_LENGTH})",
+            field=field_name,
+        )
+    return name
+
+
+def _clean_value(value: Any) -> str:
+    # Pasted keys often carry a trailing newline, which no header may hold.
+    value = str(value or "").strip()
+    if not value:
+        raise InvalidInput("is required", field="value")
+    if len(value) > MAX_VALUE_LENGTH:
+        raise InvalidInput(
+            f"is longer than {MAX_VALUE_LENGTH} characters", field="value"
+        )
+    if any(ord(char) < 32 or ord(char) == 127 for char in value):
+        raise InvalidInput("must not contain control characters", field="value")
+    return value
+
+
+def secret_set(
+    *, project: Project, user: AbstractBaseUser, name: str, value: str
+) -> tuple[ProjectSecret, bool]:
+    """Create or replace a project secret (admins only); True when created."""
+    require_role(user, project, Membership.Role.ADMIN)
+    name = clean_secret_name(name)
+    ciphertext = encrypt(_clean_value(value))
+    with transaction.atomic():
+        secret, created = ProjectSecret.objects.select_for_update().get_or_create(
+            project=project,
+            name=name,
+            defaults={
+                "ciphertext": ciphertext,
+                "created_by": user,
+                "updated_by": user,
+            },
+        )
+        if not created:
+            secret.ciphertext = ciphertext
+            secret.updated_by = user
+            secret.save(update_fields=["ciphertext", "updated_by", "updated_at"])
+    return secret, created
+
+
+def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> None:
+    """Delete a project secret (admins only)."""
+    require_role(user, project, Membership.Role.ADMIN)
+    deleted, _ = ProjectSecret.objects.filter(project=project, name=name).delete()
+    if not deleted:
+        raise NotFound(f"no secret named {name!r} in {project}")
+
+
+def secret_list(
+    *, project: Project, user: AbstractBaseUser | AnonymousUser
+) -> QuerySet[ProjectSecret]:
+    """The project's secrets, names and times only (any member may see them)."""
+    require_role(user, project, Membership.Role.VIEWER)
+    return (
+        ProjectSecret.objects.filter(project=project)
+        .defer("ciphertext")
+        .select_related("updated_by")
+        .order_by("name")
+    )
+
+
+def secrets_rotate() -> int:
+    """Re-encrypt every secret with the first configured key; returns the count."""
+    rotated = 0
+    with transaction.atomic():
+        for secret in ProjectSecret.objects.select_for_update().only(
+            "pk", "name", "ciphertext"
+        ):
+            try:
+                token = cipher().rotate(secret.ciphertext.encode("ascii"))
+            except InvalidToken:
+                raise SecretUnavailable(
+                    f"project secret {secret.name!r} of project {secret.project_id} "
+                    "cannot be decrypted with the configured keys"
+                ) from None
+            ProjectSecret.objects.filter(pk=secret.pk).update(
+                ciphertext=token.decode("ascii")
+            )
+            rotated += 1
+    return rotated
+
+
+# -- what a plug-in declares ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SecretRef:
+    """One secret a plug-in uses, and the configuration fields that name it.
+
+    ``secret_field`` names a project secret; ``env_field`` (if any) an
+    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``,
+    which may only be sent to the host of the URL in ``url_field``.
+    """
+
+    key: str  # the plug-in reads the value as ``context.secrets[key]``
+    secret_field: str
+    env_field: str | None = None
+    url_field: str | None = None
+    help: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TargetContext:
+    """What a plug-in is built with besides its configuration."""
+
+    project_id: int | None = None
+    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+# Plug-ins import this module to declare their secrets: the plug-in registry
+# is imported where it is used, not at the top.
+
+
+def _config_error(field_name: str, message: str) -> ConfigError:
+    return ConfigError(message, field=field_name)
+
+
+def _target_class(kind: str) -> Any:
+    from runs.targets.base import get_target_class
+
+    return get_target_class(kind)
+
+
+def _declared(kind: str) -> Sequence[SecretRef]:
+    return getattr(_target_class(kind), "secrets", ())
+
+
+def host_matches(host: str, pattern: str) -> bool:
+    host = host.strip("[]").rstrip(".").lower()
+    pattern = pattern.strip("[]").lower()
+    if pattern.startswith("*."):
+        return host.endswith(pattern[1:])
+    return host == pattern
+
+
+def _env_refusal(name: str, ref: SecretRef) -> ConfigError:
+    # One message whether or not the variable exists on the server: no oracle.
+    return _config_error(
+        ref.env_field or ref.secret_field,
+        f"{name} is not a variable the operator allows targets to use "
+        f"(EVALSITE_ENV_SECRETS); store the key as a project secret and name "
+        f"it in {ref.secret_field}",
+    )
+
+
+def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None:
+    """Validate (and normalise in place) the fields that name secrets.
+
+    Needs no database: a project secret's existence is checked when a run is
+    created (``check_secrets_exist``) and again when it starts.
+    """
+    bindings: Mapping[str, Sequence[str]] = settings.EVALSITE_ENV_SECRETS
+    for ref in refs:
+        secret_name = str(config.get(ref.secret_field) or "").strip()
+        if secret_name and (
+            len(secret_name) > MAX_NAME_LENGTH
+            or not NAME_PATTERN.fullmatch(secret_name)
+        ):
+            raise _config_error(
+                ref.secret_field, "must be the name of a project secret"
+            )
+        config[ref.secret_field] = secret_name
+        if ref.env_field is None:
+            continue
+        env_name = str(config.get(ref.env_field) or "").strip()
+        config[ref.env_field] = env_name
+        if not env_name:
+            continue
+        if secret_name:
+            raise _config_error(
+                ref.env_field, f"give either {ref.secret_field} or {ref.env_field}"
+            )
+        if env_name not in bindings:
+            raise _env_refusal(env_name, ref)
+        try:
+            host = httpx.URL(str(config.get(ref.url_field) or "")).raw_host.decode()
+        except httpx.InvalidURL:
+            host = ""
+        if not any(host_matches(host, pattern) for pattern in bindings[env_name]):
+            raise _config_error(
+                ref.env_field,
+                f"{env_name} may only be sent to {' or '.join(bindings[env_name])}, "
+                f"not to {host or 'this URL'}",
+            )
+
+
+def check_secrets_exist(*, project: Project, kind: str, config: dict[str, Any]) -> None:
+    """Raise InvalidInput naming a project secret the configuration needs but lacks."""
+    for ref in _declared(kind):
+        name = config.get(ref.secret_field)
+        if (
+            name
+            and not ProjectSecret.objects.filter(project=project, name=name).exists()
+        ):
+            raise InvalidInput(
+                f"project secret {name!r} is not set in {project}; a project admin "
+                "can set it on the project's secrets page",
+                field=ref.secret_field,
+            )
+
+
+def resolve_secrets(
+    *, project_id: int, refs: Sequence[SecretRef], config: dict[str, Any]
+) -> dict[str, str]:
+    """The values of the secrets a (cleaned) configuration names."""
+    values: dict[str, str] = {}
+    for ref in refs:
+        secret_name = config.get(ref.secret_field)
+        env_name = config.get(ref.env_field) if ref.env_field else None
+        if secret_name:
+            stored = (
+                ProjectSecret.objects.filter(project_id=project_id, name=secret_name)
+                .values_list("ciphertext", flat=True)
+                .first()
+            )
+            if stored is None:
+                raise _config_error(
+                    ref.secret_field, f"project secret {secret_name!r} is not set"
+                )
+            try:
+                values[ref.key] = decrypt(stored, name=secret_name)
+            except SecretUnavailable as exc:
+                raise _config_error(ref.secret_field, str(exc)) from None
+        elif env_name:
+            if env_name not in settings.EVALSITE_ENV_SECRETS:
+                raise _env_refusal(env_name, ref)
+            value = os.environ.get(env_name, "")
+            if not value:
+                # Only said of a variable the operator listed.
+                raise _config_error(
+                    ref.env_field or ref.secret_field,
+                    f"{env_name} is listed in EVALSITE_ENV_SECRETS but not set "
+                    "on the server",
+                )
+            values[ref.key] = value
+    return values
+
+
+def run_target_context(run_id: int, kind: str, config: dict[str, Any]) -> TargetContext:
+    """The context a run's target is built with: its project and its secrets."""
+    project_id = (
+        Run.objects.filter(pk=run_id).values_list("project_id", flat=True).get()
+    )
+    refs = _declared(kind)
+    cleaned = _target_class(kind).clean_config(config) if refs else config
+    return TargetContext(
+        project_id=project_id,
+        secrets=resolve_secrets(project_id=project_id, refs=refs, config=cleaned),
+    )
+
+
+arun_target_context = database_sync_to_async(run_target_context)
