@@ -329,11 +329,17 @@ def run_target_context(run_id: int, kind: str, config: dict[str, Any]) -> Target
     project_id = (
         Run.objects.filter(pk=run_id).values_list("project_id", flat=True).get()
     )
+    return target_context(project_id, kind, config)
+
+
+def target_context(project_id: int, kind: str, config: dict[str, Any]) -> TargetContext:
+    """The context a project's target is built with: the secrets it names."""
     refs = _declared(kind)
-    cleaned = _target_class(kind).clean_config(config) if refs else config
+    if refs:
+        config = _target_class(kind).clean(config, path="target_config")
     return TargetContext(
         project_id=project_id,
-        secrets=resolve_secrets(project_id=project_id, refs=refs, config=cleaned),
+        secrets=resolve_secrets(project_id=project_id, refs=refs, config=config),
     )
 
 

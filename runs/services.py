@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runs import events
 from runs.access import require_role
-from runs.errors import Conflict, InvalidInput, NotFound
+from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.key_usage import key_usage_note
@@ -30,7 +30,7 @@ from runs.models import (
 )
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
-from runs.secrets import check_secrets_exist
+from runs.secrets import check_secrets_exist, target_context
 from runs.targets import clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
@@ -445,5 +445,11 @@ def target_try(
             f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
         )
     # Sync callers (pages, the API) wait here; the request itself is async.
-    outcome = async_to_sync(trial.send_one)(target.kind, target.config, text, timeout)
-    return trial.redacted(outcome, trial.secrets_of(target.config))
+    try:
+        context = target_context(target.project_id, target.kind, target.config)
+    except ConfigError as exc:
+        return trial.TargetTry(ok=False, error=str(exc), error_type="ConfigError")
+    outcome = async_to_sync(trial.send_one)(
+        target.kind, target.config, text, timeout, context
+    )
+    return trial.redacted(outcome, context.secrets.values())

@@ -13,6 +13,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from evalsite.settings import env_network_rules
 from runs import netpolicy
+from runs.errors import ConfigError
 from runs.netpolicy import (
     NetworkPolicy,
     PolicyRefused,
@@ -21,7 +22,7 @@ from runs.netpolicy import (
     endpoint_url,
     policy_session,
 )
-from runs.targets import ConfigError, clean_target_config
+from runs.targets import clean_target_config
 from runs.targets.openai_chat import OpenAIChatTarget
 
 DEFAULT = NetworkPolicy.parse(["loopback", "public"], [])
@@ -241,7 +242,7 @@ def _item(text: str):
 def test_target_url_is_refused_when_saved(url: str, message: str) -> None:
     with pytest.raises(ConfigError, match=message) as caught:
         clean_target_config("openai_chat", {"base_url": url, "model": "m"})
-    assert caught.value.field == "base_url"
+    assert caught.value.field == "config.base_url"
 
 
 def test_private_address_is_accepted_when_the_operator_allows_it(settings) -> None:

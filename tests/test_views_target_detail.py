@@ -17,6 +17,7 @@ from django.utils.html import escape
 
 from runs import services
 from runs.models import Dataset, Project, Target
+from runs.secrets import secret_set
 from runs.testing.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -356,15 +357,12 @@ def header_echo() -> Iterator[str]:
 
 
 def test_try_never_shows_the_secret_the_target_sends(
-    bob_client: Client,
-    target: Target,
-    header_echo: str,
-    monkeypatch: pytest.MonkeyPatch,
+    bob_client: Client, alice: User, target: Target, header_echo: str
 ) -> None:
     secret = "sk-live-0123456789abcdef"
-    monkeypatch.setenv("TRY_TEST_KEY", secret)
+    secret_set(project=target.project, user=alice, name="TRY_KEY", value=secret)
     Target.objects.filter(pk=target.pk).update(
-        config={**target.config, "base_url": header_echo, "api_key_env": "TRY_TEST_KEY"}
+        config={**target.config, "base_url": header_echo, "api_key_secret": "TRY_KEY"}
     )
     target.refresh_from_db()
 

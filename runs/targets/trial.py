@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runs.errors import ConfigError
 from runs.targets.base import TargetError, TargetInput, build_target
+
+if TYPE_CHECKING:
+    from runs.secrets import TargetContext
 
 MAX_CHARS = 10_000
 REDACTED = "[secret]"
@@ -32,7 +35,11 @@ class TargetTry:
 
 
 async def send_one(
-    kind: str, config: dict[str, Any], text: str, seconds: float
+    kind: str,
+    config: dict[str, Any],
+    text: str,
+    seconds: float,
+    context: TargetContext | None = None,
 ) -> TargetTry:
     """Build the target, send ``text`` under a timeout of ``seconds``, close it."""
     item = TargetInput(index=0, external_id="try", input=text)
@@ -42,7 +49,7 @@ async def send_one(
         return round((time.perf_counter() - started) * 1000, 1)
 
     try:
-        plugin = build_target(kind, config)
+        plugin = build_target(kind, config, context=context)
     except ConfigError as exc:
         return TargetTry(ok=False, error=str(exc), error_type="ConfigError")
     try:
@@ -83,19 +90,7 @@ async def send_one(
     )
 
 
-def secrets_of(config: dict[str, Any]) -> list[str]:
-    """The secret values a configuration makes its target send."""
-    # Configurations name their secrets (``*_env``); the values are what must
-    # never be shown.
-    names = [
-        value
-        for key, value in config.items()
-        if key.endswith("_env") and isinstance(value, str) and value
-    ]
-    return [os.environ[name] for name in names if os.environ.get(name)]
-
-
-def redacted(outcome: TargetTry, secrets: list[str]) -> TargetTry:
+def redacted(outcome: TargetTry, secrets: Iterable[str]) -> TargetTry:
     """The outcome with every secret replaced, and its texts cut to MAX_CHARS."""
 
     def clean(text: str) -> str:
