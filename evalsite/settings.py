@@ -240,6 +240,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 EVALSITE_MAX_DATASET_BYTES = env_int(
     "EVALSITE_MAX_DATASET_BYTES", 200 * 1024 * 1024, minimum=1024
 )
+# The largest item a dataset may hold, measured as its compact JSON.
+EVALSITE_MAX_ITEM_BYTES = env_int("EVALSITE_MAX_ITEM_BYTES", 1024 * 1024, minimum=1024)
+# An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
+# confirmation of its field mapping; each user keeps at most a few such files.
+EVALSITE_UPLOAD_TTL_SECONDS = env_int("EVALSITE_UPLOAD_TTL_SECONDS", 3600, minimum=60)
 
 LOGGING = {
     "version": 1,

@@ -41,7 +41,8 @@ def test_command_imports_a_file_and_prints_a_summary(
     assert dataset.created_by is None
     assert dataset.items.count() == 2
     assert output.strip() == (
-        f"imported arith v1: 2 items (hash {dataset.content_hash[:12]})"
+        f"imported arith v1: 2 items, 2 with an expected answer "
+        f"(hash {dataset.content_hash[:12]})"
     )
 
 
