@@ -44,7 +44,7 @@ from runs.importers.parsers import (
 from runs.models import Dataset, Item, Membership, Project
 
 NAME_MAX_LENGTH = 200
-BATCH_SIZE = 1000
+BATCH_SIZE = 250
 VERSION_ATTEMPTS = 5
 STALE_IMPORT = timedelta(minutes=10)
 
@@ -217,12 +217,12 @@ def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dat
     with transaction.atomic():
         draft.save(force_insert=True)
     try:
-        # bulk_create makes a list of whatever it is given: feed it batches.
+        # Small batches, each built before its transaction: the write lock is
+        # held only for the inserts themselves.
         for batch in itertools.batched(parsed.read_rows(), BATCH_SIZE):
+            items = [Item(dataset=draft, **vars(row)) for row in batch]
             with transaction.atomic():
-                Item.objects.bulk_create(
-                    Item(dataset=draft, **vars(row)) for row in batch
-                )
+                Item.objects.bulk_create(items)
                 Dataset.all_objects.filter(pk=draft.pk).update(
                     import_touched_at=timezone.now()
                 )
