@@ -268,38 +268,42 @@ def _json_array(text: str) -> list[tuple[Where, Any]]:
     position = _SPACE.match(text, position + 1).end()
     records: list[tuple[Where, Any]] = []
     line, counted = 1, 0
-    while not (not records and text.startswith("]", position)):
+    closed = text.startswith("]", position)
+    while not closed:
         line += text.count("\n", counted, position)
         counted = position
-        try:
-            value, position = decoder.raw_decode(text, position)
-        except json.JSONDecodeError as exc:
-            raise InvalidInput(_json_error(exc), line=exc.lineno) from None
-        except RecursionError:
-            raise InvalidInput(
-                "invalid JSON: nested too deeply", line=_deepest_line(text)
-            ) from None
-        except ValueError:
-            raise InvalidInput(
-                f"invalid JSON: {_LONG_NUMBER}", line=_long_number_line(text)
-            ) from None
+        value, position = _decode_at(decoder, text, position)
         records.append((Where(record=len(records) + 1, line=line), value))
         position = _SPACE.match(text, position).end()
-        if text.startswith(",", position):
+        closed = text.startswith("]", position)
+        if not closed:
+            if not text.startswith(",", position):
+                raise InvalidInput(
+                    "invalid JSON: expecting ',' or ']' after a record",
+                    line=_line_at(text, position),
+                )
             position = _SPACE.match(text, position + 1).end()
-            continue
-        if not text.startswith("]", position):
-            raise InvalidInput(
-                "invalid JSON: expecting ',' or ']' after a record",
-                line=_line_at(text, position),
-            )
-        break
     end = _SPACE.match(text, position + 1).end()
     if end != len(text):
         raise InvalidInput(
             "invalid JSON: more data after the array", line=_line_at(text, end)
         )
     return records
+
+
+def _decode_at(decoder: json.JSONDecoder, text: str, position: int) -> tuple[Any, int]:
+    try:
+        return decoder.raw_decode(text, position)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(_json_error(exc), line=exc.lineno) from None
+    except RecursionError:
+        raise InvalidInput(
+            "invalid JSON: nested too deeply", line=_deepest_line(text)
+        ) from None
+    except ValueError:
+        raise InvalidInput(
+            f"invalid JSON: {_LONG_NUMBER}", line=_long_number_line(text)
+        ) from None
 
 
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')

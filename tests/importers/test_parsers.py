@@ -6,11 +6,12 @@ from __future__ import annotations
 import csv
 import json
 import tracemalloc
+from pathlib import Path
 
 import pytest
 
 from runs.errors import InvalidInput
-from runs.importers import FieldMap, dataset_import, parse_items
+from runs.importers import FieldMap, Source, dataset_import, parse_items
 from runs.models import Dataset, Item, Project
 
 NO_EXPECTED = FieldMap(expected=None)
@@ -322,3 +323,34 @@ def test_csv_rows_with_another_number_of_cells_name_the_line(
     error = _refused(project, content, "x.csv")
 
     assert str(error) == f"line 3: expected 2 cells as in the header, got {cells}"
+
+
+# -- memory -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("filename", ["x.jsonl", "x.csv"])
+def test_lines_are_read_from_the_file_one_at_a_time(
+    tmp_path: Path, filename: str
+) -> None:
+    path = tmp_path / filename
+    with path.open("w") as out:
+        if filename == "x.csv":
+            out.write("id,input,expected\n")
+        for n in range(500):
+            text = f"question {n} " + "x" * 4000
+            if filename == "x.csv":
+                out.write(f"q{n},{text},{n}\n")
+            else:
+                out.write(json.dumps({"id": f"q{n}", "input": text, "expected": n}))
+                out.write("\n")
+    size = path.stat().st_size
+    tracemalloc.start()
+    try:
+        parsed = parse_items(source=Source.from_path(path))
+        rows = sum(1 for _ in parsed.read_rows())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert (parsed.count, rows) == (500, 500)
+    assert peak < size / 4, (peak, size)  # the file is about 2 MB
