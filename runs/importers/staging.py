@@ -152,11 +152,12 @@ def uploads_clean(*, user: AbstractBaseUser | None = None, keep: int = 0) -> int
     """Delete every expired staged upload, and the user's beyond the newest ``keep``."""
     root = _root()
     removed = 0
-    owners = root.iterdir() if root.is_dir() else iter(())
+    owners = [path for path in root.iterdir() if path.is_dir()] if root.is_dir() else []
     for owner in owners:
+        # Newest first; another request may be deleting some of them meanwhile.
         staged = sorted(
             (path for path in owner.iterdir() if path.is_dir()),
-            key=lambda path: path.stat().st_mtime,
+            key=_modified,
             reverse=True,
         )
         mine = user is not None and owner.name == str(user.pk)
@@ -171,9 +172,13 @@ def _root() -> Path:
     return Path(settings.DATA_DIR) / "uploads"
 
 
-def _expired(directory: Path) -> bool:
+def _modified(directory: Path) -> float:
     try:
-        age = time.time() - directory.stat().st_mtime
-    except OSError:
-        return True
+        return directory.stat().st_mtime
+    except OSError:  # already deleted
+        return 0.0
+
+
+def _expired(directory: Path) -> bool:
+    age = time.time() - _modified(directory)
     return age > settings.EVALSITE_UPLOAD_TTL_SECONDS
