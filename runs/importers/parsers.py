@@ -207,19 +207,20 @@ def _lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
         if number == 1:
             raw = raw.removeprefix(BOM)  # spreadsheet programs write one
         try:
-            yield number, raw.decode("utf-8")
+            line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise _not_utf8(raw, exc, number) from None
+        yield number, line
 
 
 def _read_text(source: Source) -> str:
     with source.open() as stream:
-        content = stream.read()
+        content = stream.read().removeprefix(BOM)
     try:
-        return content.removeprefix(BOM).decode("utf-8")
+        return content.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = content[: exc.start + 3].count(b"\n") + 1
-        raise _not_utf8(content.removeprefix(BOM), exc, line) from None
+        line = content[: exc.start].count(b"\n") + 1
+        raise _not_utf8(content, exc, line) from None
 
 
 def _line_at(text: str, position: int) -> int:

@@ -223,8 +223,11 @@ def test_an_escaped_backslash_before_u0000_is_no_nul(project: Project) -> None:
 
 
 @pytest.mark.django_db
-def test_invalid_utf8_in_a_json_document_names_the_line(project: Project) -> None:
-    content = b'[\n{"input": "a"},\n{"input": "caf\xe9"}\n]'
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_invalid_utf8_in_a_json_document_names_the_line(
+    project: Project, bom: bytes
+) -> None:
+    content = bom + b'[\n{"input": "a"},\n{"input": "caf\xe9\n"}\n]'
 
     error = _refused(project, content, "x.json")
 
