@@ -422,6 +422,12 @@ _CSP_POLICY = {
 SECURE_CSP = _CSP_POLICY if EVALSITE_CSP == "enforce" else {}
 SECURE_CSP_REPORT_ONLY = _CSP_POLICY if EVALSITE_CSP == "report-only" else {}
 
+# The largest item a dataset may hold, measured as its compact JSON.
+EVALSITE_MAX_ITEM_BYTES = env_int("EVALSITE_MAX_ITEM_BYTES", 1024 * 1024, minimum=1024)
+# An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
+# confirmation of its field mapping; each user keeps at most a few such files.
+EVALSITE_UPLOAD_TTL_SECONDS = env_int("EVALSITE_UPLOAD_TTL_SECONDS", 3600, minimum=60)
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -54,6 +54,8 @@ from runs.schemas import (
     DatasetFilter,
     DatasetIn,
     DatasetOut,
+    DatasetPreviewForm,
+    DatasetPreviewOut,
     DatasetUploadForm,
     DbId,
     ErrorOut,
@@ -262,16 +264,28 @@ def upload_dataset(
     """Import a JSONL, CSV, JSON or YAML file as a dataset."""
     data = form.model_dump(exclude={"project", "name"})
     project = project_get(user=request.auth, project_id=form.project)
-    filename = file.name or ""
+    source = importers.Source.from_upload(file)
     dataset = importers.dataset_import(
         project=project,
         user=request.auth,
-        name=form.name or PurePath(filename).stem,
-        content=importers.read_upload(file),
-        filename=filename,
+        name=form.name or PurePath(source.name).stem,
+        source=source,
         **data,
     )
     return Status(201, dataset)
+
+
+@dataset_router.post("/preview", response={200: DatasetPreviewOut, **ERRORS})
+def preview_dataset(
+    request: HttpRequest, form: Form[DatasetPreviewForm], file: File[UploadedFile]
+) -> importers.Preview:
+    """The fields a file's records have and its first rows, to map before upload.
+
+    Nothing is stored. `guess` names the likeliest id, input and expected fields.
+    """
+    return importers.preview_file(
+        source=importers.Source.from_upload(file), format=form.format
+    )
 
 
 @dataset_router.get("", response={200: list[DatasetOut], **READ_ERRORS})

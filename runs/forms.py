@@ -20,7 +20,7 @@ from runs import selectors
 from runs.access import editable_projects
 from runs.errors import InvalidInput
 from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
-from runs.importers import FORMATS, read_upload
+from runs.importers import FORMATS, Preview
 from runs.models import Dataset, Project, Target
 from runs.plugins import Param, Plugin, describe, number
 from runs.scorers import REGISTRY as SCORERS
@@ -273,13 +273,12 @@ class RunForm(PluginFieldsMixin, forms.Form):
 
 
 class DatasetUploadForm(forms.Form):
+    """Step one of an upload: the file and where it goes; its fields come next."""
+
     file = forms.FileField()
     project = PickField()
     name = forms.CharField(max_length=200)
     format = forms.ChoiceField(choices=DATASET_FORMATS, required=False)
-    id_field = forms.CharField(initial="id", max_length=100)
-    input_field = forms.CharField(initial="input", max_length=100)
-    expected_field = forms.CharField(initial="expected", max_length=100)
     description = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False
     )
@@ -294,20 +293,58 @@ class DatasetUploadForm(forms.Form):
             user=self.user, project_id=self.cleaned_data["project"]
         )
 
-    def import_arguments(self) -> dict[str, Any]:
-        """Keyword arguments for ``importers.dataset_import``."""
+    def stage_arguments(self) -> dict[str, Any]:
+        """Keyword arguments for ``staging.upload_stage``."""
         data = self.cleaned_data
-        upload = data["file"]
         return {
             "project": data["project"],
+            "upload": data["file"],
             "name": data["name"],
-            "content": read_upload(upload),
             "format": data["format"] or None,
-            "filename": upload.name or "",
+            "description": data["description"],
+        }
+
+
+NO_ID = ""
+NO_EXPECTED = ""
+
+
+class DatasetMappingForm(forms.Form):
+    """Step two of an upload: which of the fields found is which."""
+
+    id_field = forms.ChoiceField(label="Id", required=False)
+    input_field = forms.ChoiceField(label="Input")
+    expected_field = forms.ChoiceField(label="Expected answer", required=False)
+
+    def __init__(self, *args: Any, preview: Preview, **kwargs: Any) -> None:
+        guess = preview.guess
+        kwargs.setdefault(
+            "initial",
+            {
+                "id_field": guess.id if guess.id in preview.fields else NO_ID,
+                "input_field": guess.input,
+                "expected_field": guess.expected or NO_EXPECTED,
+            },
+        )
+        super().__init__(*args, **kwargs)
+        found = [
+            (name, f"{name} ({count:,} of {preview.count:,})")
+            for name, count in preview.fields.items()
+        ]
+        self.fields["id_field"].choices = [(NO_ID, "none: number the items"), *found]
+        self.fields["input_field"].choices = found
+        self.fields["expected_field"].choices = [
+            (NO_EXPECTED, "none: the items have no expected answer"),
+            *found,
+        ]
+
+    def import_arguments(self) -> dict[str, Any]:
+        """The field mapping, as ``importers.dataset_import`` takes it."""
+        data = self.cleaned_data
+        return {
             "id_field": data["id_field"],
             "input_field": data["input_field"],
-            "expected_field": data["expected_field"],
-            "description": data["description"],
+            "expected_field": data["expected_field"] or None,
         }
 
 

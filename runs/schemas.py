@@ -15,6 +15,7 @@ from pydantic import model_validator
 
 from runs.analysis.summary import run_score_means
 from runs.executor.options import RunOptions
+from runs.importers import FieldMap
 from runs.models import (
     ApiKey,
     Dataset,
@@ -120,6 +121,12 @@ class ScorerKindOut(PluginKindOut):
 # -- datasets -----------------------------------------------------------------
 
 
+EXPECTED_FIELD_HELP = (
+    "the field with the expected answer; empty or null when the items have none. "
+    "A named field that no item has is refused, naming the fields found."
+)
+
+
 class DatasetIn(BodyIn):
     project: DbId
     name: str
@@ -127,7 +134,7 @@ class DatasetIn(BodyIn):
     items: list[Any]
     id_field: str = "id"
     input_field: str = "input"
-    expected_field: str = "expected"
+    expected_field: str | None = Field("expected", description=EXPECTED_FIELD_HELP)
     description: str = ""
     reuse_identical: bool = Field(
         False, description="return the latest version when its content is identical"
@@ -143,9 +150,47 @@ class DatasetUploadForm(Schema):
     )
     id_field: str = "id"
     input_field: str = "input"
-    expected_field: str = "expected"
+    expected_field: str | None = Field("expected", description=EXPECTED_FIELD_HELP)
     description: str = ""
     reuse_identical: bool = False
+
+
+class DatasetPreviewForm(Schema):
+    format: str | None = Field(
+        None,
+        description="jsonl, csv, json, yaml or humaneval; default: from the file name",
+    )
+
+
+class FieldGuessOut(Schema):
+    id_field: str
+    input_field: str
+    expected_field: str | None = Field(
+        description="null when no field looks like an expected answer"
+    )
+
+    @staticmethod
+    def resolve_id_field(obj: FieldMap) -> str:
+        return obj.id
+
+    @staticmethod
+    def resolve_input_field(obj: FieldMap) -> str:
+        return obj.input
+
+    @staticmethod
+    def resolve_expected_field(obj: FieldMap) -> str | None:
+        return obj.expected
+
+
+class DatasetPreviewOut(Schema):
+    format: str
+    count: int = Field(description="how many records the file holds")
+    fields: dict[str, int] = Field(
+        description="each field, in the order first seen, and how many records "
+        "have a (non-null) value for it"
+    )
+    rows: list[dict[str, Any]] = Field(description="the first records, as parsed")
+    guess: FieldGuessOut
 
 
 class DatasetOut(Schema):
@@ -159,10 +204,21 @@ class DatasetOut(Schema):
     source_format: str
     source_name: str
     created_at: datetime
+    expected_count: int = Field(description="items that have an expected answer")
+    expected_field: str = Field(
+        description="the source field the expected answers came from; empty if none"
+    )
+    fields: dict[str, int] = Field(
+        description="each source field and how many records have a value for it"
+    )
 
     @staticmethod
     def resolve_project(obj: Dataset) -> int:
         return obj.project_id
+
+    @staticmethod
+    def resolve_fields(obj: Dataset) -> dict[str, int]:
+        return obj.field_counts or {}
 
 
 class DatasetFilter(FilterSchema):

@@ -21,7 +21,6 @@ from runs.key_usage import key_usage_note
 from runs.models import (
     ApiKey,
     Dataset,
-    Item,
     Membership,
     Project,
     Run,
@@ -159,9 +158,7 @@ def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> 
         for spec in specs
         if SCORERS[spec["kind"]].requires_expected(spec["params"])
     ]
-    if not needing or dataset.item_count == 0:
-        return
-    if Item.objects.filter(dataset=dataset, expected__isnull=False).exists():
+    if not needing or dataset.item_count == 0 or dataset.expected_count > 0:
         return
     names = ", ".join(needing)
     raise InvalidInput(

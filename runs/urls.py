@@ -37,6 +37,11 @@ urlpatterns = [
     ),
     path("datasets/", views.dataset_list, name="dataset_list"),
     path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
+    path(
+        "datasets/upload/<str:token>/",
+        views.dataset_upload_map,
+        name="dataset_upload_map",
+    ),
     path("datasets/<id:dataset_id>/", views.dataset_detail, name="dataset_detail"),
     path("targets/", views.target_list, name="target_list"),
     path("targets/<id:target_id>/", views_projects.target_detail, name="target_detail"),

@@ -19,17 +19,19 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import demo, importers, secrets, selectors, services
+from runs import demo, secrets, selectors, services
 from runs.access import editable_projects, role_of, visible_projects
 from runs.catalogue import plugin_catalogue
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
+    DatasetMappingForm,
     DatasetUploadForm,
     RunForm,
     SecretForm,
     TargetForm,
     add_domain_error,
 )
+from runs.importers import staging
 from runs.models import Membership, Result, RunStatus
 from runs.schemas import MAX_DB_INT
 
@@ -212,6 +214,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 @domain_errors
 @require_http_methods(["GET", "POST"])
 def dataset_upload(request: HttpRequest) -> HttpResponse:
+    """Step one: the file is checked, kept for a while, and its fields shown next."""
     initial = {
         "project": _int_or_none(request.GET.get("project")),
         "name": request.GET.get("name"),
@@ -224,8 +227,31 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
     )
     if form.is_bound and form.is_valid():
         try:
-            dataset = importers.dataset_import(
-                user=request.user, **form.import_arguments()
+            staged = staging.upload_stage(user=request.user, **form.stage_arguments())
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return redirect("runs:dataset_upload_map", token=staged.token)
+    can_edit = editable_projects(request.user).exists()
+    return render(
+        request, "runs/dataset_upload.html", {"form": form, "can_edit": can_edit}
+    )
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def dataset_upload_map(request: HttpRequest, token: str) -> HttpResponse:
+    """Step two: say which field is the id, the input and the expected answer."""
+    staged = staging.upload_get(user=request.user, token=token)
+    project = selectors.project_get(user=request.user, project_id=staged.project_id)
+    form = DatasetMappingForm(request.POST or None, preview=staged.preview)
+    if form.is_bound and form.is_valid():
+        try:
+            dataset = staging.upload_import(
+                staged=staged,
+                project=project,
+                user=request.user,
+                **form.import_arguments(),
             )
         except InvalidInput as exc:
             add_domain_error(form, exc)
@@ -233,10 +259,13 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
             form.add_error(None, str(exc))
         else:
             return redirect("runs:dataset_detail", dataset_id=dataset.pk)
-    can_edit = editable_projects(request.user).exists()
-    return render(
-        request, "runs/dataset_upload.html", {"form": form, "can_edit": can_edit}
-    )
+    context = {
+        "form": form,
+        "staged": staged,
+        "project": project,
+        "table": staged.preview.table(),
+    }
+    return render(request, "runs/dataset_upload_map.html", context)
 
 
 # -- targets ---------------------------------------------------------------------

@@ -24,6 +24,7 @@ def make_dataset(
         version=version,
         content_hash=digest,
         item_count=len(items),
+        expected_count=sum(row.get("expected") is not None for row in items),
         source_format="jsonl",
     )
     Item.objects.bulk_create(

@@ -226,6 +226,7 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
     assert set(paths) == {
         f"{API}/datasets",
         f"{API}/datasets/upload",
+        f"{API}/datasets/preview",
         f"{API}/datasets/{{dataset_id}}",
         f"{API}/datasets/{{dataset_id}}/items",
         f"{API}/targets",

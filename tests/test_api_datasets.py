@@ -313,3 +313,169 @@ def test_outsider_gets_404_for_items(mallory_client: Client, dataset: Dataset) -
     response = mallory_client.get(f"{API}/datasets/{dataset.pk}/items")
 
     assert response.status_code == 404
+
+
+# -- expected answers and the preview ---------------------------------------------
+
+ANSWER_CSV = (
+    b"qid,question,answer,topic\nx1,What is 2 + 2?,4,sum\nx2,What is 3 + 3?,,sum\n"
+)
+
+
+def test_upload_says_how_many_items_have_an_expected_answer(
+    alice_client: Client, project: Project
+) -> None:
+    response = upload(
+        alice_client,
+        project,
+        ANSWER_CSV,
+        "sums.csv",
+        id_field="qid",
+        input_field="question",
+        expected_field="answer",
+    )
+
+    assert response.status_code == 201
+    body = response.json()
+    assert (body["item_count"], body["expected_count"]) == (2, 1)
+    assert body["expected_field"] == "answer"
+    assert body["fields"] == {"qid": 2, "question": 2, "answer": 1, "topic": 2}
+    assert alice_client.get(f"{API}/datasets/{body['id']}").json() == body
+
+
+def test_upload_whose_expected_field_no_item_has_is_refused(
+    alice_client: Client, project: Project
+) -> None:
+    """An answer column not called "expected" used to import silently."""
+    content = jsonl([{"id": "a", "input": "2+2", "answer": "4"}])
+
+    response = upload(alice_client, project, content, "qa.jsonl")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "expected_field"
+    assert "'id', 'input', 'answer'" in body["detail"]
+    assert "perhaps 'answer'?" in body["detail"]
+    assert not Dataset.all_objects.exists()
+
+
+def test_upload_may_say_there_is_no_expected_answer(
+    alice_client: Client, project: Project
+) -> None:
+    content = jsonl([{"id": "a", "input": "Write a poem."}])
+
+    response = upload(alice_client, project, content, "poems.jsonl", expected_field="")
+
+    assert response.status_code == 201
+    assert (response.json()["expected_count"], response.json()["expected_field"]) == (
+        0,
+        "",
+    )
+
+
+def test_items_may_say_there_is_no_expected_answer(
+    alice_client: Client, project: Project
+) -> None:
+    items = [{"id": "a", "input": "Write a poem."}]
+
+    refused = create(alice_client, project, items=items)
+    accepted = create(alice_client, project, items=items, expected_field=None)
+
+    assert (refused.status_code, refused.json()["field"]) == (400, "expected_field")
+    assert accepted.status_code == 201
+    assert accepted.json()["expected_count"] == 0
+
+
+def preview(client: Client, content: bytes, filename: str, **form: str) -> HttpResponse:
+    file = SimpleUploadedFile(filename, content, content_type="text/plain")
+    return client.post(f"{API}/datasets/preview", {"file": file, **form})
+
+
+def test_preview_lists_fields_with_counts_first_rows_and_a_guess(
+    victor_client: Client, project: Project
+) -> None:
+    response = preview(victor_client, ANSWER_CSV, "sums.csv")
+
+    assert response.status_code == 200
+    assert response.json() == {
+        "format": "csv",
+        "count": 2,
+        "fields": {"qid": 2, "question": 2, "answer": 1, "topic": 2},
+        "rows": [
+            {"qid": "x1", "question": "What is 2 + 2?", "answer": "4", "topic": "sum"},
+            {"qid": "x2", "question": "What is 3 + 3?", "topic": "sum"},
+        ],
+        "guess": {
+            "id_field": "qid",
+            "input_field": "question",
+            "expected_field": "answer",
+        },
+    }
+    assert not Dataset.all_objects.exists()
+
+
+def test_preview_shows_at_most_ten_rows(alice_client: Client, project: Project) -> None:
+    response = preview(alice_client, jsonl(arithmetic_items(25)), "a.jsonl")
+
+    body = response.json()
+    assert (body["count"], len(body["rows"])) == (25, 10)
+    assert body["guess"]["expected_field"] == "expected"
+
+
+def test_preview_of_a_bad_file_names_the_line(
+    alice_client: Client, project: Project
+) -> None:
+    response = preview(alice_client, b'id,input\n1,"open\n2,b\n', "x.csv")
+
+    assert response.status_code == 400
+    assert response.json()["line"] == 2
+
+
+def test_preview_needs_authentication(client: Client) -> None:
+    response = preview(client, ANSWER_CSV, "sums.csv")
+
+    assert response.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("content", "filename"),
+    [
+        (b"- input: " + b"[" * 10_000 + b"]" * 10_000 + b"\n", "x.yaml"),
+        (
+            b'- input: x\n  l:\n    a0: &a0 ["lol"]\n'
+            + b"".join(
+                b"    a%d: &a%d [" % (n, n)
+                + b", ".join([b"*a%d" % (n - 1)] * 9)
+                + b"]\n"
+                for n in range(1, 10)
+            ),
+            "x.yaml",
+        ),
+        (b'{"input": ' + b"1" * 5000 + b"}\n", "x.jsonl"),
+        (b'{"input": "\\ud800"}\n', "x.jsonl"),
+        (b'{"input": "a\\u0000"}\n', "x.jsonl"),
+        (b'[{"input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]", "x.json"),
+        (b"input\n\xff\n", "x.csv"),
+        (b'id,input\n1,"never closed\n2,b\n', "x.csv"),
+    ],
+    ids=[
+        "deep-yaml",
+        "yaml-laughs",
+        "long-number",
+        "surrogate",
+        "nul",
+        "deep-json",
+        "not-utf8",
+        "open-quote",
+    ],
+)
+def test_hostile_uploads_are_400s_naming_the_line(
+    alice_client: Client, project: Project, content: bytes, filename: str
+) -> None:
+    response = upload(alice_client, project, content, filename, expected_field="")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert isinstance(body["line"], int)
+    assert body["detail"].startswith(f"line {body['line']}") or body["record"]
+    assert not Dataset.all_objects.exists()

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
 import io
+import json
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
+from django.db import connection, connections
 
+from runs.importers import store as import_store
 from runs.models import Dataset, Item, Membership, Project
 
 JSONL = (
@@ -41,7 +46,8 @@ def test_command_imports_a_file_and_prints_a_summary(
     assert dataset.created_by is None
     assert dataset.items.count() == 2
     assert output.strip() == (
-        f"imported arith v1: 2 items (hash {dataset.content_hash[:12]})"
+        f"imported arith v1: 2 items, 2 with an expected answer "
+        f"(hash {dataset.content_hash[:12]})"
     )
 
 
@@ -188,3 +194,72 @@ def test_command_needs_a_file_for_other_formats(project: Project) -> None:
 def test_command_reports_an_unreadable_file(project: Project, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="cannot read"):
         _run(str(tmp_path / "missing.jsonl"), "--project", "Research")
+
+
+@pytest.mark.django_db
+def test_command_refuses_an_expected_field_no_item_has(
+    project: Project, tmp_path: Path
+) -> None:
+    path = tmp_path / "qa.jsonl"
+    path.write_bytes(b'{"id": "a", "input": "2+2?", "answer": "4"}\n')
+
+    with pytest.raises(CommandError) as info:
+        _run(str(path), "--project", "Research")
+
+    message = str(info.value)
+    assert "no item has a value for 'expected'" in message
+    assert "'id', 'input', 'answer'" in message
+    assert message.endswith("(--expected-field NAME, or --no-expected)")
+    assert Dataset.all_objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_command_imports_without_expected_answers_when_told(
+    project: Project, tmp_path: Path
+) -> None:
+    path = tmp_path / "poems.jsonl"
+    path.write_bytes(b'{"id": "a", "input": "Write a poem."}\n')
+
+    output = _run(str(path), "--project", "Research", "--no-expected")
+
+    assert Dataset.objects.get().expected_count == 0
+    assert "1 items, 0 with an expected answer" in output
+
+
+@pytest.mark.django_db(transaction=True)
+def test_command_commits_items_in_batches(
+    project: Project, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One transaction for the whole import kept every other writer waiting."""
+    monkeypatch.setattr(import_store, "BATCH_SIZE", 10)
+    path = tmp_path / "many.jsonl"
+    path.write_text(
+        "\n".join(
+            json.dumps({"id": f"q{n}", "input": f"{n}?", "expected": str(n)})
+            for n in range(25)
+        )
+    )
+    committed: list[int] = []
+    inserts = 0
+
+    def count_committed() -> None:
+        try:
+            committed.append(Item.objects.count())
+        finally:
+            connections.close_all()
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        nonlocal inserts
+        if sql.startswith('INSERT INTO "runs_item"'):
+            inserts += 1
+            if inserts == 3:
+                reader = threading.Thread(target=count_committed)
+                reader.start()
+                reader.join()
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        _run(str(path), "--project", "Research")
+
+    assert committed == [20]
+    assert Dataset.objects.get().items.count() == 25

@@ -10,6 +10,7 @@ from django.db import connection
 
 from runs.errors import Forbidden, InvalidInput, NotFound
 from runs.importers import (
+    Source,
     dataset_create_from_items,
     dataset_find_by_hash,
     dataset_import,
@@ -67,11 +68,12 @@ def _stored_rows(dataset: Dataset) -> list[tuple[Any, ...]]:
 
 
 def _assert_nothing_stored() -> None:
-    assert Dataset.objects.count() == 0
+    assert Dataset.all_objects.count() == 0
     assert Item.objects.count() == 0
 
 
 def _error(project: Project, content: bytes | str, filename: str, **kw: Any) -> str:
+    kw.setdefault("expected_field", None)
     with pytest.raises(InvalidInput) as info:
         _import(project, content, filename, **kw)
     _assert_nothing_stored()
@@ -133,7 +135,7 @@ def test_each_format_imports_with_custom_fields(
 @pytest.mark.django_db
 def test_fields_other_than_id_input_expected_go_to_metadata(project: Project) -> None:
     line = {"id": "1", "input": {"messages": []}, "tags": ["x"], "meta": {"k": 1}}
-    dataset = _import(project, json.dumps(line), "x.jsonl")
+    dataset = _import(project, json.dumps(line), "x.jsonl", expected_field=None)
 
     item = dataset.items.get()
     assert item.input == {"messages": []}
@@ -153,7 +155,7 @@ def test_csv_values_stay_strings(project: Project) -> None:
 @pytest.mark.django_db
 def test_csv_quoted_cells_may_hold_commas_and_newlines(project: Project) -> None:
     content = b'id,input\n1,"a, b"\n2,"line one\nline two"\n'
-    dataset = _import(project, content, "x.csv")
+    dataset = _import(project, content, "x.csv", expected_field=None)
 
     assert list(dataset.items.values_list("input", flat=True)) == [
         "a, b",
@@ -185,7 +187,9 @@ def test_format_argument_overrides_the_extension(project: Project) -> None:
 
 @pytest.mark.django_db
 def test_ids_are_numbered_when_no_item_has_one(project: Project) -> None:
-    dataset = _import(project, b'{"input": "a"}\n\n{"input": "b"}\n', "x.jsonl")
+    dataset = _import(
+        project, b'{"input": "a"}\n\n{"input": "b"}\n', "x.jsonl", expected_field=None
+    )
 
     assert list(dataset.items.values_list("external_id", flat=True)) == ["1", "2"]
 
@@ -193,7 +197,7 @@ def test_ids_are_numbered_when_no_item_has_one(project: Project) -> None:
 @pytest.mark.django_db
 def test_more_than_one_batch_is_stored(project: Project) -> None:
     lines = "\n".join(json.dumps({"input": f"q{n}"}) for n in range(2500))
-    dataset = _import(project, lines, "x.jsonl")
+    dataset = _import(project, lines, "x.jsonl", expected_field=None)
 
     assert dataset.item_count == 2500
     assert dataset.items.count() == 2500
@@ -335,8 +339,11 @@ def test_yaml_errors_name_the_record(project: Project) -> None:
     with pytest.raises(InvalidInput) as info:
         _import(project, content, "x.yaml")
 
-    assert str(info.value) == "record 3, field 'input': the input field is missing"
+    assert str(info.value) == (
+        "record 3 (line 3), field 'input': the input field is missing"
+    )
     assert info.value.as_dict()["record"] == 3
+    assert info.value.as_dict()["line"] == 3
     _assert_nothing_stored()
 
 
@@ -352,7 +359,7 @@ def test_invalid_yaml_names_the_line(project: Project) -> None:
 def test_json_record_that_is_not_an_object_names_the_record(project: Project) -> None:
     message = _error(project, b'[{"input": "a"}, "b"]', "x.json")
 
-    assert message == "record 2: expected an object, got a string"
+    assert message == "record 2 (line 1): expected an object, got a string"
 
 
 @pytest.mark.django_db
@@ -469,7 +476,12 @@ def test_reuse_identical_with_new_content_makes_a_new_version(
 ) -> None:
     _import(project, JSONL, "x.jsonl")
 
-    changed = _import(project, b'{"input": "new"}', "x.jsonl", reuse_identical=True)
+    changed = _import(
+        project,
+        b'{"input": "new", "expected": "old"}',
+        "x.jsonl",
+        reuse_identical=True,
+    )
 
     assert changed.version == 2
 
@@ -477,7 +489,7 @@ def test_reuse_identical_with_new_content_makes_a_new_version(
 @pytest.mark.django_db
 def test_find_by_hash_returns_the_matching_version(project: Project) -> None:
     first = _import(project, JSONL, "x.jsonl")
-    _import(project, b'{"input": "new"}', "x.jsonl")
+    _import(project, b'{"input": "new"}', "x.jsonl", expected_field=None)
 
     found = dataset_find_by_hash(
         project=project, name="qa", content_hash=first.content_hash
@@ -625,10 +637,8 @@ def test_outsider_gets_not_found(
 def test_an_upload_over_the_size_limit_is_refused_before_reading(settings) -> None:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    from runs.importers import read_upload
-
     settings.EVALSITE_MAX_DATASET_BYTES = 1024
     upload = SimpleUploadedFile("big.jsonl", b"x" * 2048)
     with pytest.raises(InvalidInput, match="2,048 bytes; the limit is 1,024") as info:
-        read_upload(upload)
+        parse_items(source=Source.from_upload(upload))
     assert info.value.field == "file"

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
+from runs.importers import staging
 from runs.models import Dataset, Item, Project
 from tests.factories import arithmetic_items, make_dataset
 
@@ -22,12 +27,18 @@ def _upload(project: Project, content: bytes, **changes: object) -> dict:
         "project": project.pk,
         "name": "questions",
         "format": "",
-        "id_field": "id",
-        "input_field": "input",
-        "expected_field": "expected",
     }
     data.update(changes)
     return data
+
+
+@pytest.fixture(autouse=True)
+def _data_dir(settings, tmp_path: Path) -> None:
+    settings.DATA_DIR = tmp_path
+
+
+def _staged_files(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "uploads").rglob("*") if p.is_file())
 
 
 def test_dataset_list_shows_the_members_datasets(
@@ -99,7 +110,7 @@ def test_dataset_page_is_not_found_for_an_outsider(
     assert response.status_code == 404
 
 
-def test_upload_page_renders_with_field_mapping(
+def test_upload_page_asks_for_the_file_first(
     bob_client: Client, project: Project
 ) -> None:
     response = bob_client.get(reverse("runs:dataset_upload"))
@@ -107,43 +118,140 @@ def test_upload_page_renders_with_field_mapping(
     assert response.status_code == 200
     page = response.content.decode()
     assert 'enctype="multipart/form-data"' in page
-    for name in ("id_field", "input_field", "expected_field", "format"):
+    for name in ("file", "project", "name", "format"):
         assert f'name="{name}"' in page
 
 
-def test_upload_stores_a_dataset_and_opens_it(
-    bob_client: Client, project: Project
+ANSWER_NOT_EXPECTED = [
+    {"qid": "a", "question": "1+1", "answer": "2", "topic": "sum"},
+    {"qid": "b", "question": "2+2"},
+]
+
+
+def _stage(client: Client, project: Project, content: bytes) -> HttpResponse:
+    response = client.post(reverse("runs:dataset_upload"), _upload(project, content))
+    assert response.status_code == 302, response.content.decode()[-2000:]
+    return client.get(response.url)
+
+
+def test_upload_shows_the_fields_found_and_guesses_the_mapping(
+    bob_client: Client, project: Project, tmp_path: Path
 ) -> None:
-    content = _jsonl(
-        [
-            {"qid": "a", "question": "1+1", "answer": "2"},
-            {"qid": "b", "question": "2+2"},
-        ]
-    )
+    """A file whose answer column is not called "expected" is mapped, not lost."""
+    response = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+
+    assert response.status_code == 200
+    assert not Dataset.objects.exists()  # nothing stored before the mapping
+    assert len(_staged_files(tmp_path)) == 2  # the file and what it holds
+    form = response.context["form"]
+    assert form.initial == {
+        "id_field": "qid",
+        "input_field": "question",
+        "expected_field": "answer",
+    }
+    preview = response.context["staged"].preview
+    assert preview.fields == {"qid": 2, "question": 2, "answer": 1, "topic": 1}
+    page = response.content.decode()
+    assert "answer (1 of 2)" in page
+    assert "none: the items have no expected answer" in page
+    assert '<td class="cell-text">1+1</td>' in page
+
+
+def test_confirming_the_mapping_imports_and_forgets_the_file(
+    bob_client: Client, project: Project, tmp_path: Path
+) -> None:
+    preview_page = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
 
     response = bob_client.post(
-        reverse("runs:dataset_upload"),
-        _upload(
-            project,
-            content,
-            id_field="qid",
-            input_field="question",
-            expected_field="answer",
-        ),
+        preview_page.request["PATH_INFO"],
+        {"id_field": "qid", "input_field": "question", "expected_field": "answer"},
     )
 
     dataset = Dataset.objects.get(name="questions")
     assert response.status_code == 302
     assert response.url == reverse("runs:dataset_detail", args=[dataset.pk])
-    assert dataset.item_count == 2
-    assert list(dataset.items.values_list("external_id", "input", "expected")) == [
-        ("a", "1+1", "2"),
-        ("b", "2+2", None),
+    assert (dataset.item_count, dataset.expected_count) == (2, 1)
+    assert dataset.expected_field == "answer"
+    assert list(
+        dataset.items.values_list("external_id", "input", "expected", "metadata")
+    ) == [("a", "1+1", "2", {"topic": "sum"}), ("b", "2+2", None, {})]
+    assert _staged_files(tmp_path) == []
+    detail = bob_client.get(response.url).content.decode()
+    assert "1 of 2" in detail
+
+
+def test_no_expected_answer_and_numbered_ids_may_be_chosen(
+    bob_client: Client, project: Project
+) -> None:
+    preview_page = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+
+    bob_client.post(
+        preview_page.request["PATH_INFO"],
+        {"id_field": "", "input_field": "question", "expected_field": ""},
+    )
+
+    dataset = Dataset.objects.get(name="questions")
+    assert dataset.expected_count == 0
+    assert list(dataset.items.values_list("external_id", "expected")) == [
+        ("1", None),
+        ("2", None),
     ]
 
 
-def test_upload_of_a_bad_line_names_it_and_stores_nothing(
+def test_the_mapping_offers_only_fields_that_items_have(
     bob_client: Client, project: Project
+) -> None:
+    content = _jsonl([{"input": "a", "note": None}, {"input": "b"}])
+    preview_page = _stage(bob_client, project, content)
+
+    response = bob_client.post(
+        preview_page.request["PATH_INFO"],
+        {"id_field": "", "input_field": "input", "expected_field": "note"},
+    )
+
+    assert response.status_code == 200
+    assert "note" in response.context["form"].errors["expected_field"][0]
+    assert response.context["form"].initial["expected_field"] == ""
+    assert not Dataset.objects.exists()
+
+
+def test_another_user_cannot_use_the_upload(
+    bob_client: Client, alice_client: Client, project: Project
+) -> None:
+    preview_page = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+    url = preview_page.request["PATH_INFO"]
+
+    assert alice_client.get(url).status_code == 404
+    response = alice_client.post(
+        url, {"id_field": "qid", "input_field": "question", "expected_field": ""}
+    )
+    assert response.status_code == 404
+    assert not Dataset.objects.exists()
+
+
+def test_an_expired_upload_is_gone(
+    bob_client: Client, project: Project, settings, tmp_path: Path
+) -> None:
+    preview_page = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+    for path in (tmp_path / "uploads").rglob("*"):
+        os.utime(path, (0, 0))
+
+    response = bob_client.get(preview_page.request["PATH_INFO"])
+
+    assert response.status_code == 404
+
+
+def test_a_user_keeps_only_the_newest_few_uploads(
+    bob_client: Client, project: Project, tmp_path: Path
+) -> None:
+    for _ in range(staging.MAX_PER_USER + 2):
+        _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+
+    assert len(list((tmp_path / "uploads").glob("*/*"))) == staging.MAX_PER_USER
+
+
+def test_upload_of_a_bad_line_names_it_and_keeps_nothing(
+    bob_client: Client, project: Project, tmp_path: Path
 ) -> None:
     content = b'{"id": "a", "input": "ok"}\n{"id": "b", "input": \n'
 
@@ -157,25 +265,26 @@ def test_upload_of_a_bad_line_names_it_and_stores_nothing(
     assert "line 2" in response.content.decode()
     assert not Dataset.objects.filter(name="questions").exists()
     assert not Item.objects.filter(external_id="a").exists()
+    assert _staged_files(tmp_path) == []
 
 
-def test_upload_of_a_missing_input_names_the_field(
+def test_upload_of_an_unclosed_csv_quote_names_its_line(
     bob_client: Client, project: Project
 ) -> None:
-    content = _jsonl([{"id": "a", "input": "ok"}, {"id": "b", "question": "?"}])
+    content = b'id,input\n1,"first\n2,second\n3,third\n'
 
     response = bob_client.post(
-        reverse("runs:dataset_upload"), _upload(project, content)
+        reverse("runs:dataset_upload"),
+        _upload(project, content, file=SimpleUploadedFile("q.csv", content)),
     )
 
     assert response.status_code == 200
     message = response.context["form"].errors["file"][0]
-    assert "line 2" in message and "input" in message
-    assert not Dataset.objects.filter(name="questions").exists()
+    assert message == "line 2: a quoted cell that starts in this row is never closed"
 
 
 def test_upload_is_forbidden_to_a_viewer(
-    victor_client: Client, project: Project
+    victor_client: Client, project: Project, tmp_path: Path
 ) -> None:
     response = victor_client.post(
         reverse("runs:dataset_upload"),
@@ -184,6 +293,7 @@ def test_upload_is_forbidden_to_a_viewer(
 
     assert response.status_code == 403
     assert not Dataset.objects.filter(name="questions").exists()
+    assert _staged_files(tmp_path) == []
 
 
 def test_upload_into_an_outsiders_project_is_not_found(
@@ -196,3 +306,13 @@ def test_upload_into_an_outsiders_project_is_not_found(
 
     assert response.status_code == 404
     assert not Dataset.objects.filter(name="questions").exists()
+
+
+def test_mapping_page_is_not_found_for_an_outsider(
+    bob_client: Client, mallory_client: Client, project: Project
+) -> None:
+    preview_page = _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+
+    response = mallory_client.get(preview_page.request["PATH_INFO"])
+
+    assert response.status_code == 404

@@ -149,7 +149,7 @@ class Command(BaseCommand):
         return run
 
     def create(self, opts: dict[str, Any]) -> Run:
-        from runs.importers import dataset_import
+        from runs.importers import Source, dataset_import
 
         file = opts["dataset_file"]
         if not file:
@@ -161,20 +161,22 @@ class Command(BaseCommand):
             raise BadInput("give at least one --scorer")
         user = acting_user(opts["user"])
         config = target_config(opts)
+        project = acting_project(user, opts["project"])
+        # An import is all or nothing by itself, in short transactions: inside
+        # one around it, it would hold SQLite's write lock for its whole length.
+        dataset = dataset_import(
+            project=project,
+            user=user,
+            name=opts["name"] or path.stem,
+            source=Source.from_path(path),
+            format=opts["format"],
+            filename=path.name,
+            id_field=opts["id_field"],
+            input_field=opts["input_field"],
+            expected_field=opts["expected_field"],
+            reuse_identical=True,
+        )
         with transaction.atomic():
-            project = acting_project(user, opts["project"])
-            dataset = dataset_import(
-                project=project,
-                user=user,
-                name=opts["name"] or path.stem,
-                content=path.read_bytes(),
-                format=opts["format"],
-                filename=path.name,
-                id_field=opts["id_field"],
-                input_field=opts["input_field"],
-                expected_field=opts["expected_field"],
-                reuse_identical=True,
-            )
             return services.run_create(
                 user=user,
                 dataset=dataset,
