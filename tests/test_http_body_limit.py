@@ -166,7 +166,7 @@ async def test_key_holder_uploads_a_body_over_the_anonymous_limit(
     alice: User, project: Project
 ) -> None:
     _, plain = await _key(alice)
-    line = json.dumps({"id": "x", "input": "a" * 200}).encode() + b"\n"
+    line = json.dumps({"id": "x", "input": "a" * 200, "expected": "a"}).encode() + b"\n"
     content = b"".join(
         line.replace(b'"x"', f'"{i}"'.encode()) for i in range(6000)
     )  # about 1.3 MB

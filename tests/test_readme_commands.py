@@ -72,8 +72,10 @@ COMMANDS = list(dict.fromkeys(_commands()))
 
 
 def _argv(command: str) -> list[str]:
-    """The words of a documented command, optional parts included and
-    placeholders (RUN_ID, NAME, ...) replaced by a value every type accepts."""
+    """The words of a documented command, optional parts included (the first
+    of alternatives ``[a | b]``) and placeholders (RUN_ID, NAME, ...) replaced
+    by a value every type accepts."""
+    command = re.sub(r"\[([^\[\]|]*)\|[^\[\]]*\]", r"[\1]", command)
     words = shlex.split(command.replace("[", " ").replace("]", " "))
     return ["1" if PLACEHOLDER.match(word) else word for word in words]
 

@@ -98,6 +98,9 @@ def test_retry_budget_is_spent_once_per_retry():
 @pytest.mark.django_db(transaction=True)
 async def test_a_run_backs_off_under_429s_and_shows_it(make_run, fake_openai):
     fake_openai.faults = FaultMix(error_429=0.6, retry_after="0")
+    # Answers that take a moment, as a real endpoint's do: a back-off then
+    # lasts longer than the executor's report interval, however fast the host.
+    fake_openai.latency_ms = 20
     run = await sync_to_async(make_run)(
         arithmetic_items(120), concurrency=16, max_attempts=20
     )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from runs.targets import trial
 
 
@@ -23,19 +21,6 @@ async def test_a_python_target_answers() -> None:
     )
 
     assert (outcome.ok, outcome.output, outcome.error) == (True, "ping", "")
-
-
-def test_secrets_of_reads_the_variables_a_config_names(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("TRIAL_KEY", "s3cret")
-    monkeypatch.delenv("TRIAL_UNSET", raising=False)
-
-    found = trial.secrets_of(
-        {"api_key_env": "TRIAL_KEY", "other_env": "TRIAL_UNSET", "model": "TRIAL_KEY"}
-    )
-
-    assert found == ["s3cret"]
 
 
 def test_redacted_replaces_secrets_and_cuts_long_texts() -> None:
