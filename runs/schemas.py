@@ -69,7 +69,30 @@ class BodyIn(Schema):
         raw = data._obj if isinstance(data, DjangoGetter) else data
         if not isinstance(raw, dict):
             raise ValueError("must be a JSON object")
+        _storable(raw, "body")
         return data
+
+
+def _storable(value: Any, where: str) -> None:
+    """Refuse text no database can store: NUL characters and lone surrogates.
+
+    PostgreSQL refuses both (in text and in JSON), so they would otherwise be a
+    server error at the first write; pages' form fields refuse them already.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError(f"{where} contains a NUL character (\\u0000)")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{where} contains an unpaired surrogate") from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _storable(key, where)
+            _storable(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for position, item in enumerate(value):
+            _storable(item, f"{where}[{position}]")
 
 
 def _run_options_schema(schema: dict[str, Any]) -> None:

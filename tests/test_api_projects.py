@@ -3,6 +3,7 @@ a target through the API."""
 
 from __future__ import annotations
 
+import json
 import socket
 
 import pytest
@@ -544,3 +545,21 @@ def test_an_id_beyond_the_database_range_is_refused(
     # As everywhere in the API: an id the database cannot hold does not fit
     # the schema.
     assert response.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("text", "what"), [("lab\u0000", "NUL character"), ("lab\ud800", "surrogate")]
+)
+def test_text_no_database_can_store_is_refused_not_a_server_error(
+    client: Client, mallory: User, text: str, what: str
+) -> None:
+    # Found by the schema run on PostgreSQL, which refuses both: a 500 before.
+    body = json.dumps({"name": "x", "description": text})  # escaped, as sent
+
+    response = client.post(
+        f"{API}/projects", body, content_type=JSON, **_bearer(mallory)
+    )
+
+    assert response.status_code == 422
+    assert what in json.dumps(response.json())
+    assert not Project.objects.filter(name="x").exists()
