@@ -1,0 +1,218 @@
+"""What makes a request slow, counted: thread switches and database queries.
+
+Timings belong in bench/http_bench.py; these tests count instead. A request
+served through the ASGI application may switch to a worker thread once
+(evalsite/handlers.py); pages read the database a fixed number of times,
+however many rows they show.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from asgiref.sync import AsyncToSync, SyncToAsync
+from channels.testing import HttpCommunicator
+from django.contrib.auth.models import User
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connections
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from runs import services
+from runs.executor.store import ResultRecord, ScoreRecord, results_write
+from runs.models import Item, Project, Run, RunStatus
+from tests.factories import arithmetic_items, make_dataset
+
+PAGES = ["login", "run_list", "run_detail", "api_run_list"]
+
+
+def _finished_run(project: Project, results: int, *, name: str = "") -> Run:
+    """A completed run whose ``results`` items each have two scores."""
+    dataset = make_dataset(project, arithmetic_items(results), name=name or "arith")
+    run = services.run_create(
+        user=None,
+        dataset=dataset,
+        target_kind="python",
+        target_config={"callable": "runs.targets.examples.echo"},
+        scorers=["exact_match", "includes"],
+        launch=False,
+    )
+    now = timezone.now()
+    records = [
+        ResultRecord(
+            item_id=item.pk,
+            item_index=item.index,
+            epoch=0,
+            status="succeeded",
+            output=str(item.expected),
+            attempts=[{"number": 1, "outcome": "ok", "latency_ms": 3.0}],
+            started_at=now,
+            finished_at=now,
+            latency_ms=3.0,
+            scores=[
+                ScoreRecord(scorer="exact_match", value=1.0, passed=True),
+                ScoreRecord(scorer="includes", value=1.0, passed=True),
+            ],
+        )
+        for item in Item.objects.filter(dataset=dataset).order_by("index")
+    ]
+    results_write(run.pk, records)
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.COMPLETED, started_at=now, finished_at=now
+    )
+    run.refresh_from_db()
+    return run
+
+
+# -- thread switches ---------------------------------------------------------------
+
+
+@pytest.fixture
+def thread_switches(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every switch between the event loop and a thread, as asgiref makes them."""
+    switches: list[str] = []
+    to_thread = SyncToAsync.__call__
+    to_loop = AsyncToSync.__call__
+
+    async def counted_to_thread(self: SyncToAsync, *args: Any, **kwargs: Any) -> Any:
+        switches.append(f"sync_to_async({getattr(self.func, '__qualname__', '?')})")
+        return await to_thread(self, *args, **kwargs)
+
+    def counted_to_loop(self: AsyncToSync, *args: Any, **kwargs: Any) -> Any:
+        name = getattr(self.awaitable, "__qualname__", "?")
+        switches.append(f"async_to_sync({name})")
+        return to_loop(self, *args, **kwargs)
+
+    monkeypatch.setattr(SyncToAsync, "__call__", counted_to_thread)
+    monkeypatch.setattr(AsyncToSync, "__call__", counted_to_loop)
+    return switches
+
+
+@pytest.fixture
+def application(settings: Any) -> Iterator[Callable[..., Any]]:
+    """The HTTP application exactly as evalsite/asgi.py builds it (one thread)."""
+    from evalsite import asgi
+
+    settings.EVALSITE_HTTP_THREADS = 1
+    app = asgi.get_asgi_application()
+    yield app
+    executor = getattr(app, "executor", None)
+    if executor is not None:  # PostgreSQL drops no database with a session open
+        executor.submit(connections.close_all).result()
+        executor.shutdown()
+
+
+def _paths_and_headers(alice: User, project: Project) -> dict[str, tuple[str, list]]:
+    run = _finished_run(project, 60)
+    client = Client()
+    client.force_login(alice)
+    cookie = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    _key, plain = services.api_key_create(user=alice, name="shape")
+    bearer = [(b"authorization", f"Bearer {plain}".encode())]
+    return {
+        "login": (reverse("login"), []),
+        "run_list": (reverse("runs:run_list"), cookie),
+        "run_detail": (reverse("runs:run_detail", args=[run.pk]), cookie),
+        "api_run_list": ("/api/v1/runs", bearer),
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("page", PAGES)
+async def test_a_request_switches_to_a_thread_at_most_once(
+    page: str,
+    alice: User,
+    project: Project,
+    application: Callable[..., Any],
+    thread_switches: list[str],
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    paths = await sync_to_async(_paths_and_headers)(alice, project)
+    path, headers = paths[page]
+    thread_switches.clear()
+    communicator = HttpCommunicator(
+        application, "GET", path, headers=[(b"host", b"testserver"), *headers]
+    )
+    response = await communicator.get_response(timeout=30)
+
+    assert response["status"] == 200, response["body"][:300]
+    assert len(thread_switches) <= 1, thread_switches
+
+
+def test_async_only_middleware_is_refused_at_start(settings: Any) -> None:
+    from evalsite.handlers import SyncChainASGIHandler
+
+    settings.MIDDLEWARE = [
+        *settings.MIDDLEWARE,
+        "tests.test_http_performance_shape.AsyncOnlyMiddleware",
+    ]
+    with pytest.raises(ImproperlyConfigured, match="AsyncOnlyMiddleware"):
+        SyncChainASGIHandler(threads=1)
+
+
+class AsyncOnlyMiddleware:
+    sync_capable = False
+    async_capable = True
+
+    def __init__(self, get_response: Callable[..., Any]) -> None:
+        self.get_response = get_response
+
+    async def __call__(self, request: Any) -> Any:
+        return await self.get_response(request)
+
+
+# -- database queries --------------------------------------------------------------
+
+
+def _queries(client: Client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(captured.captured_queries)
+
+
+@pytest.mark.django_db
+def test_run_page_reads_as_often_with_few_or_many_results(
+    alice_client: Client, project: Project
+) -> None:
+    small = _finished_run(project, 3, name="small")
+    large = _finished_run(project, 50, name="large")
+
+    assert _queries(alice_client, f"/runs/{small.pk}/") == _queries(
+        alice_client, f"/runs/{large.pk}/"
+    )
+
+
+@pytest.mark.django_db
+def test_finished_run_page_does_not_read_live_rows_or_the_creator_apart(
+    alice_client: Client, project: Project, django_assert_max_num_queries: Any
+) -> None:
+    run = _finished_run(project, 20)
+    Run.objects.filter(pk=run.pk).update(created_by=project.memberships.first().user)
+
+    # Session, user, run with its project, dataset and creator, role, scorer
+    # summaries, count, results with their items, scores.
+    with django_assert_max_num_queries(9):
+        response = alice_client.get(f"/runs/{run.pk}/")
+
+    assert response.status_code == 200
+    assert "Latest results" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_run_list_reads_as_often_with_few_or_many_runs(
+    alice_client: Client, project: Project
+) -> None:
+    _finished_run(project, 2, name="first")
+    few = _queries(alice_client, "/")
+    for n in range(8):
+        _finished_run(project, 2, name=f"more-{n}")
+
+    assert _queries(alice_client, "/") == few
