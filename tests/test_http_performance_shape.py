@@ -8,7 +8,7 @@ however many rows they show.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from runs import services
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
-from runs.models import Item, Project, Run, RunStatus
+from runs.models import Dataset, Item, Project, Run, RunStatus
 from tests.factories import arithmetic_items, make_dataset
 
 PAGES = ["login", "run_list", "run_detail", "api_run_list"]
@@ -32,7 +32,18 @@ PAGES = ["login", "run_list", "run_detail", "api_run_list"]
 def _finished_run(project: Project, results: int, *, name: str = "") -> Run:
     """A completed run whose ``results`` items each have two scores."""
     dataset = make_dataset(project, arithmetic_items(results), name=name or "arith")
-    run = services.run_create(
+    run = _run(dataset)
+    _store_results(run, Item.objects.filter(dataset=dataset))
+    now = timezone.now()
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.COMPLETED, started_at=now, finished_at=now
+    )
+    run.refresh_from_db()
+    return run
+
+
+def _run(dataset: Dataset) -> Run:
+    return services.run_create(
         user=None,
         dataset=dataset,
         target_kind="python",
@@ -40,6 +51,10 @@ def _finished_run(project: Project, results: int, *, name: str = "") -> Run:
         scorers=["exact_match", "includes"],
         launch=False,
     )
+
+
+def _store_results(run: Run, items: Iterable[Item]) -> None:
+    """Store results the way the executor does (store.results_write)."""
     now = timezone.now()
     records = [
         ResultRecord(
@@ -57,14 +72,9 @@ def _finished_run(project: Project, results: int, *, name: str = "") -> Run:
                 ScoreRecord(scorer="includes", value=1.0, passed=True),
             ],
         )
-        for item in Item.objects.filter(dataset=dataset).order_by("index")
+        for item in items
     ]
     results_write(run.pk, records)
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.COMPLETED, started_at=now, finished_at=now
-    )
-    run.refresh_from_db()
-    return run
 
 
 # -- thread switches ---------------------------------------------------------------
@@ -216,3 +226,42 @@ def test_run_list_reads_as_often_with_few_or_many_runs(
         _finished_run(project, 2, name=f"more-{n}")
 
     assert _queries(alice_client, "/") == few
+
+
+def _results_table(client: Client, run: Run) -> str:
+    response = client.get(f"/runs/{run.pk}/")
+    assert response.status_code == 200
+    return response.content.decode().split('id="results"', 1)[1]
+
+
+@pytest.mark.django_db
+def test_finished_run_page_renders_its_results_table_once(
+    alice_client: Client, project: Project
+) -> None:
+    run = _finished_run(project, 20)
+    first = _results_table(alice_client, run)
+
+    queries = _queries(alice_client, f"/runs/{run.pk}/")
+
+    assert _results_table(alice_client, run) == first
+    assert first.count("data-result-id=") == 20
+    # Without the results and their scores: session, user, run, role,
+    # scorer summaries, count.
+    assert queries <= 6
+
+
+@pytest.mark.django_db
+def test_run_page_shows_results_stored_since_the_last_view(
+    alice_client: Client, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(3))
+    run = _run(dataset)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    items = list(Item.objects.filter(dataset=dataset).order_by("index"))
+    _store_results(run, items[:1])
+    before = _results_table(alice_client, run)
+
+    _store_results(run, items[1:])
+
+    assert before.count("data-result-id=") == 1
+    assert _results_table(alice_client, run).count("data-result-id=") == 3
