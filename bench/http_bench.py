@@ -335,6 +335,10 @@ def report(measures: list[Measure], sources: list[str], pages: list[str]) -> boo
     return met
 
 
+def write_json(path: Path, measures: list[Measure]) -> None:
+    path.write_text(json.dumps([asdict(m) for m in measures], indent=2) + "\n")
+
+
 # -- main -------------------------------------------------------------------------
 
 
@@ -412,16 +416,14 @@ def main() -> int:
                             f"{measure.server_cpu_ms_per_request:.2f} ms CPU/req"
                         )
                         measures.append(measure)
+                        if args.json_out:  # as it goes: a long comparison may stop
+                            write_json(args.json_out, measures)
     finally:
         if args.keep:
             note(f"kept {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
     met = report(measures, [str(s) for s in sources], pages)
-    if args.json_out:
-        args.json_out.write_text(
-            json.dumps([asdict(m) for m in measures], indent=2) + "\n"
-        )
     errors = sum(m.errors for m in measures)
     if errors:
         note(f"{errors} requests failed")
