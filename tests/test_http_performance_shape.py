@@ -17,6 +17,7 @@ from channels.testing import HttpCommunicator
 from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connections
+from django.db.backends.signals import connection_created
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -151,6 +152,33 @@ async def test_a_request_switches_to_a_thread_at_most_once(
 
     assert response["status"] == 200, response["body"][:300]
     assert len(thread_switches) <= 1, thread_switches
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_requests_reuse_the_database_connection_of_their_thread(
+    alice: User, project: Project, application: Callable[..., Any]
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    paths = await sync_to_async(_paths_and_headers)(alice, project)
+    path, headers = paths["run_list"]
+    opened: list[object] = []
+
+    def count(sender: object, connection: object, **kwargs: Any) -> None:
+        opened.append(connection)
+
+    connection_created.connect(count)
+    try:
+        for _ in range(3):
+            communicator = HttpCommunicator(
+                application, "GET", path, headers=[(b"host", b"testserver"), *headers]
+            )
+            response = await communicator.get_response(timeout=30)
+            assert response["status"] == 200
+    finally:
+        connection_created.disconnect(count)
+
+    assert len(opened) <= 1
 
 
 def test_async_only_middleware_is_refused_at_start(settings: Any) -> None:
