@@ -132,9 +132,11 @@ MIDDLEWARE = [
 ROOT_URLCONF = "evalsite.urls"
 ASGI_APPLICATION = "evalsite.asgi.application"
 # Worker threads that serve HTTP requests (evalsite.handlers); each keeps its
-# database connection. Python runs one thread at a time: more threads only
-# help requests that wait (on the database's write lock, say).
-EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 4, minimum=1)
+# database connection. Python runs one thread at a time, so more threads add
+# no speed (1, 2, 4 and 8 measured alike under bench/http_bench.py), but
+# enough of them keep pages answering while some requests wait on the
+# database's write lock or parse an upload.
+EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 8, minimum=1)
 
 TEMPLATES = [
     {
