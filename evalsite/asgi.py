@@ -1,7 +1,9 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-In the embedded mode the local launcher runs executions on this server's event
-loop; it binds to it when the server starts and resumes runs left running.
+Pages and the API go through ``evalsite.handlers``: one thread switch per
+request. In the embedded mode the local launcher runs executions on this
+server's event loop; it binds to it when the server starts and resumes runs
+left running.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from django.core.asgi import get_asgi_application
+from evalsite.handlers import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 django_asgi_app = get_asgi_application()

@@ -112,6 +112,14 @@ INSTALLED_APPS = [
     "axes",
 ]
 
+# Every middleware here must be able to run synchronously (a plain function or
+# class, or MiddlewareMixin; never async-only): evalsite.handlers runs the whole
+# chain, the view and the template in ONE worker thread per request, and
+# refuses to start otherwise. Under Django's own ASGI handler each
+# MiddlewareMixin costs two thread switches per request (15 for a page).
+# Code that must run before Django reads the request (e.g. a body-size limit)
+# goes in ASGI middleware around the application in evalsite/asgi.py.
+# tests/test_http_performance_shape.py counts the switches: at most one.
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Daphne serves no files: WhiteNoise serves static files, before the login check.
@@ -134,6 +142,12 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "evalsite.urls"
 ASGI_APPLICATION = "evalsite.asgi.application"
+# Worker threads that serve HTTP requests (evalsite.handlers); each keeps its
+# database connection. Python runs one thread at a time, so more threads add
+# no speed (1, 2, 4 and 8 measured alike under bench/http_bench.py), but
+# enough of them keep pages answering while some requests wait on the
+# database's write lock or parse an upload.
+EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 8, minimum=1)
 
 TEMPLATES = [
     {

@@ -45,7 +45,7 @@ def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
 
 def run_get(*, user: User, run_id: int) -> Run:
     try:
-        return run_list(user=user).get(pk=run_id)
+        return run_list(user=user).select_related("created_by").get(pk=run_id)
     except Run.DoesNotExist:
         raise NotFound(f"no run {run_id}") from None
 

@@ -159,9 +159,10 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "page": _page(request, results, RESULTS_PER_PAGE),
         "status": status or "",
         "result_statuses": Result.Status.choices,
-        "live_rows": selectors.result_latest(
-            run=overview.run, limit=LIVE_SNAPSHOT_ROWS
-        ),
+        # Only a run still going shows its latest results live.
+        "live_rows": []
+        if overview.run.is_final
+        else selectors.result_latest(run=overview.run, limit=LIVE_SNAPSHOT_ROWS),
         "show_epoch": overview.run.options.get("epochs", 1) > 1,
     }
     return render(request, "runs/run_detail.html", context)
