@@ -33,6 +33,15 @@ from runs.models import (
 
 User = AbstractBaseUser | AnonymousUser
 
+RUN_SEARCH_DEFERRED = (
+    "target_config",
+    "scorers",
+    "options",
+    "error",
+    "project__description",
+    "dataset__description",
+)
+
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
     runs = Run.objects.filter(project__in=visible_projects(user)).select_related(
@@ -120,8 +129,12 @@ def project_get(*, user: User, project_id: int) -> Project:
 def run_search(
     *, user: User, project_id: int | None = None, status: str | None = None
 ) -> QuerySet[Run]:
-    """The runs list of the dashboard, newest first, optionally filtered."""
-    runs = run_list(user=user, project_id=project_id)
+    """The runs list of the dashboard, newest first, optionally filtered.
+
+    Without the columns the table does not show: a run's configuration is
+    JSON that would be parsed for every row.
+    """
+    runs = run_list(user=user, project_id=project_id).defer(*RUN_SEARCH_DEFERRED)
     if status:
         runs = runs.filter(status=status)
     return runs.order_by("-created_at", "-id")

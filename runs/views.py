@@ -96,7 +96,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "statuses": RunStatus.choices,
         "project_id": project_id,
         "status": status or "",
-        "demo": demo.run_demo_choice(user=request.user),
+        "demo": demo.run_demo_offer(user=request.user),
     }
     return render(request, "runs/run_list.html", context)
 

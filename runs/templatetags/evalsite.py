@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.formats import date_format, localize
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+from django.utils.timezone import template_localtime
+
+if TYPE_CHECKING:
+    from runs.models import Run
 
 register = template.Library()
 
@@ -67,3 +77,73 @@ def duration(seconds: float | None) -> str:
 def when(value: str | None) -> Any:
     """An ISO timestamp from the attempt log as a datetime (for ``|date``)."""
     return parse_datetime(value) if value else None
+
+
+# -- the runs table, rendered in Python ----------------------------------------
+# The dashboard's runs page shows up to 50 rows of ten cells. Through the
+# template language each row cost about 0.5 ms (some twenty variable lookups,
+# two URL reversals, an include and three date formats), most of the page's
+# time; format_html gives the same markup for a tenth of that, as the admin's
+# change list does (django.contrib.admin.templatetags.admin_list).
+
+_PK_MARK = 918273645  # reversed once per table, then replaced by each id
+
+_RUN_ROW = (
+    '<tr>\n      <td><a href="{run_url}">{run}</a> <span class="muted">#{pk}</span>'
+    "</td>"
+    "\n      <td>{project}</td>"
+    '\n      <td><a href="{dataset_url}">{dataset} v{version}</a></td>'
+    '\n      <td>{target_name} <span class="muted">{target_kind}</span></td>'
+    '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}</td>'
+    '\n      <td class="num">{processed}/{total}</td>'
+    '\n      <td class="num">{succeeded}</td>'
+    '\n      <td class="num">{failed}</td>'
+    '\n      <td class="num">{timed_out}</td>'
+    '\n      <td><time datetime="{created_iso}" title="{created}">{created_ago}</time>'
+    "</td>\n    </tr>\n"
+)
+_STALE = mark_safe(
+    ' <span class="stale" title="No heartbeat from an executor for a while: it will'
+    ' be resumed">no heartbeat</span>'
+)
+
+
+def _url_format(name: str) -> str:
+    """The URL of ``name`` for one id, as a format string with ``{}`` for the id."""
+    return reverse(name, args=[_PK_MARK]).replace(str(_PK_MARK), "{}")
+
+
+@register.simple_tag
+def run_rows(runs: Iterable[Run]) -> str:
+    """The rows of the runs table (runs with their project and dataset)."""
+    run_url = _url_format("runs:run_detail")
+    dataset_url = _url_format("runs:dataset_detail")
+    rows = []
+    for run in runs:
+        created = template_localtime(run.created_at)
+        rows.append(
+            format_html(
+                _RUN_ROW,
+                run_url=run_url.format(run.pk),
+                run=str(run),
+                pk=run.pk,
+                project=str(run.project),
+                dataset_url=dataset_url.format(run.dataset_id),
+                dataset=run.dataset.name,
+                version=run.dataset.version,
+                target_name=run.target_name,
+                target_kind=run.target_kind,
+                status_class=status_class(run.status),
+                status_label=run.get_status_display(),
+                stale=_STALE if run.status == "running" and not run.alive else "",
+                processed=run.processed,
+                total=run.total,
+                succeeded=run.succeeded,
+                failed=run.failed,
+                timed_out=run.timed_out,
+                created_iso=date_format(created, "c"),
+                created=localize(created),
+                created_ago=naturaltime(run.created_at),
+            )
+        )
+    return mark_safe("    ".join(rows))
