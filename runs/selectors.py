@@ -16,9 +16,9 @@ from django.db.models import (
     When,
 )
 
-from runs.access import ROLE_RANK, role_of, visible_projects
+from runs.access import ROLE_RANK, visible_projects
 from runs.analysis.progress import RunProgress, run_progress
-from runs.analysis.summary import ScorerSummary, run_scorer_summaries
+from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
 from runs.errors import NotFound
 from runs.models import (
     ApiKey,
@@ -156,14 +156,27 @@ class RunOverview:
 
 
 def run_overview(*, user: User, run_id: int) -> RunOverview:
-    """A run with its progress, scorer means and whether the user may change it."""
-    run = run_get(user=user, run_id=run_id)
-    role = role_of(user, run.project)
+    """A run with its progress, scorer means and whether the user may change it.
+
+    The user's role comes with the run, in the query that checks they may see it.
+    """
+    if not user.is_authenticated:
+        raise NotFound(f"no run {run_id}")
+    role = Membership.objects.filter(project=OuterRef("project"), user=user)
+    try:
+        run = (
+            run_list(user=user)
+            .select_related("created_by")
+            .annotate(user_role=Subquery(role.values("role")[:1]))
+            .get(pk=run_id)
+        )
+    except Run.DoesNotExist:
+        raise NotFound(f"no run {run_id}") from None
     return RunOverview(
         run=run,
         progress=run_progress(run=run),
-        scorers=run_scorer_summaries(run=run),
-        can_edit=role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+        scorers=run_scorer_summaries_cached(run=run),
+        can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
     )
 
 
