@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from runs import services
-from runs.access import editable_projects
+from runs.access import editable_project_ids, editable_projects
 from runs.errors import Conflict, Forbidden, NotFound
 from runs.importers import dataset_create_from_items, dataset_import
 from runs.models import Dataset, Project, Run, Target
@@ -185,7 +185,7 @@ def demo_seed() -> DemoSeed:
 def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
     """The demo targets in the projects the user may run in, oldest first."""
     return Target.objects.filter(
-        kind="demo", project__in=editable_projects(user)
+        kind="demo", project_id__in=editable_project_ids(user)
     ).order_by("created_at", "pk")
 
 

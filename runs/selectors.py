@@ -16,7 +16,7 @@ from django.db.models import (
     When,
 )
 
-from runs.access import ROLE_RANK, visible_projects
+from runs.access import ROLE_RANK, visible_project_ids, visible_projects
 from runs.analysis.progress import RunProgress, run_progress
 from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
 from runs.errors import NotFound
@@ -57,7 +57,7 @@ RUN_SEARCH_COLUMNS = (
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
-    runs = Run.objects.filter(project__in=visible_projects(user)).select_related(
+    runs = Run.objects.filter(project_id__in=visible_project_ids(user)).select_related(
         "project", "dataset"
     )
     if project_id is not None:
@@ -74,7 +74,7 @@ def run_get(*, user: User, run_id: int) -> Run:
 
 def dataset_list(*, user: User, project_id: int | None = None) -> QuerySet[Dataset]:
     datasets = Dataset.objects.filter(
-        project__in=visible_projects(user)
+        project_id__in=visible_project_ids(user)
     ).select_related("project")
     if project_id is not None:
         datasets = datasets.filter(project_id=project_id)
@@ -93,9 +93,9 @@ def dataset_items(*, dataset: Dataset) -> QuerySet[Item]:
 
 
 def target_list(*, user: User, project_id: int | None = None) -> QuerySet[Target]:
-    targets = Target.objects.filter(project__in=visible_projects(user)).select_related(
-        "project"
-    )
+    targets = Target.objects.filter(
+        project_id__in=visible_project_ids(user)
+    ).select_related("project")
     if project_id is not None:
         targets = targets.filter(project_id=project_id)
     return targets
