@@ -358,7 +358,10 @@ LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = True
+# The site speaks English only. With translation machinery on, every number and
+# date a template shows looks up the active language in a context-local
+# variable: about a tenth of a page's time, for nothing.
+USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
@@ -19,6 +21,24 @@ def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project
     if not user.is_authenticated:
         return Project.objects.none()
     return Project.objects.filter(memberships__user=user)
+
+
+def visible_project_ids(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]:
+    """The ids of the user's projects, for ``project_id__in=``.
+
+    The same set as ``visible_projects`` (one membership per project and
+    user), from one table: a subquery Django builds in about half the time.
+    """
+    if not user.is_authenticated:
+        return Membership.objects.none().values("project_id")
+    return Membership.objects.filter(user=user).values("project_id")
+
+
+def editable_project_ids(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]:
+    """The ids of the projects where the user is an editor or an admin."""
+    return visible_project_ids(user).filter(
+        role__in=[Membership.Role.EDITOR, Membership.Role.ADMIN]
+    )
 
 
 def role_of(user: AbstractBaseUser | AnonymousUser, project: Project) -> str | None:

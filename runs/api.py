@@ -372,7 +372,8 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[Run]:
 @paginated
 def list_runs(request: HttpRequest, filters: Query[RunFilter]) -> QuerySet[Run]:
     """Runs, newest first."""
-    return filters.filter(run_list(user=request.auth))
+    # RunOut shows the project and dataset by id: no join, no rows to build.
+    return filters.filter(run_list(user=request.auth)).select_related(None)
 
 
 @run_router.get("/{run_id}", response={200: RunDetailOut, **READ_ERRORS})

@@ -15,9 +15,10 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import transaction
+from django.db.models import QuerySet
 
 from runs import services
-from runs.access import editable_projects
+from runs.access import editable_project_ids, editable_projects
 from runs.errors import Conflict, Forbidden, NotFound
 from runs.importers import dataset_create_from_items, dataset_import
 from runs.models import Dataset, Project, Run, Target
@@ -181,29 +182,60 @@ def demo_seed() -> DemoSeed:
     )
 
 
+def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
+    """The demo targets in the projects the user may run in, oldest first."""
+    return Target.objects.filter(
+        kind="demo", project_id__in=editable_project_ids(user)
+    ).order_by("created_at", "pk")
+
+
+# The demo model solves arithmetic: the largest arithmetic dataset has something
+# to watch; without one, the newest dataset.
+def _arithmetic_first(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
+    return datasets.filter(name__icontains="arith").order_by("-item_count", "-version")
+
+
+def _newest_first(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
+    return datasets.order_by("-created_at", "-version")
+
+
 def run_demo_choice(
     *, user: AbstractBaseUser | AnonymousUser
 ) -> tuple[Dataset, Target] | None:
-    """A demo target the user may run, with a dataset of its project it can answer.
-
-    The demo model solves arithmetic, so an arithmetic dataset is preferred
-    (the largest, to have something to watch), else the newest dataset.
-    """
-    target = (
-        target_list(user=user)
-        .filter(kind="demo", project__in=editable_projects(user))
-        .order_by("created_at", "pk")
-        .first()
-    )
+    """A demo target the user may run, with a dataset of its project it can answer."""
+    target = _demo_targets(user).first()
     if target is None:
         return None
     datasets = dataset_list(user=user, project_id=target.project_id)
-    dataset = (
-        datasets.filter(name__icontains="arith")
-        .order_by("-item_count", "-version")
-        .first()
-    ) or datasets.order_by("-created_at", "-version").first()
+    dataset = _arithmetic_first(datasets).first() or _newest_first(datasets).first()
     return (dataset, target) if dataset is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOffer:
+    target_name: str
+    dataset_name: str
+    dataset_version: int
+
+
+def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | None:
+    """What ``run_demo_choice`` would start, for the button on the runs page.
+
+    The same choice with only the columns shown: rows of values, not model
+    instances, and the project's membership checked once (editable projects
+    are visible ones).
+    """
+    target = _demo_targets(user).values("name", "project_id").first()
+    if target is None:
+        return None
+    datasets = Dataset.objects.filter(project_id=target["project_id"])
+    dataset = (
+        _arithmetic_first(datasets).values("name", "version").first()
+        or _newest_first(datasets).values("name", "version").first()
+    )
+    if dataset is None:
+        return None
+    return DemoOffer(target["name"], dataset["name"], dataset["version"])
 
 
 def demo_run_start(*, user: AbstractBaseUser) -> Run:

@@ -281,6 +281,29 @@ class Run(models.Model):
         return age < HEARTBEAT_STALE_SECONDS
 
     @property
+    def results_version(self) -> str:
+        """Changes whenever a result or a score of this run is stored.
+
+        Results and scores are only ever added, in the transaction that moves
+        the counts (executor/store.py). What rewrites them (a retry inside the
+        run, a re-score) must add what it moves here. Keys of what is cached
+        from a run's results (its results table, its scorer figures).
+        """
+        return ":".join(
+            str(part)
+            for part in (
+                self.pk,
+                self.created_at.timestamp(),
+                self.status,
+                self.finished_at and self.finished_at.timestamp(),
+                self.succeeded,
+                self.failed,
+                self.timed_out,
+                self.cancelled,
+            )
+        )
+
+    @property
     def backing_off(self) -> bool:
         return self.throttle_limit is not None and not self.is_final
 

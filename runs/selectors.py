@@ -16,9 +16,9 @@ from django.db.models import (
     When,
 )
 
-from runs.access import ROLE_RANK, role_of, visible_projects
+from runs.access import ROLE_RANK, visible_project_ids, visible_projects
 from runs.analysis.progress import RunProgress, run_progress
-from runs.analysis.summary import ScorerSummary, run_scorer_summaries
+from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
 from runs.errors import NotFound
 from runs.models import (
     ApiKey,
@@ -33,9 +33,31 @@ from runs.models import (
 
 User = AbstractBaseUser | AnonymousUser
 
+# What the runs table shows (runs/templatetags/evalsite.py run_rows): a run's
+# configuration is JSON that would be parsed for every row, and each column
+# read is a field set on each of the row's three model instances.
+RUN_SEARCH_COLUMNS = (
+    "name",
+    "status",
+    "target_name",
+    "target_kind",
+    "heartbeat_at",
+    "total",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "created_at",
+    "project",
+    "project__name",
+    "dataset",
+    "dataset__name",
+    "dataset__version",
+)
+
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
-    runs = Run.objects.filter(project__in=visible_projects(user)).select_related(
+    runs = Run.objects.filter(project_id__in=visible_project_ids(user)).select_related(
         "project", "dataset"
     )
     if project_id is not None:
@@ -52,7 +74,7 @@ def run_get(*, user: User, run_id: int) -> Run:
 
 def dataset_list(*, user: User, project_id: int | None = None) -> QuerySet[Dataset]:
     datasets = Dataset.objects.filter(
-        project__in=visible_projects(user)
+        project_id__in=visible_project_ids(user)
     ).select_related("project")
     if project_id is not None:
         datasets = datasets.filter(project_id=project_id)
@@ -71,9 +93,9 @@ def dataset_items(*, dataset: Dataset) -> QuerySet[Item]:
 
 
 def target_list(*, user: User, project_id: int | None = None) -> QuerySet[Target]:
-    targets = Target.objects.filter(project__in=visible_projects(user)).select_related(
-        "project"
-    )
+    targets = Target.objects.filter(
+        project_id__in=visible_project_ids(user)
+    ).select_related("project")
     if project_id is not None:
         targets = targets.filter(project_id=project_id)
     return targets
@@ -120,8 +142,11 @@ def project_get(*, user: User, project_id: int) -> Project:
 def run_search(
     *, user: User, project_id: int | None = None, status: str | None = None
 ) -> QuerySet[Run]:
-    """The runs list of the dashboard, newest first, optionally filtered."""
-    runs = run_list(user=user, project_id=project_id)
+    """The runs list of the dashboard, newest first, optionally filtered.
+
+    Only the columns the table shows.
+    """
+    runs = run_list(user=user, project_id=project_id).only(*RUN_SEARCH_COLUMNS)
     if status:
         runs = runs.filter(status=status)
     return runs.order_by("-created_at", "-id")
@@ -143,14 +168,27 @@ class RunOverview:
 
 
 def run_overview(*, user: User, run_id: int) -> RunOverview:
-    """A run with its progress, scorer means and whether the user may change it."""
-    run = run_get(user=user, run_id=run_id)
-    role = role_of(user, run.project)
+    """A run with its progress, scorer means and whether the user may change it.
+
+    The user's role comes with the run, in the query that checks they may see it.
+    """
+    if not user.is_authenticated:
+        raise NotFound(f"no run {run_id}")
+    role = Membership.objects.filter(project=OuterRef("project"), user=user)
+    try:
+        run = (
+            run_list(user=user)
+            .select_related("created_by")
+            .annotate(user_role=Subquery(role.values("role")[:1]))
+            .get(pk=run_id)
+        )
+    except Run.DoesNotExist:
+        raise NotFound(f"no run {run_id}") from None
     return RunOverview(
         run=run,
         progress=run_progress(run=run),
-        scorers=run_scorer_summaries(run=run),
-        can_edit=role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+        scorers=run_scorer_summaries_cached(run=run),
+        can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
     )
 
 

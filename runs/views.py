@@ -17,6 +17,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from runs import demo, secrets, selectors, services
@@ -96,7 +97,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
         "statuses": RunStatus.choices,
         "project_id": project_id,
         "status": status or "",
-        "demo": demo.run_demo_choice(user=request.user),
+        "demo": demo.run_demo_offer(user=request.user),
     }
     return render(request, "runs/run_list.html", context)
 
@@ -156,7 +157,8 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "overview": overview,
         "run": overview.run,
-        "page": _page(request, results, RESULTS_PER_PAGE),
+        # Counted and read only when the cached results table is rendered.
+        "page": SimpleLazyObject(lambda: _page(request, results, RESULTS_PER_PAGE)),
         "status": status or "",
         "result_statuses": Result.Status.choices,
         # Only a run still going shows its latest results live.

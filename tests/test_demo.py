@@ -13,8 +13,10 @@ from runs import services
 from runs.demo import (
     DEMO_RUN_CONCURRENCY,
     DEMO_RUN_NAME,
+    DemoOffer,
     demo_seed,
     run_demo_choice,
+    run_demo_offer,
 )
 from runs.models import Dataset, Project, Run, Target
 from tests.factories import arithmetic_items, make_dataset
@@ -163,3 +165,31 @@ def test_a_demo_run_that_cannot_start_says_why_on_the_form(
     assert response.redirect_chain[-1][0] == f"{reverse('runs:run_new')}?demo=1"
     assert "The demo run could not start" in response.content.decode()
     assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("extra", ["none", "bigger arithmetic", "no arithmetic"])
+def test_the_demo_button_names_what_the_demo_run_starts(
+    bob: User, project: Project, demo_target: Target, extra: str
+) -> None:
+    if extra == "no arithmetic":
+        make_dataset(project, arithmetic_items(3), name="trivia")
+        make_dataset(project, arithmetic_items(2), name="newest")
+    else:
+        make_dataset(project, arithmetic_items(3), name="arith-small")
+        make_dataset(project, arithmetic_items(3), name="trivia")
+        if extra == "bigger arithmetic":
+            make_dataset(project, arithmetic_items(9), name="Arithmetic-9")
+
+    offer = run_demo_offer(user=bob)
+    dataset, target = run_demo_choice(user=bob)
+
+    assert offer == DemoOffer(target.name, dataset.name, dataset.version)
+
+
+def test_no_demo_button_for_a_viewer_or_without_a_dataset(
+    victor: User, bob: User, project: Project, demo_target: Target
+) -> None:
+    assert run_demo_offer(user=bob) is None
+    make_dataset(project, arithmetic_items(2))
+    assert run_demo_offer(user=victor) is None
+    assert run_demo_offer(user=bob) is not None

@@ -22,7 +22,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs import services
+from runs import selectors, services
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
 from runs.models import Dataset, Item, Project, Run, RunStatus
 from tests.factories import arithmetic_items, make_dataset
@@ -235,9 +235,9 @@ def test_finished_run_page_does_not_read_live_rows_or_the_creator_apart(
     run = _finished_run(project, 20)
     Run.objects.filter(pk=run.pk).update(created_by=project.memberships.first().user)
 
-    # Session, user, run with its project, dataset and creator, role, scorer
-    # summaries, count, results with their items, scores.
-    with django_assert_max_num_queries(9):
+    # Session, user, run with its project, dataset, creator and the user's
+    # role, scorer summaries, count, results with their items, scores.
+    with django_assert_max_num_queries(7):
         response = alice_client.get(f"/runs/{run.pk}/")
 
     assert response.status_code == 200
@@ -273,9 +273,9 @@ def test_finished_run_page_renders_its_results_table_once(
 
     assert _results_table(alice_client, run) == first
     assert first.count("data-result-id=") == 20
-    # Without the results and their scores: session, user, run, role,
-    # scorer summaries, count.
-    assert queries <= 6
+    # Without the count, the results, their scores and the scorer summaries
+    # (cached under the same key): session, user, run with the user's role.
+    assert queries <= 3
 
 
 @pytest.mark.django_db
@@ -293,3 +293,63 @@ def test_run_page_shows_results_stored_since_the_last_view(
 
     assert before.count("data-result-id=") == 1
     assert _results_table(alice_client, run).count("data-result-id=") == 3
+
+
+@pytest.mark.django_db
+def test_scorer_figures_follow_every_stored_score(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(3))
+    run = _run(dataset)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    items = list(Item.objects.filter(dataset=dataset).order_by("index"))
+    _store_results(run, items[:1])
+    before = selectors.run_overview(user=alice, run_id=run.pk).scorers
+
+    _store_results(run, items[1:])
+    after = selectors.run_overview(user=alice, run_id=run.pk).scorers
+
+    assert [s.scored for s in before] == [1, 1]
+    assert [s.scored for s in after] == [3, 3]
+
+
+def _selects_of_runs(client: Client, url: str, **headers: str) -> list[str]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url, headers=headers)
+    assert response.status_code == 200
+    return [
+        q["sql"]
+        for q in captured.captured_queries
+        if 'FROM "runs_run"' in q["sql"] and "COUNT(" not in q["sql"]
+    ]
+
+
+@pytest.mark.django_db
+def test_api_run_list_reads_runs_without_their_projects_and_datasets(
+    alice: User, project: Project
+) -> None:
+    _finished_run(project, 2)
+    _key, plain = services.api_key_create(user=alice, name="shape")
+
+    selects = _selects_of_runs(
+        Client(), "/api/v1/runs", Authorization=f"Bearer {plain}"
+    )
+
+    assert len(selects) == 1
+    assert '"runs_dataset"' not in selects[0]
+
+
+@pytest.mark.django_db
+def test_run_list_page_does_not_read_the_runs_configuration(
+    alice_client: Client, project: Project
+) -> None:
+    _finished_run(project, 2)
+
+    selects = _selects_of_runs(alice_client, "/")
+
+    assert len(selects) == 1
+    assert '"target_config"' not in selects[0]
+    assert '"options"' not in selects[0]

@@ -110,6 +110,20 @@ def test_run_list_shows_the_members_runs(bob_client: Client, run: Run) -> None:
     assert "0/10" in page
 
 
+def test_run_list_escapes_what_people_named(
+    bob_client: Client, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2), name="<b>set</b>")
+    _run(dataset, name='<script>alert("run")</script>', target_name="t&'x")
+
+    page = bob_client.get(reverse("runs:run_list")).content.decode()
+
+    assert "<script>alert" not in page
+    assert "&lt;script&gt;alert(&quot;run&quot;)&lt;/script&gt;" in page
+    assert "&lt;b&gt;set&lt;/b&gt; v1" in page
+    assert "t&amp;&#x27;x" in page
+
+
 def test_run_list_hides_other_projects_runs(mallory_client: Client, run: Run) -> None:
     response = mallory_client.get(reverse("runs:run_list"))
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.core.cache import cache
 from django.db.models import Avg, Count, Q
 
 from runs.models import Run, Score
+
+CACHE_SECONDS = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,10 +48,25 @@ def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
     ]
 
 
+def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:
+    """``run_scorer_summaries``, kept under the run's ``results_version``.
+
+    The key changes whenever a score is stored, so a cached figure is never
+    stale; a finished run is aggregated once instead of on every view.
+    """
+    key = f"run-scorers:{run.results_version}"
+    summaries = cache.get(key)
+    if summaries is None:
+        summaries = run_scorer_summaries(run=run)
+        cache.set(key, summaries, CACHE_SECONDS)
+    return summaries
+
+
 def run_score_means(run: Run) -> dict[str, float | None]:
     """Mean score value per scorer, in the run's scorer order.
 
     Errored scores have no value and are left out of the mean; a scorer with
     no value at all (yet) maps to None.
     """
-    return {summary.scorer: summary.mean for summary in run_scorer_summaries(run=run)}
+    summaries = run_scorer_summaries_cached(run=run)
+    return {summary.scorer: summary.mean for summary in summaries}

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import html
 import json
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.urls import reverse
 from django.utils.dateparse import parse_datetime
+from django.utils.formats import localize
+from django.utils.safestring import mark_safe
+from django.utils.timezone import template_localtime
+
+if TYPE_CHECKING:
+    from runs.models import Run
 
 register = template.Library()
 
@@ -67,3 +77,74 @@ def duration(seconds: float | None) -> str:
 def when(value: str | None) -> Any:
     """An ISO timestamp from the attempt log as a datetime (for ``|date``)."""
     return parse_datetime(value) if value else None
+
+
+# -- the runs table, rendered in Python ----------------------------------------
+# The dashboard's runs page shows up to 50 rows of ten cells. Through the
+# template language each row cost about 0.5 ms (some twenty variable lookups,
+# two URL reversals, an include and three date formats), most of the page's
+# time. Here each row is one str.format with every text value escaped
+# (html.escape, as django.utils.html.escape does) and numbers as they are: the
+# same markup for a small part of that.
+
+_PK_MARK = 918273645  # reversed once per table, then replaced by each id
+
+_RUN_ROW = (
+    '<tr>\n      <td><a href="{run_url}">{run}</a> <span class="muted">#{pk}</span>'
+    "</td>"
+    "\n      <td>{project}</td>"
+    '\n      <td><a href="{dataset_url}">{dataset} v{version}</a></td>'
+    '\n      <td>{target_name} <span class="muted">{target_kind}</span></td>'
+    '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}</td>'
+    '\n      <td class="num">{processed}/{total}</td>'
+    '\n      <td class="num">{succeeded}</td>'
+    '\n      <td class="num">{failed}</td>'
+    '\n      <td class="num">{timed_out}</td>'
+    '\n      <td><time datetime="{created_iso}" title="{created}">{created_ago}</time>'
+    "</td>\n    </tr>\n"
+)
+_STALE = (
+    ' <span class="stale" title="No heartbeat from an executor for a while: it will'
+    ' be resumed">no heartbeat</span>'
+)
+
+
+def _url_format(name: str) -> str:
+    """The URL of ``name`` for one id, as a format string with ``{}`` for the id."""
+    return html.escape(reverse(name, args=[_PK_MARK])).replace(str(_PK_MARK), "{}")
+
+
+@register.simple_tag
+def run_rows(runs: Iterable[Run]) -> str:
+    """The rows of the runs table (runs with their project and dataset)."""
+    escape = html.escape
+    run_url = _url_format("runs:run_detail")
+    dataset_url = _url_format("runs:dataset_detail")
+    rows = []
+    for run in runs:
+        created = template_localtime(run.created_at)
+        rows.append(
+            _RUN_ROW.format(
+                run_url=run_url.format(run.pk),
+                run=escape(str(run)),
+                pk=run.pk,
+                project=escape(str(run.project)),
+                dataset_url=dataset_url.format(run.dataset_id),
+                dataset=escape(run.dataset.name),
+                version=run.dataset.version,
+                target_name=escape(run.target_name),
+                target_kind=escape(run.target_kind),
+                status_class=status_class(run.status),
+                status_label=escape(run.get_status_display()),
+                stale=_STALE if run.status == "running" and not run.alive else "",
+                processed=run.processed,
+                total=run.total,
+                succeeded=run.succeeded,
+                failed=run.failed,
+                timed_out=run.timed_out,
+                created_iso=created.isoformat(),  # the date filter's "c"
+                created=escape(localize(created)),
+                created_ago=escape(naturaltime(run.created_at)),
+            )
+        )
+    return mark_safe("    ".join(rows))
