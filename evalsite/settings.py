@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import tempfile
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -75,16 +76,21 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 DATA_DIR = Path(env_str("EVALSITE_DATA_DIR", str(BASE_DIR / "var")))
 
 
-def local_secret_key(data_dir: Path) -> str:
-    """A key made once for this installation and kept beside its database."""
-    path = data_dir / "secret_key"
+def local_key(path: Path, make: Callable[[], str]) -> str:
+    """A key made once for this installation (``make()``), kept in a file only
+    its owner may read; whichever process writes it first wins."""
     if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         with contextlib.suppress(FileExistsError):  # another process made it first
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as f:
-                f.write(secrets.token_urlsafe(50))
+                f.write(make())
     return path.read_text().strip()
+
+
+def local_secret_key(data_dir: Path) -> str:
+    """Django's secret key, made once and kept beside the database."""
+    return local_key(data_dir / "secret_key", lambda: secrets.token_urlsafe(50))
 
 
 # Debug pages (and Django's log of every SQL query, which slows a run down)
@@ -245,15 +251,11 @@ EVALSITE_SCORER_WORKERS = env_int("EVALSITE_SCORER_WORKERS", 4, minimum=1)
 
 
 def local_secrets_key(data_dir: Path) -> str:
-    """A Fernet key made once for this installation, outside the database."""
-    path = data_dir / "secrets_key"
-    if not path.exists():
-        data_dir.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):  # another process made it first
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as f:
-                f.write(base64.urlsafe_b64encode(secrets.token_bytes(32)).decode())
-    return path.read_text().strip()
+    """The Fernet key of project secrets, made once, kept outside the database."""
+    return local_key(
+        data_dir / "secrets_key",
+        lambda: base64.urlsafe_b64encode(secrets.token_bytes(32)).decode(),
+    )
 
 
 def env_fernet_keys(name: str, data_dir: Path) -> list[str]:
