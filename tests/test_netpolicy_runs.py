@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import httpx
 import pytest
@@ -17,6 +16,7 @@ from runs.models import Project, Result, Run, RunStatus
 from runs.targets.openai_chat import ERROR_BODY_LIMIT, OpenAIChatTarget
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
+from tests.local_http import serve
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,14 +53,8 @@ class InternalService(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def internal_service() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), InternalService)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(InternalService) as base_url:
+        yield base_url
 
 
 async def test_a_deny_rule_added_after_a_run_was_created_stops_it_at_start(

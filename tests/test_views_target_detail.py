@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 from django.contrib.auth.models import User
@@ -19,6 +18,7 @@ from runs import services
 from runs.models import Dataset, Project, Target
 from runs.secrets import secret_set
 from runs.testing.fake_openai import FakeOpenAIServer
+from tests.local_http import serve
 
 pytestmark = pytest.mark.django_db
 
@@ -346,14 +346,8 @@ class _HeaderEcho(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def header_echo() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _HeaderEcho)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serve(_HeaderEcho) as base_url:
+        yield base_url
 
 
 def test_try_never_shows_the_secret_the_target_sends(
