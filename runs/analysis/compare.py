@@ -1,0 +1,696 @@
+"""Is run B really better than run A: paired tables, exact tests, Holm.
+
+Runs are paired item by item: by item when they share a dataset version, by
+external id across versions of one dataset (same project, same name). Every
+figure of a (candidate, scorer) comes from one aggregate query: per-item
+aggregates of both runs joined on the pairing key, and conditional counts over
+that join. Only a bootstrap fetches a column, of per-item differences (grouped
+by value, so usually a handful of rows).
+
+Definitions (also stated on the comparison page):
+
+- A result whose target call failed or timed out, or whose score errored,
+  counts as not passed, with value 0: it is what the user got.
+- With several epochs an item's score is its mean over epochs: its pass
+  fraction and its mean value. Pass rates are the mean of the items' pass
+  fractions (with one epoch: passed items / paired items).
+- Pass/fail scorer, one verdict per item (always so with one epoch): McNemar's
+  exact test (two-sided binomial test on the discordant pairs) and Newcombe's
+  hybrid score interval for the difference of paired proportions (his method
+  10: Wilson intervals of both rates combined with the pairs' correlation).
+- Items whose epochs disagree, or numeric scorers (values other than 0 and 1):
+  the per-item differences (of pass fractions, or of mean values) are compared
+  with a paired bootstrap over items: percentile interval and a two-sided test
+  of the recentred resamples, fixed seed.
+- The four cells count an item as passed when it passed in at least half its
+  epochs; with one epoch, when it passed.
+- p-values are adjusted with Holm's method across every (candidate, scorer)
+  of the comparison; the verdict reads the adjusted p-value at alpha 0.05.
+- Minimum detectable effect (80% power, two-sided alpha 0.05, this many
+  pairs): McNemar, Connor's (1987) normal approximation with the observed
+  discordant rate (at least the effect itself); bootstrap, the normal
+  approximation from the standard deviation of the per-item differences.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.core.cache import cache
+from django.db import connection
+from scipy import optimize, stats
+
+from runs.errors import InvalidInput
+from runs.models import Item, Result, Run, Score
+
+ALPHA = 0.05
+POWER = 0.80
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 5_000
+BOOTSTRAP_SEED = 20_211_014
+# Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
+BOOTSTRAP_CHUNK_DRAWS = 4_000_000
+CACHE_SECONDS = 600
+
+PAIRED_BY_ITEM = "item"
+PAIRED_BY_EXTERNAL_ID = "external_id"
+
+TEST_MCNEMAR = "mcnemar_exact"
+TEST_BOOTSTRAP = "paired_bootstrap"
+INTERVAL_NEWCOMBE = "newcombe_paired"
+INTERVAL_BOOTSTRAP = "bootstrap_percentile"
+
+BETTER = "better"
+WORSE = "worse"
+NO_DIFFERENCE = "no_significant_difference"
+
+# The per-item table's filters, by the change of the chosen scorer.
+CHANGES = ("regressions", "improvements", "both_failed", "output_changed")
+
+_RESULT = Result._meta.db_table
+_SCORE = Score._meta.db_table
+_ITEM = Item._meta.db_table
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerComparison:
+    scorer: str
+    candidate: int
+    paired: int
+    unpaired: int
+    measure: str  # "pass_rate" or "mean" (numeric scorers): what delta is of
+    baseline_pass_rate: float | None
+    candidate_pass_rate: float | None
+    baseline_mean: float | None
+    candidate_mean: float | None
+    delta: float | None
+    delta_ci: tuple[float, float] | None
+    interval: str | None
+    both_passed: int
+    regressions: int
+    improvements: int
+    both_failed: int
+    test: str | None
+    p_value: float | None
+    p_value_adjusted: float | None
+    verdict: str
+    mde: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name)
+            for name in self.__slots__  # type: ignore[attr-defined]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    baseline: Run
+    candidates: list[Run]
+    paired_by: str
+    unpaired: int
+    scorers: list[ScorerComparison]
+
+
+# -- pairing -----------------------------------------------------------------
+
+
+def comparison_pairing(*, baseline: Run, candidates: Sequence[Run]) -> str:
+    """How the runs' items pair: ``item`` or ``external_id``; else InvalidInput."""
+    if not candidates:
+        raise InvalidInput("give at least one run to compare", field="candidates")
+    runs = [baseline, *candidates]
+    ids = [run.pk for run in runs]
+    if len(set(ids)) != len(ids):
+        raise InvalidInput("each run may appear only once", field="candidates")
+    if len({run.dataset_id for run in runs}) == 1:
+        return PAIRED_BY_ITEM
+    for run in candidates:
+        if (run.project_id, run.dataset.name) != (
+            baseline.project_id,
+            baseline.dataset.name,
+        ):
+            raise InvalidInput(
+                f"run {run.pk} is over dataset {run.dataset.name!r}, the baseline "
+                f"run {baseline.pk} over {baseline.dataset.name!r}: only runs over "
+                "one dataset (any of its versions, in one project) can be paired",
+                field="candidates",
+            )
+    return PAIRED_BY_EXTERNAL_ID
+
+
+def scorer_names(run: Run) -> list[str]:
+    return [spec.get("name") or spec.get("kind") for spec in run.scorers]
+
+
+def shared_scorers(baseline: Run, candidate: Run) -> list[str]:
+    theirs = set(scorer_names(candidate))
+    return [name for name in scorer_names(baseline) if name in theirs]
+
+
+# -- SQL ------------------------------------------------------------------------
+
+
+def _per_item_sql(paired_by: str) -> str:
+    """One run's per-item aggregates for one scorer; params (scorer, run id)."""
+    by_external_id = paired_by == PAIRED_BY_EXTERNAL_ID
+    key = "i.external_id" if by_external_id else "r.item_id"
+    join = f"JOIN {_ITEM} i ON i.id = r.item_id" if by_external_id else ""
+    # A result without a score of this scorer (its call failed) or whose
+    # score errored counts as not passed, value 0.
+    return f"""
+        SELECT {key} AS k, COUNT(*) AS n,
+          SUM(CASE WHEN s.passed THEN 1 ELSE 0 END) AS passes,
+          SUM(COALESCE(s.value, 0)) AS total,
+          SUM(CASE WHEN s.value IS NOT NULL AND s.value <> 0 AND s.value <> 1
+              THEN 1 ELSE 0 END) AS graded,
+          MIN(r.id) AS result_id, MIN(r.item_id) AS item_id,
+          MIN(r.item_index) AS idx
+        FROM {_RESULT} r {join}
+        LEFT JOIN {_SCORE} s ON s.result_id = r.id AND s.scorer = %s
+        WHERE r.run_id = %s
+        GROUP BY {key}"""
+
+
+def _with(paired_by: str) -> str:
+    per_item = _per_item_sql(paired_by)
+    return f"WITH b AS ({per_item}), c AS ({per_item})"
+
+
+def _params(scorer: str, baseline: Run, candidate: Run) -> list[Any]:
+    return [scorer, baseline.pk, scorer, candidate.pk]
+
+
+_B_PASSED = "2 * b.passes >= b.n"
+_C_PASSED = "2 * c.passes >= c.n"
+_CELLS = {
+    "both_passed": f"{_B_PASSED} AND {_C_PASSED}",
+    "regressions": f"{_B_PASSED} AND NOT ({_C_PASSED})",
+    "improvements": f"NOT ({_B_PASSED}) AND {_C_PASSED}",
+    "both_failed": f"NOT ({_B_PASSED}) AND NOT ({_C_PASSED})",
+}
+
+
+def _mean(side: str, column: str) -> str:
+    return f"CAST({side}.{column} AS DOUBLE PRECISION) / {side}.n"
+
+
+def _paired_table_sql(paired_by: str) -> str:
+    cells = ",\n".join(
+        f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)"
+        for condition in _CELLS.values()
+    )
+    return f"""{_with(paired_by)}
+        SELECT COUNT(*),
+          {cells},
+          SUM({_mean("b", "passes")}), SUM({_mean("c", "passes")}),
+          SUM({_mean("b", "total")}), SUM({_mean("c", "total")}),
+          SUM(CASE WHEN b.passes IN (0, b.n) AND c.passes IN (0, c.n)
+              THEN 0 ELSE 1 END),
+          SUM(b.graded + c.graded),
+          (SELECT COUNT(*) FROM b), (SELECT COUNT(*) FROM c)
+        FROM b JOIN c ON b.k = c.k"""
+
+
+@dataclass(frozen=True, slots=True)
+class PairedTable:
+    paired: int
+    both_passed: int
+    regressions: int
+    improvements: int
+    both_failed: int
+    baseline_pass_sum: float
+    candidate_pass_sum: float
+    baseline_value_sum: float
+    candidate_value_sum: float
+    split_items: int  # items whose epochs disagree in either run
+    graded_scores: int  # scores with a value other than 0 and 1
+    baseline_items: int
+    candidate_items: int
+
+    @property
+    def unpaired(self) -> int:
+        return self.baseline_items + self.candidate_items - 2 * self.paired
+
+
+def paired_table(
+    *, baseline: Run, candidate: Run, scorer: str, paired_by: str
+) -> PairedTable:
+    """The paired table of one scorer, in one aggregate query."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _paired_table_sql(paired_by), _params(scorer, baseline, candidate)
+        )
+        row = cursor.fetchone()
+    counts = [int(value or 0) for value in row[:5]]
+    sums = [float(value or 0) for value in row[5:9]]
+    rest = [int(value or 0) for value in row[9:]]
+    return PairedTable(*counts, *sums, *rest)
+
+
+def paired_differences(
+    *, baseline: Run, candidate: Run, scorer: str, paired_by: str, column: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct per-item differences (candidate - baseline) and their counts.
+
+    ``column`` is ``passes`` (pass fractions) or ``total`` (mean values).
+    """
+    assert column in ("passes", "total")
+    difference = f"{_mean('c', column)} - {_mean('b', column)}"
+    sql = f"""{_with(paired_by)}
+        SELECT d, COUNT(*) FROM (
+          SELECT {difference} AS d FROM b JOIN c ON b.k = c.k
+        ) differences GROUP BY d"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, _params(scorer, baseline, candidate))
+        rows = cursor.fetchall()
+    values = np.array([float(value) for value, _ in rows], dtype=float)
+    counts = np.array([int(count) for _, count in rows], dtype=np.int64)
+    return values, counts
+
+
+# -- statistics -------------------------------------------------------------------
+
+
+def mcnemar_exact(*, regressions: int, improvements: int) -> float:
+    """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
+    discordant = regressions + improvements
+    if discordant == 0:
+        return 1.0
+    return float(stats.binomtest(improvements, discordant, 0.5).pvalue)
+
+
+def _wilson(successes: int, n: int) -> tuple[float, float]:
+    ci = stats.binomtest(successes, n).proportion_ci(
+        confidence_level=CONFIDENCE, method="wilson"
+    )
+    return float(ci.low), float(ci.high)
+
+
+def newcombe_paired_interval(
+    *, both_passed: int, regressions: int, improvements: int, both_failed: int
+) -> tuple[float, float]:
+    """95% interval of candidate - baseline pass rate (Newcombe 1998, method 10)."""
+    a, b, c, d = both_passed, regressions, improvements, both_failed
+    n = a + b + c + d
+    p_cand, p_base = (a + c) / n, (a + b) / n
+    low_cand, high_cand = _wilson(a + c, n)
+    low_base, high_base = _wilson(a + b, n)
+    margins = (a + b) * (c + d) * (a + c) * (b + d)
+    phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
+    below_cand, above_base = p_cand - low_cand, high_base - p_base
+    above_cand, below_base = high_cand - p_cand, p_base - low_base
+    lower = math.sqrt(
+        max(below_cand**2 - 2 * phi * below_cand * above_base + above_base**2, 0)
+    )
+    upper = math.sqrt(
+        max(above_cand**2 - 2 * phi * above_cand * below_base + below_base**2, 0)
+    )
+    theta = p_cand - p_base
+    return max(theta - lower, -1.0), min(theta + upper, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Bootstrap:
+    mean: float
+    interval: tuple[float, float]
+    p_value: float
+    sd: float
+
+
+def paired_bootstrap(
+    values: np.ndarray,
+    counts: np.ndarray,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+) -> Bootstrap:
+    """Bootstrap over items of the mean paired difference.
+
+    Items are drawn with replacement; with the differences grouped by value, a
+    resample is a multinomial draw of how often each value is taken (the same
+    distribution as drawing items). The p-value is two-sided, from the
+    resamples recentred on zero (Efron and Tibshirani 1993, 16.4).
+    """
+    n = int(counts.sum())
+    mean = float(values @ counts) / n
+    sd = math.sqrt(float(((values - mean) ** 2) @ counts) / max(n - 1, 1))
+    rng = np.random.default_rng(seed)
+    chunk = max(1, BOOTSTRAP_CHUNK_DRAWS // max(len(values), 1))
+    means = np.empty(resamples)
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        draws = rng.multinomial(n, counts / n, size=size)
+        means[start : start + size] = draws @ values / n
+    low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    # A tolerance: sums of the same values in another order differ in the last bit.
+    extreme = np.abs(means - mean) >= abs(mean) - 1e-12
+    p_value = 1.0 if mean == 0 else float((1 + extreme.sum()) / (resamples + 1))
+    return Bootstrap(mean, (float(low), float(high)), min(p_value, 1.0), sd)
+
+
+def holm_adjust(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _z_sum() -> float:
+    return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
+
+
+def mcnemar_mde(*, paired: int, discordant: int) -> float | None:
+    """Smallest difference of pass rates McNemar's test would see (80% power).
+
+    Connor (1987): n d^2 = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2, psi the
+    discordant rate, taken as observed but at least d (an effect d needs at
+    least that many discordant pairs). None when even d = 1 is out of reach.
+    """
+    if paired == 0:
+        return None
+    z_alpha = float(stats.norm.ppf(1 - ALPHA / 2))
+    z_beta = float(stats.norm.ppf(POWER))
+    observed = discordant / paired
+
+    def gap(d: float) -> float:
+        psi = max(observed, d)
+        return paired * d * d - (
+            z_alpha * math.sqrt(psi) + z_beta * math.sqrt(max(psi - d * d, 0))
+        ) ** 2
+
+    if gap(1.0) < 0:
+        return None
+    return float(optimize.brentq(gap, 1e-9, 1.0))
+
+
+def bootstrap_mde(*, paired: int, sd: float) -> float | None:
+    """(z_a + z_b) sd / sqrt(n): the normal approximation for a paired mean."""
+    if paired < 2 or sd == 0:
+        return None
+    return _z_sum() * sd / math.sqrt(paired)
+
+
+# -- the comparison ---------------------------------------------------------------
+
+
+def _scorer_comparison(
+    *, baseline: Run, candidate: Run, scorer: str, paired_by: str
+) -> ScorerComparison:
+    table = paired_table(
+        baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
+    )
+    n = table.paired
+    numeric = table.graded_scores > 0
+    row: dict[str, Any] = {
+        "scorer": scorer,
+        "candidate": candidate.pk,
+        "paired": n,
+        "unpaired": table.unpaired,
+        "measure": "mean" if numeric else "pass_rate",
+        "both_passed": table.both_passed,
+        "regressions": table.regressions,
+        "improvements": table.improvements,
+        "both_failed": table.both_failed,
+        "baseline_pass_rate": table.baseline_pass_sum / n if n else None,
+        "candidate_pass_rate": table.candidate_pass_sum / n if n else None,
+        "baseline_mean": table.baseline_value_sum / n if n else None,
+        "candidate_mean": table.candidate_value_sum / n if n else None,
+        "delta": None,
+        "delta_ci": None,
+        "interval": None,
+        "test": None,
+        "p_value": None,
+        "mde": None,
+    }
+    if n == 0:
+        return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
+    if not numeric and table.split_items == 0:
+        row.update(
+            delta=row["candidate_pass_rate"] - row["baseline_pass_rate"],
+            delta_ci=newcombe_paired_interval(
+                both_passed=table.both_passed,
+                regressions=table.regressions,
+                improvements=table.improvements,
+                both_failed=table.both_failed,
+            ),
+            interval=INTERVAL_NEWCOMBE,
+            test=TEST_MCNEMAR,
+            p_value=mcnemar_exact(
+                regressions=table.regressions, improvements=table.improvements
+            ),
+            mde=mcnemar_mde(
+                paired=n, discordant=table.regressions + table.improvements
+            ),
+        )
+    else:
+        values, counts = paired_differences(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=scorer,
+            paired_by=paired_by,
+            column="total" if numeric else "passes",
+        )
+        boot = paired_bootstrap(values, counts)
+        row.update(
+            delta=boot.mean,
+            delta_ci=boot.interval,
+            interval=INTERVAL_BOOTSTRAP,
+            test=TEST_BOOTSTRAP,
+            p_value=boot.p_value,
+            mde=bootstrap_mde(paired=n, sd=boot.sd),
+        )
+    return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
+
+
+def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
+    tested = [i for i, row in enumerate(rows) if row.p_value is not None]
+    adjusted = holm_adjust([rows[i].p_value for i in tested])  # type: ignore[misc]
+    out = list(rows)
+    for i, p_adjusted in zip(tested, adjusted, strict=True):
+        row = rows[i]
+        verdict = NO_DIFFERENCE
+        if p_adjusted < ALPHA and row.delta:
+            verdict = BETTER if row.delta > 0 else WORSE
+        values = row.as_dict() | {
+            "p_value_adjusted": p_adjusted,
+            "verdict": verdict,
+            # The effect the test could have seen matters when it saw none.
+            "mde": row.mde if verdict == NO_DIFFERENCE else None,
+        }
+        out[i] = ScorerComparison(**values)
+    return out
+
+
+def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
+    """Every (candidate, shared scorer) against the baseline, Holm-adjusted."""
+    paired_by = comparison_pairing(baseline=baseline, candidates=candidates)
+    rows = [
+        _scorer_comparison(
+            baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
+        )
+        for candidate in candidates
+        for scorer in shared_scorers(baseline, candidate)
+    ]
+    return Comparison(
+        baseline=baseline,
+        candidates=list(candidates),
+        paired_by=paired_by,
+        unpaired=_unpaired(baseline, candidates, paired_by),
+        scorers=_with_verdicts(rows),
+    )
+
+
+def _unpaired(baseline: Run, candidates: Sequence[Run], paired_by: str) -> int:
+    """Items with a result in some of the runs but not in all of them."""
+    by_external_id = paired_by == PAIRED_BY_EXTERNAL_ID
+    key = "i.external_id" if by_external_id else "r.item_id"
+    join = f"JOIN {_ITEM} i ON i.id = r.item_id" if by_external_id else ""
+    runs = [baseline.pk, *(run.pk for run in candidates)]
+    marks = ", ".join(["%s"] * len(runs))
+    sql = f"""
+        SELECT COUNT(*) FROM (
+          SELECT {key} AS k FROM {_RESULT} r {join}
+          WHERE r.run_id IN ({marks})
+          GROUP BY {key}
+          HAVING COUNT(DISTINCT r.run_id) < %s
+        ) partial"""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*runs, len(runs)])
+        return int(cursor.fetchone()[0])
+
+
+def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
+    """``compare_runs``, kept under the runs' ``results_version``."""
+    versions = "|".join(run.results_version for run in (baseline, *candidates))
+    key = f"compare:{versions}"
+    cached = cache.get(key)
+    if cached is None:
+        comparison = compare_runs(baseline=baseline, candidates=candidates)
+        cache.set(
+            key,
+            (comparison.paired_by, comparison.unpaired, comparison.scorers),
+            CACHE_SECONDS,
+        )
+        return comparison
+    paired_by, unpaired, rows = cached
+    return Comparison(baseline, list(candidates), paired_by, unpaired, rows)
+
+
+# -- per item -------------------------------------------------------------------
+
+
+def _change_sql() -> str:
+    return " ".join(
+        f"WHEN {condition} THEN '{name}'" for name, condition in _CELLS.items()
+    )
+
+
+def _item_filter(change: str | None) -> str:
+    if change in _CELLS:
+        return f"WHERE {_CELLS[change]}"
+    if change == "output_changed":
+        distinct = "IS DISTINCT FROM" if connection.vendor == "postgresql" else "IS NOT"
+        return f"WHERE rb.output {distinct} rc.output"
+    if change:
+        raise InvalidInput(
+            f"must be one of {', '.join(CHANGES)}, not {change!r}", field="change"
+        )
+    return ""
+
+
+def _items_from(paired_by: str, change: str | None) -> str:
+    return f"""{_with(paired_by)}
+        SELECT {{columns}}
+        FROM b JOIN c ON b.k = c.k
+        JOIN {_RESULT} rb ON rb.id = b.result_id
+        JOIN {_RESULT} rc ON rc.id = c.result_id
+        JOIN {_ITEM} ib ON ib.id = b.item_id
+        {_item_filter(change)}"""
+
+
+_ITEM_COLUMNS = (
+    "ib.external_id, b.item_id, c.item_id, b.result_id, c.result_id, "
+    "b.idx, b.n, b.passes, b.total, c.n, c.passes, c.total, "
+    f"CASE {_change_sql()} END"
+)
+
+
+class ComparisonItems:
+    """The paired items of one (candidate, scorer), for a Paginator.
+
+    Counted and sliced in the database; each slice reads the outputs of its
+    rows only.
+    """
+
+    def __init__(
+        self,
+        *,
+        baseline: Run,
+        candidate: Run,
+        scorer: str,
+        paired_by: str,
+        change: str | None = None,
+    ) -> None:
+        self.baseline = baseline
+        self.candidate = candidate
+        self.scorer = scorer
+        self.change = change or None
+        self._from = _items_from(paired_by, self.change)
+        self._params = _params(scorer, baseline, candidate)
+        self._count: int | None = None
+
+    def count(self) -> int:
+        if self._count is None:
+            with connection.cursor() as cursor:
+                cursor.execute(self._from.format(columns="COUNT(*)"), self._params)
+                self._count = int(cursor.fetchone()[0])
+        return self._count
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]:
+        if not isinstance(index, slice):
+            raise TypeError("ComparisonItems supports slices only")
+        start = index.start or 0
+        stop = self.count() if index.stop is None else index.stop
+        return list(self._rows(limit=max(stop - start, 0), offset=start))
+
+    def _rows(
+        self, *, limit: int | None = None, offset: int = 0, chunk: int = 500
+    ) -> Iterator[dict[str, Any]]:
+        sql = self._from.format(columns=_ITEM_COLUMNS) + " ORDER BY b.idx, b.k"
+        params = list(self._params)
+        if limit is not None:
+            sql += " LIMIT %s OFFSET %s"
+            params += [limit, offset]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            while batch := cursor.fetchmany(chunk):
+                yield from self._with_outputs(batch)
+
+    def _with_outputs(self, batch: list[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+        ids = [row[3] for row in batch] + [row[4] for row in batch]
+        outputs = dict(Result.objects.filter(pk__in=ids).values_list("pk", "output"))
+        for row in batch:
+            external_id, b_item, c_item, b_result, c_result, index = row[:6]
+            b_n, b_passes, b_total, c_n, c_passes, c_total, change = row[6:]
+            yield {
+                "external_id": external_id,
+                "index": index,
+                "baseline_run": self.baseline.pk,
+                "candidate_run": self.candidate.pk,
+                "scorer": self.scorer,
+                "baseline_item": b_item,
+                "candidate_item": c_item,
+                "baseline_result": b_result,
+                "candidate_result": c_result,
+                "baseline_output": outputs.get(b_result),
+                "candidate_output": outputs.get(c_result),
+                "baseline_epochs": int(b_n),
+                "candidate_epochs": int(c_n),
+                "baseline_pass_rate": int(b_passes) / int(b_n),
+                "candidate_pass_rate": int(c_passes) / int(c_n),
+                "baseline_score": float(b_total) / int(b_n),
+                "candidate_score": float(c_total) / int(c_n),
+                "change": change,
+            }
+
+
+def comparison_item_rows(
+    *,
+    baseline: Run,
+    candidate: Run,
+    scorer: str,
+    change: str | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Every paired item of (candidate, scorer), in dataset order, as dicts.
+
+    Keys: external_id, index, baseline_run, candidate_run, scorer,
+    baseline_item, candidate_item, baseline_result, candidate_result (the first
+    result of each run for the item), baseline_output, candidate_output,
+    baseline_epochs, candidate_epochs, baseline_pass_rate, candidate_pass_rate
+    (pass fraction over epochs), baseline_score, candidate_score (mean value
+    over epochs, failures as 0), change (both_passed, regressions,
+    improvements or both_failed). ``change`` filters as on the page. Read in
+    chunks: memory stays flat in the number of items.
+    """
+    paired_by = comparison_pairing(baseline=baseline, candidates=[candidate])
+    items = ComparisonItems(
+        baseline=baseline,
+        candidate=candidate,
+        scorer=scorer,
+        paired_by=paired_by,
+        change=change,
+    )
+    return items._rows()
