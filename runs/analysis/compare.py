@@ -201,8 +201,7 @@ def _mean(side: str, column: str) -> str:
 
 def _paired_table_sql(paired_by: str) -> str:
     cells = ",\n".join(
-        f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)"
-        for condition in _CELLS.values()
+        f"SUM(CASE WHEN {condition} THEN 1 ELSE 0 END)" for condition in _CELLS.values()
     )
     return f"""{_with(paired_by)}
         SELECT COUNT(*),
@@ -384,9 +383,10 @@ def mcnemar_mde(*, paired: int, discordant: int) -> float | None:
 
     def gap(d: float) -> float:
         psi = max(observed, d)
-        return paired * d * d - (
-            z_alpha * math.sqrt(psi) + z_beta * math.sqrt(max(psi - d * d, 0))
-        ) ** 2
+        return (
+            paired * d * d
+            - (z_alpha * math.sqrt(psi) + z_beta * math.sqrt(max(psi - d * d, 0))) ** 2
+        )
 
     if gap(1.0) < 0:
         return None
