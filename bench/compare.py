@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -116,7 +117,7 @@ def seed(items: int, scorers: int) -> tuple[int, int]:
     return runs[0], runs[1]
 
 
-def best_of_3(client, url: str) -> float:  # noqa: ANN001
+def best_of_3(client: Any, url: str) -> float:
     from django.core.cache import cache
 
     times = []

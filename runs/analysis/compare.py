@@ -34,6 +34,7 @@ Definitions (also stated on the comparison page):
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -160,16 +161,50 @@ def shared_scorers(baseline: Run, candidate: Run) -> list[str]:
 # name is a parameter.
 
 
+def _one_result_each(paired_by: str, baseline: Run, candidate: Run) -> bool:
+    """Both runs over one dataset version with one epoch: at most one result
+    per item in each, so the runs' results pair without grouping."""
+    return paired_by == PAIRED_BY_ITEM and all(
+        int(run.options.get("epochs") or 1) == 1 for run in (baseline, candidate)
+    )
+
+
+def _graded(score: str) -> str:
+    return (
+        f"CASE WHEN {score}.value IS NOT NULL AND {score}.value <> 0"
+        f" AND {score}.value <> 1 THEN 1 ELSE 0 END"
+    )
+
+
 def _per_item_sql(
     paired_by: str, baseline: Run, candidate: Run, *, locate: bool = False
 ) -> str:
-    """Per-item aggregates of both runs for one scorer (parameter: the scorer).
+    """Per-item aggregates of both runs for one scorer (its name as parameter,
+    ``_scorer_params``).
 
     ``bn``/``cn``: results (epochs) of the item in the baseline / candidate;
     ``bp``/``cp``: those that passed; ``bt``/``ct``: sum of values. With
     ``locate``, each run's first result and item, and the dataset position.
+    A result without a score of this scorer (its call failed) or whose score
+    errored counts as not passed, value 0.
     """
     b, c = int(baseline.pk), int(candidate.pk)
+    if _one_result_each(paired_by, baseline, candidate):
+        # Only paired items appear; what is unpaired is counted apart.
+        return f"""
+        SELECT rb.item_id AS k,
+          1 AS bn, CASE WHEN sb.passed THEN 1 ELSE 0 END AS bp,
+          COALESCE(sb.value, 0) AS bt,
+          1 AS cn, CASE WHEN sc.passed THEN 1 ELSE 0 END AS cp,
+          COALESCE(sc.value, 0) AS ct,
+          {_graded("sb")} + {_graded("sc")} AS graded,
+          rb.id AS b_result, rc.id AS c_result, rb.item_id AS b_item,
+          rc.item_id AS c_item, rb.item_index AS idx
+        FROM {_RESULT} rb
+        JOIN {_RESULT} rc ON rc.run_id = {c} AND rc.item_id = rb.item_id
+        LEFT JOIN {_SCORE} sb ON sb.result_id = rb.id AND sb.scorer = %s
+        LEFT JOIN {_SCORE} sc ON sc.result_id = rc.id AND sc.scorer = %s
+        WHERE rb.run_id = {b}"""
     by_external_id = paired_by == PAIRED_BY_EXTERNAL_ID
     key = "i.external_id" if by_external_id else "r.item_id"
     join = f"JOIN {_ITEM} i ON i.id = r.item_id" if by_external_id else ""
@@ -181,8 +216,6 @@ def _per_item_sql(
           MIN(CASE WHEN r.run_id = {b} THEN r.item_id END) AS b_item,
           MIN(CASE WHEN r.run_id = {c} THEN r.item_id END) AS c_item,
           MIN(CASE WHEN r.run_id = {b} THEN r.item_index END) AS idx"""
-    # A result without a score of this scorer (its call failed) or whose
-    # score errored counts as not passed, value 0.
     return f"""
         SELECT {key} AS k,
           SUM(CASE WHEN r.run_id = {b} THEN 1 ELSE 0 END) AS bn,
@@ -193,12 +226,32 @@ def _per_item_sql(
           SUM(CASE WHEN r.run_id = {c} AND s.passed THEN 1 ELSE 0 END) AS cp,
           SUM(CASE WHEN r.run_id = {c} THEN COALESCE(s.value, 0) ELSE 0 END)
             AS ct,
-          SUM(CASE WHEN s.value IS NOT NULL AND s.value <> 0 AND s.value <> 1
-              THEN 1 ELSE 0 END) AS graded{located}
+          SUM({_graded("s")}) AS graded{located}
         FROM {_RESULT} r {join}
         LEFT JOIN {_SCORE} s ON s.result_id = r.id AND s.scorer = %s
         WHERE r.run_id IN ({b}, {c})
         GROUP BY {key}"""
+
+
+def _scorer_params(
+    paired_by: str, baseline: Run, candidate: Run, scorer: str
+) -> list[str]:
+    if _one_result_each(paired_by, baseline, candidate):
+        return [scorer, scorer]
+    return [scorer]
+
+
+def _items_of(paired_by: str, baseline: Run, candidate: Run) -> tuple[str, str]:
+    """SQL of how many items each run has results for."""
+    if _one_result_each(paired_by, baseline, candidate):
+        return tuple(  # type: ignore[return-value]
+            f"(SELECT COUNT(*) FROM {_RESULT} WHERE run_id = {int(run.pk)})"
+            for run in (baseline, candidate)
+        )
+    return (
+        "SUM(CASE WHEN p.bn > 0 THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN p.cn > 0 THEN 1 ELSE 0 END)",
+    )
 
 
 _PAIRED = "p.bn > 0 AND p.cn > 0"
@@ -221,6 +274,7 @@ def _when_paired(expression: str) -> str:
 
 
 def _paired_table_sql(paired_by: str, baseline: Run, candidate: Run) -> str:
+    baseline_items, candidate_items = _items_of(paired_by, baseline, candidate)
     cells = ",\n".join(
         f"SUM(CASE WHEN {_PAIRED} AND {condition} THEN 1 ELSE 0 END)"
         for condition in _CELLS.values()
@@ -233,8 +287,7 @@ def _paired_table_sql(paired_by: str, baseline: Run, candidate: Run) -> str:
           SUM(CASE WHEN {_PAIRED} AND NOT (p.bp IN (0, p.bn) AND p.cp IN (0, p.cn))
               THEN 1 ELSE 0 END),
           {_when_paired("p.graded")},
-          SUM(CASE WHEN p.bn > 0 THEN 1 ELSE 0 END),
-          SUM(CASE WHEN p.cn > 0 THEN 1 ELSE 0 END)
+          {baseline_items}, {candidate_items}
         FROM p"""
 
 
@@ -264,7 +317,10 @@ def paired_table(
 ) -> PairedTable:
     """The paired table of one scorer, in one aggregate query."""
     with connection.cursor() as cursor:
-        cursor.execute(_paired_table_sql(paired_by, baseline, candidate), [scorer])
+        cursor.execute(
+            _paired_table_sql(paired_by, baseline, candidate),
+            _scorer_params(paired_by, baseline, candidate, scorer),
+        )
         row = cursor.fetchone()
     counts = [int(value or 0) for value in row[:5]]
     sums = [float(value or 0) for value in row[5:9]]
@@ -287,7 +343,7 @@ def paired_differences(
           SELECT {difference} AS d FROM p WHERE {_PAIRED}
         ) differences GROUP BY d"""
     with connection.cursor() as cursor:
-        cursor.execute(sql, [scorer])
+        cursor.execute(sql, _scorer_params(paired_by, baseline, candidate, scorer))
         rows = cursor.fetchall()
     values = np.array([float(value) for value, _ in rows], dtype=float)
     counts = np.array([int(count) for _, count in rows], dtype=np.int64)
@@ -555,10 +611,17 @@ def _unpaired(baseline: Run, candidates: Sequence[Run], paired_by: str) -> int:
         return int(cursor.fetchone()[0])
 
 
+def _cache_key(prefix: str, *parts: str) -> str:
+    # Scorer names are free text: hashed, the key suits any cache backend.
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+    return f"{prefix}:{digest}"
+
+
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     """``compare_runs``, kept under the runs' ``results_version``."""
-    versions = "|".join(run.results_version for run in (baseline, *candidates))
-    key = f"compare:{versions}"
+    key = _cache_key(
+        "compare", *(run.results_version for run in (baseline, *candidates))
+    )
     cached = cache.get(key)
     if cached is None:
         comparison = compare_runs(baseline=baseline, candidates=candidates)
@@ -636,14 +699,25 @@ class ComparisonItems:
         self.scorer = scorer
         self.change = change or None
         self._from = _items_from(paired_by, baseline, candidate, self.change)
-        self._params = [scorer]
+        self._params = _scorer_params(paired_by, baseline, candidate, scorer)
         self._count: int | None = None
 
     def count(self) -> int:
+        """How many paired items match; kept under both runs' results_version."""
         if self._count is None:
-            with connection.cursor() as cursor:
-                cursor.execute(self._from.format(columns="COUNT(*)"), self._params)
-                self._count = int(cursor.fetchone()[0])
+            key = _cache_key(
+                "compare-items",
+                self.baseline.results_version,
+                self.candidate.results_version,
+                self.scorer,
+                self.change or "",
+            )
+            self._count = cache.get(key)
+            if self._count is None:
+                with connection.cursor() as cursor:
+                    cursor.execute(self._from.format(columns="COUNT(*)"), self._params)
+                    self._count = int(cursor.fetchone()[0])
+                cache.set(key, self._count, CACHE_SECONDS)
         return self._count
 
     def __len__(self) -> int:

@@ -364,3 +364,25 @@ def test_an_unknown_change_filter_is_refused(dataset) -> None:
         )
 
     assert raised.value.field == "change"
+
+
+def test_runs_of_one_epoch_pair_as_runs_of_several_would(dataset) -> None:
+    # Runs of one epoch pair their results directly; runs of several group
+    # them by item first. Both ways must give the same table.
+    baseline, candidate = make_run(dataset), make_run(dataset)
+    items = list(dataset.items.order_by("index"))
+    for i, item in enumerate(items[:9]):
+        add_result(baseline, item, {"exact_match": float(i % 2)})
+    for i, item in enumerate(items[1:]):
+        add_result(candidate, item, {"exact_match": "failed" if i == 3 else i % 3})
+    direct = compare.compare_runs(
+        baseline=finish(baseline), candidates=[finish(candidate)]
+    )
+    for run in (baseline, candidate):
+        run.options = {"epochs": 2}
+
+    grouped = compare.compare_runs(baseline=baseline, candidates=[candidate])
+
+    assert grouped.scorers == direct.scorers
+    assert grouped.unpaired == direct.unpaired == 2
+    assert direct.scorers[0].paired == 8
