@@ -83,12 +83,18 @@ def _comparison_context(request: HttpRequest) -> dict[str, Any]:
     change = request.GET.get("change", "")
     items = page = None
     if scorer:
+        row = next(
+            r
+            for r in comparison.scorers
+            if r.candidate == candidate.pk and r.scorer == scorer
+        )
         items = analysis.ComparisonItems(
             baseline=comparison.baseline,
             candidate=candidate,
             scorer=scorer,
             paired_by=comparison.paired_by,
             change=change,
+            count=analysis.item_count(row, change),
         )
         page = _page(request, items, ITEMS_PER_PAGE)
     return {

@@ -678,6 +678,13 @@ _ITEM_COLUMNS = (
 )
 
 
+def item_count(row: ScorerComparison, change: str | None) -> int | None:
+    """How many paired items a filter keeps, when the comparison counted it."""
+    if not change:
+        return row.paired
+    return getattr(row, change) if change in _CELLS else None
+
+
 class ComparisonItems:
     """The paired items of one (candidate, scorer), for a Paginator.
 
@@ -693,6 +700,7 @@ class ComparisonItems:
         scorer: str,
         paired_by: str,
         change: str | None = None,
+        count: int | None = None,
     ) -> None:
         self.baseline = baseline
         self.candidate = candidate
@@ -700,7 +708,8 @@ class ComparisonItems:
         self.change = change or None
         self._from = _items_from(paired_by, baseline, candidate, self.change)
         self._params = _scorer_params(paired_by, baseline, candidate, scorer)
-        self._count: int | None = None
+        # Known already when the comparison counted it (paired, or a cell).
+        self._count: int | None = count
 
     def count(self) -> int:
         """How many paired items match; kept under both runs' results_version."""

@@ -386,3 +386,24 @@ def test_runs_of_one_epoch_pair_as_runs_of_several_would(dataset) -> None:
     assert grouped.scorers == direct.scorers
     assert grouped.unpaired == direct.unpaired == 2
     assert direct.scorers[0].paired == 8
+
+
+@pytest.mark.parametrize(
+    "change", ["", "regressions", "improvements", "both_failed", "both_passed"]
+)
+def test_counted_items_agree_with_the_paired_table(dataset, change: str) -> None:
+    baseline, candidate = paired_runs(
+        dataset, both_passed=4, regressions=3, improvements=2, both_failed=1
+    )
+    row = _only_row(compare.compare_runs(baseline=baseline, candidates=[candidate]))
+
+    items = compare.ComparisonItems(
+        baseline=baseline,
+        candidate=candidate,
+        scorer="exact_match",
+        paired_by="item",
+        change=change,
+    )
+
+    assert items.count() == compare.item_count(row, change)
+    assert len(items[0:100]) == items.count()
