@@ -801,8 +801,9 @@ def comparison_item_rows(
     baseline_epochs, candidate_epochs, baseline_pass_rate, candidate_pass_rate
     (pass fraction over epochs), baseline_score, candidate_score (mean value
     over epochs, failures as 0), change (both_passed, regressions,
-    improvements or both_failed). ``change`` filters as on the page. Read in
-    chunks: memory stays flat in the number of items.
+    improvements or both_failed). ``change`` filters as on the page. The
+    per-item figures come from one query (small tuples); outputs, the large
+    part, are read 500 rows at a time.
     """
     paired_by = comparison_pairing(baseline=baseline, candidates=[candidate])
     items = ComparisonItems(
