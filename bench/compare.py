@@ -117,17 +117,20 @@ def seed(items: int, scorers: int) -> tuple[int, int]:
     return runs[0], runs[1]
 
 
-def best_of_3(client: Any, url: str) -> float:
+def best_of_3(client: Any, url: str) -> tuple[float, float]:
+    """Best wall time and best CPU time of this process (with SQLite, the
+    database's work too), over 3 calls on a cold cache."""
     from django.core.cache import cache
 
-    times = []
+    wall, cpu = [], []
     for _ in range(3):
         cache.clear()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
-        times.append(time.perf_counter() - start)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
         assert response.status_code == 200, (url, response.status_code)
-    return min(times)
+    return min(wall), min(cpu)
 
 
 def main() -> None:
@@ -157,9 +160,10 @@ def main() -> None:
         "page, last page": f"/compare/?{query}&page=1000000",
     }
     print(f"database: {connection.vendor}, goal < {GOAL_SECONDS} s")
+    print(f"{'':24} {'wall':>8} {'cpu':>8}")
     for name, url in pages.items():
-        seconds = best_of_3(client, url)
-        print(f"{name:24} {seconds:6.3f} s")
+        wall, cpu = best_of_3(client, url)
+        print(f"{name:24} {wall:6.3f} s {cpu:6.3f} s")
 
 
 if __name__ == "__main__":
