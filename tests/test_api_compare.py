@@ -75,6 +75,8 @@ def test_several_candidates_are_listed_in_order(
 
     assert response.status_code == 200
     assert response.json()["candidates"] == [third.pk, candidate.pk]
+    # Every item has results in two of the three runs, none in all three.
+    assert response.json()["unpaired"] == 10
     assert [row["candidate"] for row in response.json()["scorers"]] == [
         third.pk,
         candidate.pk,
