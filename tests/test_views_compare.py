@@ -65,6 +65,7 @@ def test_a_significant_improvement_is_coloured_better(
     page = _get(alice_client, baseline, candidate).content.decode()
 
     assert '<span class="verdict verdict-better">better</span>' in page
+    assert "&lt; 0.0001" in page  # 20 improvements, no regression
 
 
 def test_item_table_filters_to_regressions(
@@ -230,3 +231,15 @@ def test_pairs_across_dataset_versions_on_the_page(
 
     assert "external id" in page
     assert 'id="unpaired">1 ' in page
+
+
+def test_runs_without_a_shared_scorer_have_nothing_to_compare(
+    alice_client: Client, dataset: Dataset
+) -> None:
+    baseline = make_run(dataset, scorers=["exact_match"])
+    candidate = make_run(dataset, scorers=["includes"])
+
+    response = _get(alice_client, baseline, candidate)
+
+    assert response.status_code == 200
+    assert "share no scorer" in response.content.decode()
