@@ -33,6 +33,7 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.analysis.compare import Comparison
 from runs.catalogue import scorer_kinds, target_kinds
 from runs.errors import DomainError, Forbidden, InvalidInput
 from runs.models import (
@@ -51,6 +52,7 @@ from runs.schemas import (
     ApiKeyCreatedOut,
     ApiKeyIn,
     ApiKeyOut,
+    ComparisonOut,
     DatasetFilter,
     DatasetIn,
     DatasetOut,
@@ -93,7 +95,9 @@ from runs.selectors import (
     project_get_with_role,
     project_list,
     result_list,
+    run_comparison,
     run_get,
+    run_ids_parse,
     run_list,
     target_get,
     target_list,
@@ -599,3 +603,24 @@ api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)
 api.add_router("/scorers", scorer_router)
 api.add_router("/projects", secret_router)
+
+
+# -- comparison -----------------------------------------------------------------
+
+compare_router = Router(tags=["compare"])
+
+
+@compare_router.get("", response={200: ComparisonOut, 400: ErrorOut, **READ_ERRORS})
+def compare_runs(request: HttpRequest, baseline: DbId, candidates: str) -> Comparison:
+    """Each candidate run against the baseline, scorer by scorer: the paired
+    table, a tested difference (Holm-adjusted) and a verdict.
+
+    ``candidates`` is a comma-separated list of run ids.
+    """
+    candidate_ids = run_ids_parse(candidates, field="candidates")
+    return run_comparison(
+        user=request.auth, baseline_id=baseline, candidate_ids=candidate_ids
+    )
+
+
+api.add_router("/compare", compare_router)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from runs import views, views_projects
+from runs import views, views_compare, views_projects
 from runs.schemas import MAX_DB_INT
 
 
@@ -88,5 +88,11 @@ urlpatterns = [
         "projects/<id:project_id>/secrets/<str:name>/delete/",
         views.project_secret_delete,
         name="project_secret_delete",
+    ),
+    path("compare/", views_compare.compare, name="compare"),
+    path(
+        "runs/<id:run_id>/compare/",
+        views_compare.run_compare_choices,
+        name="run_compare_choices",
     ),
 ]

@@ -90,7 +90,9 @@ def when(value: str | None) -> Any:
 _PK_MARK = 918273645  # reversed once per table, then replaced by each id
 
 _RUN_ROW = (
-    '<tr>\n      <td><a href="{run_url}">{run}</a> <span class="muted">#{pk}</span>'
+    '<tr>\n      <td class="pick"><input type="checkbox" name="run" value="{pk}"'
+    ' form="compare-form" aria-label="Compare run #{pk}"></td>'
+    '\n      <td><a href="{run_url}">{run}</a> <span class="muted">#{pk}</span>'
     "</td>"
     "\n      <td>{project}</td>"
     '\n      <td><a href="{dataset_url}">{dataset} v{version}</a></td>'
@@ -148,3 +150,35 @@ def run_rows(runs: Iterable[Run]) -> str:
             )
         )
     return mark_safe("    ".join(rows))
+
+
+# -- comparisons -----------------------------------------------------------------
+
+VERDICT_CLASSES = {
+    "better": "verdict-better",
+    "worse": "verdict-worse",
+    "no_significant_difference": "verdict-none",
+}
+
+
+@register.filter
+def verdict_class(verdict: str) -> str:
+    return VERDICT_CLASSES.get(verdict, "verdict-none")
+
+
+@register.filter
+def pvalue(value: float | None) -> str:
+    """A p-value to three significant digits; tiny ones as ``< 0.0001``."""
+    if value is None:
+        return "\u2013"
+    if value < 0.0001:
+        return "< 0.0001"
+    return f"{value:.3g}" if value < 0.001 else f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+@register.filter
+def signed(value: float | None, digits: int = 3) -> str:
+    """A difference with its sign: ``+0.045``, ``-0.012``."""
+    if value is None:
+        return "\u2013"
+    return f"{value:+.{int(digits)}f}".replace("-", "\u2212")
