@@ -343,7 +343,10 @@ class Result(models.Model):
     error_kind = models.CharField(max_length=16, choices=ErrorKind.choices, blank=True)
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
-    error_signature = models.CharField(max_length=64, blank=True, db_index=True)
+    # The error's signature and its masked message (runs/analysis/signatures.py):
+    # the same failure, however its ids and numbers vary, has the same ones.
+    error_signature = models.CharField(max_length=64, blank=True)
+    error_pattern = models.CharField(max_length=300, blank=True)
     attempts = models.JSONField(default=list)
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -363,6 +366,7 @@ class Result(models.Model):
             models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
+            models.Index(fields=["run", "error_signature"]),
         ]
 
     def __str__(self) -> str:
@@ -380,6 +384,8 @@ class Score(models.Model):
     passed = models.BooleanField(null=True, blank=True)
     reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # Of a failing score only: the signature of its reason, or of its error.
+    reason_signature = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["result", "scorer"]
