@@ -29,6 +29,7 @@ from runs.errors import InvalidInput
 from runs.models import Result, Run, Score
 
 ITEMS_PER_CLUSTER = 5
+MAX_ITEMS_PER_CLUSTER = 100
 MAX_CLUSTERS = 50
 CACHE_SECONDS = 600
 SCORE_KEY_PREFIX = "score:"
