@@ -89,4 +89,10 @@ urlpatterns = [
         views.project_secret_delete,
         name="project_secret_delete",
     ),
+    path("runs/<id:run_id>/clusters/", views.run_clusters, name="run_clusters"),
+    path(
+        "runs/<id:run_id>/clusters/save/",
+        views.run_cluster_save,
+        name="run_cluster_save",
+    ),
 ]
