@@ -53,20 +53,24 @@ def arithmetic_items(count: int, *, marker: str = "") -> list[dict[str, Any]]:
     ]
 
 
-def store_outcomes(run: Any, outcomes: list[dict[str, Any]], *, epoch: int = 0) -> Any:
+def store_outcomes(
+    run: Any, outcomes: list[dict[str, Any]], *, epoch: int = 0, offset: int = 0
+) -> Any:
     """Store one result per outcome through the executor's writer, as a run would.
 
     Each outcome is for the item of its position: ``{"error": (kind, type,
     message)}`` for a failed call (``status`` may say timed_out or cancelled),
     else a success with ``{"scores": [(scorer, passed, reason), ...]}``; a
     score given as ``(scorer, None, reason, error)`` is a scorer's error.
-    Returns the run, refreshed.
+    The first outcome is for the item of index ``offset``. Returns the run,
+    refreshed.
     """
     from django.utils import timezone
 
     from runs.executor.store import ResultRecord, ScoreRecord, results_write
 
-    items = list(Item.objects.filter(dataset=run.dataset).order_by("index"))
+    items = Item.objects.filter(dataset=run.dataset, index__gte=offset)
+    items = list(items.order_by("index")[: len(outcomes)])
     now = timezone.now()
     records = []
     for item, outcome in zip(items, outcomes, strict=False):
