@@ -11,6 +11,7 @@ signature, a failing-score cluster by ``score:<scorer>:<signature>``;
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,8 @@ from runs.models import Result, Run, Score
 ITEMS_PER_CLUSTER = 5
 MAX_ITEMS_PER_CLUSTER = 100
 MAX_CLUSTERS = 50
+# Groups read in one query; beyond it (masking gone wrong), counted apart.
+GROUP_CAP = 1_000
 CACHE_SECONDS = 600
 SCORE_KEY_PREFIX = "score:"
 
@@ -137,262 +140,219 @@ def _share(count: int, results: int) -> float | None:
     return count / results if results else None
 
 
-def _errored(run: Run) -> QuerySet[Result]:
-    return Result.objects.filter(run=run).exclude(error_signature="")
+Key = tuple[str, ...]
 
 
-def _failing_scores(run: Run) -> QuerySet[Score]:
-    return Score.objects.filter(FAILING_SCORE, result__run=run)
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """Errors or failing scores: which rows fail, how they group, their items."""
 
+    failing: Callable[[Run], QuerySet[Any]]
+    group_by: tuple[str, ...]
+    aggregates: dict[str, Any]
+    item_order: tuple[str, ...]
+    # Item columns, named as ClusterItem's fields plus ``message`` and ``error``.
+    item_fields: dict[str, str]
 
-def _error_groups(run: Run, *, signatures: list[str] | None = None) -> list[dict]:
-    rows = _errored(run)
-    if signatures is not None:
-        rows = rows.filter(error_signature__in=signatures)
-    return list(
-        rows.values("error_signature")
-        .annotate(
-            count=Count("pk"),
-            kind=Min("error_kind"),
-            error_type=Min("error_type"),
-            pattern=Min("error_pattern"),
-        )
-        .order_by("-count", "error_signature")[:MAX_CLUSTERS]
-    )
+    def key_of(self, row: dict[str, Any]) -> Key:
+        return tuple(row[name] for name in self.group_by)
 
-
-def _score_groups(
-    run: Run, *, keys: list[tuple[str, str]] | None = None
-) -> list[dict[str, Any]]:
-    rows = _failing_scores(run)
-    if keys is not None:
+    def having(self, keys: list[Key]) -> Q:
         wanted = Q(pk__in=[])
-        for scorer, signature in keys:
-            wanted |= Q(scorer=scorer, reason_signature=signature)
-        rows = rows.filter(wanted)
-    return list(
-        rows.values("scorer", "reason_signature")
-        .annotate(count=Count("pk"), errored=Count("pk", filter=~Q(error="")))
-        .order_by("-count", "scorer", "reason_signature")[:MAX_CLUSTERS]
+        for key in keys:
+            wanted |= Q(**dict(zip(self.group_by, key, strict=True)))
+        return wanted
+
+
+ERRORS = _Family(
+    failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
+    group_by=("error_signature",),
+    aggregates={
+        "kind": Min("error_kind"),
+        "error_type": Min("error_type"),
+        "pattern": Min("error_pattern"),
+    },
+    item_order=("item_index", "epoch", "pk"),
+    item_fields={
+        "result_id": "pk",
+        "index": "item_index",
+        "epoch": "epoch",
+        "external_id": "item__external_id",
+        "message": "error_message",
+        "error": "error_message",
+    },
+)
+FAILING_SCORES = _Family(
+    failing=lambda run: Score.objects.filter(FAILING_SCORE, result__run=run),
+    group_by=("scorer", "reason_signature"),
+    aggregates={"errored": Count("pk", filter=~Q(error=""))},
+    item_order=("result__item_index", "result__epoch", "pk"),
+    item_fields={
+        "result_id": "result_id",
+        "index": "result__item_index",
+        "epoch": "result__epoch",
+        "external_id": "result__item__external_id",
+        "message": "reason",
+        "error": "error",
+    },
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    """A run's groups, biggest first; ``complete`` when none was left out."""
+
+    rows: dict[Key, dict[str, Any]]
+    complete: bool
+
+
+def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups:
+    rows = family.failing(run)
+    if keys is not None:
+        rows = rows.filter(family.having(keys))
+    found = list(
+        rows.values(*family.group_by)
+        .annotate(count=Count("pk"), **family.aggregates)
+        .order_by("-count", *family.group_by)[: GROUP_CAP + 1]
+    )
+    return _Groups(
+        rows={family.key_of(row): row for row in found[:GROUP_CAP]},
+        complete=len(found) <= GROUP_CAP,
     )
 
 
-def _error_items(
-    run: Run, signatures: list[str], limit: int
-) -> dict[str, list[dict[str, Any]]]:
-    """The first ``limit`` results of each signature, in dataset order."""
-    if not signatures or limit < 1:
-        return {}
-    rank = Window(
-        RowNumber(),
-        partition_by=[F("error_signature")],
-        order_by=[F("item_index").asc(), F("epoch").asc(), F("pk").asc()],
-    )
-    rows = (
-        Result.objects.filter(run=run, error_signature__in=signatures)
-        .annotate(rank=rank)
-        .filter(rank__lte=limit)
-        .values(
-            "pk",
-            "error_signature",
-            "item_index",
-            "epoch",
-            "item__external_id",
-            "error_message",
-            "rank",
-        )
-        .order_by("error_signature", "rank")
-    )
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for row in rows:
-        grouped.setdefault(row["error_signature"], []).append(row)
-    return grouped
+def _counts(
+    family: _Family, run: Run, groups: _Groups, keys: list[Key]
+) -> dict[Key, int]:
+    """The run's count of each of ``keys`` (0 for a key it does not have)."""
+    counts = {key: groups.rows[key]["count"] for key in keys if key in groups.rows}
+    missing = [key for key in keys if key not in counts]
+    if missing and not groups.complete:
+        for key, row in _groups(family, run, missing).rows.items():
+            counts[key] = row["count"]
+    return {key: counts.get(key, 0) for key in keys}
 
 
-def _score_items(
-    run: Run, keys: list[tuple[str, str]], limit: int
-) -> dict[tuple[str, str], list[dict[str, Any]]]:
+def _total(family: _Family, run: Run, groups: _Groups) -> int:
+    if groups.complete:
+        return len(groups.rows)
+    return family.failing(run).values(*family.group_by).distinct().order_by().count()
+
+
+def _first_items(
+    family: _Family, run: Run, keys: list[Key], limit: int
+) -> dict[Key, list[dict[str, Any]]]:
+    """The first ``limit`` rows of each group, in dataset order.
+
+    Ranked in the database with only the columns the ranking needs; the
+    columns shown are then read for the few rows kept.
+    """
     if not keys or limit < 1:
         return {}
     rank = Window(
         RowNumber(),
-        partition_by=[F("scorer"), F("reason_signature")],
-        order_by=[
-            F("result__item_index").asc(),
-            F("result__epoch").asc(),
-            F("pk").asc(),
-        ],
+        partition_by=[F(name) for name in family.group_by],
+        order_by=[F(name).asc() for name in family.item_order],
     )
-    wanted = Q(pk__in=[])
-    for scorer, signature in keys:
-        wanted |= Q(scorer=scorer, reason_signature=signature)
-    rows = (
-        _failing_scores(run)
-        .filter(wanted)
+    kept = (
+        family.failing(run)
+        .filter(family.having(keys))
         .annotate(rank=rank)
         .filter(rank__lte=limit)
-        .values(
-            "scorer",
-            "reason_signature",
-            "result_id",
-            "result__item_index",
-            "result__epoch",
-            "result__item__external_id",
-            "reason",
-            "error",
-            "rank",
-        )
-        .order_by("scorer", "reason_signature", "rank")
+        .values_list("pk", flat=True)
     )
-    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    fields = {**family.item_fields, **{name: name for name in family.group_by}}
+    rows = (
+        family.failing(run)
+        .filter(pk__in=list(kept))
+        .order_by(*family.item_order)
+        .values(*fields.values())
+    )
+    grouped: dict[Key, list[dict[str, Any]]] = {}
     for row in rows:
-        grouped.setdefault((row["scorer"], row["reason_signature"]), []).append(row)
+        named = {name: row[column] for name, column in fields.items()}
+        grouped.setdefault(family.key_of(named), []).append(named)
     return grouped
 
 
-def _error_clusters(
-    run: Run, baseline: Run | None, results: int, items_per_cluster: int
-) -> tuple[list[Cluster], int]:
-    groups = _error_groups(run)
-    signatures = [g["error_signature"] for g in groups]
-    items = _error_items(run, signatures, max(items_per_cluster, 1))
-    clusters = []
-    for group in groups:
-        signature = group["error_signature"]
-        rows = items.get(signature, [])
-        clusters.append(
-            Cluster(
-                key=signature,
-                signature=signature,
-                kind=group["kind"],
-                error_type=group["error_type"],
-                pattern=group["pattern"],
-                example=rows[0]["error_message"] if rows else "",
-                count=group["count"],
-                share=_share(group["count"], results),
-                items=[_result_item(row) for row in rows[:items_per_cluster]],
-            )
-        )
-    total = _errored(run).values("error_signature").distinct().count()
-    if baseline is not None:
-        _compare_errors(clusters, run, baseline)
-    return clusters, total
-
-
-def _compare_errors(clusters: list[Cluster], run: Run, baseline: Run) -> None:
-    shown = [c.signature for c in clusters]
-    before = {
-        g["error_signature"]: g["count"]
-        for g in _error_groups(baseline, signatures=shown)
-    }
-    for cluster in clusters:
-        cluster.baseline_count = before.get(cluster.signature, 0)
-        cluster.change = change_of(cluster.count, cluster.baseline_count)
-    # The baseline's biggest clusters that this run does not have at all.
-    theirs = _error_groups(baseline)
-    present = set(
-        _errored(run)
-        .filter(error_signature__in=[g["error_signature"] for g in theirs])
-        .values_list("error_signature", flat=True)
-        .distinct()
-    )
-    gone = [g for g in theirs if g["error_signature"] not in present]
-    items = _error_items(baseline, [g["error_signature"] for g in gone], 1)
-    for group in gone:
-        signature = group["error_signature"]
-        rows = items.get(signature, [])
-        clusters.append(
-            Cluster(
-                key=signature,
-                signature=signature,
-                kind=group["kind"],
-                error_type=group["error_type"],
-                pattern=group["pattern"],
-                example=rows[0]["error_message"] if rows else "",
-                count=0,
-                share=0.0,
-                baseline_count=group["count"],
-                change=VANISHED,
-            )
-        )
-
-
-def _result_item(row: dict[str, Any]) -> ClusterItem:
-    return ClusterItem(
-        result_id=row["pk"],
-        index=row["item_index"],
-        epoch=row["epoch"],
-        external_id=row["item__external_id"],
-    )
-
-
-def _score_item(row: dict[str, Any]) -> ClusterItem:
+def _item(row: dict[str, Any]) -> ClusterItem:
     return ClusterItem(
         result_id=row["result_id"],
-        index=row["result__item_index"],
-        epoch=row["result__epoch"],
-        external_id=row["result__item__external_id"],
+        index=row["index"],
+        epoch=row["epoch"],
+        external_id=row["external_id"],
     )
 
 
-def _score_cluster(
-    group: dict[str, Any], rows: list[dict[str, Any]], results: int
-) -> Cluster:
+def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
+    signature = group["error_signature"]
+    return Cluster(
+        key=signature,
+        signature=signature,
+        kind=group["kind"],
+        error_type=group["error_type"],
+        pattern=group["pattern"],
+        example=rows[0]["message"] if rows else "",
+        count=group["count"],
+        share=None,
+        items=[_item(row) for row in rows],
+    )
+
+
+def _score_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
     scorer, signature = group["scorer"], group["reason_signature"]
-    errored = bool(group.get("errored"))
-    example = ""
-    if rows:
-        example = rows[0]["error"] or rows[0]["reason"]
+    example = (rows[0]["error"] or rows[0]["message"]) if rows else ""
     return Cluster(
         key=score_cluster_key(scorer, signature),
         signature=signature,
-        kind=SCORE_ERRORED if errored else SCORE_FAILED,
+        # A signature is of an error or of a verdict, never of both.
+        kind=SCORE_ERRORED if group["errored"] else SCORE_FAILED,
         error_type="",
         pattern=mask(example),
         example=example,
         count=group["count"],
-        share=_share(group["count"], results),
+        share=None,
         scorer=scorer,
-        items=[_score_item(row) for row in rows],
+        items=[_item(row) for row in rows],
     )
 
 
-def _score_clusters(
-    run: Run, baseline: Run | None, results: int, items_per_cluster: int
+def _clusters(
+    family: _Family,
+    make: Callable[[dict[str, Any], list[dict[str, Any]]], Cluster],
+    *,
+    run: Run,
+    baseline: Run | None,
+    results: int,
+    items_per_cluster: int,
 ) -> tuple[list[Cluster], int]:
-    groups = _score_groups(run)
-    keys = [(g["scorer"], g["reason_signature"]) for g in groups]
-    items = _score_items(run, keys, max(items_per_cluster, 1))
+    groups = _groups(family, run)
+    shown = list(groups.rows)[:MAX_CLUSTERS]
+    items = _first_items(family, run, shown, max(items_per_cluster, 1))
     clusters = []
-    for group, key in zip(groups, keys, strict=True):
-        cluster = _score_cluster(group, items.get(key, []), results)
+    for key in shown:
+        cluster = make(groups.rows[key], items.get(key, []))
         cluster.items = cluster.items[:items_per_cluster]
+        cluster.share = _share(cluster.count, results)
         clusters.append(cluster)
-    total = _failing_scores(run).values("scorer", "reason_signature").distinct().count()
     if baseline is not None:
-        before = {
-            (g["scorer"], g["reason_signature"]): g["count"]
-            for g in _score_groups(baseline, keys=keys)
-        }
-        for cluster, key in zip(clusters, keys, strict=True):
-            cluster.baseline_count = before.get(key, 0)
-            cluster.change = change_of(cluster.count, cluster.baseline_count)
-        theirs = _score_groups(baseline)
-        their_keys = [(g["scorer"], g["reason_signature"]) for g in theirs]
-        present = {
-            (g["scorer"], g["reason_signature"])
-            for g in _score_groups(run, keys=their_keys)
-        }
-        gone = [(g, k) for g, k in zip(theirs, their_keys, strict=True)]
-        gone = [(g, k) for g, k in gone if k not in present]
-        examples = _score_items(baseline, [k for _, k in gone], 1)
-        for group, key in gone:
-            cluster = _score_cluster(group, examples.get(key, []), results)
-            cluster.items = []
-            cluster.count, cluster.share = 0, 0.0
-            cluster.baseline_count, cluster.change = group["count"], VANISHED
+        theirs = _groups(family, baseline)
+        before = _counts(family, baseline, theirs, shown)
+        for key, cluster in zip(shown, clusters, strict=True):
+            cluster.baseline_count = before[key]
+            cluster.change = change_of(cluster.count, before[key])
+        # The baseline's biggest clusters that this run does not have at all.
+        candidates = list(theirs.rows)[:MAX_CLUSTERS]
+        ours = _counts(family, run, groups, candidates)
+        gone = [key for key in candidates if not ours[key]]
+        examples = _first_items(family, baseline, gone, 1)
+        for key in gone:
+            cluster = make(theirs.rows[key], examples.get(key, []))
+            cluster.items, cluster.count, cluster.share = [], 0, 0.0
+            cluster.baseline_count = theirs.rows[key]["count"]
+            cluster.change = VANISHED
             clusters.append(cluster)
-    return clusters, total
+    return clusters, _total(family, run, groups)
 
 
 def run_clusters(
@@ -407,13 +367,18 @@ def run_clusters(
     the same (by count), and the baseline's clusters this run no longer has
     follow as vanished. Shares are of the run's stored results.
     """
-    results = run.processed
-    errors, error_total = _error_clusters(run, baseline, results, items_per_cluster)
-    scores, score_total = _score_clusters(run, baseline, results, items_per_cluster)
+    common = {
+        "run": run,
+        "baseline": baseline,
+        "results": run.processed,
+        "items_per_cluster": items_per_cluster,
+    }
+    errors, error_total = _clusters(ERRORS, _error_cluster, **common)
+    scores, score_total = _clusters(FAILING_SCORES, _score_cluster, **common)
     return RunClusters(
         run=run,
         baseline=baseline,
-        results=results,
+        results=run.processed,
         errors=errors,
         failed_scores=scores,
         error_clusters=error_total,
