@@ -35,70 +35,98 @@ _DAY = r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[a-z]*"
 _CLOCK = r"\d{1,2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?"
 _ZONE = r"(?:\s?(?:Z|UTC|GMT|[+-]\d{2}:?\d{2}))?"
 
+_DIGITS = "0123456789"
+
 # Order matters: what contains digits or quotes of its own (a URL, a
 # timestamp) is masked whole before the numbers and quotes inside it are.
-MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
-    (re.compile(pattern, flags), replacement)
-    for pattern, flags, replacement in (
+# Each mask is tried only on a text holding one of the characters it needs.
+MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
+    (re.compile(pattern, flags), replacement, needs)
+    for pattern, flags, replacement, needs in (
         # URLs, with any scheme
-        (r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()\[\]{}]+", re.IGNORECASE, "<url>"),
+        (r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>()\[\]{}]+", re.I, "<url>", ":"),
         # e-mail addresses
-        (r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", 0, "<email>"),
+        (r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b", 0, "<email>", "@"),
         # ISO 8601: 2026-11-22T16:57:13.123Z, 2026-11-22 16:57, 2026-11-22
         (
             rf"\b\d{{4}}-\d{{2}}-\d{{2}}(?:[T ]{_CLOCK}{_ZONE})?(?![\w-])",
             0,
             "<time>",
+            "-",
         ),
         # common log format: 22/Nov/2026:16:57:13 +0000
-        (rf"\b\d{{1,2}}/{_MONTH}/\d{{4}}:\d{{2}}:\d{{2}}:\d{{2}}{_ZONE}", 0, "<time>"),
+        (
+            rf"\b\d{{1,2}}/{_MONTH}/\d{{4}}:\d{{2}}:\d{{2}}:\d{{2}}{_ZONE}",
+            0,
+            "<time>",
+            "/",
+        ),
         # RFC 1123 / ctime / syslog: Sun, 22 Nov 2026 16:57:13 GMT,
         # Sun Nov 22 16:57:13 2026, Nov 22 16:57:13
         (
             rf"\b(?:{_DAY},?\s+)?\d{{1,2}}\s+{_MONTH}\s+\d{{4}}\s+{_CLOCK}{_ZONE}",
             0,
             "<time>",
+            ":",
         ),
         (
             rf"\b(?:{_DAY}\s+)?{_MONTH}\s+\d{{1,2}}\s+{_CLOCK}(?:\s+\d{{4}})?{_ZONE}",
             0,
             "<time>",
+            ":",
         ),
         # a time of day alone: 16:57:13, 16:57:13.5
-        (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", 0, "<time>"),
+        (r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b", 0, "<time>", ":"),
         # UUIDs
         (
             r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b",
-            re.IGNORECASE,
+            re.I,
             "<uuid>",
+            "-",
         ),
         # quoted text; an apostrophe inside a word ("model's") is no quote, and
         # a JSON key (followed by a colon) is kept: it names, it does not vary
-        (r"(?<!\w)\"[^\"\n]{0,500}\"(?!\s*:)", 0, "<str>"),
-        (r"(?<!\w)'[^'\n]{0,500}'(?!\w)", 0, "<str>"),
-        (r"`[^`\n]{0,500}`", 0, "<str>"),
+        (r"(?<!\w)\"[^\"\n]{0,500}\"(?!\s*:)", 0, "<str>", '"'),
+        (r"(?<!\w)'[^'\n]{0,500}'(?!\w)", 0, "<str>", "'"),
+        (r"`[^`\n]{0,500}`", 0, "<str>", "`"),
         # typographic quotes
-        ("[\u201c\u2018][^\u201d\u2019\n]{0,500}[\u201d\u2019]", 0, "<str>"),
+        (
+            "[\u201c\u2018][^\u201d\u2019\n]{0,500}[\u201d\u2019]",
+            0,
+            "<str>",
+            "\u201c\u2018",
+        ),
         # file paths: /a/b, ./a/b, ~/a, C:\a\b
-        (r"(?<![\w<>/])(?:~|\.{1,2})?(?:/[\w.@%+~-]+){2,}/?", 0, "<path>"),
-        (r"(?<![\w<>])(?:~|\.{1,2})/[\w.@%+~-]+", 0, "<path>"),
-        (r"\b[A-Za-z]:\\[^\s'\"<>|]+", 0, "<path>"),
+        (r"(?<![\w<>/])(?:~|\.{1,2})?(?:/[\w.@%+~-]+){2,}/?", 0, "<path>", "/"),
+        (r"(?<![\w<>])(?:~|\.{1,2})/[\w.@%+~-]+", 0, "<path>", "/"),
+        (r"\b[A-Za-z]:\\[^\s'\"<>|]+", 0, "<path>", "\\"),
         # ids with a prefix: req_8f3a9c2d, chatcmpl-AbC123xYz, call_x1y2z3:
         # the prefix says what it is and is kept
         (
             r"\b([A-Za-z][A-Za-z0-9]*[_-])(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{6,}\b",
             0,
             r"\1<id>",
+            "_-",
         ),
         # hexadecimal numbers and long hex strings (hashes, trace ids)
-        (r"\b0x[0-9a-f]+\b", re.IGNORECASE, "<hex>"),
-        (r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b", re.IGNORECASE, "<hex>"),
+        (r"\b0x[0-9a-f]+\b", re.I, "<hex>", "xX"),
+        (
+            r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b",
+            re.I,
+            "<hex>",
+            _DIGITS,
+        ),
         # other long tokens mixing letters and digits (opaque ids, keys)
-        (r"\b(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{12,}\b", 0, "<id>"),
+        (
+            r"\b(?=[A-Za-z0-9]*[A-Za-z])(?=[A-Za-z0-9]*\d)[A-Za-z0-9]{12,}\b",
+            0,
+            "<id>",
+            _DIGITS,
+        ),
         # numbers, with their sign, separators, decimals and exponent
-        (r"(?<![\w.])[-+]?\d+(?:[,.]\d+)*(?:e[-+]?\d+)?", re.IGNORECASE, "<n>"),
+        (r"(?<![\w.])[-+]?\d+(?:[,.]\d+)*(?:e[-+]?\d+)?", re.I, "<n>", _DIGITS),
         # digits at the end of a word (item42, v2), not in a name (gpt-4o)
-        (r"\d+(?![A-Za-z])", 0, "<n>"),
+        (r"\d+(?![A-Za-z])", 0, "<n>", _DIGITS),
     )
 )
 _SPACES = re.compile(r"\s+")
@@ -107,8 +135,9 @@ _SPACES = re.compile(r"\s+")
 def mask(message: str) -> str:
     """The message with whatever varies between reports masked, whitespace folded."""
     text = message[:READ_LIMIT]
-    for pattern, replacement in MASKS:
-        text = pattern.sub(replacement, text)
+    for pattern, replacement, needs in MASKS:
+        if any(char in text for char in needs):
+            text = pattern.sub(replacement, text)
     text = _SPACES.sub(" ", text).strip()
     if len(text) > PATTERN_MAX_LENGTH:
         text = text[: PATTERN_MAX_LENGTH - 1] + "…"
