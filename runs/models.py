@@ -366,7 +366,11 @@ class Result(models.Model):
             models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
-            models.Index(fields=["run", "error_signature"]),
+            # A run's error clusters: counted, and their first items read, on it.
+            models.Index(
+                fields=["run", "error_signature", "item_index", "epoch"],
+                name="result_run_signature_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -396,6 +400,15 @@ class Score(models.Model):
             models.CheckConstraint(
                 condition=Q(error="") | Q(value__isnull=True),
                 name="score_error_has_no_value",
+            ),
+        ]
+        indexes = [
+            # Failing scores only (the others have no reason signature): a
+            # run's are grouped without reading the scores table.
+            models.Index(
+                fields=["result", "scorer", "reason_signature"],
+                condition=~Q(reason_signature=""),
+                name="score_failing_idx",
             ),
         ]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, QuerySet, Window
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from runs.analysis.signatures import (
@@ -149,29 +149,30 @@ class _Family:
 
     failing: Callable[[Run], QuerySet[Any]]
     group_by: tuple[str, ...]
-    aggregates: dict[str, Any]
     item_order: tuple[str, ...]
-    # Item columns, named as ClusterItem's fields plus ``message`` and ``error``.
+    # Item columns, by the names ClusterItem and the cluster builders use.
     item_fields: dict[str, str]
+    # First items by one indexed query per cluster (else one ranking query).
+    items_per_group_query: bool
 
     def key_of(self, row: dict[str, Any]) -> Key:
         return tuple(row[name] for name in self.group_by)
 
+    def where(self, key: Key) -> Q:
+        return Q(**dict(zip(self.group_by, key, strict=True)))
+
     def having(self, keys: list[Key]) -> Q:
         wanted = Q(pk__in=[])
         for key in keys:
-            wanted |= Q(**dict(zip(self.group_by, key, strict=True)))
+            wanted |= self.where(key)
         return wanted
 
 
+# A signature is a hash of the kind, the type and the pattern: any row of a
+# group has the group's, and the groups are counted on an index alone.
 ERRORS = _Family(
     failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
     group_by=("error_signature",),
-    aggregates={
-        "kind": Min("error_kind"),
-        "error_type": Min("error_type"),
-        "pattern": Min("error_pattern"),
-    },
     item_order=("item_index", "epoch", "pk"),
     item_fields={
         "result_id": "pk",
@@ -180,12 +181,18 @@ ERRORS = _Family(
         "external_id": "item__external_id",
         "message": "error_message",
         "error": "error_message",
+        "kind": "error_kind",
+        "error_type": "error_type",
+        "pattern": "error_pattern",
     },
+    items_per_group_query=True,
 )
+# Only failing scores have a reason signature (signatures.score_signature).
 FAILING_SCORES = _Family(
-    failing=lambda run: Score.objects.filter(FAILING_SCORE, result__run=run),
+    failing=lambda run: Score.objects.filter(result__run=run).exclude(
+        reason_signature=""
+    ),
     group_by=("scorer", "reason_signature"),
-    aggregates={"errored": Count("pk", filter=~Q(error=""))},
     item_order=("result__item_index", "result__epoch", "pk"),
     item_fields={
         "result_id": "result_id",
@@ -195,6 +202,7 @@ FAILING_SCORES = _Family(
         "message": "reason",
         "error": "error",
     },
+    items_per_group_query=False,
 )
 
 
@@ -212,7 +220,7 @@ def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups
         rows = rows.filter(family.having(keys))
     found = list(
         rows.values(*family.group_by)
-        .annotate(count=Count("pk"), **family.aggregates)
+        .annotate(count=Count("pk"))
         .order_by("-count", *family.group_by)[: GROUP_CAP + 1]
     )
     return _Groups(
@@ -242,32 +250,40 @@ def _total(family: _Family, run: Run, groups: _Groups) -> int:
 def _first_items(
     family: _Family, run: Run, keys: list[Key], limit: int
 ) -> dict[Key, list[dict[str, Any]]]:
-    """The first ``limit`` rows of each group, in dataset order.
-
-    Ranked in the database with only the columns the ranking needs; the
-    columns shown are then read for the few rows kept.
-    """
+    """The first ``limit`` rows of each group, in dataset order."""
     if not keys or limit < 1:
         return {}
-    rank = Window(
-        RowNumber(),
-        partition_by=[F(name) for name in family.group_by],
-        order_by=[F(name).asc() for name in family.item_order],
-    )
-    kept = (
-        family.failing(run)
-        .filter(family.having(keys))
-        .annotate(rank=rank)
-        .filter(rank__lte=limit)
-        .values_list("pk", flat=True)
-    )
     fields = {**family.item_fields, **{name: name for name in family.group_by}}
-    rows = (
-        family.failing(run)
-        .filter(pk__in=list(kept))
-        .order_by(*family.item_order)
-        .values(*fields.values())
-    )
+    if family.items_per_group_query:
+        rows = [
+            row
+            for key in keys
+            for row in family.failing(run)
+            .filter(family.where(key))
+            .order_by(*family.item_order)
+            .values(*fields.values())[:limit]
+        ]
+    else:
+        # Ranked in the database on the columns the ranking needs; the columns
+        # shown are then read for the few rows kept.
+        rank = Window(
+            RowNumber(),
+            partition_by=[F(name) for name in family.group_by],
+            order_by=[F(name).asc() for name in family.item_order],
+        )
+        kept = (
+            family.failing(run)
+            .filter(family.having(keys))
+            .annotate(rank=rank)
+            .filter(rank__lte=limit)
+            .values_list("pk", flat=True)
+        )
+        rows = list(
+            family.failing(run)
+            .filter(pk__in=list(kept))
+            .order_by(*family.item_order)
+            .values(*fields.values())
+        )
     grouped: dict[Key, list[dict[str, Any]]] = {}
     for row in rows:
         named = {name: row[column] for name, column in fields.items()}
@@ -286,13 +302,14 @@ def _item(row: dict[str, Any]) -> ClusterItem:
 
 def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
     signature = group["error_signature"]
+    first = rows[0] if rows else {}
     return Cluster(
         key=signature,
         signature=signature,
-        kind=group["kind"],
-        error_type=group["error_type"],
-        pattern=group["pattern"],
-        example=rows[0]["message"] if rows else "",
+        kind=first.get("kind", ""),
+        error_type=first.get("error_type", ""),
+        pattern=first.get("pattern", ""),
+        example=first.get("message", ""),
         count=group["count"],
         share=None,
         items=[_item(row) for row in rows],
@@ -301,12 +318,13 @@ def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster
 
 def _score_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
     scorer, signature = group["scorer"], group["reason_signature"]
-    example = (rows[0]["error"] or rows[0]["message"]) if rows else ""
+    first = rows[0] if rows else {}
+    example = first.get("error") or first.get("message", "")
     return Cluster(
         key=score_cluster_key(scorer, signature),
         signature=signature,
         # A signature is of an error or of a verdict, never of both.
-        kind=SCORE_ERRORED if group["errored"] else SCORE_FAILED,
+        kind=SCORE_ERRORED if first.get("error") else SCORE_FAILED,
         error_type="",
         pattern=mask(example),
         example=example,

@@ -35,7 +35,16 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="result",
             index=models.Index(
-                fields=["run", "error_signature"], name="runs_result_run_id_270de2_idx"
+                fields=["run", "error_signature", "item_index", "epoch"],
+                name="result_run_signature_idx",
+            ),
+        ),
+        migrations.AddIndex(
+            model_name="score",
+            index=models.Index(
+                condition=models.Q(("reason_signature", ""), _negated=True),
+                fields=["result", "scorer", "reason_signature"],
+                name="score_failing_idx",
             ),
         ),
         migrations.RunPython(recompute_signatures, migrations.RunPython.noop),
