@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Window
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
 from django.db.models.functions import RowNumber
 
 from runs.analysis.signatures import (
@@ -34,6 +43,8 @@ MAX_ITEMS_PER_CLUSTER = 100
 MAX_CLUSTERS = 50
 # Groups read in one query; beyond it (masking gone wrong), counted apart.
 GROUP_CAP = 1_000
+# A failing-score cluster of at least 1 / DENSE of the run's results.
+DENSE = 50
 CACHE_SECONDS = 600
 SCORE_KEY_PREFIX = "score:"
 
@@ -248,47 +259,95 @@ def _total(family: _Family, run: Run, groups: _Groups) -> int:
 
 
 def _first_items(
-    family: _Family, run: Run, keys: list[Key], limit: int
+    family: _Family, run: Run, groups: _Groups, keys: list[Key], limit: int
 ) -> dict[Key, list[dict[str, Any]]]:
     """The first ``limit`` rows of each group, in dataset order."""
     if not keys or limit < 1:
         return {}
     fields = {**family.item_fields, **{name: name for name in family.group_by}}
     if family.items_per_group_query:
+        queries = [family.failing(run).filter(family.where(key)) for key in keys]
         rows = [
             row
-            for key in keys
-            for row in family.failing(run)
-            .filter(family.where(key))
-            .order_by(*family.item_order)
-            .values(*fields.values())[:limit]
+            for query in queries
+            for row in query.order_by(*family.item_order).values(*fields.values())[
+                :limit
+            ]
         ]
     else:
-        # Ranked in the database on the columns the ranking needs; the columns
-        # shown are then read for the few rows kept.
-        rank = Window(
-            RowNumber(),
-            partition_by=[F(name) for name in family.group_by],
-            order_by=[F(name).asc() for name in family.item_order],
-        )
-        kept = (
-            family.failing(run)
-            .filter(family.having(keys))
-            .annotate(rank=rank)
-            .filter(rank__lte=limit)
-            .values_list("pk", flat=True)
-        )
-        rows = list(
-            family.failing(run)
-            .filter(pk__in=list(kept))
-            .order_by(*family.item_order)
-            .values(*fields.values())
-        )
+        # A group that holds a good part of the run is met early in dataset
+        # order; the others are ranked together in one query.
+        dense = [k for k in keys if groups.rows[k]["count"] * DENSE >= run.processed]
+        rows = [row for key in dense for row in _first_scores(run, key, limit)]
+        sparse = [key for key in keys if key not in dense]
+        if sparse:
+            rows += _ranked(family, run, sparse, limit, fields)
     grouped: dict[Key, list[dict[str, Any]]] = {}
     for row in rows:
         named = {name: row[column] for name, column in fields.items()}
         grouped.setdefault(family.key_of(named), []).append(named)
     return grouped
+
+
+def _first_scores(run: Run, key: Key, limit: int) -> list[dict[str, Any]]:
+    """The first results of the run, in dataset order, with the failing score
+    ``key``; read in the order of an index, so it stops after ``limit``."""
+    scorer, signature = key
+    score = Score.objects.filter(
+        result=OuterRef("pk"), scorer=scorer, reason_signature=signature
+    )
+    return [
+        {
+            "result_id": row["pk"],
+            "result__item_index": row["item_index"],
+            "result__epoch": row["epoch"],
+            "result__item__external_id": row["item__external_id"],
+            "reason": row["score_reason"],
+            "error": row["score_error"],
+            "scorer": scorer,
+            "reason_signature": signature,
+        }
+        for row in Result.objects.filter(Exists(score), run=run)
+        .annotate(
+            score_reason=Subquery(score.values("reason")[:1]),
+            score_error=Subquery(score.values("error")[:1]),
+        )
+        .order_by("item_index", "epoch", "pk")
+        .values(
+            "pk",
+            "item_index",
+            "epoch",
+            "item__external_id",
+            "score_reason",
+            "score_error",
+        )[:limit]
+    ]
+
+
+def _ranked(
+    family: _Family, run: Run, keys: list[Key], limit: int, fields: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of each group, ranked in one query on the
+    columns the ranking needs; the columns shown are read for the rows kept."""
+    rank = Window(
+        RowNumber(),
+        partition_by=[F(name) for name in family.group_by],
+        order_by=[F(name).asc() for name in family.item_order],
+    )
+    kept = (
+        family.failing(run)
+        .filter(family.having(keys))
+        .order_by()
+        .annotate(rank=rank)
+        .filter(rank__lte=limit)
+        .values_list("pk", flat=True)
+    )
+    return list(
+        family.failing(run)
+        .filter(pk__in=list(kept))
+        .order_by(*family.item_order)
+        .values(*fields.values())
+    )
 
 
 def _item(row: dict[str, Any]) -> ClusterItem:
@@ -346,7 +405,7 @@ def _clusters(
 ) -> tuple[list[Cluster], int]:
     groups = _groups(family, run)
     shown = list(groups.rows)[:MAX_CLUSTERS]
-    items = _first_items(family, run, shown, max(items_per_cluster, 1))
+    items = _first_items(family, run, groups, shown, max(items_per_cluster, 1))
     clusters = []
     for key in shown:
         cluster = make(groups.rows[key], items.get(key, []))
@@ -363,7 +422,7 @@ def _clusters(
         candidates = list(theirs.rows)[:MAX_CLUSTERS]
         ours = _counts(family, run, groups, candidates)
         gone = [key for key in candidates if not ours[key]]
-        examples = _first_items(family, baseline, gone, 1)
+        examples = _first_items(family, baseline, theirs, gone, 1)
         for key in gone:
             cluster = make(theirs.rows[key], examples.get(key, []))
             cluster.items, cluster.count, cluster.share = [], 0, 0.0

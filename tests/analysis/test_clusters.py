@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from runs import services
+from runs.analysis import clusters as clusters_module
 from runs.analysis.clusters import (
     cluster_filter,
     parse_cluster_key,
@@ -215,3 +216,16 @@ def test_recompute_leaves_successes_without_a_signature(run: Run) -> None:
     signatures_recompute(result_model=Result, score_model=Score)
     succeeded = Result.objects.filter(run=run, status="succeeded")
     assert set(succeeded.values_list("error_signature", flat=True)) == {""}
+
+
+def test_first_items_are_the_same_however_they_are_read(
+    run: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Big clusters are read in dataset order, small ones ranked in one query.
+    seen = []
+    for dense in (1, 10**9):
+        monkeypatch.setattr(clusters_module, "DENSE", dense)
+        [cluster] = run_clusters(run=run, items_per_cluster=2).failed_scores
+        seen.append((cluster.example, cluster.kind, cluster.items))
+    assert seen[0] == seen[1]
+    assert [item.index for item in seen[0][2]] == [7, 8]
