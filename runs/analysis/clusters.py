@@ -184,7 +184,8 @@ class _Family:
 ERRORS = _Family(
     failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
     group_by=("error_signature",),
-    item_order=("item_index", "epoch", "pk"),
+    # (item, epoch) is unique in a run: the order is total, and an index's.
+    item_order=("item_index", "epoch"),
     item_fields={
         "result_id": "pk",
         "index": "item_index",
@@ -204,7 +205,7 @@ FAILING_SCORES = _Family(
         reason_signature=""
     ),
     group_by=("scorer", "reason_signature"),
-    item_order=("result__item_index", "result__epoch", "pk"),
+    item_order=("result__item_index", "result__epoch"),
     item_fields={
         "result_id": "result_id",
         "index": "result__item_index",
@@ -295,7 +296,7 @@ def _first_scores(run: Run, key: Key, limit: int) -> list[dict[str, Any]]:
     scorer, signature = key
     score = Score.objects.filter(
         result=OuterRef("pk"), scorer=scorer, reason_signature=signature
-    )
+    ).order_by()
     return [
         {
             "result_id": row["pk"],
@@ -312,7 +313,7 @@ def _first_scores(run: Run, key: Key, limit: int) -> list[dict[str, Any]]:
             score_reason=Subquery(score.values("reason")[:1]),
             score_error=Subquery(score.values("error")[:1]),
         )
-        .order_by("item_index", "epoch", "pk")
+        .order_by("item_index", "epoch")
         .values(
             "pk",
             "item_index",
