@@ -158,6 +158,7 @@ Key = tuple[str, ...]
 class _Family:
     """Errors or failing scores: which rows fail, how they group, their items."""
 
+    name: str
     failing: Callable[[Run], QuerySet[Any]]
     group_by: tuple[str, ...]
     item_order: tuple[str, ...]
@@ -182,6 +183,7 @@ class _Family:
 # A signature is a hash of the kind, the type and the pattern: any row of a
 # group has the group's, and the groups are counted on an index alone.
 ERRORS = _Family(
+    name="errors",
     failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
     group_by=("error_signature",),
     # (item, epoch) is unique in a run: the order is total, and an index's.
@@ -201,6 +203,7 @@ ERRORS = _Family(
 )
 # Only failing scores have a reason signature (signatures.score_signature).
 FAILING_SCORES = _Family(
+    name="scores",
     failing=lambda run: Score.objects.filter(result__run=run).exclude(
         reason_signature=""
     ),
@@ -239,6 +242,17 @@ def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups
         rows={family.key_of(row): row for row in found[:GROUP_CAP]},
         complete=len(found) <= GROUP_CAP,
     )
+
+
+def _groups_cached(family: _Family, run: Run) -> _Groups:
+    """A run's groups, kept under its results version: a baseline is often
+    compared again and again, and it has usually finished."""
+    key = f"run-cluster-groups:{family.name}:{run.results_version}"
+    groups = cache.get(key)
+    if groups is None:
+        groups = _groups(family, run)
+        cache.set(key, groups, CACHE_SECONDS)
+    return groups
 
 
 def _counts(
@@ -414,7 +428,7 @@ def _clusters(
         cluster.share = _share(cluster.count, results)
         clusters.append(cluster)
     if baseline is not None:
-        theirs = _groups(family, baseline)
+        theirs = _groups_cached(family, baseline)
         before = _counts(family, baseline, theirs, shown)
         for key, cluster in zip(shown, clusters, strict=True):
             cluster.baseline_count = before[key]
