@@ -33,6 +33,12 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.analysis.clusters import (
+    ITEMS_PER_CLUSTER,
+    MAX_ITEMS_PER_CLUSTER,
+    RunClusters,
+    run_clusters_cached,
+)
 from runs.analysis.compare import Comparison
 from runs.catalogue import scorer_kinds, target_kinds
 from runs.errors import DomainError, Forbidden, InvalidInput
@@ -69,6 +75,7 @@ from runs.schemas import (
     ProjectIn,
     ProjectOut,
     ResultOut,
+    RunClustersOut,
     RunDetailOut,
     RunFilter,
     RunIn,
@@ -624,3 +631,25 @@ def compare_runs(request: HttpRequest, baseline: DbId, candidates: str) -> Compa
 
 
 api.add_router("/compare", compare_router)
+# -- failure clusters -------------------------------------------------------------
+
+cluster_router = Router(tags=["runs"])
+
+
+@cluster_router.get(
+    "/{run_id}/clusters", response={200: RunClustersOut, **READ_ERRORS, 400: ErrorOut}
+)
+def get_run_clusters(
+    request: HttpRequest,
+    run_id: DbId,
+    baseline: DbId | None = None,
+    items: Annotated[int, Field(ge=0, le=MAX_ITEMS_PER_CLUSTER)] = ITEMS_PER_CLUSTER,
+) -> RunClusters:
+    """The run's errors grouped by signature and failing scores by scorer and
+    reason, biggest first; against ``baseline``, how each cluster moved."""
+    run = run_get(user=request.auth, run_id=run_id)
+    other = run_get(user=request.auth, run_id=baseline) if baseline else None
+    return run_clusters_cached(run=run, baseline=other, items_per_cluster=items)
+
+
+api.add_router("/runs", cluster_router)

@@ -343,7 +343,10 @@ class Result(models.Model):
     error_kind = models.CharField(max_length=16, choices=ErrorKind.choices, blank=True)
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
-    error_signature = models.CharField(max_length=64, blank=True, db_index=True)
+    # The error's signature and its masked message (runs/analysis/signatures.py):
+    # the same failure, however its ids and numbers vary, has the same ones.
+    error_signature = models.CharField(max_length=64, blank=True)
+    error_pattern = models.CharField(max_length=300, blank=True)
     attempts = models.JSONField(default=list)
     latency_ms = models.FloatField(null=True, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -363,6 +366,11 @@ class Result(models.Model):
             models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
+            # A run's error clusters: counted, and their first items read, on it.
+            models.Index(
+                fields=["run", "error_signature", "item_index", "epoch"],
+                name="result_run_signature_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -380,6 +388,8 @@ class Score(models.Model):
     passed = models.BooleanField(null=True, blank=True)
     reason = models.TextField(blank=True)
     error = models.TextField(blank=True)
+    # Of a failing score only: the signature of its reason, or of its error.
+    reason_signature = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["result", "scorer"]
@@ -390,6 +400,15 @@ class Score(models.Model):
             models.CheckConstraint(
                 condition=Q(error="") | Q(value__isnull=True),
                 name="score_error_has_no_value",
+            ),
+        ]
+        indexes = [
+            # Failing scores only (the others have no reason signature): a
+            # run's are grouped without reading the scores table.
+            models.Index(
+                fields=["result", "scorer", "reason_signature"],
+                condition=~Q(reason_signature=""),
+                name="score_failing_idx",
             ),
         ]
 

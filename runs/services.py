@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Iterator
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -14,15 +15,19 @@ from django.utils import timezone
 
 from runs import events
 from runs.access import require_role
+from runs.analysis.clusters import cluster_filter
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
+from runs.importers import ItemRow, dataset_create_from_rows
 from runs.key_usage import key_usage_note
 from runs.models import (
     ApiKey,
     Dataset,
+    Item,
     Membership,
     Project,
+    Result,
     Run,
     RunStatus,
     Target,
@@ -450,3 +455,36 @@ def target_try(
         target.kind, target.config, text, timeout, context
     )
     return trial.redacted(outcome, context.secrets.values())
+
+
+# -- failure clusters ------------------------------------------------------------
+
+
+def dataset_create_from_cluster(
+    *, run: Run, user: AbstractBaseUser, key: str, name: str
+) -> Dataset:
+    """A new dataset (or a new version of ``name``) of a cluster's items.
+
+    Each item of the run's dataset with a result in the cluster is copied once,
+    in dataset order, with its id, input, expected answer and metadata.
+    """
+    require_role(user, run.project, Membership.Role.EDITOR)
+    members = Result.objects.filter(run=run).filter(cluster_filter(key))
+    items = Item.objects.filter(
+        dataset_id=run.dataset_id, pk__in=members.values("item_id")
+    ).order_by("index")
+    fields = ("index", "external_id", "input", "expected", "metadata")
+
+    def read_rows() -> Iterator[ItemRow]:
+        for row in items.values_list(*fields).iterator(chunk_size=500):
+            yield ItemRow(*row)
+
+    return dataset_create_from_rows(
+        project=run.project,
+        user=user,
+        name=name,
+        read_rows=read_rows,
+        source_format="cluster",
+        source_name=f"run {run.pk}, cluster {key}",
+        description=f"The items of cluster {key} of run #{run.pk} ({run}).",
+    )

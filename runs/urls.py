@@ -95,4 +95,10 @@ urlpatterns = [
         views_compare.run_compare_choices,
         name="run_compare_choices",
     ),
+    path("runs/<id:run_id>/clusters/", views.run_clusters, name="run_clusters"),
+    path(
+        "runs/<id:run_id>/clusters/save/",
+        views.run_cluster_save,
+        name="run_cluster_save",
+    ),
 ]

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from runs import demo, secrets, selectors, services
 from runs.access import editable_projects, role_of, visible_projects
+from runs.analysis.clusters import run_clusters_cached
 from runs.catalogue import plugin_catalogue
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
@@ -343,3 +344,50 @@ def project_secret_delete(
     secrets.secret_delete(project=project, user=request.user, name=name)
     messages.success(request, f"Secret {name} deleted.")
     return redirect("runs:project_secrets", project_id=project.pk)
+
+
+# -- failure clusters --------------------------------------------------------------
+
+
+@domain_errors
+@require_GET
+def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run's failure clusters, against a baseline run chosen on the page."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    baseline_id = _int_or_none(request.GET.get("baseline"))
+    baseline = (
+        selectors.run_get(user=request.user, run_id=baseline_id)
+        if baseline_id
+        else None
+    )
+    context = {
+        "run": run,
+        "clusters": run_clusters_cached(run=run, baseline=baseline),
+        "baselines": selectors.run_baseline_choices(run=run),
+        "dataset_names": selectors.dataset_names(project_id=run.project_id),
+        "can_edit": role_of(request.user, run.project)
+        in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+    }
+    return render(request, "runs/run_clusters.html", context)
+
+
+@domain_errors
+@require_POST
+def run_cluster_save(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Save a cluster's items as a new dataset, or a new version of one."""
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    try:
+        dataset = services.dataset_create_from_cluster(
+            run=run,
+            user=request.user,
+            key=request.POST.get("cluster", ""),
+            name=request.POST.get("name", ""),
+        )
+    except (InvalidInput, Conflict) as exc:
+        messages.error(request, f"The cluster could not be saved: {exc}")
+        return redirect("runs:run_clusters", run_id=run.pk)
+    messages.success(
+        request,
+        f"Saved {dataset.item_count} items as {dataset.name} v{dataset.version}.",
+    )
+    return redirect("runs:dataset_detail", dataset_id=dataset.pk)

@@ -51,3 +51,51 @@ def arithmetic_items(count: int, *, marker: str = "") -> list[dict[str, Any]]:
         }
         for i in range(count)
     ]
+
+
+def store_outcomes(
+    run: Any, outcomes: list[dict[str, Any]], *, epoch: int = 0, offset: int = 0
+) -> Any:
+    """Store one result per outcome through the executor's writer, as a run would.
+
+    Each outcome is for the item of its position: ``{"error": (kind, type,
+    message)}`` for a failed call (``status`` may say timed_out or cancelled),
+    else a success with ``{"scores": [(scorer, passed, reason), ...]}``; a
+    score given as ``(scorer, None, reason, error)`` is a scorer's error.
+    The first outcome is for the item of index ``offset``. Returns the run,
+    refreshed.
+    """
+    from django.utils import timezone
+
+    from runs.executor.store import ResultRecord, ScoreRecord, results_write
+
+    items = Item.objects.filter(dataset=run.dataset, index__gte=offset)
+    items = list(items.order_by("index")[: len(outcomes)])
+    now = timezone.now()
+    records = []
+    for item, outcome in zip(items, outcomes, strict=False):
+        record = ResultRecord(
+            item_id=item.pk,
+            item_index=item.index,
+            epoch=epoch,
+            status="succeeded",
+            output=f"answer {item.index}",
+            attempts=[{"number": 1, "outcome": "ok"}],
+            started_at=now,
+            finished_at=now,
+        )
+        if "error" in outcome:
+            kind, error_type, message = outcome["error"]
+            record.status = outcome.get("status", "failed")
+            record.output = None
+            record.error_kind, record.error_type = kind, error_type
+            record.error_message = message
+        for scorer, passed, reason, *error in outcome.get("scores", []):
+            value = None if error else float(bool(passed))
+            record.scores.append(
+                ScoreRecord(scorer, value, passed, reason=reason, error="".join(error))
+            )
+        records.append(record)
+    results_write(run.pk, records)
+    run.refresh_from_db()
+    return run

@@ -188,7 +188,6 @@ class Execution:
         record.error_message = (
             f"in flight when the run stopped: {self.stop_error or reason}"
         )
-        record.error_signature = ""
         record.output = (
             record.output if record.status == Result.Status.SUCCEEDED else None
         )

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import random
-import re
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -23,13 +21,6 @@ from runs.targets import Target, TargetError, TargetInput
 
 RAW_BODY_LIMIT = 20_000
 RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
-
-
-def error_signature(error_type: str, message: str) -> str:
-    """A stable fingerprint of an error: numbers, quoted text and ids folded away."""
-    folded = re.sub(r"'[^']*'|\"[^\"]*\"", "<s>", message)
-    folded = re.sub(r"0x[0-9a-fA-F]+|\d+(\.\d+)?", "<n>", folded)[:300]
-    return hashlib.sha1(f"{error_type}|{folded}".encode()).hexdigest()[:16]
 
 
 def now() -> datetime:
@@ -171,7 +162,6 @@ class ItemRunner:
         record.completion_tokens = answer.completion_tokens
         record.cost = answer.cost
         record.error_kind = record.error_type = record.error_message = ""
-        record.error_signature = ""
         return None
 
     @staticmethod
@@ -187,7 +177,6 @@ class ItemRunner:
         record.error_kind = failure.kind
         record.error_type = failure.error_type
         record.error_message = failure.message
-        record.error_signature = error_signature(failure.error_type, failure.message)
 
     def backoff(self, number: int, retry_after: float | None) -> float:
         """Exponential backoff with full jitter; a server's Retry-After wins."""

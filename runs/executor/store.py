@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
+from runs.analysis import signatures
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
 
 ITEM_PAGE_SIZE = 500
@@ -90,7 +91,6 @@ class ResultRecord:
     error_kind: str = ""
     error_type: str = ""
     error_message: str = ""
-    error_signature: str = ""
     latency_ms: float | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
@@ -182,29 +182,56 @@ def item_page(
     ]
 
 
-def _result_rows(run_id: int, records: list[ResultRecord]) -> list[Result]:
-    return [
-        Result(
-            run_id=run_id,
-            item_id=r.item_id,
-            item_index=r.item_index,
-            epoch=r.epoch,
-            status=r.status,
-            output=r.output,
-            error_kind=r.error_kind,
-            error_type=r.error_type[:200],
-            error_message=r.error_message,
-            error_signature=r.error_signature,
-            attempts=r.attempts,
-            latency_ms=r.latency_ms,
-            prompt_tokens=r.prompt_tokens,
-            completion_tokens=r.completion_tokens,
-            cost=r.cost,
-            started_at=r.started_at,
-            finished_at=r.finished_at,
+def _result_row(run_id: int, r: ResultRecord) -> Result:
+    # Signatures are computed here, off the event loop, where the row is made.
+    error = (
+        signatures.error_signature(
+            kind=r.error_kind, error_type=r.error_type[:200], message=r.error_message
         )
-        for r in records
-    ]
+        if signatures.result_has_error(
+            status=r.status, error_kind=r.error_kind, error_type=r.error_type
+        )
+        else None
+    )
+    return Result(
+        run_id=run_id,
+        item_id=r.item_id,
+        item_index=r.item_index,
+        epoch=r.epoch,
+        status=r.status,
+        output=r.output,
+        error_kind=r.error_kind,
+        error_type=r.error_type[:200],
+        error_message=r.error_message,
+        error_signature=error.signature if error else "",
+        error_pattern=error.pattern if error else "",
+        attempts=r.attempts,
+        latency_ms=r.latency_ms,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        cost=r.cost,
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+    )
+
+
+def _result_rows(run_id: int, records: list[ResultRecord]) -> list[Result]:
+    return [_result_row(run_id, r) for r in records]
+
+
+def _score_row(result_id: int, s: ScoreRecord) -> Score:
+    signature = signatures.score_signature(
+        passed=s.passed, reason=s.reason, error=s.error
+    )
+    return Score(
+        result_id=result_id,
+        scorer=s.scorer,
+        value=s.value,
+        passed=s.passed,
+        reason=s.reason,
+        error=s.error,
+        reason_signature=signature.signature if signature else "",
+    )
 
 
 def _without_stored(run_id: int, records: list[ResultRecord]) -> list[ResultRecord]:
@@ -231,14 +258,7 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             records = _without_stored(run_id, records)
             rows = Result.objects.bulk_create(_result_rows(run_id, records))
         scores = [
-            Score(
-                result_id=row.pk,
-                scorer=s.scorer,
-                value=s.value,
-                passed=s.passed,
-                reason=s.reason,
-                error=s.error,
-            )
+            _score_row(row.pk, s)
             for row, record in zip(rows, records, strict=True)
             for s in record.scores
         ]

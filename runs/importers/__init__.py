@@ -26,6 +26,7 @@ from runs.importers.parsers import (
 from runs.importers.store import (
     BATCH_SIZE,
     dataset_create_from_items,
+    dataset_create_from_rows,
     dataset_find_by_hash,
     dataset_import,
     dataset_imports_clean,
@@ -46,6 +47,7 @@ __all__ = [
     "Preview",
     "Source",
     "dataset_create_from_items",
+    "dataset_create_from_rows",
     "dataset_find_by_hash",
     "dataset_import",
     "dataset_imports_clean",

@@ -8,6 +8,7 @@ of ids seen).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -185,6 +186,43 @@ def normalise(
         expected_count=expected_count,
         field_map=fields,
         read_rows=read_rows,
+    )
+
+
+def parse_rows(
+    read_rows: Callable[[], Iterable[ItemRow]],
+    *,
+    fmt: str,
+    empty: str = "there are no items",
+) -> ParsedItems:
+    """Items already mapped (copied from a dataset): renumbered from 0, checked,
+    counted and hashed exactly as an import of the same items would be."""
+
+    def renumbered() -> Iterator[ItemRow]:
+        for index, row in enumerate(read_rows()):
+            yield dataclasses.replace(row, index=index)
+
+    count = expected_count = 0
+    counts: dict[str, int] = {}
+    digest = hashlib.sha256()
+    for row in renumbered():
+        where = Where(record=row.index + 1)
+        mapped = {"id": row.external_id, "input": row.input, "expected": row.expected}
+        _count_fields({**row.metadata, **mapped}, counts)
+        expected_count += row.expected is not None
+        digest.update(canonical(vars(row), where))
+        digest.update(b"\n")
+        count += 1
+    if not count:
+        raise InvalidInput(empty)
+    return ParsedItems(
+        format=fmt,
+        count=count,
+        content_hash=digest.hexdigest(),
+        fields=counts,
+        expected_count=expected_count,
+        field_map=DEFAULT_FIELDS if expected_count else FieldMap(expected=None),
+        read_rows=renumbered,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import PurePath
 from typing import Any
@@ -29,9 +30,11 @@ from runs.importers.items import (
     DEFAULT_FIELDS,
     HUMANEVAL_FIELDS,
     FieldMap,
+    ItemRow,
     ParsedItems,
     Preview,
     normalise,
+    parse_rows,
     preview,
 )
 from runs.importers.parsers import (
@@ -166,6 +169,27 @@ def dataset_create_from_items(
     )
     parsed = parse_records(items=items, fields=fields)
     return _store(draft=draft, parsed=parsed, reuse_identical=reuse_identical)
+
+
+def dataset_create_from_rows(
+    *,
+    project: Project,
+    user: AbstractBaseUser | None,
+    name: str,
+    read_rows: Callable[[], Iterable[ItemRow]],
+    source_format: str,
+    source_name: str = "",
+    description: str = "",
+) -> Dataset:
+    """Store items taken from stored datasets as a new version of ``name``.
+
+    ``read_rows`` is called again for each pass over the items (checking,
+    hashing, writing), so that they need not all be held in memory.
+    """
+    draft = _draft(project=project, user=user, name=name, description=description)
+    draft.source_name = source_name[:255]
+    parsed = parse_rows(read_rows, fmt=source_format)
+    return _store(draft=draft, parsed=parsed, reuse_identical=False)
 
 
 def dataset_imports_clean(*, silent_for: timedelta = STALE_IMPORT) -> int:

@@ -1,0 +1,496 @@
+"""Failure clusters of a run: its errors and failing scores grouped by signature.
+
+Computed with GROUP BY in the database (signatures are stored when results and
+scores are written, see ``signatures``); only the biggest clusters and a few
+items of each are read. A cluster's *key* names it everywhere (the results
+filter, retry, save as dataset): an error cluster is keyed by its error
+signature, a failing-score cluster by ``score:<scorer>:<signature>``;
+``cluster_filter`` is the one definition of which results belong to a key.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import (
+    Count,
+    Exists,
+    F,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    Window,
+)
+from django.db.models.functions import RowNumber
+
+from runs.analysis.signatures import (
+    FAILING_SCORE,
+    SCORE_ERRORED,
+    SCORE_FAILED,
+    SIGNATURE_LENGTH,
+    mask,
+)
+from runs.errors import InvalidInput
+from runs.models import Result, Run, Score
+
+ITEMS_PER_CLUSTER = 5
+MAX_ITEMS_PER_CLUSTER = 100
+MAX_CLUSTERS = 50
+# Groups read in one query; beyond it (masking gone wrong), counted apart.
+GROUP_CAP = 1_000
+# A failing-score cluster of at least 1 / DENSE of the run's results.
+DENSE = 50
+CACHE_SECONDS = 600
+SCORE_KEY_PREFIX = "score:"
+
+NEW, GROWN, SHRUNK, SAME, VANISHED = "new", "grown", "shrunk", "same", "vanished"
+
+_SIGNATURE = re.compile(rf"[0-9a-f]{{{SIGNATURE_LENGTH}}}")
+
+
+# -- keys ----------------------------------------------------------------------
+
+
+def score_cluster_key(scorer: str, signature: str) -> str:
+    return f"{SCORE_KEY_PREFIX}{scorer}:{signature}"
+
+
+def parse_cluster_key(key: str) -> tuple[str | None, str]:
+    """``(scorer, signature)`` of a key; the scorer is None for an error cluster.
+
+    Raises InvalidInput (field ``cluster``) for anything else.
+    """
+    scorer: str | None = None
+    signature = key
+    if key.startswith(SCORE_KEY_PREFIX):
+        scorer, _, signature = key[len(SCORE_KEY_PREFIX) :].rpartition(":")
+        if not scorer:
+            raise InvalidInput(
+                "a failing-score cluster is score:<scorer>:<signature>",
+                field="cluster",
+            )
+    if not _SIGNATURE.fullmatch(signature):
+        raise InvalidInput(
+            f"not a cluster: a signature is {SIGNATURE_LENGTH} hexadecimal digits",
+            field="cluster",
+        )
+    return scorer, signature
+
+
+def cluster_filter(key: str) -> Q:
+    """The results that belong to the cluster ``key`` (over ``Result``)."""
+    scorer, signature = parse_cluster_key(key)
+    if scorer is None:
+        return Q(error_signature=signature)
+    failing = Score.objects.filter(
+        FAILING_SCORE,
+        result=OuterRef("pk"),
+        scorer=scorer,
+        reason_signature=signature,
+    )
+    return Q(Exists(failing))
+
+
+# -- clusters ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterItem:
+    result_id: int
+    index: int
+    epoch: int
+    external_id: str
+
+
+@dataclass(slots=True)
+class Cluster:
+    key: str
+    signature: str
+    kind: str
+    error_type: str
+    pattern: str
+    example: str
+    count: int
+    share: float | None
+    baseline_count: int | None = None
+    change: str | None = None
+    scorer: str | None = None
+    items: list[ClusterItem] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RunClusters:
+    run: Run
+    baseline: Run | None
+    results: int
+    errors: list[Cluster]
+    failed_scores: list[Cluster]
+    # How many clusters there are in all (only the biggest are listed).
+    error_clusters: int
+    failed_score_clusters: int
+
+
+def change_of(count: int, baseline_count: int) -> str:
+    if not baseline_count:
+        return NEW
+    if not count:
+        return VANISHED
+    if count > baseline_count:
+        return GROWN
+    if count < baseline_count:
+        return SHRUNK
+    return SAME
+
+
+def _share(count: int, results: int) -> float | None:
+    return count / results if results else None
+
+
+Key = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _Family:
+    """Errors or failing scores: which rows fail, how they group, their items."""
+
+    name: str
+    failing: Callable[[Run], QuerySet[Any]]
+    group_by: tuple[str, ...]
+    item_order: tuple[str, ...]
+    # Item columns, by the names ClusterItem and the cluster builders use.
+    item_fields: dict[str, str]
+    # First items by one indexed query per cluster (else one ranking query).
+    items_per_group_query: bool
+
+    def key_of(self, row: dict[str, Any]) -> Key:
+        return tuple(row[name] for name in self.group_by)
+
+    def where(self, key: Key) -> Q:
+        return Q(**dict(zip(self.group_by, key, strict=True)))
+
+    def having(self, keys: list[Key]) -> Q:
+        wanted = Q(pk__in=[])
+        for key in keys:
+            wanted |= self.where(key)
+        return wanted
+
+
+# A signature is a hash of the kind, the type and the pattern: any row of a
+# group has the group's, and the groups are counted on an index alone.
+ERRORS = _Family(
+    name="errors",
+    failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
+    group_by=("error_signature",),
+    # (item, epoch) is unique in a run: the order is total, and an index's.
+    item_order=("item_index", "epoch"),
+    item_fields={
+        "result_id": "pk",
+        "index": "item_index",
+        "epoch": "epoch",
+        "external_id": "item__external_id",
+        "message": "error_message",
+        "error": "error_message",
+        "kind": "error_kind",
+        "error_type": "error_type",
+        "pattern": "error_pattern",
+    },
+    items_per_group_query=True,
+)
+# Only failing scores have a reason signature (signatures.score_signature).
+FAILING_SCORES = _Family(
+    name="scores",
+    failing=lambda run: Score.objects.filter(result__run=run).exclude(
+        reason_signature=""
+    ),
+    group_by=("scorer", "reason_signature"),
+    item_order=("result__item_index", "result__epoch"),
+    item_fields={
+        "result_id": "result_id",
+        "index": "result__item_index",
+        "epoch": "result__epoch",
+        "external_id": "result__item__external_id",
+        "message": "reason",
+        "error": "error",
+    },
+    items_per_group_query=False,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Groups:
+    """A run's groups, biggest first; ``complete`` when none was left out."""
+
+    rows: dict[Key, dict[str, Any]]
+    complete: bool
+
+
+def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups:
+    rows = family.failing(run)
+    if keys is not None:
+        rows = rows.filter(family.having(keys))
+    found = list(
+        rows.values(*family.group_by)
+        .annotate(count=Count("pk"))
+        .order_by("-count", *family.group_by)[: GROUP_CAP + 1]
+    )
+    return _Groups(
+        rows={family.key_of(row): row for row in found[:GROUP_CAP]},
+        complete=len(found) <= GROUP_CAP,
+    )
+
+
+def _groups_cached(family: _Family, run: Run) -> _Groups:
+    """A run's groups, kept under its results version: a baseline is often
+    compared again and again, and it has usually finished."""
+    key = f"run-cluster-groups:{family.name}:{run.results_version}"
+    groups = cache.get(key)
+    if groups is None:
+        groups = _groups(family, run)
+        cache.set(key, groups, CACHE_SECONDS)
+    return groups
+
+
+def _counts(
+    family: _Family, run: Run, groups: _Groups, keys: list[Key]
+) -> dict[Key, int]:
+    """The run's count of each of ``keys`` (0 for a key it does not have)."""
+    counts = {key: groups.rows[key]["count"] for key in keys if key in groups.rows}
+    missing = [key for key in keys if key not in counts]
+    if missing and not groups.complete:
+        for key, row in _groups(family, run, missing).rows.items():
+            counts[key] = row["count"]
+    return {key: counts.get(key, 0) for key in keys}
+
+
+def _total(family: _Family, run: Run, groups: _Groups) -> int:
+    if groups.complete:
+        return len(groups.rows)
+    return family.failing(run).values(*family.group_by).distinct().order_by().count()
+
+
+def _first_items(
+    family: _Family, run: Run, groups: _Groups, keys: list[Key], limit: int
+) -> dict[Key, list[dict[str, Any]]]:
+    """The first ``limit`` rows of each group, in dataset order."""
+    if not keys or limit < 1:
+        return {}
+    fields = {**family.item_fields, **{name: name for name in family.group_by}}
+    if family.items_per_group_query:
+        queries = [family.failing(run).filter(family.where(key)) for key in keys]
+        rows = [
+            row
+            for query in queries
+            for row in query.order_by(*family.item_order).values(*fields.values())[
+                :limit
+            ]
+        ]
+    else:
+        # A group that holds a good part of the run is met early in dataset
+        # order; the others are ranked together in one query.
+        dense = [k for k in keys if groups.rows[k]["count"] * DENSE >= run.processed]
+        rows = [row for key in dense for row in _first_scores(run, key, limit)]
+        sparse = [key for key in keys if key not in dense]
+        if sparse:
+            rows += _ranked(family, run, sparse, limit, fields)
+    grouped: dict[Key, list[dict[str, Any]]] = {}
+    for row in rows:
+        named = {name: row[column] for name, column in fields.items()}
+        grouped.setdefault(family.key_of(named), []).append(named)
+    return grouped
+
+
+def _first_scores(run: Run, key: Key, limit: int) -> list[dict[str, Any]]:
+    """The first results of the run, in dataset order, with the failing score
+    ``key``; read in the order of an index, so it stops after ``limit``."""
+    scorer, signature = key
+    score = Score.objects.filter(
+        result=OuterRef("pk"), scorer=scorer, reason_signature=signature
+    ).order_by()
+    return [
+        {
+            "result_id": row["pk"],
+            "result__item_index": row["item_index"],
+            "result__epoch": row["epoch"],
+            "result__item__external_id": row["item__external_id"],
+            "reason": row["score_reason"],
+            "error": row["score_error"],
+            "scorer": scorer,
+            "reason_signature": signature,
+        }
+        for row in Result.objects.filter(Exists(score), run=run)
+        .annotate(
+            score_reason=Subquery(score.values("reason")[:1]),
+            score_error=Subquery(score.values("error")[:1]),
+        )
+        .order_by("item_index", "epoch")
+        .values(
+            "pk",
+            "item_index",
+            "epoch",
+            "item__external_id",
+            "score_reason",
+            "score_error",
+        )[:limit]
+    ]
+
+
+def _ranked(
+    family: _Family, run: Run, keys: list[Key], limit: int, fields: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The first ``limit`` rows of each group, ranked in one query on the
+    columns the ranking needs; the columns shown are read for the rows kept."""
+    rank = Window(
+        RowNumber(),
+        partition_by=[F(name) for name in family.group_by],
+        order_by=[F(name).asc() for name in family.item_order],
+    )
+    kept = (
+        family.failing(run)
+        .filter(family.having(keys))
+        .order_by()
+        .annotate(rank=rank)
+        .filter(rank__lte=limit)
+        .values_list("pk", flat=True)
+    )
+    return list(
+        family.failing(run)
+        .filter(pk__in=list(kept))
+        .order_by(*family.item_order)
+        .values(*fields.values())
+    )
+
+
+def _item(row: dict[str, Any]) -> ClusterItem:
+    return ClusterItem(
+        result_id=row["result_id"],
+        index=row["index"],
+        epoch=row["epoch"],
+        external_id=row["external_id"],
+    )
+
+
+def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
+    signature = group["error_signature"]
+    first = rows[0] if rows else {}
+    return Cluster(
+        key=signature,
+        signature=signature,
+        kind=first.get("kind", ""),
+        error_type=first.get("error_type", ""),
+        pattern=first.get("pattern", ""),
+        example=first.get("message", ""),
+        count=group["count"],
+        share=None,
+        items=[_item(row) for row in rows],
+    )
+
+
+def _score_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
+    scorer, signature = group["scorer"], group["reason_signature"]
+    first = rows[0] if rows else {}
+    example = first.get("error") or first.get("message", "")
+    return Cluster(
+        key=score_cluster_key(scorer, signature),
+        signature=signature,
+        # A signature is of an error or of a verdict, never of both.
+        kind=SCORE_ERRORED if first.get("error") else SCORE_FAILED,
+        error_type="",
+        pattern=mask(example),
+        example=example,
+        count=group["count"],
+        share=None,
+        scorer=scorer,
+        items=[_item(row) for row in rows],
+    )
+
+
+def _clusters(
+    family: _Family,
+    make: Callable[[dict[str, Any], list[dict[str, Any]]], Cluster],
+    *,
+    run: Run,
+    baseline: Run | None,
+    results: int,
+    items_per_cluster: int,
+) -> tuple[list[Cluster], int]:
+    groups = _groups(family, run)
+    shown = list(groups.rows)[:MAX_CLUSTERS]
+    items = _first_items(family, run, groups, shown, max(items_per_cluster, 1))
+    clusters = []
+    for key in shown:
+        cluster = make(groups.rows[key], items.get(key, []))
+        cluster.items = cluster.items[:items_per_cluster]
+        cluster.share = _share(cluster.count, results)
+        clusters.append(cluster)
+    if baseline is not None:
+        theirs = _groups_cached(family, baseline)
+        before = _counts(family, baseline, theirs, shown)
+        for key, cluster in zip(shown, clusters, strict=True):
+            cluster.baseline_count = before[key]
+            cluster.change = change_of(cluster.count, before[key])
+        # The baseline's biggest clusters that this run does not have at all.
+        candidates = list(theirs.rows)[:MAX_CLUSTERS]
+        ours = _counts(family, run, groups, candidates)
+        gone = [key for key in candidates if not ours[key]]
+        examples = _first_items(family, baseline, theirs, gone, 1)
+        for key in gone:
+            cluster = make(theirs.rows[key], examples.get(key, []))
+            cluster.items, cluster.count, cluster.share = [], 0, 0.0
+            cluster.baseline_count = theirs.rows[key]["count"]
+            cluster.change = VANISHED
+            clusters.append(cluster)
+    return clusters, _total(family, run, groups)
+
+
+def run_clusters(
+    *,
+    run: Run,
+    baseline: Run | None = None,
+    items_per_cluster: int = ITEMS_PER_CLUSTER,
+) -> RunClusters:
+    """The run's error and failing-score clusters, biggest first.
+
+    Against a baseline, each cluster says whether it is new, grown, shrunk or
+    the same (by count), and the baseline's clusters this run no longer has
+    follow as vanished. Shares are of the run's stored results.
+    """
+    common = {
+        "run": run,
+        "baseline": baseline,
+        "results": run.processed,
+        "items_per_cluster": items_per_cluster,
+    }
+    errors, error_total = _clusters(ERRORS, _error_cluster, **common)
+    scores, score_total = _clusters(FAILING_SCORES, _score_cluster, **common)
+    return RunClusters(
+        run=run,
+        baseline=baseline,
+        results=run.processed,
+        errors=errors,
+        failed_scores=scores,
+        error_clusters=error_total,
+        failed_score_clusters=score_total,
+    )
+
+
+def run_clusters_cached(
+    *,
+    run: Run,
+    baseline: Run | None = None,
+    items_per_cluster: int = ITEMS_PER_CLUSTER,
+) -> RunClusters:
+    """``run_clusters``, kept under the results versions of both runs."""
+    versions = [run.results_version, baseline.results_version if baseline else "-"]
+    key = f"run-clusters:{':'.join(versions)}:{items_per_cluster}"
+    clusters = cache.get(key)
+    if clusters is None:
+        clusters = run_clusters(
+            run=run, baseline=baseline, items_per_cluster=items_per_cluster
+        )
+        cache.set(key, clusters, CACHE_SECONDS)
+    return clusters

@@ -1,0 +1,133 @@
+"""A real browser on a run's failure clusters: reached from the run page, compared
+with a baseline run chosen in place, each cluster with its links."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_browser import (  # noqa: F401  (server is a fixture)
+    CHROMIUM_ARGS,
+    PASSWORD,
+    ROOT,
+    USERNAME,
+    chromium_path,
+    server,
+)
+
+pytestmark = pytest.mark.browser
+
+# Two runs over the seeded dataset, their results stored as the executor
+# stores them: the candidate has 6 rate-limit errors (its baseline 2) and 3
+# failing verdicts; prints the ids of both.
+RUNS = """
+from runs import services
+from runs.models import Dataset
+from tests.factories import store_outcomes
+
+dataset = Dataset.objects.get(name="sums")
+
+def rate(n):
+    rid = f"req_{n:03d}a{n * 7919:08x}"
+    message = f"HTTP 429: rate limited (request id {rid}), retry in {n}s"
+    return {"error": ("transient", "HTTP429", message)}
+
+def run(outcomes, name):
+    run = services.run_create(
+        user=None, dataset=dataset, target_kind="python",
+        target_config={"callable": "runs.targets.examples.echo"},
+        scorers=["exact_match"], name=name, launch=False,
+    )
+    return store_outcomes(run, outcomes)
+
+baseline = run([rate(n) for n in range(2)], "baseline")
+verdicts = [
+    {"scores": [("exact_match", False, f"expected '{n}', got 'x'")]} for n in range(3)
+]
+candidate = run([rate(n + 10) for n in range(6)] + verdicts, "candidate")
+print(baseline.pk, candidate.pk)
+"""
+
+
+def seed_runs(tmp_path: Path) -> tuple[int, int]:
+    """Add the runs to the server's database (the server fixture's data dir)."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env |= {"EVALSITE_DATA_DIR": str(tmp_path / "data"), "EVALSITE_DEBUG": "1"}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", RUNS],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    baseline, candidate = out.split()[-2:]
+    return int(baseline), int(candidate)
+
+
+def test_a_runs_clusters_in_a_browser(server: str, tmp_path: Path) -> None:  # noqa: F811
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    baseline, candidate = seed_runs(tmp_path)
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.on(
+                "console",
+                lambda message: (
+                    message.type == "error" and problems.append(message.text)
+                ),
+            )
+            page.goto(f"{server}/login/")
+            page.fill("#id_username", USERNAME)
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{server}/")
+
+            page.goto(f"{server}/runs/{candidate}/")
+            page.click("text=Open the failure clusters")
+            page.wait_for_url(f"{server}/runs/{candidate}/clusters/")
+            errors = page.locator("#error-clusters article.cluster")
+            assert errors.count() == 1
+            text = errors.first.inner_text()
+            assert "HTTP429" in text and "6 results" in text
+            assert "req_<id>" in text
+            scores = page.locator("#score-clusters article.cluster")
+            assert scores.count() == 1
+            assert "exact_match" in scores.first.inner_text()
+            retry = errors.first.get_by_role("link", name="Retry")
+            key = errors.first.get_attribute("data-cluster")
+            assert retry.get_attribute("href") == (
+                f"/runs/{candidate}/retry/?cluster={key}"
+            )
+
+            # Choosing the baseline reloads the page against it.
+            page.select_option("select[name=baseline]", str(baseline))
+            page.wait_for_url(
+                f"{server}/runs/{candidate}/clusters/?baseline={baseline}"
+            )
+            change = page.locator("#error-clusters [data-change]").first
+            assert change.inner_text() == "grown"
+            assert "baseline 2" in page.locator("#error-clusters").inner_text()
+            if shot := os.environ.get("EVALSITE_SCREENSHOT_CLUSTERS"):
+                page.screenshot(path=shot, full_page=True)
+
+            # The first item links to its result.
+            errors.first.locator("a code").first.click()
+            page.wait_for_url(f"{server}/runs/{candidate}/results/*/")
+            assert problems == []
+        finally:
+            browser.close()
