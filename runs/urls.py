@@ -89,4 +89,9 @@ urlpatterns = [
         views.project_secret_delete,
         name="project_secret_delete",
     ),
+    path(
+        "runs/<id:run_id>/export.<str:format>",
+        views.run_export,
+        name="run_export",
+    ),
 ]
