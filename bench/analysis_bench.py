@@ -92,7 +92,8 @@ def scratch_database(*, keep: bool) -> Scratch:
         "port": config["PORT"] or None,
         "user": config["USER"] or None,
         "password": config["PASSWORD"] or None,
-        "dbname": config["NAME"],
+        # The server's maintenance database: the URL's may not exist yet.
+        "dbname": "postgres",
         "autocommit": True,
     }
     with psycopg.connect(**admin) as connection:
@@ -128,7 +129,9 @@ def bench_items(count: int, *, seed: int) -> list[dict[str, Any]]:
                 "input": f"[{topic}] Work it out step by step, then give only the "
                 f"number on the last line. What is {a} + {b}?",
                 "expected": str(a + b),
-                "metadata": {"topic": topic, "difficulty": rng.randint(1, 5)},
+                # Other fields of a record become the item's metadata.
+                "topic": topic,
+                "difficulty": rng.randint(1, 5),
             }
         )
     return items

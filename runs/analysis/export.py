@@ -25,7 +25,7 @@ CHUNK_SIZE = 1000
 
 # A spreadsheet reads a cell that starts with one of these as a formula (or,
 # for tab and carriage return, strips it and reads what follows).
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+FORMULA_STARTS = frozenset("=+-@\t\r")
 # A plain decimal number, such as -3.5, +2 or 1e5: a spreadsheet reads it as a
 # number, never as a formula, so it is left as it is.
 NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
@@ -88,8 +88,15 @@ def safe_cell(value: object) -> str:
     Text starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
     gets a leading ``'``; numbers (``-3.5``, ``1e5``) stay numbers.
     """
-    text = _text(value)
-    if text.startswith(FORMULA_STARTS) and not NUMBER.fullmatch(text):
+    # Called for every cell of an export: the common types first.
+    kind = type(value)
+    if kind is str:
+        text = value
+    elif kind is float or kind is int:
+        return repr(value)
+    else:
+        text = _text(value)
+    if text and text[0] in FORMULA_STARTS and NUMBER.fullmatch(text) is None:
         return "'" + text
     return text
 
