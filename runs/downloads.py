@@ -17,6 +17,5 @@ def export_response(*, run: Run, format: str) -> StreamingHttpResponse:
         content_type=export.EXPORT_FORMATS[format].content_type,
         headers={
             "Content-Disposition": content_disposition_header(True, filename),
-            "X-Content-Type-Options": "nosniff",
         },
     )

@@ -171,12 +171,7 @@ def run_export_rows(
         )
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
-        scores: dict[tuple[int, str], tuple[Any, ...]] = {
-            (result_id, scorer): rest
-            for result_id, scorer, *rest in Score.objects.filter(
-                result_id__in=[row[0] for row in chunk], scorer__in=names
-            ).values_list("result_id", "scorer", "value", "passed", "error")
-        }
+        scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
         for pk, *fields in chunk:
             row = dict(zip((*ITEM_COLUMNS, *RESULT_COLUMNS), fields, strict=True))
             for name in names:
@@ -185,6 +180,28 @@ def run_export_rows(
                 row[f"{name}.passed"] = passed
                 row[f"{name}.error"] = error or None
             yield row
+
+
+def _chunk_scores(
+    *, run: Run, names: list[str], first: tuple[Any, ...], last: tuple[Any, ...]
+) -> dict[tuple[int, str], tuple[Any, ...]]:
+    """(result id, scorer) -> (value, passed, error) for the results of a chunk.
+
+    Read by the chunk's range of item indexes (the index on run, item_index
+    serves it) rather than by a list of a thousand ids: the range may hold a
+    few results of the neighbouring chunks, whose scores are not looked up.
+    """
+    scores = (
+        Score.objects.filter(
+            result__run=run,
+            result__item_index__gte=first[1],
+            result__item_index__lte=last[1],
+            scorer__in=names,
+        )
+        .order_by()
+        .values_list("result_id", "scorer", "value", "passed", "error")
+    )
+    return {(result_id, scorer): rest for result_id, scorer, *rest in scores}
 
 
 def run_export_lines(*, run: Run, format: str) -> Iterator[str]:

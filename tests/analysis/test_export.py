@@ -234,3 +234,12 @@ def test_results_are_read_through_a_chunked_cursor(
     list(run_export_rows(run=run, chunk_size=4))
 
     assert chunk_sizes == [4]
+
+
+@pytest.mark.parametrize("chunk_size", [1, 3, 4])
+def test_chunks_splitting_an_items_epochs_give_the_same_rows(
+    run: Run, chunk_size: int
+) -> None:
+    whole = list(run_export_rows(run=run, chunk_size=1000))
+
+    assert list(run_export_rows(run=run, chunk_size=chunk_size)) == whole
