@@ -96,8 +96,12 @@ def scratch_database(*, keep: bool) -> Scratch:
         "dbname": "postgres",
         "autocommit": True,
     }
-    with psycopg.connect(**admin) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
+    try:
+        with psycopg.connect(**admin) as connection:
+            connection.execute(f'CREATE DATABASE "{name}"')
+    except psycopg.Error:
+        shutil.rmtree(data_dir, ignore_errors=True)
+        raise
     env["DATABASE_URL"] = url.rsplit("/", 1)[0] + f"/{name}"
 
     def drop() -> None:
