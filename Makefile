@@ -6,7 +6,7 @@ PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || command -v p
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http clean
+.PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), "evalsite needs Python 3.12 or newer"'
@@ -59,6 +59,11 @@ bench: install-test
 # Daphne serving pages and the API to 50 concurrent clients (needs `hey`).
 bench-http: install
 	$(BIN)/python bench/http_bench.py
+
+# Analysis pages and endpoints on two runs of 100,000 items (SQLite, or a
+# scratch PostgreSQL database on DATABASE_URL's server).
+bench-analysis: install
+	$(BIN)/python bench/analysis_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -17,6 +17,13 @@ that keep their database connections (``CONN_MAX_AGE``). Only sending the
 response happens on the event loop. A streaming response is closed after it
 is sent, as Django does.
 
+Django's own handler reads a synchronous streaming body whole into a list
+before sending any of it. Here such a body (an export of a run, for instance)
+is read on a thread of its own, in batches of about ``STREAM_BATCH_BYTES``,
+each sent before the next is read: memory stays flat and a slow download
+holds none of the pool's threads. That thread is also where the response is
+closed and its database connection released.
+
 The rule that follows, enforced here and by tests/test_http_performance_shape.py:
 every entry of ``MIDDLEWARE`` must be able to run synchronously. Code that must
 act before Django reads the request (a body-size limit, for instance) belongs
@@ -27,6 +34,7 @@ no thread switch.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any
@@ -38,13 +46,17 @@ from django.core import signals
 from django.core.exceptions import ImproperlyConfigured, RequestAborted
 from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
-from django.http import FileResponse, HttpResponseBase
+from django.db import connections
+from django.http import FileResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import set_script_prefix
 from django.utils.module_loading import import_string
 
 Receive = Any
 Send = Any
 Scope = dict[str, Any]
+
+# How much of a synchronous streaming body is read per trip to its thread.
+STREAM_BATCH_BYTES = 64 * 1024
 
 
 class _RequestProcessed(Exception):
@@ -73,6 +85,7 @@ class SyncChainASGIHandler(ASGIHandler):
             return
         with closing(body_file):
             response = await self._respond_in_thread(scope, body_file)
+            body = _ThreadedBody.wrap(response)
             try:
                 async with asyncio.TaskGroup() as tasks:
                     tasks.create_task(self.listen_for_disconnect(receive))
@@ -80,7 +93,9 @@ class SyncChainASGIHandler(ASGIHandler):
                     raise _RequestProcessed
             except* (_RequestProcessed, RequestAborted):
                 pass
-            if response.streaming:
+            if body is not None:
+                await body.close_response(fallback=self.executor)
+            elif response.streaming:
                 await sync_to_async(
                     response.close, thread_sensitive=False, executor=self.executor
                 )()
@@ -101,6 +116,79 @@ class SyncChainASGIHandler(ASGIHandler):
             # database connection, through request_finished) on this thread.
             response.close()
         return response
+
+
+class _ThreadedBody:
+    """A synchronous streaming body, read on one thread of its own.
+
+    A database cursor opened by the body's iterator stays on that thread
+    (connections belong to threads), and the response is closed there.
+    """
+
+    def __init__(self, response: StreamingHttpResponse) -> None:
+        self.response = response
+        self.parts: Iterator[bytes] = response.streaming_content  # type: ignore[assignment]
+        self.executor: ThreadPoolExecutor | None = None
+
+    @classmethod
+    def wrap(cls, response: HttpResponseBase) -> _ThreadedBody | None:
+        """Make the response's sync body an async one read on its own thread.
+
+        Files are left as they are: Django reads them in a worker thread.
+        """
+        if (
+            not isinstance(response, StreamingHttpResponse)
+            or response.is_async
+            or isinstance(response, FileResponse)
+        ):
+            return None
+        body = cls(response)
+        response.streaming_content = body
+        return body
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._batches()
+
+    async def _batches(self) -> AsyncIterator[bytes]:
+        loop = asyncio.get_running_loop()
+        self.executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="evalsite-stream"
+        )
+        done = False
+        while not done:
+            batch, done = await loop.run_in_executor(self.executor, self._read)
+            if batch:
+                yield batch
+
+    def _read(self) -> tuple[bytes, bool]:
+        batch: list[bytes] = []
+        size = 0
+        for part in self.parts:
+            batch.append(part)
+            size += len(part)
+            if size >= STREAM_BATCH_BYTES:
+                return b"".join(batch), False
+        return b"".join(batch), True
+
+    async def close_response(self, *, fallback: ThreadPoolExecutor) -> None:
+        """Close the response on the thread that read it (or on ``fallback``
+        if no byte was read), then release that thread."""
+        if self.executor is None:
+            await sync_to_async(
+                self.response.close, thread_sensitive=False, executor=fallback
+            )()
+            return
+        try:
+            await asyncio.get_running_loop().run_in_executor(self.executor, self._close)
+        finally:
+            self.executor.shutdown(wait=False)
+
+    def _close(self) -> None:
+        try:
+            self.response.close()
+        finally:
+            # The thread ends here: its connection would be left open.
+            connections.close_all()
 
 
 def refuse_async_only_middleware(paths: list[str]) -> None:

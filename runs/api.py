@@ -10,13 +10,18 @@ import functools
 import logging
 from collections.abc import Callable
 from pathlib import PurePath
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.urls import URLPattern, URLResolver
 from ninja import (
     Field,
@@ -33,6 +38,7 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.analysis import export
 from runs.analysis.clusters import (
     ITEMS_PER_CLUSTER,
     MAX_ITEMS_PER_CLUSTER,
@@ -41,6 +47,7 @@ from runs.analysis.clusters import (
 )
 from runs.analysis.compare import Comparison
 from runs.catalogue import scorer_kinds, target_kinds
+from runs.downloads import export_response
 from runs.errors import DomainError, Forbidden, InvalidInput
 from runs.models import (
     ApiKey,
@@ -653,3 +660,31 @@ def get_run_clusters(
 
 
 api.add_router("/runs", cluster_router)
+# -- export of a run's results ----------------------------------------------------
+
+EXPORT_RESPONSES: dict[str, Any] = {
+    "200": {
+        "description": "Every result in dataset order, streamed as a download: "
+        "its item, epoch, output, status, error, latency, tokens, cost, attempts "
+        "and, per scorer, `<scorer>.value`, `<scorer>.passed`, `<scorer>.error`.",
+        "content": {
+            export.EXPORT_FORMATS[name].content_type.partition(";")[0]: {
+                "schema": {"type": "string"}
+            }
+            for name in export.EXPORT_FORMATS
+        },
+    }
+}
+
+
+@run_router.get(
+    "/{run_id}/export",
+    response=READ_ERRORS,
+    openapi_extra={"responses": EXPORT_RESPONSES},
+)
+def export_run(
+    request: HttpRequest, run_id: DbId, format: Literal["jsonl", "csv"] = "jsonl"
+) -> StreamingHttpResponse:
+    """A run's results as JSON Lines or CSV (cells safe to open in a spreadsheet)."""
+    run = run_get(user=request.auth, run_id=run_id)
+    return export_response(run=run, format=format)

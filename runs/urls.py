@@ -101,4 +101,9 @@ urlpatterns = [
         views.run_cluster_save,
         name="run_cluster_save",
     ),
+    path(
+        "runs/<id:run_id>/export.<str:format>",
+        views.run_export,
+        name="run_export",
+    ),
 ]

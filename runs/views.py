@@ -14,7 +14,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
@@ -23,7 +23,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from runs import demo, secrets, selectors, services
 from runs.access import editable_projects, role_of, visible_projects
 from runs.analysis.clusters import run_clusters_cached
+from runs.analysis.export import EXPORT_FORMATS
 from runs.catalogue import plugin_catalogue
+from runs.downloads import export_response
 from runs.errors import Conflict, Forbidden, InvalidInput, NotFound
 from runs.forms import (
     DatasetMappingForm,
@@ -391,3 +393,16 @@ def run_cluster_save(request: HttpRequest, run_id: int) -> HttpResponse:
         f"Saved {dataset.item_count} items as {dataset.name} v{dataset.version}.",
     )
     return redirect("runs:dataset_detail", dataset_id=dataset.pk)
+
+
+# -- export ----------------------------------------------------------------------
+
+
+@domain_errors
+@require_GET
+def run_export(request: HttpRequest, run_id: int, format: str) -> HttpResponseBase:
+    """The run's results as a CSV or JSON Lines download."""
+    if format not in EXPORT_FORMATS:
+        raise Http404(f"no export format {format!r}")
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    return export_response(run=run, format=format)

@@ -1,0 +1,220 @@
+"""A run's results as CSV or JSON Lines, streamed row by row.
+
+Rows are read in dataset order from a database cursor, a chunk at a time, and
+each chunk's scores are fetched with one query: however many results a run
+has, the export holds one chunk in memory. CSV cells are neutralised against
+formula injection (a spreadsheet would run a cell such as ``=HYPERLINK(...)``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import batched
+from typing import Any
+
+from django.db.models import Func, IntegerField
+from django.utils.text import slugify
+
+from runs.models import Result, Run, Score
+
+CHUNK_SIZE = 1000
+
+# A spreadsheet reads a cell that starts with one of these as a formula (or,
+# for tab and carriage return, strips it and reads what follows).
+FORMULA_STARTS = frozenset("=+-@\t\r")
+# A plain decimal number, such as -3.5, +2 or 1e5: a spreadsheet reads it as a
+# number, never as a formula, so it is left as it is.
+NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+ITEM_COLUMNS = ("item_index", "external_id", "input", "expected", "metadata")
+RESULT_COLUMNS = (
+    "epoch",
+    "status",
+    "output",
+    "error_kind",
+    "error_type",
+    "error_message",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "attempts",
+)
+SCORE_FIELDS = ("value", "passed", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class ExportFormat:
+    content_type: str
+    extension: str
+
+
+EXPORT_FORMATS = {
+    "jsonl": ExportFormat("application/x-ndjson; charset=utf-8", "jsonl"),
+    "csv": ExportFormat("text/csv; charset=utf-8", "csv"),
+}
+
+
+class _JSONArrayLength(Func):
+    """The length of a JSON array column, computed by the database."""
+
+    function = "JSON_ARRAY_LENGTH"
+    output_field = IntegerField()
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        return self.as_sql(compiler, connection, function="JSONB_ARRAY_LENGTH", **extra)
+
+
+def _text(value: object) -> str:
+    """A value as a spreadsheet cell's text: strings as they are, JSON otherwise."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def safe_cell(value: object) -> str:
+    """``value`` as CSV cell text that no spreadsheet reads as a formula.
+
+    Text starting with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+    gets a leading ``'``; numbers (``-3.5``, ``1e5``) stay numbers.
+    """
+    # Called for every cell of an export: the common types first.
+    kind = type(value)
+    if kind is str:
+        text = value
+    elif kind is float or kind is int:
+        return repr(value)
+    else:
+        text = _text(value)
+    if text and text[0] in FORMULA_STARTS and NUMBER.fullmatch(text) is None:
+        return "'" + text
+    return text
+
+
+class _Line:
+    """A file-like object for ``csv.writer`` that hands back what is written."""
+
+    def write(self, text: str) -> str:
+        return text
+
+
+def stream_csv(
+    header: Sequence[str], rows: Iterable[Sequence[object]]
+) -> Iterator[str]:
+    """The header, then one CSV line per row, every cell through ``safe_cell``."""
+    writer = csv.writer(_Line())
+    yield writer.writerow([safe_cell(name) for name in header])
+    for row in rows:
+        yield writer.writerow([safe_cell(value) for value in row])
+
+
+def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """One JSON object per line."""
+    for row in rows:
+        yield json.dumps(row, ensure_ascii=False, default=str) + "\n"
+
+
+def scorer_names(run: Run) -> list[str]:
+    """The run's scorers, in the order it declares them."""
+    return [spec.get("name") or spec.get("kind") for spec in run.scorers]
+
+
+def export_columns(*, run: Run) -> list[str]:
+    """The keys of each row of ``run_export_rows``, in order."""
+    scores = [f"{name}.{field}" for name in scorer_names(run) for field in SCORE_FIELDS]
+    return [*ITEM_COLUMNS, *RESULT_COLUMNS, *scores]
+
+
+def run_export_rows(
+    *, run: Run, chunk_size: int = CHUNK_SIZE
+) -> Iterator[dict[str, Any]]:
+    """Every result of the run with its item and its scores, in dataset order.
+
+    One flat dict per result, keyed by ``export_columns``; each scorer has a
+    value, a passed flag and an error (None where it has no score). Results
+    come from a cursor ``chunk_size`` at a time, with one query for the scores
+    of each chunk.
+    """
+    names = scorer_names(run)
+    results = (
+        Result.objects.filter(run=run)
+        .order_by("item_index", "epoch")
+        .annotate(attempt_count=_JSONArrayLength("attempts"))
+        .values_list(
+            "pk",
+            "item_index",
+            "item__external_id",
+            "item__input",
+            "item__expected",
+            "item__metadata",
+            "epoch",
+            "status",
+            "output",
+            "error_kind",
+            "error_type",
+            "error_message",
+            "latency_ms",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+            "attempt_count",
+        )
+    )
+    for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
+        scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
+        for pk, *fields in chunk:
+            row = dict(zip((*ITEM_COLUMNS, *RESULT_COLUMNS), fields, strict=True))
+            for name in names:
+                value, passed, error = scores.get((pk, name), (None, None, None))
+                row[f"{name}.value"] = value
+                row[f"{name}.passed"] = passed
+                row[f"{name}.error"] = error or None
+            yield row
+
+
+def _chunk_scores(
+    *, run: Run, names: list[str], first: tuple[Any, ...], last: tuple[Any, ...]
+) -> dict[tuple[int, str], tuple[Any, ...]]:
+    """(result id, scorer) -> (value, passed, error) for the results of a chunk.
+
+    Read by the chunk's range of item indexes (the index on run, item_index
+    serves it) rather than by a list of a thousand ids: the range may hold a
+    few results of the neighbouring chunks, whose scores are not looked up.
+    """
+    scores = (
+        Score.objects.filter(
+            result__run=run,
+            result__item_index__gte=first[1],
+            result__item_index__lte=last[1],
+            scorer__in=names,
+        )
+        .order_by()
+        .values_list("result_id", "scorer", "value", "passed", "error")
+    )
+    return {(result_id, scorer): rest for result_id, scorer, *rest in scores}
+
+
+def run_export_lines(*, run: Run, format: str) -> Iterator[str]:
+    """The whole export of a run in ``format`` (a key of ``EXPORT_FORMATS``)."""
+    rows = run_export_rows(run=run)
+    if format == "csv":
+        columns = export_columns(run=run)
+        return stream_csv(columns, (row.values() for row in rows))
+    return stream_jsonl(rows)
+
+
+def run_export_filename(*, run: Run, format: str) -> str:
+    """``run-12-my-run.csv``: the run's id and name, for a download."""
+    slug = slugify(run.name)[:60]
+    stem = f"run-{run.pk}-{slug}" if slug else f"run-{run.pk}"
+    return f"{stem}.{EXPORT_FORMATS[format].extension}"
