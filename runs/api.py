@@ -47,7 +47,11 @@ from runs.analysis.clusters import (
 )
 from runs.analysis.compare import Comparison
 from runs.catalogue import scorer_kinds, target_kinds
-from runs.downloads import export_response
+from runs.downloads import (
+    COMPARISON_COLUMNS,
+    comparison_csv_response,
+    export_response,
+)
 from runs.errors import DomainError, Forbidden, InvalidInput
 from runs.models import (
     ApiKey,
@@ -101,6 +105,7 @@ from runs.schemas import (
 from runs.secrets import secret_delete, secret_list, secret_set
 from runs.selectors import (
     api_key_list,
+    comparison_pair,
     dataset_get,
     dataset_items,
     dataset_list,
@@ -634,6 +639,37 @@ def compare_runs(request: HttpRequest, baseline: DbId, candidates: str) -> Compa
     candidate_ids = run_ids_parse(candidates, field="candidates")
     return run_comparison(
         user=request.auth, baseline_id=baseline, candidate_ids=candidate_ids
+    )
+
+
+@compare_router.get(
+    "/items",
+    response={400: ErrorOut, **READ_ERRORS},
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "The paired items of (candidate, scorer) as CSV: "
+                + ", ".join(COMPARISON_COLUMNS),
+                "content": {"text/csv": {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def compare_items(
+    request: HttpRequest,
+    baseline: DbId,
+    candidate: DbId,
+    scorer: Annotated[str, Field(max_length=100)],
+    change: Literal["regressions", "improvements", "both_failed", "output_changed"]
+    | None = None,
+) -> StreamingHttpResponse:
+    """Every paired item of one candidate and scorer against the baseline, as
+    CSV (the comparison page's items table, whole); ``change`` filters it."""
+    first, second = comparison_pair(
+        user=request.auth, baseline_id=baseline, candidate_id=candidate, scorer=scorer
+    )
+    return comparison_csv_response(
+        baseline=first, candidate=second, scorer=scorer, change=change
     )
 
 

@@ -18,6 +18,7 @@ from django.db.models import (
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
 from runs.analysis.compare import Comparison, compare_runs_cached
+from runs.analysis.compare import shared_scorers as compare_shared_scorers
 from runs.analysis.progress import RunProgress, run_progress
 from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
 from runs.errors import InvalidInput, NotFound
@@ -323,6 +324,22 @@ def run_comparison(
     baseline = run_get(user=user, run_id=baseline_id)
     candidates = [run_get(user=user, run_id=run_id) for run_id in candidate_ids]
     return compare_runs_cached(baseline=baseline, candidates=candidates)
+
+
+def comparison_pair(
+    *, user: User, baseline_id: int, candidate_id: int, scorer: str
+) -> tuple[Run, Run]:
+    """Two runs the user may see that share ``scorer``: one comparison's items."""
+    baseline = run_get(user=user, run_id=baseline_id)
+    candidate = run_get(user=user, run_id=candidate_id)
+    shared = compare_shared_scorers(baseline, candidate)
+    if scorer not in shared:
+        raise InvalidInput(
+            f"must be a scorer of both runs ({', '.join(shared) or 'none'}), "
+            f"not {scorer!r}",
+            field="scorer",
+        )
+    return baseline, candidate
 
 
 def run_compare_choices(*, user: User, run: Run, limit: int = 20) -> list[Run]:

@@ -91,6 +91,11 @@ urlpatterns = [
     ),
     path("compare/", views_compare.compare, name="compare"),
     path(
+        "compare/items.csv",
+        views_compare.compare_items_csv,
+        name="compare_items_csv",
+    ),
+    path(
         "runs/<id:run_id>/compare/",
         views_compare.run_compare_choices,
         name="run_compare_choices",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 
 from runs import selectors
 from runs.analysis import compare as analysis
+from runs.downloads import comparison_csv_response
 from runs.errors import InvalidInput
 from runs.views import _page, domain_errors
 
@@ -126,3 +127,25 @@ def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
     if request.headers.get("HX-Request"):
         return render(request, "runs/_run_compare_choices.html", context)
     return render(request, "runs/run_compare_choices.html", context)
+
+
+@domain_errors
+@require_GET
+def compare_items_csv(request: HttpRequest) -> StreamingHttpResponse:
+    """Every paired item of one (candidate, scorer), as on the page, as CSV."""
+    baseline, candidate = selectors.comparison_pair(
+        user=request.user,
+        baseline_id=selectors.run_ids_parse(
+            request.GET.get("baseline"), field="baseline"
+        )[0],
+        candidate_id=selectors.run_ids_parse(
+            request.GET.get("candidate"), field="candidate"
+        )[0],
+        scorer=request.GET.get("scorer", ""),
+    )
+    return comparison_csv_response(
+        baseline=baseline,
+        candidate=candidate,
+        scorer=request.GET.get("scorer", ""),
+        change=request.GET.get("change") or None,
+    )

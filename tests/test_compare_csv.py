@@ -1,0 +1,108 @@
+"""The comparison's per-item table as CSV, from the page and the API."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from runs.models import Dataset, Result, Run
+from tests.comparisons import paired_runs
+
+pytestmark = pytest.mark.django_db
+
+PAGE = reverse("runs:compare_items_csv")
+API = "/api/v1/compare/items"
+
+
+@pytest.fixture
+def runs(dataset: Dataset) -> tuple[Run, Run]:
+    return paired_runs(
+        dataset, both_passed=3, regressions=2, improvements=4, both_failed=1
+    )
+
+
+def _rows(response) -> list[dict[str, str]]:
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/csv")
+    body = b"".join(response.streaming_content).decode()
+    return list(csv.DictReader(io.StringIO(body)))
+
+
+def _query(baseline: Run, candidate: Run, **extra: str) -> dict[str, object]:
+    return {
+        "baseline": baseline.pk,
+        "candidate": candidate.pk,
+        "scorer": "exact_match",
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_csv_lists_every_paired_item_with_its_change(
+    alice_client: Client, runs: tuple[Run, Run], url: str
+) -> None:
+    rows = _rows(alice_client.get(url, _query(*runs)))
+
+    assert len(rows) == 10
+    changes = [row["change"] for row in rows]
+    assert changes.count("regressions") == 2
+    assert changes.count("improvements") == 4
+    assert changes.count("both_passed") == 3
+    assert changes.count("both_failed") == 1
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_csv_keeps_the_pages_change_filter(
+    alice_client: Client, runs: tuple[Run, Run], url: str
+) -> None:
+    rows = _rows(alice_client.get(url, _query(*runs, change="regressions")))
+
+    assert [row["external_id"] for row in rows] == ["q3", "q4"]
+    baseline, candidate = runs
+    for row in rows:
+        assert Result.objects.get(pk=row["baseline_result"]).run_id == baseline.pk
+        assert Result.objects.get(pk=row["candidate_result"]).run_id == candidate.pk
+
+
+def test_csv_cells_cannot_start_a_formula(
+    alice_client: Client, runs: tuple[Run, Run]
+) -> None:
+    baseline, candidate = runs
+    Result.objects.filter(run=candidate).update(output='=HYPERLINK("x")')
+
+    rows = _rows(alice_client.get(PAGE, _query(baseline, candidate)))
+
+    assert {row["candidate_output"] for row in rows} == {'\'=HYPERLINK("x")'}
+
+
+def test_a_scorer_not_in_both_runs_is_refused_naming_it(
+    alice_client: Client, runs: tuple[Run, Run]
+) -> None:
+    response = alice_client.get(API, _query(*runs, scorer="judge"))
+
+    assert response.status_code == 400
+    assert "scorer" in response.content.decode()
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_outsider_gets_404(
+    mallory_client: Client, runs: tuple[Run, Run], url: str
+) -> None:
+    assert mallory_client.get(url, _query(*runs)).status_code == 404
+
+
+def test_page_links_the_csv_of_what_it_shows(
+    alice_client: Client, runs: tuple[Run, Run]
+) -> None:
+    baseline, candidate = runs
+    page = alice_client.get(
+        reverse("runs:compare"),
+        {"baseline": baseline.pk, "candidates": candidate.pk, "change": "regressions"},
+    ).content.decode()
+
+    assert f"{PAGE}?baseline={baseline.pk}&amp;candidate={candidate.pk}" in page
+    assert "change=regressions" in page
