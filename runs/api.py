@@ -33,6 +33,7 @@ from ninja.pagination import PageNumberPagination, paginate
 from ninja.security import HttpBearer, django_auth
 
 from runs import importers
+from runs.analysis.summary import RunSummary, run_summary_cached
 from runs.catalogue import scorer_kinds, target_kinds
 from runs.errors import DomainError, Forbidden, InvalidInput
 from runs.models import (
@@ -71,6 +72,7 @@ from runs.schemas import (
     RunFilter,
     RunIn,
     RunOut,
+    RunSummaryOut,
     ScorerKindOut,
     SecretIn,
     SecretOut,
@@ -599,3 +601,15 @@ api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)
 api.add_router("/scorers", scorer_router)
 api.add_router("/projects", secret_router)
+
+
+# -- run summary ----------------------------------------------------------------
+
+
+@run_router.get("/{run_id}/summary", response={200: RunSummaryOut, **READ_ERRORS})
+def get_run_summary(request: HttpRequest, run_id: DbId) -> RunSummary:
+    """How good the run was: per scorer, results, scores, errors, the pass rate
+    with its Wilson 95% interval and, with several epochs, pass@k and pass^k;
+    latency percentiles, tokens, cost, counts per status and error kind."""
+    run = run_get(user=request.auth, run_id=run_id)
+    return run_summary_cached(run=run)
