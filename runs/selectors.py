@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
@@ -17,8 +18,15 @@ from django.db.models import (
 )
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
+from runs.analysis.charts import run_charts_cached
 from runs.analysis.progress import RunProgress, run_progress
-from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
+from runs.analysis.summary import (
+    PASS_RATE_DEFINITION,
+    RunSummary,
+    ScorerSummary,
+    run_scorer_summaries_cached,
+    run_summary_cached,
+)
 from runs.errors import NotFound
 from runs.models import (
     ApiKey,
@@ -287,4 +295,22 @@ def target_runs(*, target: Target, limit: int = 20) -> list[Run]:
         Run.objects.filter(target=target)
         .select_related("dataset")
         .order_by("-created_at", "-pk")[:limit]
+    )
+
+
+# -- run summary ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    summary: RunSummary
+    charts: dict[str, Any]
+    definition: str = PASS_RATE_DEFINITION
+
+
+def run_report(*, run: Run) -> RunReport:
+    """The run page's summary section: its figures and its charts' data."""
+    summary = run_summary_cached(run=run)
+    return RunReport(
+        summary=summary, charts=run_charts_cached(run=run, summary=summary)
     )

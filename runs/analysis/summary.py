@@ -88,6 +88,11 @@ class RunSummary:
     def has_pass_at_k(self) -> bool:
         return self.epochs > 1
 
+    @property
+    def ks(self) -> list[int]:
+        """The k of pass@k and pass^k: 1, 2, 4, ... up to the epochs."""
+        return stats.k_values(self.epochs) if self.has_pass_at_k else []
+
 
 def scorer_names(run: Run, found: set[str] | None = None) -> list[str]:
     """The run's scorers in its order, then any other name its scores carry."""
