@@ -363,6 +363,8 @@ class Result(models.Model):
             models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
+            # Latency percentiles of a run's succeeded results, read in order.
+            models.Index(fields=["run", "status", "latency_ms"]),
         ]
 
     def __str__(self) -> str:

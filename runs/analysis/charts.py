@@ -10,6 +10,7 @@ from typing import Any
 
 from django.core.cache import cache
 from django.db.models import (
+    Case,
     Count,
     F,
     FloatField,
@@ -19,6 +20,7 @@ from django.db.models import (
     Min,
     Q,
     Value,
+    When,
 )
 from django.db.models.functions import Cast, Floor
 
@@ -26,7 +28,6 @@ from runs.analysis.summary import (
     CACHE_SECONDS,
     JSONArrayLength,
     RunSummary,
-    scorer_names,
 )
 from runs.models import Result, ResultStatus, Run, Score
 
@@ -90,39 +91,54 @@ def pass_rate_chart(summary: RunSummary) -> list[dict[str, Any]]:
     ]
 
 
-def score_distributions(*, run: Run) -> list[dict[str, Any]]:
-    """Per scorer, how many scores have each value (few distinct values) or
-    fall in each of SCORE_BINS equal bins between the lowest and highest."""
-    scores = Score.objects.filter(result__run=run, value__isnull=False)
-    ranges = {
-        row["scorer"]: row
-        for row in scores.values("scorer")
-        .annotate(
-            low=Min("value"), high=Max("value"), distinct=Count("value", distinct=True)
-        )
+def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]]:
+    """Per scorer, how many scores fall in each of SCORE_BINS equal bins from
+    its lowest value to its highest, or have each value when there are so few
+    distinct values that each bin holds only one.
+
+    One query for every scorer: the bin of a score depends on its scorer.
+    """
+    ranges = {s.scorer: (s.low, s.high) for s in summary.scorers if s.low is not None}
+    if not ranges:
+        return []
+    widths = {name: (high - low) / SCORE_BINS for name, (low, high) in ranges.items()}
+    bin_of = Case(
+        *(
+            When(scorer=name, then=_bin(F("value"), low, widths[name] or 1.0))
+            for name, (low, _high) in ranges.items()
+        ),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    rows = (
+        Score.objects.filter(result__run=run, value__isnull=False)
+        .annotate(bin=bin_of)
+        .values_list("scorer", "bin")
+        .annotate(n=Count("id"), low=Min("value"), high=Max("value"))
         .order_by()
-    }
+    )
+    bins: dict[str, list[tuple[int, int, float, float]]] = {}
+    for name, index, count, low, high in rows:
+        bins.setdefault(name, []).append((index, count, low, high))
     charts = []
-    for name in scorer_names(run, set(ranges)):
-        if name not in ranges:
-            continue
-        row = ranges[name]
-        mine = scores.filter(scorer=name)
-        if row["distinct"] <= SCORE_BINS:
-            pairs = mine.values_list("value").annotate(n=Count("id")).order_by("value")
-            values, counts = zip(*pairs, strict=True)
+    for name in ranges:
+        mine = sorted(bins.get(name, []))
+        if all(low == high for _index, _count, low, high in mine):
             charts.append(
-                {"scorer": name, "values": list(values), "counts": list(counts)}
+                {
+                    "scorer": name,
+                    "values": [low for _index, _count, low, _high in mine],
+                    "counts": [count for _index, count, _low, _high in mine],
+                }
             )
             continue
-        width = (row["high"] - row["low"]) / SCORE_BINS
-        rows = (
-            mine.annotate(bin=_bin(F("value"), row["low"], width))
-            .values_list("bin")
-            .annotate(n=Count("id"))
-            .order_by()
+        low, width = ranges[name][0], widths[name]
+        starts, counts = _histogram(
+            ((index, count) for index, count, _low, _high in mine),
+            low,
+            width,
+            SCORE_BINS,
         )
-        starts, counts = _histogram(rows, row["low"], width, SCORE_BINS)
         charts.append(
             {"scorer": name, "bins": starts, "width": width, "counts": counts}
         )
@@ -155,11 +171,14 @@ def completion_timeline(*, run: Run) -> dict[str, Any] | None:
     those that needed more than one attempt (retries and back-off), and those
     that ended in an error."""
     results = Result.objects.filter(run=run)
-    bounds = results.aggregate(first=Min("started_at"), last=Max("finished_at"))
-    if bounds["last"] is None:
+    # Both ends from indexes: (run, finished_at), and the run's own start.
+    last = results.aggregate(last=Max("finished_at"))["last"]
+    if last is None:
         return None
-    start: datetime = min(filter(None, (run.started_at, bounds["first"])))
-    span = max((bounds["last"] - start).total_seconds(), 0.0)
+    start: datetime = (
+        run.started_at or results.aggregate(Min("started_at"))["started_at__min"]
+    )
+    span = max((last - start).total_seconds(), 0.0)
     width = next(
         (w for w in NICE_SECONDS if span / w < TIMELINE_BUCKETS), NICE_SECONDS[-1]
     )
@@ -194,7 +213,7 @@ def run_charts(*, run: Run, summary: RunSummary) -> dict[str, Any]:
     """Everything the run page's charts draw, as plain JSON-ready data."""
     return {
         "pass_rate": pass_rate_chart(summary),
-        "scores": score_distributions(run=run),
+        "scores": score_distributions(run=run, summary=summary),
         "latency": latency_histogram(run=run),
         "timeline": completion_timeline(run=run),
     }

@@ -20,6 +20,8 @@ from django.db.models import (
     F,
     Func,
     IntegerField,
+    Max,
+    Min,
     Q,
     QuerySet,
     Sum,
@@ -58,6 +60,8 @@ class ScorerSummary:
     not_scored: int  # the target call failed: no score at all
     passed: int
     mean: float | None
+    low: float | None  # the lowest and highest score values
+    high: float | None
     pass_rate: float | None
     pass_rate_ci: tuple[float, float] | None
     # k -> mean over items of the estimator; only with several epochs.
@@ -108,6 +112,8 @@ def _score_rows(run: Run) -> dict[str, dict[str, Any]]:
         .annotate(
             rows=Count("id"),
             mean=Avg("value"),
+            low=Min("value"),
+            high=Max("value"),
             scored=Count("id", filter=Q(value__isnull=False)),
             passed=Count("id", filter=Q(passed=True)),
             errored=Count("id", filter=~Q(error="")),
@@ -132,6 +138,8 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
                 not_scored=max(results - row.get("rows", 0), 0),
                 passed=passed,
                 mean=row.get("mean"),
+                low=row.get("low"),
+                high=row.get("high"),
                 pass_rate=passed / results if results else None,
                 pass_rate_ci=stats.wilson_interval(passed, results),
                 pass_at_k={

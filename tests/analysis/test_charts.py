@@ -43,7 +43,10 @@ def test_continuous_scores_are_binned_like_numpy(big_dataset: Dataset) -> None:
     values = [s.scores["includes"][0] for s in stored if "includes" in s.scores]
     counts, edges = np.histogram(values, bins=SCORE_BINS)
 
-    chart = {c["scorer"]: c for c in score_distributions(run=run)}["includes"]
+    chart = {
+        c["scorer"]: c
+        for c in score_distributions(run=run, summary=run_summary(run=run))
+    }["includes"]
 
     assert chart["counts"] == counts.tolist()
     assert chart["bins"] == pytest.approx(edges[:-1].tolist())
@@ -57,7 +60,10 @@ def test_scores_with_few_values_are_counted_per_value(big_dataset: Dataset) -> N
         if s.scores.get("exact_match", (None,))[0] is not None
     )
 
-    chart = {c["scorer"]: c for c in score_distributions(run=run)}["exact_match"]
+    chart = {
+        c["scorer"]: c
+        for c in score_distributions(run=run, summary=run_summary(run=run))
+    }["exact_match"]
 
     assert dict(zip(chart["values"], chart["counts"], strict=True)) == values
 
@@ -92,7 +98,7 @@ def test_charts_of_a_run_without_results_are_empty(dataset: Dataset) -> None:
 
     assert latency_histogram(run=run) is None
     assert completion_timeline(run=run) is None
-    assert score_distributions(run=run) == []
+    assert score_distributions(run=run, summary=run_summary(run=run)) == []
 
 
 def test_pass_rate_chart_carries_the_interval(dataset: Dataset) -> None:
