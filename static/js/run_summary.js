@@ -21,7 +21,10 @@
     return Math.abs(value) >= 100 ? value.toFixed(0) : value.toPrecision(3);
   }
 
-  function clock(seconds) {
+  function clock(seconds, width) {
+    if (width < 1) {
+      return seconds.toFixed(1) + " s";
+    }
     var s = Math.round(seconds);
     var h = Math.floor(s / 3600);
     var m = Math.floor((s % 3600) / 60);
@@ -91,7 +94,7 @@
     return new Chart(canvas, {
       type: "bar",
       data: {
-        labels: t.offsets.map(clock),
+        labels: t.offsets.map(function (offset) { return clock(offset, t.width_seconds); }),
         datasets: [
           { type: "bar", label: "finished", data: t.finished, backgroundColor: COLORS.bar, order: 2 },
           { type: "line", label: "needed retries", data: t.retried, borderColor: COLORS.retried, backgroundColor: COLORS.retried, pointRadius: 0, order: 1 },
@@ -101,7 +104,7 @@
       options: base({
         scales: {
           x: { title: { display: true, text: "time since start (every " + t.width_seconds + " s)" } },
-          y: { beginAtZero: true, title: { display: true, text: "results" } },
+          y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "results" } },
         },
         plugins: { legend: { display: true, position: "bottom" } },
       }),
@@ -117,7 +120,7 @@
         }),
         datasets: [{ label: label, data: counts, backgroundColor: COLORS.bar, categoryPercentage: 1, barPercentage: 0.95 }],
       },
-      options: base({ scales: { y: { beginAtZero: true, title: { display: true, text: label } } } }),
+      options: base({ scales: { y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: label } } } }),
     });
   }
 
@@ -135,7 +138,7 @@
           labels: d.values.map(number),
           datasets: [{ label: "scores", data: d.counts, backgroundColor: COLORS.bar }],
         },
-        options: base({ scales: { y: { beginAtZero: true, title: { display: true, text: "scores" } } } }),
+        options: base({ scales: { y: { beginAtZero: true, ticks: { precision: 0 }, title: { display: true, text: "scores" } } } }),
       });
     }
     return histogram(canvas, d.bins, d.width, d.counts, "", "scores");
@@ -168,13 +171,10 @@
   }
 
   document.addEventListener("DOMContentLoaded", draw);
-  // The summary section is swapped in anew when a run ends (below).
-  document.addEventListener("htmx:load", function (event) {
-    if (event.detail.elt.id === "run-summary") {
-      draw();
-    }
-  });
+
   // Once a run watched live has ended, bring its summary up to date in place.
+  // Fetched and swapped here, not by htmx: htmx drops the script elements of
+  // what it swaps in, the charts' JSON among them.
   document.addEventListener("htmx:wsAfterMessage", function () {
     var progress = document.getElementById("run-progress");
     var summary = document.getElementById("run-summary");
@@ -185,10 +185,21 @@
       return;
     }
     refreshing = true;
-    htmx.ajax("GET", window.location.href, {
-      target: "#run-summary",
-      select: "#run-summary",
-      swap: "outerHTML",
-    });
+    fetch(window.location.href, { credentials: "same-origin" })
+      .then(function (response) {
+        return response.ok ? response.text() : Promise.reject(response.status);
+      })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html");
+        var section = fresh.getElementById("run-summary");
+        var current = document.getElementById("run-summary");
+        if (section && current) {
+          current.replaceWith(document.importNode(section, true));
+          draw();
+        }
+      })
+      .catch(function () {
+        refreshing = false;
+      });
   });
 })();
