@@ -631,6 +631,8 @@ class LatencyOut(Schema):
     p50: float | None
     p90: float | None
     p99: float | None
+    min: float | None
+    max: float | None
     count: int = Field(description="succeeded results with a latency")
 
 

@@ -195,7 +195,9 @@ def run_overview(*, user: User, run_id: int) -> RunOverview:
     return RunOverview(
         run=run,
         progress=run_progress(run=run),
-        scorers=run_scorer_summaries_cached(run=run),
+        # Only a run still going shows them in its progress block; once it
+        # has ended, its summary does (run_report).
+        scorers=[] if run.is_final else run_scorer_summaries_cached(run=run),
         can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
     )
 

@@ -145,19 +145,18 @@ def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]
     return charts
 
 
-def latency_histogram(*, run: Run) -> dict[str, Any] | None:
+def latency_histogram(*, run: Run, summary: RunSummary) -> dict[str, Any] | None:
     """Succeeded results' latency in LATENCY_BINS equal bins, min to max."""
-    latencies = Result.objects.filter(
-        run=run, status=ResultStatus.SUCCEEDED, latency_ms__isnull=False
-    )
-    bounds = latencies.aggregate(low=Min("latency_ms"), high=Max("latency_ms"))
-    low, high = bounds["low"], bounds["high"]
-    if low is None:
+    low, high = summary.latency_ms["min"], summary.latency_ms["max"]
+    if low is None or high is None:
         return None
     bins = LATENCY_BINS if high > low else 1
     width = (high - low) / bins or 1.0
     rows = (
-        latencies.annotate(bin=_bin(F("latency_ms"), low, width))
+        Result.objects.filter(
+            run=run, status=ResultStatus.SUCCEEDED, latency_ms__isnull=False
+        )
+        .annotate(bin=_bin(F("latency_ms"), low, width))
         .values_list("bin")
         .annotate(n=Count("id"))
         .order_by()
@@ -166,13 +165,12 @@ def latency_histogram(*, run: Run) -> dict[str, Any] | None:
     return {"bins": starts, "width": width, "counts": counts}
 
 
-def completion_timeline(*, run: Run) -> dict[str, Any] | None:
+def completion_timeline(*, run: Run, summary: RunSummary) -> dict[str, Any] | None:
     """Results finished per time bucket since the run started: all of them,
     those that needed more than one attempt (retries and back-off), and those
     that ended in an error."""
     results = Result.objects.filter(run=run)
-    # Both ends from indexes: (run, finished_at), and the run's own start.
-    last = results.aggregate(last=Max("finished_at"))["last"]
+    last = summary.last_finished_at
     if last is None:
         return None
     start: datetime = (
@@ -214,8 +212,8 @@ def run_charts(*, run: Run, summary: RunSummary) -> dict[str, Any]:
     return {
         "pass_rate": pass_rate_chart(summary),
         "scores": score_distributions(run=run, summary=summary),
-        "latency": latency_histogram(run=run),
-        "timeline": completion_timeline(run=run),
+        "latency": latency_histogram(run=run, summary=summary),
+        "timeline": completion_timeline(run=run, summary=summary),
     }
 
 

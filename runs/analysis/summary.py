@@ -10,6 +10,7 @@ every epoch; its mean is over the scores that have a value.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.core.cache import cache
@@ -25,13 +26,16 @@ from django.db.models import (
     Q,
     QuerySet,
     Sum,
+    Window,
 )
+from django.db.models.functions import RowNumber
 
 from runs.analysis import stats
-from runs.models import Result, ResultStatus, Run, Score
+from runs.models import ErrorKind, Result, ResultStatus, Run, Score
 
 CACHE_SECONDS = 600
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
+LATENCY_FIGURES = (*PERCENTILES, "min", "max")
 
 PASS_RATE_DEFINITION = (
     "A result whose target call failed or timed out, or whose score errored, "
@@ -87,6 +91,7 @@ class RunSummary:
     cost: float | None  # None when no result has a cost
     error_kinds: dict[str, int]
     retried: int  # results that needed more than one attempt
+    last_finished_at: datetime | None
 
     @property
     def has_pass_at_k(self) -> bool:
@@ -185,23 +190,33 @@ def _latencies(run: Run) -> QuerySet[Result]:
 
 
 def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
-    """p50/p90/p99 of succeeded results' latency, numpy's linear definition.
+    """p50/p90/p99 of succeeded results' latency (numpy's linear definition),
+    with the lowest and highest.
 
-    Each percentile reads the (at most) two values around it in latency order
-    from the database; an index on (run, status, latency_ms) serves it.
+    One query reads only the values at the positions around each percentile,
+    numbered in latency order along the (run, status, latency_ms) index.
     """
     if not count:
-        return dict.fromkeys(PERCENTILES)
-    ordered = (
-        _latencies(run).order_by("latency_ms").values_list("latency_ms", flat=True)
+        return dict.fromkeys(LATENCY_FIGURES)
+    places = {
+        name: stats.percentile_positions(count, fraction)
+        for name, fraction in PERCENTILES.items()
+    }
+    wanted = {0, count - 1} | {
+        position for lower, upper, _ in places.values() for position in (lower, upper)
+    }
+    values = dict(
+        _latencies(run)
+        .annotate(position=Window(RowNumber(), order_by=F("latency_ms").asc()))
+        .filter(position__in=[position + 1 for position in wanted])
+        .values_list("position", "latency_ms")
     )
-    figures: dict[str, float | None] = {}
-    for name, fraction in PERCENTILES.items():
-        lower, upper, weight = stats.percentile_positions(count, fraction)
-        values = list(ordered[lower : upper + 1])
-        low = values[0]
-        high = values[-1]
-        figures[name] = low + weight * (high - low)
+    at = {position - 1: value for position, value in values.items()}
+    figures: dict[str, float | None] = {
+        name: at[lower] + weight * (at[upper] - at[lower])
+        for name, (lower, upper, weight) in places.items()
+    }
+    figures.update(min=at[0], max=at[count - 1])
     return figures
 
 
@@ -218,13 +233,8 @@ def run_summary(*, run: Run) -> RunSummary:
         "pending": 0 if run.is_final else remainder,
         "processed": processed,
     }
-    error_kinds = dict(
-        Result.objects.filter(run=run)
-        .exclude(error_kind="")
-        .values_list("error_kind")
-        .annotate(n=Count("id"))
-        .order_by("-n", "error_kind")
-    )
+    kinds = ((kind.value, totals[f"kind_{kind.value}"]) for kind in ErrorKind)
+    error_kinds = dict(sorted((kind for kind in kinds if kind[1]), key=_most_first))
     epochs = int(run.options.get("epochs", 1) or 1)
     ks = stats.k_values(epochs) if epochs > 1 else []
     return RunSummary(
@@ -242,7 +252,12 @@ def run_summary(*, run: Run) -> RunSummary:
         cost=totals["cost"],
         error_kinds=error_kinds,
         retried=totals["retried"],
+        last_finished_at=totals["last_finished_at"],
     )
+
+
+def _most_first(pair: tuple[str, int]) -> tuple[int, str]:
+    return (-pair[1], pair[0])
 
 
 def _totals(run: Run) -> dict[str, Any]:
@@ -263,6 +278,11 @@ def _totals(run: Run) -> dict[str, Any]:
             completion_tokens=Sum("completion_tokens"),
             cost=Sum("cost"),
             retried=Count("id", filter=Q(attempt_total__gt=1)),
+            last_finished_at=Max("finished_at"),
+            **{
+                f"kind_{kind.value}": Count("id", filter=Q(error_kind=kind))
+                for kind in ErrorKind
+            },
         )
     )
 

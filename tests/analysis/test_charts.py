@@ -31,7 +31,7 @@ def test_latency_histogram_matches_numpy(big_dataset: Dataset) -> None:
     latencies = [s.latency_ms for s in stored if s.status == Result.Status.SUCCEEDED]
     counts, edges = np.histogram(latencies, bins=LATENCY_BINS)
 
-    chart = latency_histogram(run=run)
+    chart = latency_histogram(run=run, summary=run_summary(run=run))
 
     assert chart["counts"] == counts.tolist()
     assert chart["bins"] == pytest.approx(edges[:-1].tolist())
@@ -73,7 +73,7 @@ def test_timeline_counts_each_result_in_the_bucket_it_finished(
 ) -> None:
     run, stored = stored_run(big_dataset, epochs=2, seed=33)
 
-    chart = completion_timeline(run=run)
+    chart = completion_timeline(run=run, summary=run_summary(run=run))
 
     width = chart["width_seconds"]
     offsets = [(s.finished_at - run.started_at).total_seconds() for s in stored]
@@ -96,8 +96,8 @@ def test_timeline_counts_each_result_in_the_bucket_it_finished(
 def test_charts_of_a_run_without_results_are_empty(dataset: Dataset) -> None:
     run, _ = stored_run(dataset, missing=1.0, status=RunStatus.PENDING)
 
-    assert latency_histogram(run=run) is None
-    assert completion_timeline(run=run) is None
+    assert latency_histogram(run=run, summary=run_summary(run=run)) is None
+    assert completion_timeline(run=run, summary=run_summary(run=run)) is None
     assert score_distributions(run=run, summary=run_summary(run=run)) == []
 
 
