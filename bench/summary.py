@@ -127,6 +127,7 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=100_000)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--tries", type=int, default=3)
+    parser.add_argument("--run", type=int, help="measure this stored run instead")
     parser.add_argument(
         "--data-dir", help="SQLite's directory, kept (default: a new temporary one)"
     )
@@ -152,7 +153,13 @@ def main() -> int:
     settings.ALLOWED_HOSTS = ["*"]
     call_command("migrate", verbosity=0)
     began = time.perf_counter()
-    user, run = build(args.items, args.epochs, seed=1)
+    if args.run:
+        from runs.models import Run
+
+        run = Run.objects.select_related("created_by").get(pk=args.run)
+        user = run.created_by
+    else:
+        user, run = build(args.items, args.epochs, seed=1)
     built = time.perf_counter() - began
     client = Client()
     client.force_login(user)

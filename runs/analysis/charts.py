@@ -25,9 +25,9 @@ from django.db.models import (
 from django.db.models.functions import Cast, Floor
 
 from runs.analysis.summary import (
-    CACHE_SECONDS,
     JSONArrayLength,
     RunSummary,
+    cache_seconds,
 )
 from runs.models import Result, ResultStatus, Run, Score
 
@@ -223,5 +223,5 @@ def run_charts_cached(*, run: Run, summary: RunSummary) -> dict[str, Any]:
     charts = cache.get(key)
     if charts is None:
         charts = run_charts(run=run, summary=summary)
-        cache.set(key, charts, CACHE_SECONDS)
+        cache.set(key, charts, cache_seconds(run))
     return charts

@@ -26,16 +26,16 @@ from django.db.models import (
     Q,
     QuerySet,
     Sum,
-    Window,
 )
-from django.db.models.functions import RowNumber
 
 from runs.analysis import stats
 from runs.models import ErrorKind, Result, ResultStatus, Run, Score
 
 CACHE_SECONDS = 600
+# A finished run's results change only by what changes its results_version
+# (a retry, a re-score): its figures may stay cached much longer.
+FINAL_CACHE_SECONDS = 24 * 3600
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
-LATENCY_FIGURES = (*PERCENTILES, "min", "max")
 
 PASS_RATE_DEFINITION = (
     "A result whose target call failed or timed out, or whose score errored, "
@@ -190,33 +190,22 @@ def _latencies(run: Run) -> QuerySet[Result]:
 
 
 def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
-    """p50/p90/p99 of succeeded results' latency (numpy's linear definition),
-    with the lowest and highest.
+    """p50/p90/p99 of succeeded results' latency, numpy's linear definition.
 
-    One query reads only the values at the positions around each percentile,
-    numbered in latency order along the (run, status, latency_ms) index.
+    Each percentile reads the (at most) two values around it in latency order,
+    walking the (run, status, latency_ms) index: a few milliseconds on a run of
+    100,000 results, where numbering every row in one query takes far longer.
     """
     if not count:
-        return dict.fromkeys(LATENCY_FIGURES)
-    places = {
-        name: stats.percentile_positions(count, fraction)
-        for name, fraction in PERCENTILES.items()
-    }
-    wanted = {0, count - 1} | {
-        position for lower, upper, _ in places.values() for position in (lower, upper)
-    }
-    values = dict(
-        _latencies(run)
-        .annotate(position=Window(RowNumber(), order_by=F("latency_ms").asc()))
-        .filter(position__in=[position + 1 for position in wanted])
-        .values_list("position", "latency_ms")
+        return dict.fromkeys(PERCENTILES)
+    ordered = (
+        _latencies(run).order_by("latency_ms").values_list("latency_ms", flat=True)
     )
-    at = {position - 1: value for position, value in values.items()}
-    figures: dict[str, float | None] = {
-        name: at[lower] + weight * (at[upper] - at[lower])
-        for name, (lower, upper, weight) in places.items()
-    }
-    figures.update(min=at[0], max=at[count - 1])
+    figures: dict[str, float | None] = {}
+    for name, fraction in PERCENTILES.items():
+        lower, upper, weight = stats.percentile_positions(count, fraction)
+        values = list(ordered[lower : upper + 1])
+        figures[name] = values[0] + weight * (values[-1] - values[0])
     return figures
 
 
@@ -243,7 +232,11 @@ def run_summary(*, run: Run) -> RunSummary:
         epochs=epochs,
         counts=counts,
         scorers=_scorer_summaries(run, results=results, ks=ks),
-        latency_ms=latency_percentiles(run, totals["latency_count"]),
+        latency_ms={
+            **latency_percentiles(run, totals["latency_count"]),
+            "min": totals["latency_min"],
+            "max": totals["latency_max"],
+        },
         latency_count=totals["latency_count"],
         tokens={
             "prompt": totals["prompt_tokens"] or 0,
@@ -261,6 +254,7 @@ def _most_first(pair: tuple[str, int]) -> tuple[int, str]:
 
 
 def _totals(run: Run) -> dict[str, Any]:
+    succeeded = Q(status=ResultStatus.SUCCEEDED, latency_ms__isnull=False)
     return (
         Result.objects.filter(run=run)
         .annotate(attempt_total=JSONArrayLength(F("attempts")))
@@ -270,10 +264,9 @@ def _totals(run: Run) -> dict[str, Any]:
                 status.value: Count("id", filter=Q(status=status))
                 for status in ResultStatus
             },
-            latency_count=Count(
-                "id",
-                filter=Q(status=ResultStatus.SUCCEEDED, latency_ms__isnull=False),
-            ),
+            latency_count=Count("id", filter=succeeded),
+            latency_min=Min("latency_ms", filter=succeeded),
+            latency_max=Max("latency_ms", filter=succeeded),
             prompt_tokens=Sum("prompt_tokens"),
             completion_tokens=Sum("completion_tokens"),
             cost=Sum("cost"),
@@ -287,13 +280,18 @@ def _totals(run: Run) -> dict[str, Any]:
     )
 
 
+def cache_seconds(run: Run) -> int:
+    """How long figures of the run stay cached under its results_version."""
+    return FINAL_CACHE_SECONDS if run.is_final else CACHE_SECONDS
+
+
 def run_summary_cached(*, run: Run) -> RunSummary:
     """``run_summary``, kept under the run's ``results_version``."""
     key = f"run-summary:{run.results_version}"
     summary = cache.get(key)
     if summary is None:
         summary = run_summary(run=run)
-        cache.set(key, summary, CACHE_SECONDS)
+        cache.set(key, summary, cache_seconds(run))
     return summary
 
 
@@ -314,7 +312,7 @@ def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:
     summaries = cache.get(key)
     if summaries is None:
         summaries = run_scorer_summaries(run=run)
-        cache.set(key, summaries, CACHE_SECONDS)
+        cache.set(key, summaries, cache_seconds(run))
     return summaries
 
 
