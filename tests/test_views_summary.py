@@ -142,6 +142,8 @@ def test_run_page_carries_the_charts_data_for_its_script(
     data = json.loads(match.group(1))
     assert set(data) == {"pass_rate", "scores", "latency", "timeline"}
     assert sum(data["timeline"]["finished"]) == len(stored)
+    # Hidden until the script draws them: without it, the tables carry all.
+    assert '<div class="charts" id="run-charts" hidden>' in page
     assert 'src="/static/vendor/chart.js/chart.umd.min.js"' in page
     assert 'src="/static/js/run_summary.js"' in page
 
