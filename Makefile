@@ -52,6 +52,10 @@ vendor:
 	npm install --no-save --no-audit --no-fund
 	cp node_modules/htmx.org/dist/htmx.min.js node_modules/htmx.org/LICENSE static/vendor/htmx/
 	cp node_modules/htmx-ext-ws/dist/ws.min.js node_modules/htmx-ext-ws/LICENSE static/vendor/htmx-ext-ws/
+	mkdir -p static/vendor/chart.js
+	cp node_modules/chart.js/dist/chart.umd.min.js node_modules/chart.js/LICENSE.md static/vendor/chart.js/
+	# The source map is not vendored: drop the comment that points to it.
+	sed -i '/^\/\/# sourceMappingURL=/d' static/vendor/chart.js/chart.umd.min.js
 
 bench: install-test
 	$(BIN)/python bench/run.py

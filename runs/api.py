@@ -46,6 +46,7 @@ from runs.analysis.clusters import (
     run_clusters_cached,
 )
 from runs.analysis.compare import Comparison
+from runs.analysis.summary import RunSummary, run_summary_cached
 from runs.catalogue import scorer_kinds, target_kinds
 from runs.downloads import (
     COMPARISON_COLUMNS,
@@ -91,6 +92,7 @@ from runs.schemas import (
     RunFilter,
     RunIn,
     RunOut,
+    RunSummaryOut,
     ScorerKindOut,
     SecretIn,
     SecretOut,
@@ -724,3 +726,15 @@ def export_run(
     """A run's results as JSON Lines or CSV (cells safe to open in a spreadsheet)."""
     run = run_get(user=request.auth, run_id=run_id)
     return export_response(run=run, format=format)
+
+
+# -- run summary ----------------------------------------------------------------
+
+
+@run_router.get("/{run_id}/summary", response={200: RunSummaryOut, **READ_ERRORS})
+def get_run_summary(request: HttpRequest, run_id: DbId) -> RunSummary:
+    """How good the run was: per scorer, results, scores, errors, the pass rate
+    with its Wilson 95% interval and, with several epochs, pass@k and pass^k;
+    latency percentiles, tokens, cost, counts per status and error kind."""
+    run = run_get(user=request.auth, run_id=run_id)
+    return run_summary_cached(run=run)

@@ -371,6 +371,8 @@ class Result(models.Model):
                 fields=["run", "error_signature", "item_index", "epoch"],
                 name="result_run_signature_idx",
             ),
+            # Latency percentiles of a run's succeeded results, read in order.
+            models.Index(fields=["run", "status", "latency_ms"]),
         ]
 
     def __str__(self) -> str:

@@ -13,7 +13,12 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 from ninja.schema import DjangoGetter
 from pydantic import model_validator
 
-from runs.analysis.summary import run_score_means
+from runs.analysis.summary import (
+    PASS_RATE_DEFINITION,
+    RunSummary,
+    ScorerSummary,
+    run_score_means,
+)
 from runs.executor.options import RunOptions
 from runs.importers import FieldMap
 from runs.models import (
@@ -697,3 +702,81 @@ class RunClustersOut(Schema):
     @staticmethod
     def resolve_baseline(obj: Any) -> int | None:
         return obj.baseline.pk if obj.baseline is not None else None
+
+
+# -- run summary --------------------------------------------------------------
+
+
+class ScorerSummaryOut(Schema):
+    scorer: str
+    results: int = Field(
+        description="every stored result of the run, all epochs: the denominator"
+    )
+    scored: int = Field(description="results whose score has a value")
+    errored: int = Field(description="results whose scorer raised or timed out")
+    not_scored: int = Field(
+        description="results whose target call failed or timed out: no score"
+    )
+    passed: int
+    mean: float | None = Field(description="mean of the scores that have a value")
+    pass_rate: float | None = Field(
+        description="passed / results; failed target calls and errored scores "
+        "count as not passed. Null without results"
+    )
+    pass_rate_ci: tuple[float, float] | None = Field(
+        description="Wilson 95% interval of the pass rate"
+    )
+    pass_at_k: dict[str, float | None] = Field(
+        description="k -> unbiased pass@k (Chen et al. 2021), mean over items, for "
+        "k = 1, 2, 4, ... up to the epochs; empty with one epoch. Items with "
+        "fewer than k results are left out; null when none has k"
+    )
+    pass_hat_k: dict[str, float | None] = Field(
+        description="k -> pass^k (all k attempts pass), mean over items; as pass_at_k"
+    )
+
+    @staticmethod
+    def resolve_pass_at_k(obj: ScorerSummary) -> dict[str, float | None]:
+        return {str(k): value for k, value in obj.pass_at_k.items()}
+
+    @staticmethod
+    def resolve_pass_hat_k(obj: ScorerSummary) -> dict[str, float | None]:
+        return {str(k): value for k, value in obj.pass_hat_k.items()}
+
+
+class LatencyOut(Schema):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    min: float | None
+    max: float | None
+    count: int = Field(description="succeeded results with a latency")
+
+
+class TokensOut(Schema):
+    prompt: int
+    completion: int
+
+
+class RunSummaryOut(Schema):
+    run: int
+    status: RunStatus
+    epochs: int
+    counts: RunCounts
+    scorers: list[ScorerSummaryOut] = Field(description="in the run's scorer order")
+    latency_ms: LatencyOut = Field(
+        description="percentiles over succeeded results (linear interpolation)"
+    )
+    tokens: TokensOut
+    cost: float | None = Field(description="null when no result has a cost")
+    error_kinds: dict[str, int] = Field(description="results per error kind")
+    retried: int = Field(description="results that needed more than one attempt")
+    definition: str = Field(description="how the pass rate is counted")
+
+    @staticmethod
+    def resolve_latency_ms(obj: RunSummary) -> dict[str, Any]:
+        return {**obj.latency_ms, "count": obj.latency_count}
+
+    @staticmethod
+    def resolve_definition(obj: RunSummary) -> str:
+        return PASS_RATE_DEFINITION

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
@@ -17,10 +18,17 @@ from django.db.models import (
 )
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
+from runs.analysis.charts import run_charts_cached
 from runs.analysis.compare import Comparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
 from runs.analysis.progress import RunProgress, run_progress
-from runs.analysis.summary import ScorerSummary, run_scorer_summaries_cached
+from runs.analysis.summary import (
+    PASS_RATE_DEFINITION,
+    RunSummary,
+    ScorerSummary,
+    run_scorer_summaries_cached,
+    run_summary_cached,
+)
 from runs.errors import InvalidInput, NotFound
 from runs.models import (
     ApiKey,
@@ -189,7 +197,9 @@ def run_overview(*, user: User, run_id: int) -> RunOverview:
     return RunOverview(
         run=run,
         progress=run_progress(run=run),
-        scorers=run_scorer_summaries_cached(run=run),
+        # Only a run still going shows them in its progress block; once it
+        # has ended, its summary does (run_report).
+        scorers=[] if run.is_final else run_scorer_summaries_cached(run=run),
         can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
     )
 
@@ -387,4 +397,22 @@ def dataset_names(*, project_id: int) -> list[str]:
         .order_by("name")
         .values_list("name", flat=True)
         .distinct()
+    )
+
+
+# -- run summary ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    summary: RunSummary
+    charts: dict[str, Any]
+    definition: str = PASS_RATE_DEFINITION
+
+
+def run_report(*, run: Run) -> RunReport:
+    """The run page's summary section: its figures and its charts' data."""
+    summary = run_summary_cached(run=run)
+    return RunReport(
+        summary=summary, charts=run_charts_cached(run=run, summary=summary)
     )

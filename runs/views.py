@@ -169,6 +169,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         if overview.run.is_final
         else selectors.result_latest(run=overview.run, limit=LIVE_SNAPSHOT_ROWS),
         "show_epoch": overview.run.options.get("epochs", 1) > 1,
+        "report": selectors.run_report(run=overview.run),
     }
     return render(request, "runs/run_detail.html", context)
 

@@ -236,8 +236,10 @@ def test_finished_run_page_does_not_read_live_rows_or_the_creator_apart(
     Run.objects.filter(pk=run.pk).update(created_by=project.memberships.first().user)
 
     # Session, user, run with its project, dataset, creator and the user's
-    # role, scorer summaries, count, results with their items, scores.
-    with django_assert_max_num_queries(7):
+    # role; the summary (totals, scores per scorer, three latency
+    # percentiles) and its charts (score bins, latency bins, timeline); count,
+    # results with their items, scores.
+    with django_assert_max_num_queries(14):
         response = alice_client.get(f"/runs/{run.pk}/")
 
     assert response.status_code == 200

