@@ -274,6 +274,11 @@ class Run(models.Model):
         return max(self.total - self.processed, 0) if not self.is_final else 0
 
     @property
+    def in_flight_now(self) -> int:
+        """Pending items its executor holds now, as of its last heartbeat."""
+        return min(self.in_flight, self.pending) if self.alive else 0
+
+    @property
     def is_final(self) -> bool:
         return self.status in FINAL_RUN_STATUSES
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.db.models import QuerySet
 from ninja import Field, FilterLookup, FilterSchema, Schema
@@ -21,6 +21,7 @@ from runs.importers import FieldMap
 from runs.models import (
     ApiKey,
     Dataset,
+    ErrorKind,
     Item,
     Membership,
     ProjectSecret,
@@ -590,17 +591,15 @@ class SecretOut(Schema):
 class ResultFilterIn(Schema):
     """Filters of a run's results (GET /runs/{id}/results); they combine."""
 
-    status: str | None = Field(
+    status: ResultStatus | Literal["pending", "skipped"] | None = Field(
         None,
         description="a result status (succeeded, failed, timed_out, cancelled), "
         "or pending (items with no result yet, while the run is going) or "
         "skipped (the same, once the run has ended)",
     )
-    error_kind: str | None = Field(
-        None, description="transient, quota, permanent, timeout or cancelled"
-    )
+    error_kind: ErrorKind | None = None
     scorer: str | None = Field(None, description="one of the run's scorer names")
-    verdict: str | None = Field(
+    verdict: Literal["passed", "failed", "errored"] | None = Field(
         None,
         description="with scorer: passed, failed (scored, not passed) or errored "
         "(the scorer raised or timed out)",
@@ -683,9 +682,7 @@ class RetryOut(Schema):
     results: int = Field(description="(item, epoch) executions: rewrites + missing")
     rewrites: int = Field(description="stored results rewritten in place")
     missing: int = Field(description="(item, epoch) without a result, run too")
-    calls: int = Field(
-        description="at most: results times max_attempts"
-    )
+    calls: int = Field(description="at most: results times max_attempts")
     statuses: list[str]
     cluster: str | None
     launched: bool

@@ -442,20 +442,3 @@ def run_items_left(*, run: Run, filters: ResultFilters) -> QuerySet[Item]:
     if filters.external_id:
         items = items.filter(external_id=filters.external_id)
     return items
-
-
-@dataclass(frozen=True, slots=True)
-class RunLeft:
-    pending: int  # item-epochs without a counted result while the run goes
-    in_flight: int  # of those, what the executor's workers hold now
-    skipped: int  # item-epochs without a result once the run has ended
-
-
-def run_left(*, run: Run) -> RunLeft:
-    """What is left of a run: "412 pending, 3 in flight".
-
-    In flight is what the executor reported with its last heartbeat; none
-    when no executor has reported recently.
-    """
-    in_flight = min(run.in_flight, run.pending) if run.alive else 0
-    return RunLeft(pending=run.pending, in_flight=in_flight, skipped=run.skipped)

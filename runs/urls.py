@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from runs import views, views_projects
+from runs import views, views_projects, views_retry
 from runs.schemas import MAX_DB_INT
 
 
@@ -89,4 +89,7 @@ urlpatterns = [
         views.project_secret_delete,
         name="project_secret_delete",
     ),
+]
+urlpatterns += [
+    path("runs/<id:run_id>/retry/", views_retry.run_retry, name="run_retry"),
 ]
