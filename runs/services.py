@@ -487,7 +487,8 @@ class RetryPlan:
     rewrites: int
     missing: int
     max_attempts: int
-    launched: bool = False
+    started: bool = False  # the results are marked and the run is pending
+    launched: bool = False  # and handed to the launcher
 
     @property
     def results(self) -> int:
@@ -588,4 +589,4 @@ def run_retry(
         locked.save()
     if launch:
         run_launch(run=locked)
-    return replace(plan, run=locked, launched=launch)
+    return replace(plan, run=locked, started=True, launched=launch)
