@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from django.utils import timezone
 
 from runs import services
 from runs.executor import store
+from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
-from runs.models import Dataset, ErrorKind, Item, Run
+from runs.models import Dataset, ErrorKind, Item, Project, Run
+from runs.testing.fake_openai import FakeOpenAIServer
+from tests.factories import arithmetic_items, make_dataset
 
 # index: (status, error kind, signature, exact_match score as (passed, error))
 MIXED = {
@@ -20,6 +25,7 @@ MIXED = {
     6: ("timed_out", ErrorKind.TIMEOUT, "sig-b", None),
 }
 UNSTORED = (7, 8, 9)  # of the ten items of the ``dataset`` fixture
+FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
 
 
 def mixed_run(dataset: Dataset, *, ended: bool = False) -> Run:
@@ -64,4 +70,25 @@ def mixed_run(dataset: Dataset, *, ended: bool = False) -> Run:
     if ended:
         store.run_finish(run.pk, cancelled=True)
     run.refresh_from_db()
+    return run
+
+
+def ended_run_with_two_failures(project: Project, server: FakeOpenAIServer) -> Run:
+    """An ended run of five items against ``server`` whose items 1 and 3 failed
+    once (a retry of them succeeds)."""
+    items = arithmetic_items(5)
+    for index in (1, 3):
+        items[index]["input"] += "[[flaky:1]]"  # fails once, then answers
+    run = services.run_create(
+        user=None,
+        dataset=make_dataset(project, items),
+        target_kind="openai_chat",
+        target_config={"base_url": server.base_url, "model": "fake"},
+        scorers=["exact_match"],
+        options={**FAST, "max_attempts": 1},
+        launch=False,
+    )
+    asyncio.run(execute_run(run.pk))
+    run.refresh_from_db()
+    assert (run.failed, run.succeeded) == (2, 3)
     return run
