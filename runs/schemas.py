@@ -664,12 +664,13 @@ class ResultRowOut(ResultOut):
 
 
 class RetryIn(BodyIn):
-    statuses: list[str] = Field(
-        default_factory=lambda: [ResultStatus.FAILED, ResultStatus.TIMED_OUT],
+    statuses: list[str] | None = Field(
+        None,
         max_length=8,
         description="result statuses to retry (succeeded, failed, timed_out, "
         "cancelled) and/or skipped (items with no result); items with no result "
-        "always run with a retry",
+        "always run with a retry. Default: failed and timed_out, or with a "
+        "cluster every result of it",
     )
     cluster: str | None = Field(
         None, max_length=64, description="only the results of this failure cluster"

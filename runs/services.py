@@ -468,6 +468,7 @@ def target_try(
 # -- retrying inside a run ---------------------------------------------------------
 
 RETRY_STATUSES = (*Result.Status.values, SKIPPED)
+DEFAULT_RETRY_STATUSES = (Result.Status.FAILED, Result.Status.TIMED_OUT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -499,7 +500,12 @@ class RetryPlan:
         return self.results * self.max_attempts
 
 
-def _retry_statuses(statuses: Iterable[str]) -> tuple[str, ...]:
+def _retry_statuses(
+    statuses: Iterable[str] | None, cluster: str | None
+) -> tuple[str, ...]:
+    if statuses is None:
+        # A cluster names its results itself (failed scores are succeeded calls).
+        return tuple(Result.Status.values) if cluster else DEFAULT_RETRY_STATUSES
     chosen = tuple(dict.fromkeys(s.strip() for s in statuses if s and s.strip()))
     if not chosen:
         raise InvalidInput("choose at least one status to retry", field="statuses")
@@ -548,7 +554,7 @@ def run_retry(
     *,
     run: Run,
     user: AbstractBaseUser | None,
-    statuses: Iterable[str],
+    statuses: Iterable[str] | None,
     cluster: str | None = None,
     dry_run: bool = False,
     launch: bool = True,
@@ -560,12 +566,13 @@ def run_retry(
     then rewrites each of those rows in place (its attempts appended to the
     log) and runs the items that have no result. Rows a retry did not reach
     keep their previous outcome when the run ends. Refused while the run is
-    executing. ``launch=False`` leaves the execution to the caller.
+    executing. ``statuses`` None: failed and timed out, or with a cluster
+    every result of it. ``launch=False`` leaves the execution to the caller.
     """
     if user is not None:
         require_role(user, run.project, Membership.Role.EDITOR)
-    statuses = _retry_statuses(statuses)
     cluster = (cluster or "").strip() or None
+    statuses = _retry_statuses(statuses, cluster)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if not locked.is_final:

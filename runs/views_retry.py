@@ -12,8 +12,6 @@ from runs.errors import Conflict, InvalidInput
 from runs.models import Result
 from runs.views import domain_errors
 
-DEFAULT_RETRY_STATUSES = (Result.Status.FAILED, Result.Status.TIMED_OUT)
-
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
@@ -21,15 +19,15 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET: what a retry would run, to confirm; POST: start it."""
     run = selectors.run_get(user=request.user, run_id=run_id)
     data = request.POST if request.method == "POST" else request.GET
-    statuses = data.getlist("status") or list(DEFAULT_RETRY_STATUSES)
     cluster = data.get("cluster") or None
+    statuses = data.getlist("status") or None
     arguments = {"run": run, "user": request.user, "statuses": statuses}
     try:
         plan = services.run_retry(
             **arguments, cluster=cluster, dry_run=request.method != "POST"
         )
     except (InvalidInput, Conflict) as exc:
-        context = {"run": run, "error": exc, "statuses": statuses, "cluster": cluster}
+        context = {"run": run, "error": exc, "cluster": cluster}
         status = 409 if isinstance(exc, Conflict) else 400
         return render(request, "runs/run_retry.html", context, status=status)
     if request.method == "POST":
@@ -43,7 +41,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "plan": plan,
-        "statuses": statuses,
+        "statuses": plan.statuses,
         "cluster": cluster,
         "choices": [*Result.Status.choices, (selectors.SKIPPED, "Skipped")],
     }

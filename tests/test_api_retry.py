@@ -101,3 +101,11 @@ def test_an_outsider_gets_404(mallory_client, dataset):
     run = mixed_run(dataset, ended=True)
     response = post_retry(mallory_client, run, statuses=["failed"])
     assert response.status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_cluster_without_statuses_retries_every_result_of_it(alice_client, dataset):
+    run = mixed_run(dataset, ended=True)
+    body = post_retry(alice_client, run, cluster="sig-a", dry_run=True).json()
+    assert body["rewrites"] == 2
+    assert body["statuses"][:4] == ["succeeded", "failed", "timed_out", "cancelled"]

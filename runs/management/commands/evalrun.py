@@ -49,7 +49,6 @@ from runs.services import RETRY_STATUSES
 from runs.targets import REGISTRY as TARGETS
 
 EXIT_BAD_INPUT = 2
-DEFAULT_RETRY_STATUSES = ("failed", "timed_out")
 DEFAULT_PROJECT = "Default"
 CLAIM_POLL_SECONDS = 0.5
 
@@ -179,7 +178,7 @@ class Command(BaseCommand):
         plan = services.run_retry(
             run=run,
             user=user,
-            statuses=opts["status"] or DEFAULT_RETRY_STATUSES,
+            statuses=opts["status"] or None,
             launch=False,
         )
         if not plan.started:
