@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from django.urls import reverse
 
+from runs import services
+from runs.executor.engine import execute_run
 from runs.models import Result, Run
 from tests.executor.conftest import wait_for
 from tests.mixed_results import ended_run_with_two_failures, mixed_run
@@ -78,3 +82,17 @@ def test_an_outsider_gets_404(mallory_client, dataset):
     run = mixed_run(dataset, ended=True)
     assert mallory_client.get(retry_url(run)).status_code == 404
     assert mallory_client.post(retry_url(run), {"status": "failed"}).status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_result_page_shows_old_and_retried_attempts(alice_client, project, fake_openai):
+    run = ended_run_with_two_failures(project, fake_openai)
+    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    asyncio.run(execute_run(run.pk))
+    result = Result.objects.get(run=run, item_index=1)
+
+    url = reverse("runs:result_detail", args=[run.pk, result.pk])
+    page = alice_client.get(url).content.decode()
+
+    assert page.count("retry 1 ·") == 1  # the new attempt, after the old one
+    assert "flaky upstream" in page  # the old attempt's error stays readable
