@@ -378,7 +378,13 @@ class Result(models.Model):
             models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
-            models.Index(fields=["run", "retry_pending"]),
+            # Partial: only rows waiting for a retry (few, and briefly), so a
+            # lookup of a run's other rows never picks it over the unique index.
+            models.Index(
+                fields=["run"],
+                condition=Q(retry_pending=True),
+                name="result_run_retry_pending",
+            ),
         ]
 
     def __str__(self) -> str:
