@@ -163,3 +163,37 @@ def test_page_with_a_bad_filter_is_400_naming_it(alice_client, dataset):
 def test_page_filters_of_an_outsiders_run_are_404(mallory_client, dataset):
     run = mixed_run(dataset)
     assert mallory_client.get(f"/runs/{run.pk}/?status=pending").status_code == 404
+
+
+def test_pending_with_epochs_lists_items_missing_any_epoch(project):
+    from django.utils import timezone
+
+    from runs import services
+    from runs.executor import store
+    from runs.executor.store import ResultRecord
+    from runs.models import Item
+    from tests.factories import arithmetic_items, make_dataset
+
+    dataset = make_dataset(project, arithmetic_items(2))
+    run = services.run_create(
+        user=None,
+        dataset=dataset,
+        target_kind="demo",
+        target_config={},
+        scorers=["exact_match"],
+        options={"epochs": 2},
+        launch=False,
+    )
+    first, second = Item.objects.filter(dataset=dataset).order_by("index")
+    now = timezone.now()
+    store.results_write(
+        run.pk,
+        [
+            ResultRecord(first.pk, 0, epoch, "succeeded", "0", [], now, now)
+            for epoch in (0, 1)
+        ]
+        + [ResultRecord(second.pk, 1, 0, "succeeded", "3", [], now, now)],
+    )
+    run.refresh_from_db()
+    assert run.pending == 1
+    assert indexes(run, status="pending") == [1]  # its epoch 1 has no result
