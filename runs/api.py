@@ -62,7 +62,6 @@ from runs.models import (
     Project,
     ProjectSecret,
     Result,
-    ResultStatus,
     Run,
     Target,
 )
@@ -83,10 +82,14 @@ from runs.schemas import (
     MemberIn,
     MemberOut,
     MemberPatch,
+    PendingRows,
     PluginKindOut,
     ProjectIn,
     ProjectOut,
-    ResultOut,
+    ResultFilterIn,
+    ResultRowOut,
+    RetryIn,
+    RetryOut,
     RunClustersOut,
     RunDetailOut,
     RunFilter,
@@ -106,6 +109,7 @@ from runs.schemas import (
 )
 from runs.secrets import secret_delete, secret_list, secret_set
 from runs.selectors import (
+    ResultFilters,
     api_key_list,
     comparison_pair,
     dataset_get,
@@ -115,10 +119,11 @@ from runs.selectors import (
     project_get,
     project_get_with_role,
     project_list,
-    result_list,
+    result_filter,
     run_comparison,
     run_get,
     run_ids_parse,
+    run_items_left,
     run_list,
     target_get,
     target_list,
@@ -133,6 +138,7 @@ from runs.services import (
     project_create,
     run_cancel,
     run_create,
+    run_retry,
     target_create,
     target_delete,
     target_try,
@@ -162,6 +168,9 @@ ERRORS: dict[int, Any] = {
     409: ErrorOut,
     413: ErrorOut,
 }
+
+# Reads whose query parameters are checked beyond their types answer 400 too.
+ERRORS_READ_FILTERED: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut}
 
 logger = logging.getLogger(__name__)
 
@@ -413,14 +422,22 @@ def cancel_run(request: HttpRequest, run_id: DbId) -> Run:
     return run_cancel(run=run, user=request.auth)
 
 
-@run_router.get("/{run_id}/results", response={200: list[ResultOut], **READ_ERRORS})
+@run_router.get(
+    "/{run_id}/results", response={200: list[ResultRowOut], **ERRORS_READ_FILTERED}
+)
 @paginated
 def list_results(
-    request: HttpRequest, run_id: DbId, status: ResultStatus | None = None
-) -> QuerySet[Result]:
-    """A run's results in dataset order, optionally only those of one status."""
+    request: HttpRequest, run_id: DbId, filters: Query[ResultFilterIn]
+) -> "QuerySet[Result] | PendingRows":
+    """A run's results in dataset order, filtered (the filters combine).
+
+    With status pending or skipped: the items that have no result, one row each.
+    """
     run = run_get(user=request.auth, run_id=run_id)
-    return result_list(run=run, status=status)
+    chosen = ResultFilters.parse(filters.model_dump(), run=run)
+    if chosen.lists_items:
+        return PendingRows(run_items_left(run=run, filters=chosen), chosen.status)
+    return result_filter(run=run, filters=chosen)
 
 
 # -- scorers ------------------------------------------------------------------
@@ -738,3 +755,34 @@ def get_run_summary(request: HttpRequest, run_id: DbId) -> RunSummary:
     latency percentiles, tokens, cost, counts per status and error kind."""
     run = run_get(user=request.auth, run_id=run_id)
     return run_summary_cached(run=run)
+
+
+# -- retry inside a run ---------------------------------------------------------
+
+
+@run_router.post("/{run_id}/retry", response={200: RetryOut, **ERRORS})
+def retry_run(request: HttpRequest, run_id: DbId, payload: RetryIn) -> dict[str, Any]:
+    """Run the chosen results of an ended run again, in the same run.
+
+    Each chosen result is rewritten in place, its new attempts appended to its
+    attempt log; items with no result run too. 409 while the run executes.
+    """
+    run = run_get(user=request.auth, run_id=run_id)
+    plan = run_retry(
+        run=run,
+        user=request.auth,
+        statuses=payload.statuses,
+        cluster=payload.cluster,
+        dry_run=payload.dry_run,
+    )
+    return {
+        "items": plan.items,
+        "results": plan.results,
+        "rewrites": plan.rewrites,
+        "missing": plan.missing,
+        "calls": plan.calls,
+        "statuses": list(plan.statuses),
+        "cluster": plan.cluster,
+        "launched": plan.launched,
+        "run": plan.run,
+    }

@@ -243,6 +243,11 @@ class Run(models.Model):
     executor_id = models.CharField(max_length=100, blank=True)
     # While the executor backs off after 429s: the concurrency it allows now.
     throttle_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Items its workers hold (attempting, backing off or scoring), as of the
+    # executor's last heartbeat.
+    in_flight = models.PositiveIntegerField(default=0)
+    # Moves each time stored results are taken back for a retry in the run.
+    revision = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -269,6 +274,11 @@ class Run(models.Model):
         return max(self.total - self.processed, 0) if not self.is_final else 0
 
     @property
+    def in_flight_now(self) -> int:
+        """Pending items its executor holds now, as of its last heartbeat."""
+        return min(self.in_flight, self.pending) if self.alive else 0
+
+    @property
     def is_final(self) -> bool:
         return self.status in FINAL_RUN_STATUSES
 
@@ -284,16 +294,18 @@ class Run(models.Model):
     def results_version(self) -> str:
         """Changes whenever a result or a score of this run is stored.
 
-        Results and scores are only ever added, in the transaction that moves
-        the counts (executor/store.py). What rewrites them (a retry inside the
-        run, a re-score) must add what it moves here. Keys of what is cached
-        from a run's results (its results table, its scorer figures).
+        Results and scores are added, or rewritten in place by a retry, in
+        the transaction that moves the counts (executor/store.py); a retry
+        also moves ``revision``. What else rewrites them (a re-score) must
+        add what it moves here. Keys of what is cached from a run's results
+        (its results table, its scorer figures).
         """
         return ":".join(
             str(part)
             for part in (
                 self.pk,
                 self.created_at.timestamp(),
+                self.revision,
                 self.status,
                 self.finished_at and self.finished_at.timestamp(),
                 self.succeeded,
@@ -354,6 +366,9 @@ class Result(models.Model):
     cost = models.FloatField(null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
+    # Chosen for a retry that has not rewritten it yet: out of the run's
+    # counts until it is rewritten or the run ends (then it keeps its outcome).
+    retry_pending = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["run", "item_index", "epoch"]
@@ -373,6 +388,13 @@ class Result(models.Model):
             ),
             # Latency percentiles of a run's succeeded results, read in order.
             models.Index(fields=["run", "status", "latency_ms"]),
+            # Partial: only rows waiting for a retry (few, and briefly), so a
+            # lookup of a run's other rows never picks it over the unique index.
+            models.Index(
+                fields=["run"],
+                condition=Q(retry_pending=True),
+                name="result_run_retry_pending",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -6,9 +6,11 @@ name used in one is imported at module level, never under TYPE_CHECKING.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
+from django.db.models import QuerySet
 from ninja import Field, FilterLookup, FilterSchema, Schema
 from ninja.schema import DjangoGetter
 from pydantic import model_validator
@@ -24,6 +26,7 @@ from runs.importers import FieldMap
 from runs.models import (
     ApiKey,
     Dataset,
+    ErrorKind,
     Item,
     Membership,
     ProjectSecret,
@@ -780,3 +783,108 @@ class RunSummaryOut(Schema):
     @staticmethod
     def resolve_definition(obj: RunSummary) -> str:
         return PASS_RATE_DEFINITION
+
+
+# -- a run's results filtered; retry inside a run --------------------------------
+
+
+class ResultFilterIn(Schema):
+    """Filters of a run's results (GET /runs/{id}/results); they combine."""
+
+    status: ResultStatus | Literal["pending", "skipped"] | None = Field(
+        None,
+        description="a result status (succeeded, failed, timed_out, cancelled), "
+        "or pending (items with no result yet, while the run is going) or "
+        "skipped (the same, once the run has ended)",
+    )
+    error_kind: ErrorKind | None = None
+    scorer: str | None = Field(None, description="one of the run's scorer names")
+    verdict: Literal["passed", "failed", "errored"] | None = Field(
+        None,
+        description="with scorer: passed, failed (scored, not passed) or errored "
+        "(the scorer raised or timed out)",
+    )
+    external_id: str | None = Field(None, description="the item's external id")
+    cluster: str | None = Field(None, description="a failure cluster's key")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    """An item without a result, listed as a row of the results."""
+
+    item: Item
+    status: str
+    id: None = None
+    epoch: None = None
+    output: None = None
+    error_kind: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    error_signature: str = ""
+    attempts: tuple[()] = ()
+    attempt_count: int = 0
+    latency_ms: None = None
+    prompt_tokens: None = None
+    completion_tokens: None = None
+    cost: None = None
+    started_at: None = None
+    finished_at: None = None
+
+    @property
+    def item_index(self) -> int:
+        return self.item.index
+
+
+class PendingRows:
+    """A page-sliceable list of PendingRow over a queryset of items."""
+
+    def __init__(self, items: QuerySet[Item], status: str) -> None:
+        self.items, self.status = items, status
+
+    def __len__(self) -> int:
+        return self.items.count()
+
+    def __getitem__(self, where: slice) -> list[PendingRow]:
+        return [PendingRow(item, self.status) for item in self.items[where]]
+
+
+class ResultRowOut(ResultOut):
+    """A result, or (status pending / skipped) an item that has none: then
+    ``id``, ``epoch`` and the times are null."""
+
+    id: int | None
+    epoch: int | None
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_scores(obj: Result | PendingRow) -> list[Score]:
+        return [] if isinstance(obj, PendingRow) else list(obj.scores.all())
+
+
+class RetryIn(BodyIn):
+    statuses: list[str] | None = Field(
+        None,
+        max_length=8,
+        description="result statuses to retry (succeeded, failed, timed_out, "
+        "cancelled) and/or skipped (items with no result); items with no result "
+        "always run with a retry. Default: failed and timed_out, or with a "
+        "cluster every result of it",
+    )
+    cluster: str | None = Field(
+        None, max_length=64, description="only the results of this failure cluster"
+    )
+    dry_run: bool = Field(False, description="say what would run; change nothing")
+
+
+class RetryOut(Schema):
+    items: int = Field(description="distinct items to run")
+    results: int = Field(description="(item, epoch) executions: rewrites + missing")
+    rewrites: int = Field(description="stored results rewritten in place")
+    missing: int = Field(description="(item, epoch) without a result, run too")
+    calls: int = Field(description="at most: results times max_attempts")
+    statuses: list[str]
+    cluster: str | None
+    launched: bool
+    run: RunDetailOut

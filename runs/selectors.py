@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import (
     Case,
     Count,
+    Exists,
     IntegerField,
     OuterRef,
     QuerySet,
@@ -16,9 +18,11 @@ from django.db.models import (
     Value,
     When,
 )
+from django.db.models.functions import Coalesce
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
 from runs.analysis.charts import run_charts_cached
+from runs.analysis.clusters import cluster_filter
 from runs.analysis.compare import Comparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
 from runs.analysis.progress import RunProgress, run_progress
@@ -33,11 +37,13 @@ from runs.errors import InvalidInput, NotFound
 from runs.models import (
     ApiKey,
     Dataset,
+    ErrorKind,
     Item,
     Membership,
     Project,
     Result,
     Run,
+    Score,
     Target,
 )
 
@@ -416,3 +422,145 @@ def run_report(*, run: Run) -> RunReport:
     return RunReport(
         summary=summary, charts=run_charts_cached(run=run, summary=summary)
     )
+
+
+# -- a run's results, filtered; what is left of it ------------------------------
+
+PENDING = "pending"
+SKIPPED = "skipped"
+VERDICTS = ("passed", "failed", "errored")
+CLUSTER_KEY_MAX = 200
+
+
+def _choice(value: str | None, choices: Iterable[str], field: str) -> str | None:
+    if not value:
+        return None
+    known = list(choices)
+    if value not in known:
+        raise InvalidInput(
+            f"must be one of {', '.join(known)}, not {value!r}", field=field
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFilters:
+    """What a run's results table or the API lists; every field optional.
+
+    ``status`` is a result status, or ``pending`` / ``skipped``: the items that
+    have no (counted) result yet in a run still going / in an ended run.
+    ``verdict`` is the chosen ``scorer``'s: passed, failed (scored and not
+    passed) or errored (the scorer raised or timed out).
+    """
+
+    status: str | None = None
+    error_kind: str | None = None
+    scorer: str | None = None
+    verdict: str | None = None
+    external_id: str | None = None
+    cluster: str | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, Any], *, run: Run) -> ResultFilters:
+        """Filters from a query string; InvalidInput naming a bad parameter."""
+
+        def text(name: str) -> str | None:
+            value = params.get(name)
+            return value.strip() or None if isinstance(value, str) else None
+
+        statuses = [*Result.Status.values, PENDING, SKIPPED]
+        scorers = [spec.get("name") or spec.get("kind") for spec in run.scorers]
+        filters = cls(
+            status=_choice(text("status"), statuses, "status"),
+            error_kind=_choice(text("error_kind"), ErrorKind.values, "error_kind"),
+            scorer=_choice(text("scorer"), scorers, "scorer"),
+            verdict=_choice(text("verdict"), VERDICTS, "verdict"),
+            external_id=text("external_id"),
+            cluster=text("cluster"),
+        )
+        if filters.verdict and not filters.scorer:
+            raise InvalidInput(
+                "choose the scorer whose verdict to filter by", field="scorer"
+            )
+        if filters.cluster and len(filters.cluster) > CLUSTER_KEY_MAX:
+            raise InvalidInput(
+                f"must be at most {CLUSTER_KEY_MAX} characters", field="cluster"
+            )
+        if filters.external_id and len(filters.external_id) > 200:
+            raise InvalidInput("must be at most 200 characters", field="external_id")
+        return filters
+
+    @property
+    def lists_items(self) -> bool:
+        """Pending and skipped are items without a result, not results."""
+        return self.status in (PENDING, SKIPPED)
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, name) for name in self.__slots__)
+
+    def query(self) -> list[tuple[str, str]]:
+        """The filters as query-string pairs (for links that keep them)."""
+        return [
+            (name, getattr(self, name))
+            for name in self.__slots__
+            if getattr(self, name)
+        ]
+
+
+def run_items_lacking(*, run: Run) -> QuerySet[Item]:
+    """The run's items with an epoch that has no counted result, in dataset order."""
+    counted = Result.objects.filter(run=run, item=OuterRef("pk"), retry_pending=False)
+    items = Item.objects.filter(dataset_id=run.dataset_id)
+    epochs = max(int(run.options.get("epochs", 1)), 1)
+    if epochs == 1:
+        items = items.filter(~Exists(counted))
+    else:
+        count = counted.values("item").annotate(n=Count("pk")).values("n")
+        items = items.annotate(results_in_run=Coalesce(Subquery(count[:1]), 0)).filter(
+            results_in_run__lt=epochs
+        )
+    return items.order_by("index")
+
+
+def result_filter(*, run: Run, filters: ResultFilters) -> QuerySet[Result]:
+    """A run's results matching every filter, in dataset order.
+
+    Not for ``pending`` / ``skipped`` (``run_items_left``).
+    """
+    results = result_list(run=run)
+    if filters.status:
+        results = results.filter(status=filters.status)
+    if filters.error_kind:
+        results = results.filter(error_kind=filters.error_kind)
+    if filters.external_id:
+        results = results.filter(item__external_id=filters.external_id)
+    if filters.cluster:
+        results = results.filter(cluster_filter(filters.cluster))
+    if filters.scorer:
+        scores = Score.objects.filter(result=OuterRef("pk"), scorer=filters.scorer)
+        if filters.verdict == "passed":
+            scores = scores.filter(passed=True)
+        elif filters.verdict == "failed":
+            scores = scores.filter(passed=False, error="")
+        elif filters.verdict == "errored":
+            scores = scores.exclude(error="")
+        results = results.filter(Exists(scores))
+    return results
+
+
+def run_items_left(*, run: Run, filters: ResultFilters) -> QuerySet[Item]:
+    """The items a ``pending`` or ``skipped`` filter lists.
+
+    Pending are the items still without a result while the run is going,
+    skipped the same once it has ended; filters that only results have (an
+    error kind, a verdict, a cluster) match none of them.
+    """
+    wanted = PENDING if not run.is_final else SKIPPED
+    result_only = filters.error_kind or filters.scorer or filters.cluster
+    if filters.status != wanted or result_only:
+        return Item.objects.none()
+    items = run_items_lacking(run=run)
+    if filters.external_id:
+        items = items.filter(external_id=filters.external_id)
+    return items

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from runs import events
@@ -19,6 +21,7 @@ from runs.analysis.clusters import cluster_filter
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
+from runs.executor.store import retries_release, run_recount
 from runs.importers import ItemRow, dataset_create_from_rows
 from runs.key_usage import key_usage_note
 from runs.models import (
@@ -35,6 +38,7 @@ from runs.models import (
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets import check_secrets_exist, target_context
+from runs.selectors import SKIPPED, run_items_lacking
 from runs.targets import clean_target_config, trial
 
 API_KEY_PREFIX = "evk_"
@@ -190,9 +194,15 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
     if run.is_final:
         return run
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    unclaimed = Run.objects.filter(
-        pk=run.pk, status=RunStatus.PENDING, heartbeat_at__isnull=True
-    ).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+    with transaction.atomic():
+        unclaimed = Run.objects.filter(
+            pk=run.pk, status=RunStatus.PENDING, heartbeat_at__isnull=True
+        ).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+        if unclaimed and retries_release(run.pk):
+            # A retry no executor started: its results keep their outcome.
+            released = Run.objects.select_for_update().get(pk=run.pk)
+            run_recount(released)
+            released.save()
     get_launcher().cancel(run.pk)
     run.refresh_from_db()
     if unclaimed:
@@ -488,3 +498,137 @@ def dataset_create_from_cluster(
         source_name=f"run {run.pk}, cluster {key}",
         description=f"The items of cluster {key} of run #{run.pk} ({run}).",
     )
+
+
+# -- retrying inside a run ---------------------------------------------------------
+
+RETRY_STATUSES = (*Result.Status.values, SKIPPED)
+DEFAULT_RETRY_STATUSES = (Result.Status.FAILED, Result.Status.TIMED_OUT)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """What a retry executes (or would, for a dry run).
+
+    ``results`` counts executions of an (item, epoch): the stored results to
+    rewrite (``rewrites``) plus those that have none (``missing``, the skipped
+    ones); ``items`` the distinct items among them; ``calls`` the most calls
+    to the target this can make, each execution making up to ``max_attempts``.
+    """
+
+    run: Run
+    statuses: tuple[str, ...]
+    cluster: str | None
+    items: int
+    rewrites: int
+    missing: int
+    max_attempts: int
+    started: bool = False  # the results are marked and the run is pending
+    launched: bool = False  # and handed to the launcher
+
+    @property
+    def results(self) -> int:
+        return self.rewrites + self.missing
+
+    @property
+    def calls(self) -> int:
+        return self.results * self.max_attempts
+
+
+def _retry_statuses(
+    statuses: Iterable[str] | None, cluster: str | None
+) -> tuple[str, ...]:
+    if statuses is None:
+        # A cluster names its results itself (failed scores are succeeded calls).
+        return tuple(Result.Status.values) if cluster else DEFAULT_RETRY_STATUSES
+    chosen = tuple(dict.fromkeys(s.strip() for s in statuses if s and s.strip()))
+    if not chosen:
+        raise InvalidInput("choose at least one status to retry", field="statuses")
+    for status in chosen:
+        if status not in RETRY_STATUSES:
+            known = ", ".join(RETRY_STATUSES)
+            raise InvalidInput(
+                f"must be among {known}, not {status!r}", field="statuses"
+            )
+    return chosen
+
+
+def _retry_plan(
+    run: Run, statuses: tuple[str, ...], cluster: str | None
+) -> tuple[RetryPlan, QuerySet[Result]]:
+    """The plan for an ended run, and the stored results it rewrites."""
+    chosen = Result.objects.filter(
+        run=run, retry_pending=False, status__in=[s for s in statuses if s != SKIPPED]
+    )
+    if cluster:
+        chosen = chosen.filter(cluster_filter(cluster))
+    stored = Result.objects.filter(run=run).count()
+    missing = max(run.total - stored, 0)
+    if missing and SKIPPED not in statuses:
+        # The executor runs every item without a result: a run's leftovers are
+        # part of whatever runs next in it.
+        statuses = (*statuses, SKIPPED)
+    lacking = run_items_lacking(run=run).values("pk") if missing else None
+    items_q = Q(pk__in=chosen.values("item_id"))
+    if lacking is not None:
+        items_q |= Q(pk__in=lacking)
+    items = Item.objects.filter(dataset_id=run.dataset_id).filter(items_q).count()
+    plan = RetryPlan(
+        run=run,
+        statuses=statuses,
+        cluster=cluster,
+        items=items,
+        rewrites=chosen.count(),
+        missing=missing,
+        max_attempts=RunOptions.from_dict(run.options).max_attempts,
+    )
+    return plan, chosen
+
+
+def run_retry(
+    *,
+    run: Run,
+    user: AbstractBaseUser | None,
+    statuses: Iterable[str] | None,
+    cluster: str | None = None,
+    dry_run: bool = False,
+    launch: bool = True,
+) -> RetryPlan:
+    """Run the chosen results of an ended run again, inside the same run.
+
+    In one transaction the chosen results are marked ``retry_pending`` and
+    taken out of the counts, and the run goes back to pending; the executor
+    then rewrites each of those rows in place (its attempts appended to the
+    log) and runs the items that have no result. Rows a retry did not reach
+    keep their previous outcome when the run ends. Refused while the run is
+    executing. ``statuses`` None: failed and timed out, or with a cluster
+    every result of it. ``launch=False`` leaves the execution to the caller.
+    """
+    if user is not None:
+        require_role(user, run.project, Membership.Role.EDITOR)
+    cluster = (cluster or "").strip() or None
+    statuses = _retry_statuses(statuses, cluster)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if not locked.is_final:
+            raise Conflict(
+                f"run {run.pk} is still {locked.status}: retry once it has "
+                "ended (or cancel it first)"
+            )
+        plan, chosen = _retry_plan(locked, statuses, cluster)
+        if dry_run or not plan.results:
+            return plan
+        chosen.update(retry_pending=True)
+        run_recount(locked)
+        locked.status = RunStatus.PENDING
+        locked.cancel_requested = False
+        locked.error = ""
+        locked.started_at = locked.finished_at = locked.heartbeat_at = None
+        locked.executor_id = ""
+        locked.throttle_limit = None
+        locked.in_flight = 0
+        locked.revision += 1
+        locked.save()
+    if launch:
+        run_launch(run=locked)
+    return replace(plan, run=locked, started=True, launched=launch)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path, register_converter
 
-from runs import views, views_compare, views_projects
+from runs import views, views_compare, views_projects, views_retry
 from runs.schemas import MAX_DB_INT
 
 
@@ -111,4 +111,7 @@ urlpatterns = [
         views.run_export,
         name="run_export",
     ),
+]
+urlpatterns += [
+    path("runs/<id:run_id>/retry/", views_retry.run_retry, name="run_retry"),
 ]

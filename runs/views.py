@@ -36,7 +36,7 @@ from runs.forms import (
     add_domain_error,
 )
 from runs.importers import staging
-from runs.models import Membership, Result, RunStatus
+from runs.models import ErrorKind, Membership, Result, Run, RunStatus
 from runs.schemas import MAX_DB_INT
 
 RUNS_PER_PAGE = 50
@@ -155,14 +155,25 @@ def run_demo_start(request: HttpRequest) -> HttpResponse:
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     overview = selectors.run_overview(user=request.user, run_id=run_id)
-    status = request.GET.get("status") or None
-    results = selectors.result_list(run=overview.run, status=status)
+    run = overview.run
+    try:
+        filters = selectors.ResultFilters.parse(request.GET, run=run)
+        filter_error = None
+    except InvalidInput as exc:
+        filters, filter_error = selectors.ResultFilters(), exc
+    if filters.lists_items:
+        rows: QuerySet[Any] = selectors.run_items_left(run=run, filters=filters)
+    else:
+        rows = selectors.result_filter(run=run, filters=filters)
     context = {
         "overview": overview,
-        "run": overview.run,
+        "run": run,
         # Counted and read only when the cached results table is rendered.
-        "page": SimpleLazyObject(lambda: _page(request, results, RESULTS_PER_PAGE)),
-        "status": status or "",
+        "page": SimpleLazyObject(lambda: _page(request, rows, RESULTS_PER_PAGE)),
+        "status": filters.status or "",
+        "filters": filters,
+        "filter_error": filter_error,
+        "filter_choices": result_filter_choices(run),
         "result_statuses": Result.Status.choices,
         # Only a run still going shows its latest results live.
         "live_rows": []
@@ -171,7 +182,19 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "show_epoch": overview.run.options.get("epochs", 1) > 1,
         "report": selectors.run_report(run=overview.run),
     }
-    return render(request, "runs/run_detail.html", context)
+    status = 400 if filter_error else 200
+    return render(request, "runs/run_detail.html", context, status=status)
+
+
+def result_filter_choices(run: Run) -> dict[str, Any]:
+    """The options of the results filter form of ``run``."""
+    left = selectors.PENDING if not run.is_final else selectors.SKIPPED
+    return {
+        "statuses": [*Result.Status.choices, (left, left.capitalize())],
+        "error_kinds": ErrorKind.choices,
+        "scorers": [spec.get("name") or spec.get("kind") for spec in run.scorers],
+        "verdicts": selectors.VERDICTS,
+    }
 
 
 @domain_errors

@@ -316,3 +316,48 @@ def test_evalrun_refuses_scorers_needing_answers_the_file_lacks(data_dir, tmp_pa
     assert "expected answer" in done.stderr
     assert query(data_dir, "select count(*) from runs_run") == [(0,)]
     assert query(data_dir, "select count(*) from runs_dataset") == [(0,)]
+
+
+def test_evalrun_retry_reruns_failed_items_in_the_same_run(
+    data_dir, fake_openai, tmp_path
+):
+    dataset = write_items(
+        tmp_path / "flaky.jsonl", 6, i1="[[flaky:1]]", i4="[[flaky:1]]"
+    )
+    first = run_cli(
+        evalrun_args(dataset, fake_openai, "--max-attempts", "1", "--json"), data_dir
+    )
+    assert json.loads(first.stdout)["failed"] == 2
+    ids_before = query(data_dir, "select id from runs_result order by id")
+    requests_before = fake_openai.stats.requests
+
+    done = run_cli(
+        [
+            sys.executable,
+            "manage.py",
+            "evalrun",
+            "--retry",
+            "1",
+            "--status",
+            "failed",
+            "--json",
+        ],
+        data_dir,
+    )
+
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert set(summary) == SUMMARY_KEYS
+    assert (summary["run_id"], summary["status"]) == (1, "completed")
+    assert (summary["succeeded"], summary["failed"], summary["total"]) == (6, 0, 6)
+    assert query(data_dir, "select id from runs_result order by id") == ids_before
+    assert fake_openai.stats.requests - requests_before == 2
+    assert "retrying 2 items" in done.stderr
+
+
+def test_evalrun_retry_of_an_unknown_run_exits_2(data_dir, tmp_path):
+    done = run_cli(
+        [sys.executable, "manage.py", "evalrun", "--retry", "99", "--json"], data_dir
+    )
+    assert done.returncode == 2
+    assert "no run 99" in done.stderr

@@ -118,6 +118,9 @@ class Execution:
         # event loop's thread changes them, between awaits.
         self.finished = spec.processed
         self.finished_errors = spec.errored
+        # Items the workers hold now (attempting, backing off or scoring),
+        # reported with the heartbeat.
+        self.in_flight = 0
         self.reported_limit: int | None = None
 
     # -- stopping ----------------------------------------------------------------
@@ -157,11 +160,14 @@ class Execution:
             if work is None:
                 return
             record = work.new_record()
+            self.in_flight += 1
             try:
                 await self.runner.run(work, record)
             except asyncio.CancelledError:
                 self.keep_interrupted(record)
                 raise
+            finally:
+                self.in_flight -= 1
             self.buffer.put(record)
             self.tally(record)
 
@@ -277,7 +283,9 @@ class Execution:
             try:
                 if due or limit != self.reported_limit:
                     last_beat = time.monotonic()
-                    cancelled = await heartbeat(self.spec.id, throttle_limit=limit)
+                    cancelled = await heartbeat(
+                        self.spec.id, throttle_limit=limit, in_flight=self.in_flight
+                    )
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)

@@ -117,7 +117,12 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
                 pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
             )
             .filter(free)
-            .update(status=RunStatus.RUNNING, executor_id=executor_id, heartbeat_at=now)
+            .update(
+                status=RunStatus.RUNNING,
+                executor_id=executor_id,
+                heartbeat_at=now,
+                in_flight=0,
+            )
         )
         if not claimed:
             return None
@@ -138,12 +143,16 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
 
 
 def run_heartbeat(
-    run_id: int, *, throttle_limit: int | None = None, executor_id: str = EXECUTOR_ID
+    run_id: int,
+    *,
+    throttle_limit: int | None = None,
+    in_flight: int = 0,
+    executor_id: str = EXECUTOR_ID,
 ) -> bool:
-    """Record that the run is alive (and how far it backs off); returns whether
-    a cancel was requested."""
+    """Record that the run is alive (how far it backs off, how many items its
+    workers hold); returns whether a cancel was requested."""
     Run.objects.filter(pk=run_id, executor_id=executor_id).update(
-        heartbeat_at=timezone.now(), throttle_limit=throttle_limit
+        heartbeat_at=timezone.now(), throttle_limit=throttle_limit, in_flight=in_flight
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 
@@ -160,7 +169,11 @@ def item_page(
     epochs: int,
     run_id: int,
 ) -> list[tuple[ItemData, list[int]]]:
-    """The next page of items, each with the epochs that still lack a result."""
+    """The next page of items, each with the epochs that still lack a result.
+
+    A result chosen for a retry (``retry_pending``) counts as lacking: its
+    item runs again and ``results_write`` rewrites the row.
+    """
     items = Item.objects.filter(dataset_id=dataset_id, index__gt=after_index)
     if stop_index is not None:
         items = items.filter(index__lt=stop_index)
@@ -173,7 +186,7 @@ def item_page(
         return []
     done: dict[int, set[int]] = {}
     for item_id, epoch in Result.objects.filter(
-        run_id=run_id, item_id__in=[item.pk for item in page]
+        run_id=run_id, item_id__in=[item.pk for item in page], retry_pending=False
     ).values_list("item_id", "epoch"):
         done.setdefault(item_id, set()).add(epoch)
     return [
@@ -243,28 +256,96 @@ def _without_stored(run_id: int, records: list[ResultRecord]) -> list[ResultReco
     return [r for r in records if (r.item_id, r.epoch) not in stored]
 
 
+def _retried_attempts(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The old attempt log with the new attempts after it, marked with their round.
+
+    Round 0 is the first execution (its attempts carry no mark); each retry of
+    the result is the next round, its attempts numbered from 1 again.
+    """
+    rounds = [attempt.get("round", 0) for attempt in old]
+    this_round = max(rounds, default=0) + 1
+    return [*old, *({**attempt, "round": this_round} for attempt in new)]
+
+
+def _rewrite(
+    run_id: int, records: list[ResultRecord]
+) -> tuple[list[tuple[int, ResultRecord]], list[ResultRecord]]:
+    """Rewrite in place the results of ``records`` that wait for a retry.
+
+    Returns (result id, record) for each row rewritten, and the records that
+    are new results. A row is rewritten only while it still waits (a
+    conditional UPDATE), so it is never rewritten twice for one retry.
+    """
+    keys = {(r.item_id, r.epoch) for r in records}
+    waiting = {
+        (item_id, epoch): (pk, attempts)
+        for pk, item_id, epoch, attempts in Result.objects.select_for_update()
+        .filter(
+            run_id=run_id,
+            retry_pending=True,
+            item_id__in={item_id for item_id, _ in keys},
+        )
+        .values_list("pk", "item_id", "epoch", "attempts")
+        if (item_id, epoch) in keys
+    }
+    if not waiting:
+        return [], records
+    rewritten = []
+    for record in records:
+        if (record.item_id, record.epoch) not in waiting:
+            continue
+        pk, attempts = waiting[(record.item_id, record.epoch)]
+        row = _result_row(run_id, record)  # the new outcome, with its signature
+        updated = Result.objects.filter(pk=pk, retry_pending=True).update(
+            retry_pending=False,
+            status=row.status,
+            output=row.output,
+            error_kind=row.error_kind,
+            error_type=row.error_type,
+            error_message=row.error_message,
+            error_signature=row.error_signature,
+            error_pattern=row.error_pattern,
+            attempts=_retried_attempts(attempts, record.attempts),
+            latency_ms=record.latency_ms,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            cost=record.cost,
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+        )
+        if updated:
+            rewritten.append((pk, record))
+    # The new scores replace the old ones.
+    Score.objects.filter(result_id__in=[pk for pk, _ in rewritten]).delete()
+    return rewritten, [r for r in records if (r.item_id, r.epoch) not in waiting]
+
+
 def results_write(run_id: int, records: list[ResultRecord]) -> int:
     """Store a batch of results with their scores and counts in one transaction.
 
     A result that already exists (written by another executor of the same run)
-    is left as it is; the unique constraint makes a duplicate impossible.
+    is left as it is; the unique constraint makes a duplicate impossible. A
+    result waiting for a retry is rewritten in place (same row, the attempt
+    log extended) and counted again.
     Returns how many results were stored.
     """
     with transaction.atomic():
+        rewritten, records = _rewrite(run_id, records)
         try:
             with transaction.atomic():
                 rows = Result.objects.bulk_create(_result_rows(run_id, records))
         except IntegrityError:
             records = _without_stored(run_id, records)
             rows = Result.objects.bulk_create(_result_rows(run_id, records))
-        scores = [
-            _score_row(row.pk, s)
-            for row, record in zip(rows, records, strict=True)
-            for s in record.scores
-        ]
+        stored = [*((row.pk, r) for row, r in zip(rows, records, strict=True))]
+        stored += rewritten
+        scores = [_score_row(pk, s) for pk, record in stored for s in record.scores]
         Score.objects.bulk_create(scores)
+        counted = [record for _, record in stored]
         by_status: dict[str, int] = {}
-        for r in records:
+        for r in counted:
             by_status[r.status] = by_status.get(r.status, 0) + 1
         Run.objects.filter(pk=run_id).update(
             succeeded=F("succeeded") + by_status.get(Result.Status.SUCCEEDED, 0),
@@ -272,23 +353,55 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             timed_out=F("timed_out") + by_status.get(Result.Status.TIMED_OUT, 0),
             cancelled=F("cancelled") + by_status.get(Result.Status.CANCELLED, 0),
             prompt_tokens=F("prompt_tokens")
-            + sum(r.prompt_tokens or 0 for r in records),
+            + sum(r.prompt_tokens or 0 for r in counted),
             completion_tokens=F("completion_tokens")
-            + sum(r.completion_tokens or 0 for r in records),
-            cost=F("cost") + sum(r.cost or 0.0 for r in records),
+            + sum(r.completion_tokens or 0 for r in counted),
+            cost=F("cost") + sum(r.cost or 0.0 for r in counted),
             heartbeat_at=timezone.now(),
         )
-    return len(records)
+    return len(counted)
 
 
 def run_counts(run_id: int) -> dict[str, int]:
-    """Counts recomputed from the stored results: the truth."""
+    """Counts recomputed from the stored results: the truth.
+
+    Results waiting for a retry are not counted: they are pending again.
+    """
     counts = {status: 0 for status in Result.Status.values}
     for row in (
-        Result.objects.filter(run_id=run_id).values("status").annotate(n=Count("id"))
+        Result.objects.filter(run_id=run_id, retry_pending=False)
+        .values("status")
+        .annotate(n=Count("id"))
     ):
         counts[row["status"]] = row["n"]
     return counts
+
+
+def run_recount(run: Run) -> None:
+    """Set ``run``'s counts and totals from its counted rows (not saved)."""
+    counts = run_counts(run.pk)
+    totals = Result.objects.filter(run_id=run.pk, retry_pending=False).aggregate(
+        prompt=Sum("prompt_tokens"),
+        completion=Sum("completion_tokens"),
+        cost=Sum("cost"),
+    )
+    run.succeeded = counts[Result.Status.SUCCEEDED]
+    run.failed = counts[Result.Status.FAILED]
+    run.timed_out = counts[Result.Status.TIMED_OUT]
+    run.cancelled = counts[Result.Status.CANCELLED]
+    run.prompt_tokens = totals["prompt"] or 0
+    run.completion_tokens = totals["completion"] or 0
+    run.cost = totals["cost"] or 0.0
+
+
+def retries_release(run_id: int) -> int:
+    """Results still waiting for a retry keep their previous outcome.
+
+    Called when a run ends, in the transaction that recounts it.
+    """
+    return Result.objects.filter(run_id=run_id, retry_pending=True).update(
+        retry_pending=False
+    )
 
 
 def run_finish(
@@ -306,18 +419,8 @@ def run_finish(
         if shard and unfinished and not (cancelled or run.cancel_requested or error):
             Run.objects.filter(pk=run_id).update(heartbeat_at=None, executor_id="")
             return RunStatus.RUNNING
-        totals = Result.objects.filter(run_id=run_id).aggregate(
-            prompt=Sum("prompt_tokens"),
-            completion=Sum("completion_tokens"),
-            cost=Sum("cost"),
-        )
-        run.succeeded = counts[Result.Status.SUCCEEDED]
-        run.failed = counts[Result.Status.FAILED]
-        run.timed_out = counts[Result.Status.TIMED_OUT]
-        run.cancelled = counts[Result.Status.CANCELLED]
-        run.prompt_tokens = totals["prompt"] or 0
-        run.completion_tokens = totals["completion"] or 0
-        run.cost = totals["cost"] or 0.0
+        retries_release(run_id)
+        run_recount(run)
         processed = run.processed
         if cancelled or run.cancel_requested:
             run.status = RunStatus.CANCELLED
@@ -337,6 +440,7 @@ def run_finish(
         run.finished_at = timezone.now()
         run.heartbeat_at = run.finished_at
         run.throttle_limit = None
+        run.in_flight = 0
         run.save()
     return run.status
 

@@ -3,6 +3,7 @@
     python manage.py evalrun DATASET_FILE --target openai_chat --base-url URL \\
         --model NAME --scorer exact_match --scorer 'regex:{"pattern": "4\\d"}' [--json]
     python manage.py evalrun --resume RUN_ID [--json]
+    python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
 
 The command acts as a user (``--user``, default: the only one) in one of the
 user's projects (``--project``, created with the user as its admin when the
@@ -44,6 +45,7 @@ from runs.executor.options import option_params
 from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
 from runs.plugins import Param, describe
 from runs.scorers import REGISTRY as SCORERS
+from runs.services import RETRY_STATUSES
 from runs.targets import REGISTRY as TARGETS
 
 EXIT_BAD_INPUT = 2
@@ -73,6 +75,20 @@ class Command(BaseCommand):
             "dataset_file", nargs="?", help="JSONL, CSV, JSON or YAML file"
         )
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
+        parser.add_argument(
+            "--retry",
+            type=int,
+            metavar="RUN_ID",
+            help="run the results of an ended run that have a --status again, in "
+            "the same run (items without a result run too)",
+        )
+        parser.add_argument(
+            "--status",
+            action="append",
+            default=[],
+            choices=RETRY_STATUSES,
+            help="with --retry (repeatable; default: failed and timed_out)",
+        )
         parser.add_argument(
             "--format", help="file format (default: from the extension)"
         )
@@ -117,14 +133,20 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
-            run = (
-                self.resumable(opts["resume"]) if opts["resume"] else self.create(opts)
-            )
+            if opts["retry"]:
+                run = self.retried(opts)
+            elif opts["resume"]:
+                run = self.resumable(opts["resume"])
+            else:
+                run = self.create(opts)
         except DomainError as exc:
             raise BadInput(str(exc)) from None
-        self.stderr.write(f"run {run.pk} started")
-        self.stderr.flush()
-        status = asyncio.run(self.run_to_end(run, quiet=not sys.stderr.isatty()))
+        if run.is_final:  # a retry that found nothing to run
+            status: str | None = run.status
+        else:
+            self.stderr.write(f"run {run.pk} started")
+            self.stderr.flush()
+            status = asyncio.run(self.run_to_end(run, quiet=not sys.stderr.isatty()))
         run.refresh_from_db()
         if status is None:
             raise CommandError(
@@ -147,6 +169,26 @@ class Command(BaseCommand):
         if run.is_final:
             raise BadInput(f"run {run_id} has already ended ({run.status})")
         return run
+
+    def retried(self, opts: dict[str, Any]) -> Run:
+        run = Run.objects.select_related("project").filter(pk=opts["retry"]).first()
+        if run is None:
+            raise BadInput(f"no run {opts['retry']}")
+        user = acting_user(opts["user"]) if opts["user"] else None
+        plan = services.run_retry(
+            run=run,
+            user=user,
+            statuses=opts["status"] or None,
+            launch=False,
+        )
+        if not plan.started:
+            self.stderr.write(f"run {run.pk}: nothing to retry")
+        else:
+            self.stderr.write(
+                f"run {run.pk}: retrying {plan.items} items ({plan.results} "
+                f"results, up to {plan.calls} calls)"
+            )
+        return plan.run
 
     def create(self, opts: dict[str, Any]) -> Run:
         from runs.importers import Source, dataset_import
