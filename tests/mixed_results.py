@@ -7,6 +7,7 @@ import asyncio
 from django.utils import timezone
 
 from runs import services
+from runs.analysis.signatures import error_signature
 from runs.executor import store
 from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
@@ -14,7 +15,8 @@ from runs.models import Dataset, ErrorKind, Item, Project, Run
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
 
-# index: (status, error kind, signature, exact_match score as (passed, error))
+# index: (status, error kind, error label, exact_match score as (passed, error));
+# results of one label share an error message, so they make one cluster.
 MIXED = {
     0: ("succeeded", "", "", (True, "")),
     1: ("succeeded", "", "", (True, "")),
@@ -24,8 +26,17 @@ MIXED = {
     5: ("failed", ErrorKind.TRANSIENT, "sig-a", None),
     6: ("timed_out", ErrorKind.TIMEOUT, "sig-b", None),
 }
+MESSAGES = {"sig-a": "connection reset by peer", "sig-b": "read timed out"}
 UNSTORED = (7, 8, 9)  # of the ten items of the ``dataset`` fixture
 FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
+
+
+def cluster_key(label: str) -> str:
+    """The cluster key of the results of an error label of MIXED."""
+    kind = {"sig-a": ErrorKind.TRANSIENT, "sig-b": ErrorKind.TIMEOUT}[label]
+    return error_signature(
+        kind=kind, error_type="HTTP 500", message=MESSAGES[label]
+    ).signature
 
 
 def mixed_run(dataset: Dataset, *, ended: bool = False) -> Run:

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from runs.models import FINAL_RUN_STATUSES, Result, Run
-from tests.mixed_results import ended_run_with_two_failures, mixed_run
+from tests.mixed_results import cluster_key, ended_run_with_two_failures, mixed_run
 
 API = "/api/v1"
 
@@ -67,9 +67,13 @@ def test_dry_run_says_what_would_run_and_launches_nothing(alice_client, dataset)
 def test_retry_of_one_cluster_counts_only_its_results(alice_client, dataset):
     run = mixed_run(dataset, ended=True)
     body = post_retry(
-        alice_client, run, statuses=["timed_out"], cluster="sig-b", dry_run=True
+        alice_client,
+        run,
+        statuses=["timed_out"],
+        cluster=cluster_key("sig-b"),
+        dry_run=True,
     ).json()
-    assert (body["rewrites"], body["cluster"]) == (1, "sig-b")
+    assert (body["rewrites"], body["cluster"]) == (1, cluster_key("sig-b"))
 
 
 @pytest.mark.django_db
@@ -106,6 +110,8 @@ def test_an_outsider_gets_404(mallory_client, dataset):
 @pytest.mark.django_db
 def test_a_cluster_without_statuses_retries_every_result_of_it(alice_client, dataset):
     run = mixed_run(dataset, ended=True)
-    body = post_retry(alice_client, run, cluster="sig-a", dry_run=True).json()
+    body = post_retry(
+        alice_client, run, cluster=cluster_key("sig-a"), dry_run=True
+    ).json()
     assert body["rewrites"] == 2
     assert body["statuses"][:4] == ["succeeded", "failed", "timed_out", "cancelled"]

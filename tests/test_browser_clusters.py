@@ -22,10 +22,12 @@ from tests.test_browser import (  # noqa: F401  (server is a fixture)
 pytestmark = pytest.mark.browser
 
 # Two runs over the seeded dataset, their results stored as the executor
-# stores them: the candidate has 6 rate-limit errors (its baseline 2) and 3
-# failing verdicts; prints the ids of both.
+# stores them, every other item of the 40 a success: the candidate has 6
+# rate-limit errors (its baseline 2) and 3 failing verdicts; both have ended.
+# Prints the ids of both.
 RUNS = """
 from runs import services
+from runs.executor.store import run_finish
 from runs.models import Dataset
 from tests.factories import store_outcomes
 
@@ -42,7 +44,9 @@ def run(outcomes, name):
         target_config={"callable": "runs.targets.examples.echo"},
         scorers=["exact_match"], name=name, launch=False,
     )
-    return store_outcomes(run, outcomes)
+    run = store_outcomes(run, outcomes + [{}] * (40 - len(outcomes)))
+    run_finish(run.pk, cancelled=False)  # ended: its clusters can be retried
+    return run
 
 baseline = run([rate(n) for n in range(2)], "baseline")
 verdicts = [
@@ -73,7 +77,10 @@ def seed_runs(tmp_path: Path) -> tuple[int, int]:
     return int(baseline), int(candidate)
 
 
-def test_a_runs_clusters_in_a_browser(server: str, tmp_path: Path) -> None:  # noqa: F811
+def test_a_runs_clusters_in_a_browser_and_one_retried(
+    server: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     executable = chromium_path()
     sync_api = pytest.importorskip("playwright.sync_api")
     baseline, candidate = seed_runs(tmp_path)
@@ -128,6 +135,29 @@ def test_a_runs_clusters_in_a_browser(server: str, tmp_path: Path) -> None:  # n
             # The first item links to its result.
             errors.first.locator("a code").first.click()
             page.wait_for_url(f"{server}/runs/{candidate}/results/*/")
+
+            # Retry the error cluster inside the run: confirm, then the same
+            # rows are rewritten and the cluster is gone.
+            page.goto(f"{server}/runs/{candidate}/clusters/")
+            before = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
+            errors.first.get_by_role("link", name="Retry").click()
+            page.wait_for_url(f"{server}/runs/{candidate}/retry/*")
+            assert "6 results" in page.locator("#retry-plan").inner_text()
+            page.get_by_role("button", name="Retry 6 items").click()
+            page.wait_for_url(f"{server}/runs/{candidate}/")
+            after = before
+            for _ in range(100):
+                after = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
+                if after["status"] not in ("pending", "running"):
+                    break
+                page.wait_for_timeout(100)
+            assert after["status"] != "running", after
+            counts, earlier = after["counts"], before["counts"]
+            assert counts["failed"] == 0, after
+            assert counts["total"] == earlier["total"]
+            assert counts["succeeded"] == earlier["succeeded"] + 6
+            page.goto(f"{server}/runs/{candidate}/clusters/")
+            assert page.locator("#error-clusters article.cluster").count() == 0
             assert problems == []
         finally:
             browser.close()

@@ -9,7 +9,7 @@ from django.http import QueryDict
 from runs import selectors
 from runs.errors import InvalidInput
 from runs.selectors import ResultFilters
-from tests.mixed_results import UNSTORED, mixed_run
+from tests.mixed_results import UNSTORED, cluster_key, mixed_run
 
 API = "/api/v1"
 pytestmark = pytest.mark.django_db
@@ -60,13 +60,15 @@ def test_filter_by_external_id(dataset):
 
 
 def test_filter_by_cluster(dataset):
-    assert indexes(mixed_run(dataset), cluster="sig-a") == [4, 5]
+    assert indexes(mixed_run(dataset), cluster=cluster_key("sig-a")) == [4, 5]
 
 
 def test_filters_combine(dataset):
     run = mixed_run(dataset)
-    assert indexes(run, status="failed", cluster="sig-a", external_id="q4") == [4]
-    assert indexes(run, status="timed_out", cluster="sig-a") == []
+    assert indexes(
+        run, status="failed", cluster=cluster_key("sig-a"), external_id="q4"
+    ) == [4]
+    assert indexes(run, status="timed_out", cluster=cluster_key("sig-a")) == []
     assert indexes(run, status="pending", error_kind="transient") == []
 
 
