@@ -400,3 +400,21 @@ def test_a_cached_session_ends_when_its_user_is_deactivated(
     User.objects.filter(pk=alice.pk).update(is_active=False)
 
     assert alice_client.get("/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_run_list_with_the_demo_button_reads_five_times(
+    alice_client: Client, project: Project, django_assert_max_num_queries: Any
+) -> None:
+    from runs.models import Target
+
+    _finished_run(project, 2, name="arith")
+    Target.objects.create(project=project, name="Demo model", kind="demo", config={})
+    alice_client.get("/")
+
+    # The user, the count, the runs, the projects of the filter and the demo
+    # button's choice (one statement); the session comes from the cache.
+    with django_assert_max_num_queries(5):
+        response = alice_client.get("/")
+
+    assert "Start the demo run" in response.content.decode()
