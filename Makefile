@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 PYTHON ?= $(shell command -v python3.13 || command -v python3.12 || command -v python3)
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Extra Daphne options, e.g. -v 0 (no access log) or --access-log FILE.
+DAPHNE_ARGS ?=
 
 .PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis clean
 
@@ -34,7 +36,7 @@ demo: migrate
 
 run: demo
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
-	$(BIN)/daphne -b $(HOST) -p $(PORT) evalsite.asgi:application
+	$(BIN)/daphne -b $(HOST) -p $(PORT) $(DAPHNE_ARGS) evalsite.asgi:application
 
 test: install-test
 	./scripts/test.sh

@@ -227,6 +227,33 @@ if REDIS_URL:
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Sessions are read through a cache in front of the database: a signed-in page
+# no longer reads its session row each time. Every write goes to both, so a
+# sign-out ends the session at once. With Redis the cache is shared by every
+# server process; without it, it is this process's memory, which suits the
+# embedded mode (one server process). The user's row is still read on every
+# request, so deactivating an account or changing its password still ends its
+# sessions at once, from any process.
+_LOCAL_CACHE = "django.core.cache.backends.locmem.LocMemCache"
+CACHES = {
+    "default": {"BACKEND": _LOCAL_CACHE},
+    "sessions": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "evalsite-session",
+        }
+        if REDIS_URL
+        else {
+            "BACKEND": _LOCAL_CACHE,
+            "LOCATION": "sessions",
+            "OPTIONS": {"MAX_ENTRIES": 10_000},
+        }
+    ),
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+SESSION_CACHE_ALIAS = "sessions"
+
 # Which launcher executes runs: "local" runs them inside the server process.
 EVALSITE_EXECUTOR = env_choice("EVALSITE_EXECUTOR", "local", ("local",))
 # Resume runs left "running" when the server starts (embedded mode).

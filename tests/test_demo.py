@@ -167,7 +167,10 @@ def test_a_demo_run_that_cannot_start_says_why_on_the_form(
     assert not Run.objects.exists()
 
 
-@pytest.mark.parametrize("extra", ["none", "bigger arithmetic", "no arithmetic"])
+@pytest.mark.parametrize(
+    "extra",
+    ["none", "bigger arithmetic", "no arithmetic", "bigger one importing", "versions"],
+)
 def test_the_demo_button_names_what_the_demo_run_starts(
     bob: User, project: Project, demo_target: Target, extra: str
 ) -> None:
@@ -179,6 +182,13 @@ def test_the_demo_button_names_what_the_demo_run_starts(
         make_dataset(project, arithmetic_items(3), name="trivia")
         if extra == "bigger arithmetic":
             make_dataset(project, arithmetic_items(9), name="Arithmetic-9")
+        if extra == "bigger one importing":
+            importing = make_dataset(project, arithmetic_items(9), name="arith-9")
+            Dataset.all_objects.filter(pk=importing.pk).update(
+                status=Dataset.Status.IMPORTING
+            )
+        if extra == "versions":
+            make_dataset(project, arithmetic_items(3), name="arith-small", version=2)
 
     offer = run_demo_offer(user=bob)
     dataset, target = run_demo_choice(user=bob)

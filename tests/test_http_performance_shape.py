@@ -355,3 +355,68 @@ def test_run_list_page_does_not_read_the_runs_configuration(
     assert len(selects) == 1
     assert '"target_config"' not in selects[0]
     assert '"options"' not in selects[0]
+
+
+# -- sessions ----------------------------------------------------------------------
+
+
+def _session_reads(client: Client, url: str) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200
+    return sum('"django_session"' in q["sql"] for q in captured.captured_queries)
+
+
+@pytest.mark.django_db
+def test_a_signed_in_page_reads_its_session_from_the_cache(
+    alice_client: Client, project: Project
+) -> None:
+    alice_client.get("/")
+
+    assert _session_reads(alice_client, "/") == 0
+
+
+@pytest.mark.django_db
+def test_a_session_ended_by_signing_out_is_refused_although_it_was_cached(
+    alice_client: Client, project: Project
+) -> None:
+    cookie = alice_client.cookies["sessionid"].value
+    assert alice_client.get("/").status_code == 200
+
+    alice_client.post(reverse("logout"))
+    replay = Client()
+    replay.cookies["sessionid"] = cookie
+
+    assert replay.get("/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_cached_session_ends_when_its_user_is_deactivated(
+    alice: User, alice_client: Client, project: Project
+) -> None:
+    assert alice_client.get("/").status_code == 200
+
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+
+    assert alice_client.get("/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_run_list_with_the_demo_button_reads_five_times(
+    alice_client: Client, project: Project, django_assert_max_num_queries: Any
+) -> None:
+    from runs.models import Target
+
+    _finished_run(project, 2, name="arith")
+    Target.objects.create(project=project, name="Demo model", kind="demo", config={})
+    alice_client.get("/")
+
+    # The user, the count, the runs, the projects of the filter and the demo
+    # button's choice (one statement); the session comes from the cache.
+    with django_assert_max_num_queries(5):
+        response = alice_client.get("/")
+
+    assert "Start the demo run" in response.content.decode()
