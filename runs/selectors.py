@@ -22,7 +22,7 @@ from django.db.models.functions import Coalesce
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
 from runs.analysis.charts import run_charts_cached
-from runs.analysis.clusters import cluster_filter
+from runs.analysis.clusters import cluster_filter, parse_cluster_key
 from runs.analysis.compare import Comparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
 from runs.analysis.progress import RunProgress, run_progress
@@ -486,6 +486,8 @@ class ResultFilters:
             raise InvalidInput(
                 f"must be at most {CLUSTER_KEY_MAX} characters", field="cluster"
             )
+        if filters.cluster:
+            parse_cluster_key(filters.cluster)  # InvalidInput naming "cluster"
         if filters.external_id and len(filters.external_id) > 200:
             raise InvalidInput("must be at most 200 characters", field="external_id")
         return filters

@@ -72,8 +72,7 @@ def mixed_run(dataset: Dataset, *, ended: bool = False) -> Run:
                 finished_at=now,
                 error_kind=kind,
                 error_type="HTTP 500" if kind else "",
-                error_message="boom" if kind else "",
-                error_signature=signature,
+                error_message=MESSAGES[signature] if kind else "",
                 scores=scores,
             )
         )

@@ -45,6 +45,11 @@ def target_payload(project: Project) -> dict[str, object]:
         "/runs",
         "/runs/1",
         "/runs/1/results",
+        "/runs/1/summary",
+        "/runs/1/export",
+        "/runs/1/clusters",
+        "/compare?baseline=1&candidates=2",
+        "/compare/items?baseline=1&candidate=2&scorer=exact_match",
     ],
 )
 def test_anonymous_read_gets_401_json_not_a_login_redirect(
@@ -57,7 +62,15 @@ def test_anonymous_read_gets_401_json_not_a_login_redirect(
 
 
 @pytest.mark.parametrize(
-    "path", ["/datasets", "/datasets/upload", "/targets", "/runs", "/runs/1/cancel"]
+    "path",
+    [
+        "/datasets",
+        "/datasets/upload",
+        "/targets",
+        "/runs",
+        "/runs/1/cancel",
+        "/runs/1/retry",
+    ],
 )
 def test_anonymous_write_gets_401(client: Client, project: Project, path: str) -> None:
     response = client.post(API + path, {}, content_type="application/json")
@@ -246,6 +259,12 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/keys/{{key_id}}",
         f"{API}/projects/{{project_id}}/secrets",
         f"{API}/projects/{{project_id}}/secrets/{{name}}",
+        f"{API}/runs/{{run_id}}/summary",
+        f"{API}/runs/{{run_id}}/retry",
+        f"{API}/runs/{{run_id}}/export",
+        f"{API}/runs/{{run_id}}/clusters",
+        f"{API}/compare",
+        f"{API}/compare/items",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

@@ -80,7 +80,9 @@ def test_filters_combine(dataset):
         ({"scorer": "nope"}, "scorer"),
         ({"verdict": "passed"}, "scorer"),
         ({"scorer": "exact_match", "verdict": "meh"}, "verdict"),
-        ({"cluster": "x" * 65}, "cluster"),
+        ({"cluster": "x" * 201}, "cluster"),
+        ({"cluster": "not-a-cluster"}, "cluster"),
+        ({"cluster": "score::0123456789abcdef"}, "cluster"),
     ],
 )
 def test_a_bad_filter_names_its_parameter(dataset, params, field):
