@@ -15,6 +15,7 @@ from django.test import Client
 
 from runs.models import Membership, Project
 from runs.testing.fake_openai import FakeOpenAIServer
+from tests.browser import server  # noqa: F401  (fixture)
 from tests.factories import arithmetic_items, make_dataset
 from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
 
@@ -95,12 +96,12 @@ def mallory_client(mallory: User, other_project: Project) -> Client:
 @pytest.fixture
 def fake_openai() -> Iterator[FakeOpenAIServer]:
     """A real local HTTP server that speaks the OpenAI chat protocol."""
-    server = FakeOpenAIServer()
-    server.start()
+    fake = FakeOpenAIServer()
+    fake.start()
     try:
-        yield server
+        yield fake
     finally:
-        server.stop()
+        fake.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

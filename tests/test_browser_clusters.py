@@ -4,20 +4,11 @@ with a baseline run chosen in place, each cluster with its links."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.test_browser import (  # noqa: F401  (server is a fixture)
-    CHROMIUM_ARGS,
-    PASSWORD,
-    ROOT,
-    USERNAME,
-    chromium_path,
-    server,
-)
+from tests.browser import manage_shell, signed_in_page
 
 pytestmark = pytest.mark.browser
 
@@ -57,107 +48,64 @@ print(baseline.pk, candidate.pk)
 """
 
 
-def seed_runs(tmp_path: Path) -> tuple[int, int]:
-    """Add the runs to the server's database (the server fixture's data dir)."""
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
-    }
-    env |= {"EVALSITE_DATA_DIR": str(tmp_path / "data"), "EVALSITE_DEBUG": "1"}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "shell", "-c", RUNS],
-        env=env,
-        cwd=ROOT,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    baseline, candidate = out.split()[-2:]
-    return int(baseline), int(candidate)
-
-
 def test_a_runs_clusters_in_a_browser_and_one_retried(
-    server: str,  # noqa: F811
-    tmp_path: Path,
+    server: str, tmp_path: Path
 ) -> None:
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    baseline, candidate = seed_runs(tmp_path)
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS
+    baseline, candidate = map(int, manage_shell(tmp_path, RUNS).split()[-2:])
+    with signed_in_page(server, viewport={"width": 1280, "height": 900}) as (
+        page,
+        problems,
+    ):
+        page.goto(f"{server}/runs/{candidate}/")
+        page.click("text=Open the failure clusters")
+        page.wait_for_url(f"{server}/runs/{candidate}/clusters/")
+        errors = page.locator("#error-clusters article.cluster")
+        assert errors.count() == 1
+        text = errors.first.inner_text()
+        assert "HTTP429" in text and "6 results" in text
+        assert "req_<id>" in text
+        scores = page.locator("#score-clusters article.cluster")
+        assert scores.count() == 1
+        assert "exact_match" in scores.first.inner_text()
+        retry = errors.first.get_by_role("link", name="Retry")
+        key = errors.first.get_attribute("data-cluster")
+        assert retry.get_attribute("href") == (
+            f"/runs/{candidate}/retry/?cluster={key}"
         )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            problems: list[str] = []
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            page.on(
-                "console",
-                lambda message: (
-                    message.type == "error" and problems.append(message.text)
-                ),
-            )
-            page.goto(f"{server}/login/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{server}/")
 
-            page.goto(f"{server}/runs/{candidate}/")
-            page.click("text=Open the failure clusters")
-            page.wait_for_url(f"{server}/runs/{candidate}/clusters/")
-            errors = page.locator("#error-clusters article.cluster")
-            assert errors.count() == 1
-            text = errors.first.inner_text()
-            assert "HTTP429" in text and "6 results" in text
-            assert "req_<id>" in text
-            scores = page.locator("#score-clusters article.cluster")
-            assert scores.count() == 1
-            assert "exact_match" in scores.first.inner_text()
-            retry = errors.first.get_by_role("link", name="Retry")
-            key = errors.first.get_attribute("data-cluster")
-            assert retry.get_attribute("href") == (
-                f"/runs/{candidate}/retry/?cluster={key}"
-            )
+        # Choosing the baseline reloads the page against it.
+        page.select_option("select[name=baseline]", str(baseline))
+        page.wait_for_url(f"{server}/runs/{candidate}/clusters/?baseline={baseline}")
+        change = page.locator("#error-clusters [data-change]").first
+        assert change.inner_text() == "grown"
+        assert "baseline 2" in page.locator("#error-clusters").inner_text()
+        if shot := os.environ.get("EVALSITE_SCREENSHOT_CLUSTERS"):
+            page.screenshot(path=shot, full_page=True)
 
-            # Choosing the baseline reloads the page against it.
-            page.select_option("select[name=baseline]", str(baseline))
-            page.wait_for_url(
-                f"{server}/runs/{candidate}/clusters/?baseline={baseline}"
-            )
-            change = page.locator("#error-clusters [data-change]").first
-            assert change.inner_text() == "grown"
-            assert "baseline 2" in page.locator("#error-clusters").inner_text()
-            if shot := os.environ.get("EVALSITE_SCREENSHOT_CLUSTERS"):
-                page.screenshot(path=shot, full_page=True)
+        # The first item links to its result.
+        errors.first.locator("a code").first.click()
+        page.wait_for_url(f"{server}/runs/{candidate}/results/*/")
 
-            # The first item links to its result.
-            errors.first.locator("a code").first.click()
-            page.wait_for_url(f"{server}/runs/{candidate}/results/*/")
-
-            # Retry the error cluster inside the run: confirm, then the same
-            # rows are rewritten and the cluster is gone.
-            page.goto(f"{server}/runs/{candidate}/clusters/")
-            before = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
-            errors.first.get_by_role("link", name="Retry").click()
-            page.wait_for_url(f"{server}/runs/{candidate}/retry/*")
-            assert "6 results" in page.locator("#retry-plan").inner_text()
-            page.get_by_role("button", name="Retry 6 items").click()
-            page.wait_for_url(f"{server}/runs/{candidate}/")
-            after = before
-            for _ in range(100):
-                after = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
-                if after["status"] not in ("pending", "running"):
-                    break
-                page.wait_for_timeout(100)
-            assert after["status"] != "running", after
-            counts, earlier = after["counts"], before["counts"]
-            assert counts["failed"] == 0, after
-            assert counts["total"] == earlier["total"]
-            assert counts["succeeded"] == earlier["succeeded"] + 6
-            page.goto(f"{server}/runs/{candidate}/clusters/")
-            assert page.locator("#error-clusters article.cluster").count() == 0
-            assert problems == []
-        finally:
-            browser.close()
+        # Retry the error cluster inside the run: confirm, then the same
+        # rows are rewritten and the cluster is gone.
+        page.goto(f"{server}/runs/{candidate}/clusters/")
+        before = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
+        errors.first.get_by_role("link", name="Retry").click()
+        page.wait_for_url(f"{server}/runs/{candidate}/retry/*")
+        assert "6 results" in page.locator("#retry-plan").inner_text()
+        page.get_by_role("button", name="Retry 6 items").click()
+        page.wait_for_url(f"{server}/runs/{candidate}/")
+        after = before
+        for _ in range(100):
+            after = page.request.get(f"{server}/api/v1/runs/{candidate}").json()
+            if after["status"] not in ("pending", "running"):
+                break
+            page.wait_for_timeout(100)
+        assert after["status"] != "running", after
+        counts, earlier = after["counts"], before["counts"]
+        assert counts["failed"] == 0, after
+        assert counts["total"] == earlier["total"]
+        assert counts["succeeded"] == earlier["succeeded"] + 6
+        page.goto(f"{server}/runs/{candidate}/clusters/")
+        assert page.locator("#error-clusters article.cluster").count() == 0
+        assert problems == []

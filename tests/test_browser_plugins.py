@@ -6,46 +6,32 @@ import re
 
 import pytest
 
-from tests import test_browser
-from tests.test_browser import CHROMIUM_ARGS, PASSWORD, USERNAME, chromium_path
+from tests.browser import signed_in_page
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same Daphne server with seed data
 
 
 def test_chosen_plugins_show_their_fields_and_others_hide(server: str) -> None:
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            page.goto(f"{server}/login/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{server}/")
+    with signed_in_page(server, viewport={"width": 1280, "height": 1000}) as (
+        page,
+        _,
+    ):
+        page.goto(f"{server}/targets/")
+        assert page.is_visible("#id_openai_chat__base_url")
+        assert page.is_hidden("#id_demo__accuracy")
+        page.check("input[name=kind][value=demo]")
+        assert page.is_visible("#id_demo__accuracy")
+        assert page.is_hidden("#id_openai_chat__base_url")
 
-            page.goto(f"{server}/targets/")
-            assert page.is_visible("#id_openai_chat__base_url")
-            assert page.is_hidden("#id_demo__accuracy")
-            page.check("input[name=kind][value=demo]")
-            assert page.is_visible("#id_demo__accuracy")
-            assert page.is_hidden("#id_openai_chat__base_url")
-
-            page.goto(f"{server}/runs/new/")
-            assert page.is_hidden("#id_regex__pattern")
-            page.check("input[name=scorers][value=regex]")
-            assert page.is_visible("#id_regex__pattern")
-            page.uncheck("input[name=scorers][value=exact_match]")
-            assert page.is_hidden("#id_exact_match__strip")
-            page.select_option("#id_dataset", label="Browser / sums v1 (40 items)")
-            page.select_option("#id_target", label="Browser / Demo model (demo)")
-            page.fill("#id_regex__pattern", r"^\d+$")
-            page.click("button[type=submit].primary")
-            page.wait_for_url(re.compile(r"/runs/\d+/$"))
-            assert "regex" in page.inner_text("main")
-        finally:
-            browser.close()
+        page.goto(f"{server}/runs/new/")
+        assert page.is_hidden("#id_regex__pattern")
+        page.check("input[name=scorers][value=regex]")
+        assert page.is_visible("#id_regex__pattern")
+        page.uncheck("input[name=scorers][value=exact_match]")
+        assert page.is_hidden("#id_exact_match__strip")
+        page.select_option("#id_dataset", label="Browser / sums v1 (40 items)")
+        page.select_option("#id_target", label="Browser / Demo model (demo)")
+        page.fill("#id_regex__pattern", r"^\d+$")
+        page.click("button[type=submit].primary")
+        page.wait_for_url(re.compile(r"/runs/\d+/$"))
+        assert "regex" in page.inner_text("main")

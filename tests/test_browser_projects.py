@@ -8,76 +8,47 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_browser import (  # noqa: F401  (server is a fixture)
-    CHROMIUM_ARGS,
-    PASSWORD,
-    USERNAME,
-    chromium_path,
-    server,
-)
+from tests.browser import signed_in_page
 
 pytestmark = pytest.mark.browser
 
 
-def test_projects_keys_and_target_try_in_a_browser(
-    server: str,  # noqa: F811
-    tmp_path: Path,
-) -> None:
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS
-        )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            problems: list[str] = []
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            page.on(
-                "console",
-                lambda message: (
-                    message.type == "error" and problems.append(message.text)
-                ),
-            )
-            page.goto(f"{server}/login/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{server}/")
+def test_projects_keys_and_target_try_in_a_browser(server: str, tmp_path: Path) -> None:
+    with signed_in_page(server, viewport={"width": 1280, "height": 900}) as (
+        page,
+        problems,
+    ):
+        # The target page: one request answers in place, without a reload.
+        page.click("nav >> text=Targets")
+        page.click("text=Demo model")
+        page.evaluate("window.__marker = 1")
+        page.fill("#id_input", "What is 2 + 2?")
+        page.click("#try-form button[type=submit]")
+        page.wait_for_selector("#try-outcome")
+        assert page.evaluate("window.__marker") == 1
+        assert page.inner_text("#try-outcome")
+        shot(page, tmp_path, "target")
 
-            # The target page: one request answers in place, without a reload.
-            page.click("nav >> text=Targets")
-            page.click("text=Demo model")
-            page.evaluate("window.__marker = 1")
-            page.fill("#id_input", "What is 2 + 2?")
-            page.click("#try-form button[type=submit]")
-            page.wait_for_selector("#try-outcome")
-            assert page.evaluate("window.__marker") == 1
-            assert page.inner_text("#try-outcome")
-            shot(page, tmp_path, "target")
+        # Projects: create one, and see oneself as its admin.
+        page.click("nav >> text=Projects")
+        page.fill("#id_name", "Second")
+        page.click("#project-form button[type=submit]")
+        page.wait_for_selector("#members")
+        assert "admin" in page.inner_text("#members")
+        assert page.locator("#invite-form").count() == 1
+        shot(page, tmp_path, "project")
 
-            # Projects: create one, and see oneself as its admin.
-            page.click("nav >> text=Projects")
-            page.fill("#id_name", "Second")
-            page.click("#project-form button[type=submit]")
-            page.wait_for_selector("#members")
-            assert "admin" in page.inner_text("#members")
-            assert page.locator("#invite-form").count() == 1
-            shot(page, tmp_path, "project")
-
-            # Keys: the new key is shown once, then only its prefix.
-            page.click("text=API keys")
-            page.fill("#id_name", "laptop")
-            page.click("#key-form button[type=submit]")
-            key = page.inner_text("#new-key code").strip()
-            assert key.startswith("evk_")
-            shot(page, tmp_path, "keys")
-            page.goto(f"{server}/account/keys/")
-            assert key not in page.content()
-            assert "laptop" in page.inner_text("#keys")
-            assert problems == []
-        finally:
-            browser.close()
+        # Keys: the new key is shown once, then only its prefix.
+        page.click("text=API keys")
+        page.fill("#id_name", "laptop")
+        page.click("#key-form button[type=submit]")
+        key = page.inner_text("#new-key code").strip()
+        assert key.startswith("evk_")
+        shot(page, tmp_path, "keys")
+        page.goto(f"{server}/account/keys/")
+        assert key not in page.content()
+        assert "laptop" in page.inner_text("#keys")
+        assert problems == []
 
 
 def shot(page: object, tmp_path: Path, name: str) -> None:

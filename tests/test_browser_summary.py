@@ -6,14 +6,7 @@ import re
 
 import pytest
 
-from tests.test_browser import (
-    CHROMIUM_ARGS,
-    PASSWORD,
-    USERNAME,
-    chromium_path,
-    server,  # noqa: F401  (fixture)
-    watch_progress,
-)
+from tests.browser import signed_in_page, watch_progress
 
 pytestmark = pytest.mark.browser
 
@@ -25,43 +18,24 @@ CHARTS_DRAWN = """() => {
 }"""
 
 
-def test_charts_are_drawn_when_a_watched_run_ends_and_on_reload(server: str) -> None:  # noqa: F811
-    executable = chromium_path()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=executable, args=CHROMIUM_ARGS
+def test_charts_are_drawn_when_a_watched_run_ends_and_on_reload(server: str) -> None:
+    with signed_in_page(server, viewport={"width": 1280, "height": 1000}) as (
+        page,
+        problems,
+    ):
+        page.get_by_role("button", name="Start the demo run").first.click()
+        page.wait_for_url(re.compile(r"/runs/\d+/$"))
+
+        watch_progress(page)
+        # The summary section is brought up to date in place, charts and all.
+        page.wait_for_function(
+            "() => document.getElementById('run-summary').dataset.final === 'true'"
         )
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
-            problems: list[str] = []
-            page.on("pageerror", lambda error: problems.append(str(error)))
-            page.on(
-                "console",
-                lambda message: (
-                    message.type == "error" and problems.append(message.text)
-                ),
-            )
-            page.goto(f"{server}/login/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{server}/")
-            page.get_by_role("button", name="Start the demo run").first.click()
-            page.wait_for_url(re.compile(r"/runs/\d+/$"))
+        page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
+        # every result of the run is counted once it has ended
+        assert " / 40</strong> passed" in page.inner_html("#run-summary")
 
-            watch_progress(page)
-            # The summary section is brought up to date in place, charts and all.
-            page.wait_for_function(
-                "() => document.getElementById('run-summary').dataset.final === 'true'"
-            )
-            page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
-            # every result of the run is counted once it has ended
-            assert " / 40</strong> passed" in page.inner_html("#run-summary")
-
-            page.reload()
-            page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
-            assert page.locator("#run-charts canvas").count() >= 4
-            assert problems == []
-        finally:
-            browser.close()
+        page.reload()
+        page.wait_for_function(f"() => ({CHARTS_DRAWN})() >= 4")
+        assert page.locator("#run-charts canvas").count() >= 4
+        assert problems == []
