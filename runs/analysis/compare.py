@@ -51,8 +51,11 @@ from runs.models import Item, Result, Run, Score
 ALPHA = 0.05
 POWER = 0.80
 CONFIDENCE = 0.95
-BOOTSTRAP_RESAMPLES = 5_000
+# The floor; each resample is a multinomial draw over the distinct
+# differences, so the cost grows with resamples x distinct values.
+BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20_211_014
+DIFFERENCE_DECIMALS = 9
 # Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
 BOOTSTRAP_CHUNK_DRAWS = 4_000_000
 CACHE_SECONDS = 600
@@ -347,7 +350,13 @@ def paired_differences(
         rows = cursor.fetchall()
     values = np.array([float(value) for value, _ in rows], dtype=float)
     counts = np.array([int(count) for _, count in rows], dtype=np.int64)
-    return values, counts
+    # Differences of means computed in floating point: 0.217 - 0.0 and
+    # 0.42 - 0.203 differ in the last bit. Merged, the bootstrap draws over the
+    # real distinct differences (2,001 instead of 5,219 on 3-decimal scores).
+    distinct, where = np.unique(
+        np.round(values, DIFFERENCE_DECIMALS), return_inverse=True
+    )
+    return distinct, np.bincount(where, weights=counts).astype(np.int64)
 
 
 # -- statistics -------------------------------------------------------------------

@@ -407,3 +407,30 @@ def test_counted_items_agree_with_the_paired_table(dataset, change: str) -> None
 
     assert items.count() == compare.item_count(row, change)
     assert len(items[0:100]) == items.count()
+
+
+def test_differences_equal_but_for_floating_point_are_one_value(
+    project: Project,
+) -> None:
+    # 0.217 - 0.0 and 0.42 - 0.203 are both 0.217, but not in floating point.
+    assert 0.217 - 0.0 != 0.42 - 0.203
+    dataset = make_dataset(project, arithmetic_items(2), name="two")
+    baseline, candidate = (
+        make_run(dataset, scorers=["judge"]),
+        make_run(dataset, scorers=["judge"]),
+    )
+    items = list(dataset.items.order_by("index")[:2])
+    for item, (before, after) in zip(items, [(0.0, 0.217), (0.203, 0.42)], strict=True):
+        add_result(baseline, item, {"judge": before})
+        add_result(candidate, item, {"judge": after})
+
+    values, counts = compare.paired_differences(
+        baseline=finish(baseline),
+        candidate=finish(candidate),
+        scorer="judge",
+        paired_by="item",
+        column="total",
+    )
+
+    assert values.tolist() == [pytest.approx(0.217)]
+    assert counts.tolist() == [2]
