@@ -261,6 +261,11 @@ class Run(models.Model):
         return self.succeeded + self.failed + self.timed_out + self.cancelled
 
     @property
+    def scorer_names(self) -> list[str]:
+        """The run's scorers by the name their scores carry, in its order."""
+        return [spec.get("name") or spec.get("kind") for spec in self.scorers]
+
+    @property
     def errored(self) -> int:
         return self.failed + self.timed_out
 

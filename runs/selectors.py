@@ -469,7 +469,7 @@ class ResultFilters:
             return value.strip() or None if isinstance(value, str) else None
 
         statuses = [*Result.Status.values, PENDING, SKIPPED]
-        scorers = [spec.get("name") or spec.get("kind") for spec in run.scorers]
+        scorers = run.scorer_names
         filters = cls(
             status=_choice(text("status"), statuses, "status"),
             error_kind=_choice(text("error_kind"), ErrorKind.values, "error_kind"),

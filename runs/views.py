@@ -192,7 +192,7 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
     return {
         "statuses": [*Result.Status.choices, (left, left.capitalize())],
         "error_kinds": ErrorKind.choices,
-        "scorers": [spec.get("name") or spec.get("kind") for spec in run.scorers],
+        "scorers": run.scorer_names,
         "verdicts": selectors.VERDICTS,
     }
 

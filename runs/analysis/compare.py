@@ -45,6 +45,7 @@ from django.core.cache import cache
 from django.db import connection
 from scipy import optimize, stats
 
+from runs.analysis.stats import wilson_interval
 from runs.errors import InvalidInput
 from runs.models import Item, Result, Run, Score
 
@@ -147,13 +148,9 @@ def comparison_pairing(*, baseline: Run, candidates: Sequence[Run]) -> str:
     return PAIRED_BY_EXTERNAL_ID
 
 
-def scorer_names(run: Run) -> list[str]:
-    return [spec.get("name") or spec.get("kind") for spec in run.scorers]
-
-
 def shared_scorers(baseline: Run, candidate: Run) -> list[str]:
-    theirs = set(scorer_names(candidate))
-    return [name for name in scorer_names(baseline) if name in theirs]
+    theirs = set(candidate.scorer_names)
+    return [name for name in baseline.scorer_names if name in theirs]
 
 
 # -- SQL ------------------------------------------------------------------------
@@ -370,13 +367,6 @@ def mcnemar_exact(*, regressions: int, improvements: int) -> float:
     return float(stats.binomtest(improvements, discordant, 0.5).pvalue)
 
 
-def _wilson(successes: int, n: int) -> tuple[float, float]:
-    ci = stats.binomtest(successes, n).proportion_ci(
-        confidence_level=CONFIDENCE, method="wilson"
-    )
-    return float(ci.low), float(ci.high)
-
-
 def newcombe_paired_interval(
     *, both_passed: int, regressions: int, improvements: int, both_failed: int
 ) -> tuple[float, float]:
@@ -384,8 +374,9 @@ def newcombe_paired_interval(
     a, b, c, d = both_passed, regressions, improvements, both_failed
     n = a + b + c + d
     p_cand, p_base = (a + c) / n, (a + b) / n
-    low_cand, high_cand = _wilson(a + c, n)
-    low_base, high_base = _wilson(a + b, n)
+    # n > 0: the caller compares no empty table.
+    low_cand, high_cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
+    low_base, high_base = wilson_interval(a + b, n, confidence=CONFIDENCE)
     margins = (a + b) * (c + d) * (a + c) * (b + d)
     phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
     below_cand, above_base = p_cand - low_cand, high_base - p_base
@@ -561,7 +552,7 @@ def _scorer_comparison(
 
 def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
     tested = [i for i, row in enumerate(rows) if row.p_value is not None]
-    adjusted = holm_adjust([rows[i].p_value for i in tested])  # type: ignore[misc]
+    adjusted = holm_adjust([rows[i].p_value for i in tested])
     out = list(rows)
     for i, p_adjusted in zip(tested, adjusted, strict=True):
         row = rows[i]

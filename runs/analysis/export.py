@@ -124,14 +124,9 @@ def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
         yield json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
-def scorer_names(run: Run) -> list[str]:
-    """The run's scorers, in the order it declares them."""
-    return [spec.get("name") or spec.get("kind") for spec in run.scorers]
-
-
 def export_columns(*, run: Run) -> list[str]:
     """The keys of each row of ``run_export_rows``, in order."""
-    scores = [f"{name}.{field}" for name in scorer_names(run) for field in SCORE_FIELDS]
+    scores = [f"{name}.{field}" for name in run.scorer_names for field in SCORE_FIELDS]
     return [*ITEM_COLUMNS, *RESULT_COLUMNS, *scores]
 
 
@@ -145,7 +140,7 @@ def run_export_rows(
     come from a cursor ``chunk_size`` at a time, with one query for the scores
     of each chunk.
     """
-    names = scorer_names(run)
+    names = run.scorer_names
     results = (
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")

@@ -105,7 +105,7 @@ class RunSummary:
 
 def scorer_names(run: Run, found: set[str] | None = None) -> list[str]:
     """The run's scorers in its order, then any other name its scores carry."""
-    names = [spec.get("name") or spec.get("kind") for spec in run.scorers]
+    names = run.scorer_names
     return names + sorted((found or set()) - set(names))
 
 
