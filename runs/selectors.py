@@ -381,20 +381,6 @@ def run_compare_choices(*, user: User, run: Run, limit: int = 20) -> list[Run]:
 
 # -- failure clusters ----------------------------------------------------------
 
-BASELINE_CHOICES = 50
-
-
-def run_baseline_choices(*, run: Run, limit: int = BASELINE_CHOICES) -> list[Run]:
-    """Runs over the same dataset name in the run's project (any version),
-    newest first: the baselines its clusters can be compared with."""
-    return list(
-        Run.objects.filter(project_id=run.project_id, dataset__name=run.dataset.name)
-        .exclude(pk=run.pk)
-        .select_related("dataset")
-        .only("name", "created_at", "status", "dataset__name", "dataset__version")
-        .order_by("-created_at", "-pk")[:limit]
-    )
-
 
 def dataset_names(*, project_id: int) -> list[str]:
     """The names of a project's datasets, each once, in order."""

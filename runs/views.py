@@ -43,6 +43,8 @@ RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
 ITEMS_PER_PAGE = 50
 LIVE_SNAPSHOT_ROWS = 20
+# Runs over the same dataset a run's clusters may be compared with.
+BASELINE_CHOICES = 50
 MAX_PAGE = 1_000_000
 MAX_PAGE_DIGITS = len(str(MAX_PAGE))
 
@@ -389,7 +391,9 @@ def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
     context = {
         "run": run,
         "clusters": run_clusters_cached(run=run, baseline=baseline),
-        "baselines": selectors.run_baseline_choices(run=run),
+        "baselines": selectors.run_compare_choices(
+            user=request.user, run=run, limit=BASELINE_CHOICES
+        ),
         "dataset_names": selectors.dataset_names(project_id=run.project_id),
         "can_edit": role_of(request.user, run.project)
         in (Membership.Role.EDITOR, Membership.Role.ADMIN),
