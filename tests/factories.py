@@ -53,6 +53,20 @@ def arithmetic_items(count: int, *, marker: str = "") -> list[dict[str, Any]]:
     ]
 
 
+def echo_run(dataset: Dataset) -> Any:
+    """A run of ``dataset`` (echo target, exact_match) created but not launched."""
+    from runs import services
+
+    return services.run_create(
+        user=None,
+        dataset=dataset,
+        target_kind="python",
+        target_config={"callable": "runs.targets.examples.echo"},
+        scorers=["exact_match"],
+        launch=False,
+    )
+
+
 def store_outcomes(
     run: Any, outcomes: list[dict[str, Any]], *, epoch: int = 0, offset: int = 0
 ) -> Any:

@@ -5,24 +5,15 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from runs import services
 from runs.models import Dataset, Result, Run
-from tests.factories import arithmetic_items, make_dataset, store_outcomes
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 API = "/api/v1"
 pytestmark = pytest.mark.django_db
 
 
 def _run(dataset: Dataset, outcomes: list[dict]) -> Run:
-    run = services.run_create(
-        user=None,
-        dataset=dataset,
-        target_kind="python",
-        target_config={"callable": "runs.targets.examples.echo"},
-        scorers=["exact_match"],
-        launch=False,
-    )
-    return store_outcomes(run, outcomes)
+    return store_outcomes(echo_run(dataset), outcomes)
 
 
 def _quota(n: int) -> dict:

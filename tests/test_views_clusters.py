@@ -6,10 +6,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs import importers, services
+from runs import importers
 from runs.analysis.clusters import run_clusters
 from runs.models import Dataset, Item, Project, Result, Run
-from tests.factories import make_dataset, store_outcomes
+from tests.factories import echo_run, make_dataset, store_outcomes
 
 pytestmark = pytest.mark.django_db
 
@@ -17,15 +17,7 @@ TIMEOUT = "read timed out after {s} s on https://api.example.com/v1/x?id={n}"
 
 
 def _run(dataset: Dataset, outcomes: list[dict]) -> Run:
-    run = services.run_create(
-        user=None,
-        dataset=dataset,
-        target_kind="python",
-        target_config={"callable": "runs.targets.examples.echo"},
-        scorers=["exact_match"],
-        launch=False,
-    )
-    return store_outcomes(run, outcomes)
+    return store_outcomes(echo_run(dataset), outcomes)
 
 
 def _timeout(n: int) -> dict:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from runs import services
 from runs.analysis import clusters as clusters_module
 from runs.analysis.clusters import (
     cluster_filter,
@@ -15,7 +14,7 @@ from runs.analysis.clusters import (
 from runs.analysis.signatures import signatures_recompute
 from runs.errors import InvalidInput
 from runs.models import Dataset, Project, Result, Run, Score
-from tests.factories import arithmetic_items, make_dataset, store_outcomes
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 CONTEXT = (
     "HTTP 400 Bad Request: maximum context length is 8192 tokens, you requested "
@@ -38,17 +37,6 @@ def verdict(passed: bool, reason: str = "") -> dict:
     return {"scores": [("exact_match", passed, reason)]}
 
 
-def new_run(dataset: Dataset) -> Run:
-    return services.run_create(
-        user=None,
-        dataset=dataset,
-        target_kind="python",
-        target_config={"callable": "runs.targets.examples.echo"},
-        scorers=["exact_match"],
-        launch=False,
-    )
-
-
 @pytest.fixture
 def big_dataset(project: Project) -> Dataset:
     return make_dataset(project, arithmetic_items(12))
@@ -60,7 +48,7 @@ def run(big_dataset: Dataset) -> Run:
     outcomes += [rate_error(n) for n in range(2)]
     outcomes += [verdict(False, f"expected '{n}', got '{n + 1}'") for n in range(3)]
     outcomes += [verdict(True, "ok"), verdict(True, "ok")]
-    return store_outcomes(new_run(big_dataset), outcomes)
+    return store_outcomes(echo_run(big_dataset), outcomes)
 
 
 def test_errors_that_differ_only_in_ids_and_counts_form_one_cluster(run: Run) -> None:
@@ -103,7 +91,7 @@ def test_scorer_errors_form_their_own_cluster(big_dataset: Dataset) -> None:
         {"scores": [("exact_match", None, "", "TimeoutError: over 9 s")]},
         verdict(False, "no"),
     ]
-    run = store_outcomes(new_run(big_dataset), outcomes)
+    run = store_outcomes(echo_run(big_dataset), outcomes)
     clusters = run_clusters(run=run).failed_scores
     assert [(c.kind, c.count) for c in clusters] == [("error", 2), ("failed", 1)]
 
@@ -158,7 +146,7 @@ def test_against_a_baseline_each_cluster_says_how_it_moved(
     outcomes += [rate_error(n + 20) for n in range(2)]
     outcomes += [{"error": ("permanent", "MalformedResponse", "no content (7 B)")}]
     outcomes += [verdict(False, f"expected '{n}', got 'x'") for n in range(5)]
-    baseline = store_outcomes(new_run(big_dataset), outcomes)
+    baseline = store_outcomes(echo_run(big_dataset), outcomes)
 
     clusters = run_clusters(run=run, baseline=baseline)
     moved = [
@@ -178,14 +166,14 @@ def test_against_a_baseline_each_cluster_says_how_it_moved(
 def test_a_cluster_absent_from_the_baseline_is_new(
     big_dataset: Dataset, run: Run
 ) -> None:
-    baseline = store_outcomes(new_run(big_dataset), [verdict(True)] * 12)
+    baseline = store_outcomes(echo_run(big_dataset), [verdict(True)] * 12)
     clusters = run_clusters(run=run, baseline=baseline)
     assert {c.change for c in clusters.errors + clusters.failed_scores} == {"new"}
     assert all(c.baseline_count == 0 for c in clusters.errors)
 
 
 def test_a_run_without_failures_has_no_clusters(big_dataset: Dataset) -> None:
-    run = store_outcomes(new_run(big_dataset), [verdict(True)] * 4)
+    run = store_outcomes(echo_run(big_dataset), [verdict(True)] * 4)
     clusters = run_clusters(run=run)
     assert clusters.errors == [] and clusters.failed_scores == []
     assert clusters.results == 4
