@@ -1,6 +1,8 @@
-"""Downloads: a run's export as a streamed response, for pages and the API."""
+"""Downloads, streamed: a run's export and a comparison's items."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from django.http import StreamingHttpResponse
 from django.utils.http import content_disposition_header
@@ -28,15 +30,22 @@ COMPARISON_COLUMNS = (
 )
 
 
+def _download(
+    lines: Iterator[str], *, format: str, filename: str
+) -> StreamingHttpResponse:
+    return StreamingHttpResponse(
+        lines,
+        content_type=export.EXPORT_FORMATS[format].content_type,
+        headers={"Content-Disposition": content_disposition_header(True, filename)},
+    )
+
+
 def export_response(*, run: Run, format: str) -> StreamingHttpResponse:
     """The run's results in ``format`` (csv or jsonl), streamed as a file."""
-    filename = export.run_export_filename(run=run, format=format)
-    return StreamingHttpResponse(
+    return _download(
         export.run_export_lines(run=run, format=format),
-        content_type=export.EXPORT_FORMATS[format].content_type,
-        headers={
-            "Content-Disposition": content_disposition_header(True, filename),
-        },
+        format=format,
+        filename=export.run_export_filename(run=run, format=format),
     )
 
 
@@ -55,8 +64,4 @@ def comparison_csv_response(
         COMPARISON_COLUMNS, ([row[c] for c in COMPARISON_COLUMNS] for row in rows)
     )
     filename = f"compare-{baseline.pk}-{candidate.pk}-{scorer}.csv"
-    return StreamingHttpResponse(
-        lines,
-        content_type=export.EXPORT_FORMATS["csv"].content_type,
-        headers={"Content-Disposition": content_disposition_header(True, filename)},
-    )
+    return _download(lines, format="csv", filename=filename)
