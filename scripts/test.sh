@@ -33,17 +33,50 @@ fi
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
 
-echo "== suite on SQLite, in-memory channel layer =="
-env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "$@"
-
-if answers "$PG_HOST" "$PG_PORT" && answers "$REDIS_HOST" "$REDIS_PORT"; then
-    echo "== suite on PostgreSQL, Redis channel layer =="
+sqlite_suite() {
+    env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "$@"
+}
+postgres_suite() {
     DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/evalsite" \
     REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" \
         "$BIN/pytest" "$@"
-elif [ "$ci" = true ]; then
-    echo "PostgreSQL ($PG_HOST:$PG_PORT) or Redis ($REDIS_HOST:$REDIS_PORT) does not answer" >&2
-    exit 1
-else
+}
+
+if ! { answers "$PG_HOST" "$PG_PORT" && answers "$REDIS_HOST" "$REDIS_PORT"; }; then
+    if [ "$ci" = true ]; then
+        echo "PostgreSQL ($PG_HOST:$PG_PORT) or Redis ($REDIS_HOST:$REDIS_PORT) does not answer" >&2
+        exit 1
+    fi
+    echo "== suite on SQLite, in-memory channel layer =="
+    sqlite_suite "$@"
     echo "PostgreSQL or Redis does not answer: the PostgreSQL suite was not run" >&2
+    exit 0
 fi
+
+if [ "${EVALSITE_TEST_SERIAL:-false}" = true ]; then
+    echo "== suite on SQLite, in-memory channel layer =="
+    sqlite_suite "$@"
+    echo "== suite on PostgreSQL, Redis channel layer =="
+    postgres_suite "$@"
+    exit 0
+fi
+
+# The two passes share nothing (a SQLite file per process, their own temporary
+# directories, free ports), so they run at once: each mostly waits on one core.
+# Their reports are printed whole, one after the other, when both have ended.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+echo "== suite on SQLite and on PostgreSQL at once (EVALSITE_TEST_SERIAL=true: one after the other) =="
+sqlite_suite --basetemp="$logs/sqlite-tmp" "$@" >"$logs/sqlite.log" 2>&1 &
+sqlite_pid=$!
+postgres_suite --basetemp="$logs/postgres-tmp" "$@" >"$logs/postgres.log" 2>&1 &
+postgres_pid=$!
+sqlite_rc=0
+wait "$sqlite_pid" || sqlite_rc=$?
+postgres_rc=0
+wait "$postgres_pid" || postgres_rc=$?
+echo "== suite on SQLite, in-memory channel layer (exit $sqlite_rc) =="
+cat "$logs/sqlite.log"
+echo "== suite on PostgreSQL, Redis channel layer (exit $postgres_rc) =="
+cat "$logs/postgres.log"
+[ "$sqlite_rc" = 0 ] && [ "$postgres_rc" = 0 ]
