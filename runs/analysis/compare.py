@@ -1,11 +1,13 @@
 """Is run B really better than run A: paired tables, exact tests, Holm.
 
 Runs are paired item by item: by item when they share a dataset version, by
-external id across versions of one dataset (same project, same name). Every
-figure of a (candidate, scorer) comes from one aggregate query: per-item
-aggregates of both runs joined on the pairing key, and conditional counts over
-that join. Only a bootstrap fetches a column, of per-item differences (grouped
-by value, so usually a handful of rows).
+external id across versions of one dataset (same project, same name). With one
+result per item in each run, every scorer of a candidate comes from one scan
+(``single_scan``): the paired results grouped per scorer by both verdicts and
+the difference of values, a few rows each. Otherwise every figure of a
+(candidate, scorer) comes from one aggregate query: per-item aggregates of
+both runs joined on the pairing key, and conditional counts over that join;
+a bootstrap then fetches the per-item differences (grouped by value).
 
 Definitions (also stated on the comparison page):
 
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -347,6 +349,11 @@ def paired_differences(
         rows = cursor.fetchall()
     values = np.array([float(value) for value, _ in rows], dtype=float)
     counts = np.array([int(count) for _, count in rows], dtype=np.int64)
+    return _merged(values, counts)
+
+
+def _merged(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Differences merged when they differ only by floating-point noise."""
     # Differences of means computed in floating point: 0.217 - 0.0 and
     # 0.42 - 0.203 differ in the last bit. Merged, the bootstrap draws over the
     # real distinct differences (2,001 instead of 5,219 on 3-decimal scores).
@@ -354,6 +361,102 @@ def paired_differences(
         np.round(values, DIFFERENCE_DECIMALS), return_inverse=True
     )
     return distinct, np.bincount(where, weights=counts).astype(np.int64)
+
+
+# With one result per item in each run (one dataset version, one epoch), every
+# shared scorer of a candidate comes from one scan: the two runs' results
+# joined on the item, each scorer's two scores joined once, materialised, then
+# grouped per scorer by (baseline passed, candidate passed, difference of
+# values). That gives the paired table and the bootstrap's differences alike;
+# the groups are few (at most four per distinct difference).
+
+
+def _single_scan_sql(baseline: Run, candidate: Run, count: int) -> str:
+    b, c = int(baseline.pk), int(candidate.pk)
+    columns, joins, groups = [], [], []
+    for j in range(count):
+        columns.append(
+            f"CASE WHEN b{j}.passed THEN 1 ELSE 0 END AS bp{j}, "
+            f"COALESCE(b{j}.value, 0) AS bt{j}, "
+            f"CASE WHEN c{j}.passed THEN 1 ELSE 0 END AS cp{j}, "
+            f"COALESCE(c{j}.value, 0) AS ct{j}, "
+            f"{_graded(f'b{j}')} + {_graded(f'c{j}')} AS g{j}"
+        )
+        joins.append(
+            f"LEFT JOIN {_SCORE} b{j} ON b{j}.result_id = rb.id AND b{j}.scorer = %s "
+            f"LEFT JOIN {_SCORE} c{j} ON c{j}.result_id = rc.id AND c{j}.scorer = %s"
+        )
+        groups.append(
+            f"SELECT {j}, bp{j}, cp{j}, ct{j} - bt{j}, COUNT(*), SUM(bt{j}), "
+            f"SUM(ct{j}), SUM(g{j}) FROM p GROUP BY bp{j}, cp{j}, ct{j} - bt{j}"
+        )
+    baseline_items, candidate_items = (
+        f"SELECT -1, NULL, NULL, NULL, COUNT(*), NULL, NULL, NULL "
+        f"FROM {_RESULT} WHERE run_id = {run}"
+        for run in (b, c)
+    )
+    return f"""WITH p AS MATERIALIZED (
+          SELECT {", ".join(columns)}
+          FROM {_RESULT} rb
+          JOIN {_RESULT} rc ON rc.run_id = {c} AND rc.item_id = rb.item_id
+          {" ".join(joins)}
+          WHERE rb.run_id = {b})
+        {" UNION ALL ".join(groups)}
+        UNION ALL {baseline_items} UNION ALL {candidate_items}"""
+
+
+@dataclass(frozen=True, slots=True)
+class ScannedScorer:
+    """One scorer's paired table and value differences, from the single scan."""
+
+    table: PairedTable
+    values: np.ndarray
+    counts: np.ndarray
+
+
+def single_scan(
+    *, baseline: Run, candidate: Run, scorers: Sequence[str]
+) -> dict[str, ScannedScorer]:
+    """Every shared scorer of two single-epoch runs of one dataset version."""
+    if not scorers:
+        return {}
+    params = [name for name in scorers for _ in range(2)]
+    with connection.cursor() as cursor:
+        cursor.execute(_single_scan_sql(baseline, candidate, len(scorers)), params)
+        rows = cursor.fetchall()
+    items = [int(row[4]) for row in rows if row[0] == -1]
+    groups: list[list[tuple[Any, ...]]] = [[] for _ in scorers]
+    for row in rows:
+        if row[0] != -1:
+            groups[row[0]].append(row)
+    scanned = {}
+    for name, group in zip(scorers, groups, strict=True):
+        cells = dict.fromkeys(_CELLS, 0)
+        sums = [0.0, 0.0, 0.0, 0.0]
+        graded = 0
+        for _, bp, cp, _difference, count, bt, ct, g in group:
+            cell = ("both_passed", "regressions", "improvements", "both_failed")[
+                (0 if bp else 2) + (0 if cp else 1)
+            ]
+            cells[cell] += count
+            sums[0] += bp * count
+            sums[1] += cp * count
+            sums[2] += float(bt or 0)
+            sums[3] += float(ct or 0)
+            graded += int(g or 0)
+        table = PairedTable(
+            sum(cells.values()),
+            *cells.values(),
+            *sums,
+            split_items=0,
+            graded_scores=graded,
+            baseline_items=items[0],
+            candidate_items=items[1],
+        )
+        values = np.array([float(row[3]) for row in group], dtype=float)
+        counts = np.array([int(row[4]) for row in group], dtype=np.int64)
+        scanned[name] = ScannedScorer(table, *_merged(values, counts))
+    return scanned
 
 
 # -- statistics -------------------------------------------------------------------
@@ -487,6 +590,28 @@ def _scorer_comparison(
     table = paired_table(
         baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
     )
+
+    def differences(column: str) -> tuple[np.ndarray, np.ndarray]:
+        return paired_differences(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=scorer,
+            paired_by=paired_by,
+            column=column,
+        )
+
+    return _tested(table, differences, scorer=scorer, candidate=candidate)
+
+
+def _tested(
+    table: PairedTable,
+    differences: Callable[[str], tuple[np.ndarray, np.ndarray]],
+    *,
+    scorer: str,
+    candidate: Run,
+) -> ScorerComparison:
+    """One (candidate, scorer) row from its paired table; ``differences(column)``
+    gives the per-item differences when a bootstrap needs them."""
     n = table.paired
     numeric = table.graded_scores > 0
     row: dict[str, Any] = {
@@ -531,13 +656,7 @@ def _scorer_comparison(
             ),
         )
     else:
-        values, counts = paired_differences(
-            baseline=baseline,
-            candidate=candidate,
-            scorer=scorer,
-            paired_by=paired_by,
-            column="total" if numeric else "passes",
-        )
+        values, counts = differences("total" if numeric else "passes")
         boot = paired_bootstrap(values, counts)
         row.update(
             delta=boot.mean,
@@ -573,11 +692,9 @@ def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     """Every (candidate, shared scorer) against the baseline, Holm-adjusted."""
     paired_by = comparison_pairing(baseline=baseline, candidates=candidates)
     rows = [
-        _scorer_comparison(
-            baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
-        )
+        row
         for candidate in candidates
-        for scorer in shared_scorers(baseline, candidate)
+        for row in _candidate_rows(baseline, candidate, paired_by)
     ]
     if len(candidates) == 1 and rows:
         unpaired = rows[0].unpaired  # the same count, from the paired table
@@ -590,6 +707,35 @@ def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
         unpaired=unpaired,
         scorers=_with_verdicts(rows),
     )
+
+
+def _candidate_rows(
+    baseline: Run, candidate: Run, paired_by: str
+) -> list[ScorerComparison]:
+    scorers = shared_scorers(baseline, candidate)
+    if not _one_result_each(paired_by, baseline, candidate):
+        return [
+            _scorer_comparison(
+                baseline=baseline,
+                candidate=candidate,
+                scorer=scorer,
+                paired_by=paired_by,
+            )
+            for scorer in scorers
+        ]
+    scanned = single_scan(baseline=baseline, candidate=candidate, scorers=scorers)
+
+    def tested(one: ScannedScorer, scorer: str) -> ScorerComparison:
+        # One epoch: an item's pass fraction is 0 or 1, so only the values'
+        # differences are ever drawn from (numeric scorers).
+        return _tested(
+            one.table,
+            lambda column: (one.values, one.counts),
+            scorer=scorer,
+            candidate=candidate,
+        )
+
+    return [tested(scanned[scorer], scorer) for scorer in scorers]
 
 
 def _unpaired(baseline: Run, candidates: Sequence[Run], paired_by: str) -> int:

@@ -388,6 +388,55 @@ def test_runs_of_one_epoch_pair_as_runs_of_several_would(dataset) -> None:
     assert direct.scorers[0].paired == 8
 
 
+def test_the_single_scan_of_several_scorers_agrees_with_grouping_by_item(
+    big_dataset,
+) -> None:
+    # Single-epoch runs of one dataset version read every scorer in one scan;
+    # runs of several epochs group per item and scorer. Same figures, with a
+    # pass/fail scorer, a numeric one, errored scores, failed calls and items
+    # that only one run has.
+    scorers = ("exact_match", "judge")
+    baseline = make_run(big_dataset, scorers=scorers)
+    candidate = make_run(big_dataset, scorers=scorers)
+    rng = np.random.default_rng(11)
+    items = list(big_dataset.items.order_by("index"))
+    for i, item in enumerate(items[:250]):
+        for run in (baseline, candidate):
+            if run is candidate and i < 10:
+                continue  # unpaired
+            draw = rng.random()
+            if draw < 0.05:
+                add_result(run, item, {"exact_match": "failed"})
+                continue
+            judge: float | str = round(float(rng.uniform(0, 1)), 3)
+            if draw > 0.97:
+                judge = "error"
+            add_result(
+                run, item, {"exact_match": float(rng.random() < 0.6), "judge": judge}
+            )
+    scanned = compare.compare_runs(
+        baseline=finish(baseline), candidates=[finish(candidate)]
+    )
+    for run in (baseline, candidate):
+        run.options = {"epochs": 2}
+
+    grouped = compare.compare_runs(baseline=baseline, candidates=[candidate])
+
+    assert [row.measure for row in scanned.scorers] == ["pass_rate", "mean"]
+    assert [row.test for row in scanned.scorers] == [
+        "mcnemar_exact",
+        "paired_bootstrap",
+    ]
+    for fast, slow in zip(scanned.scorers, grouped.scorers, strict=True):
+        fast_values, slow_values = fast.as_dict(), slow.as_dict()
+        for name in ("baseline_mean", "candidate_mean", "delta", "mde"):
+            assert fast_values.pop(name) == pytest.approx(slow_values.pop(name))
+        assert fast_values.pop("delta_ci") == pytest.approx(slow_values.pop("delta_ci"))
+        assert fast_values == slow_values
+    assert scanned.scorers[0].paired == 240
+    assert scanned.unpaired == grouped.unpaired == 10
+
+
 @pytest.mark.parametrize(
     "change", ["", "regressions", "improvements", "both_failed", "both_passed"]
 )
