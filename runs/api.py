@@ -46,7 +46,8 @@ from runs.analysis.clusters import (
     run_clusters_cached,
 )
 from runs.analysis.compare import Comparison
-from runs.analysis.summary import RunSummary, run_summary_cached
+from runs.analysis.figures import run_figures
+from runs.analysis.summary import RunSummary
 from runs.catalogue import scorer_kinds, target_kinds
 from runs.downloads import (
     COMPARISON_COLUMNS,
@@ -754,7 +755,7 @@ def get_run_summary(request: HttpRequest, run_id: DbId) -> RunSummary:
     with its Wilson 95% interval and, with several epochs, pass@k and pass^k;
     latency percentiles, tokens, cost, counts per status and error kind."""
     run = run_get(user=request.auth, run_id=run_id)
-    return run_summary_cached(run=run)
+    return run_figures(run=run)[0]
 
 
 # -- retry inside a run ---------------------------------------------------------

@@ -509,3 +509,26 @@ class ProjectSecret(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.project})"
+
+
+class RunFigures(models.Model):
+    """A finished run's summary and chart data, stored when it ends.
+
+    Read only while ``version`` is the run's ``results_version`` (with the
+    figures' format): a retry or a re-score that changes the results makes
+    them stale, and they are computed and stored again.
+    """
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="figures"
+    )
+    version = models.CharField(max_length=200)
+    data = models.JSONField()
+    computed_at = models.DateTimeField()
+    compute_seconds = models.FloatField()
+
+    class Meta:
+        verbose_name_plural = "run figures"
+
+    def __str__(self) -> str:
+        return f"figures of run {self.run_id}"

@@ -21,17 +21,16 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from runs.access import ROLE_RANK, visible_project_ids, visible_projects
-from runs.analysis.charts import run_charts_cached
 from runs.analysis.clusters import cluster_filter, parse_cluster_key
 from runs.analysis.compare import Comparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
+from runs.analysis.figures import run_figures
 from runs.analysis.progress import RunProgress, run_progress
 from runs.analysis.summary import (
     PASS_RATE_DEFINITION,
     RunSummary,
     ScorerSummary,
     run_scorer_summaries_cached,
-    run_summary_cached,
 )
 from runs.errors import InvalidInput, NotFound
 from runs.models import (
@@ -404,10 +403,8 @@ class RunReport:
 
 def run_report(*, run: Run) -> RunReport:
     """The run page's summary section: its figures and its charts' data."""
-    summary = run_summary_cached(run=run)
-    return RunReport(
-        summary=summary, charts=run_charts_cached(run=run, summary=summary)
-    )
+    summary, charts = run_figures(run=run)
+    return RunReport(summary=summary, charts=charts)
 
 
 # -- a run's results, filtered; what is left of it ------------------------------

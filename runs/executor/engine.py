@@ -28,6 +28,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from runs import events
+from runs.analysis.figures import run_figures_store
 from runs.errors import ConfigError
 from runs.executor import store
 from runs.executor.items import ItemRunner, WorkItem, now
@@ -52,6 +53,7 @@ cancel_requested = database_sync_to_async(store.cancel_requested)
 load_item_page = database_sync_to_async(store.item_page)
 write_results = database_sync_to_async(store.results_write)
 finish_run = database_sync_to_async(store.run_finish)
+store_figures = database_sync_to_async(run_figures_store)
 
 ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
 
@@ -393,6 +395,9 @@ class Execution:
             ),
             "recording the final status",
         )
+        if self.index_range is None:
+            # Before the run is announced as ended: its page reads them.
+            await store_figures(self.spec.id)
         await events.publish_run_update(self.spec.id, final=True)
         return status
 

@@ -1,0 +1,117 @@
+"""A finished run's figures, stored with the run when it ends.
+
+The summary and the chart data of a run of 100,000 items take several
+aggregate passes over its results and scores (most of a second). A finished
+run's results change only through what moves its ``results_version`` (a
+retry, a re-score), so the executor computes its figures once, when the run
+ends, and stores them (``RunFigures``); pages and the API read them back.
+Stored figures are used only under the version they were computed for: stale
+ones are computed again on the next read and stored in their place. A running
+run's figures are always computed (and cached briefly, ``summary.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError
+from django.utils import timezone
+
+from runs.analysis.charts import run_charts_cached
+from runs.analysis.summary import RunSummary, ScorerSummary, run_summary_cached
+from runs.models import Run, RunFigures
+
+logger = logging.getLogger(__name__)
+
+# Raise when what is computed changes meaning without changing shape: stored
+# figures of another format are computed again.
+FORMAT = 1
+
+
+def _version(run: Run) -> str:
+    return f"{FORMAT}:{run.results_version}"
+
+
+def _encode(summary: RunSummary, charts: dict[str, Any]) -> dict[str, Any]:
+    data = dataclasses.asdict(summary)
+    if summary.last_finished_at is not None:
+        data["last_finished_at"] = summary.last_finished_at.isoformat()
+    return {"summary": data, "charts": charts}
+
+
+def _scorer(data: dict[str, Any]) -> ScorerSummary:
+    interval = data.pop("pass_rate_ci")
+    return ScorerSummary(
+        **data
+        | {
+            "pass_rate_ci": tuple(interval) if interval is not None else None,
+            "pass_at_k": {int(k): v for k, v in data["pass_at_k"].items()},
+            "pass_hat_k": {int(k): v for k, v in data["pass_hat_k"].items()},
+        }
+    )
+
+
+def _decode(data: dict[str, Any]) -> tuple[RunSummary, dict[str, Any]] | None:
+    """The stored figures, or None when they no longer fit the dataclasses."""
+    try:
+        summary = dict(data["summary"])
+        finished = summary["last_finished_at"]
+        summary.update(
+            scorers=[_scorer(dict(s)) for s in summary["scorers"]],
+            last_finished_at=datetime.fromisoformat(finished) if finished else None,
+        )
+        return RunSummary(**summary), data["charts"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
+    """The run's summary and chart data: stored ones when current, else
+    computed (and stored, once the run has ended)."""
+    if run.is_final:
+        stored = (
+            RunFigures.objects.filter(run=run, version=_version(run))
+            .values_list("data", flat=True)
+            .first()
+        )
+        if stored is not None and (figures := _decode(stored)) is not None:
+            return figures
+    began = time.perf_counter()
+    summary = run_summary_cached(run=run)
+    charts = run_charts_cached(run=run, summary=summary)
+    if run.is_final:
+        _store(run, summary, charts, seconds=time.perf_counter() - began)
+    return summary, charts
+
+
+def _store(
+    run: Run, summary: RunSummary, charts: dict[str, Any], *, seconds: float
+) -> None:
+    # Stored at the same moment by another reader: the same figures.
+    with contextlib.suppress(IntegrityError):
+        RunFigures.objects.update_or_create(
+            run=run,
+            defaults={
+                "version": _version(run),
+                "data": _encode(summary, charts),
+                "computed_at": timezone.now(),
+                "compute_seconds": seconds,
+            },
+        )
+
+
+def run_figures_store(run_id: int) -> None:
+    """Compute and store an ended run's figures (the executor calls this when a
+    run ends); a failure is logged, never the run's."""
+    run = Run.objects.filter(pk=run_id).first()
+    if run is None or not run.is_final:
+        return
+    try:
+        run_figures(run=run)
+    except Exception:  # the run has ended and is stored: its figures can wait
+        logger.exception("could not store the figures of run %s", run_id)
