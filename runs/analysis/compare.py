@@ -883,11 +883,12 @@ class ComparisonItems:
             raise TypeError("ComparisonItems supports slices only")
         start = index.start or 0
         stop = self.count() if index.stop is None else index.stop
-        return list(self._rows(limit=max(stop - start, 0), offset=start))
+        return list(self.rows(limit=max(stop - start, 0), offset=start))
 
-    def _rows(
+    def rows(
         self, *, limit: int | None = None, offset: int = 0, chunk: int = 500
     ) -> Iterator[dict[str, Any]]:
+        """The matching items in dataset order, fetched ``chunk`` at a time."""
         sql = self._from.format(columns=_ITEM_COLUMNS) + " ORDER BY p.idx, p.k"
         params = list(self._params)
         if limit is not None:
@@ -959,4 +960,4 @@ def comparison_item_rows(
         paired_by=paired_by,
         change=change,
     )
-    return items._rows()
+    return items.rows()
