@@ -105,6 +105,4 @@ class AgentHandler(BaseHTTPRequestHandler):
 
 def fresh_handler() -> type[AgentHandler]:
     """A handler class with its own request log."""
-    return type(
-        "Agent", (AgentHandler,), {"requests": [], "seen": Counter()}
-    )  # type: ignore[return-value]
+    return type("Agent", (AgentHandler,), {"requests": [], "seen": Counter()})  # type: ignore[return-value]

@@ -120,7 +120,7 @@ def _fields(the_item: TargetInput) -> dict[str, Any]:
     return item_fields(the_item)
 
 
-# -- configuration -----------------------------------------------------------------
+# -- configuration -----------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_post_gets_a_default_body_and_get_none(agent):
     assert "body" not in clean_target_config("http", {"url": url, "method": "get"})
 
 
-# -- requests and outputs ------------------------------------------------------------
+# -- requests and outputs ----------------------------------------------------
 
 
 async def test_the_templated_body_reaches_the_agent_with_types_kept(agent):
@@ -257,7 +257,7 @@ async def test_the_network_policy_refuses_at_connect_time(agent, settings):
     assert handler.requests == []
 
 
-# -- secrets ---------------------------------------------------------------------------
+# -- secrets -----------------------------------------------------------------
 
 
 def http_run(project: Project, config: dict, items: list[dict], **kwargs) -> Run:
@@ -336,7 +336,7 @@ async def test_an_allowed_environment_variable_is_sent(
     assert handler.requests[0]["headers"]["authorization"] == f"Bearer {TOKEN}"
 
 
-# -- through the executor ----------------------------------------------------------------
+# -- through the executor ---------------------------------------------------
 
 SUSPENDING = {
     "status_field": "status",
@@ -385,7 +385,7 @@ async def test_a_transient_failure_is_retried_after_retry_after(project, agent):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_permanent_failure_is_not_retried(project, agent):
-    url, handler = agent
+    url, _ = agent
     run = await sync_to_async(http_run)(
         project, agent_config(url), modes("status:400"), max_attempts=3
     )
@@ -395,9 +395,7 @@ async def test_a_permanent_failure_is_not_retried(project, agent):
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_suspended_agent_is_its_own_kind_kept_and_not_retried(
-    project, agent
-):
+async def test_a_suspended_agent_is_its_own_kind_kept_and_not_retried(project, agent):
     url, handler = agent
     run = await sync_to_async(http_run)(
         project,
