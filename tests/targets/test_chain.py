@@ -257,3 +257,25 @@ def test_an_inner_target_item_sees_the_item_fields(project, fake_openai):
     output = async_to_sync(target.generate)(item).output
     async_to_sync(target.aclose)()
     assert output == "answer=2 / v"
+
+
+def test_the_api_refuses_another_projects_run_naming_the_field(
+    project, other_project, fake_openai, bob_client
+):
+    theirs = first_run(make_dataset(other_project, questions(1)), fake_openai)
+    ours = make_dataset(project, questions(1))
+    response = bob_client.post(
+        "/api/v1/runs",
+        {
+            "dataset": ours.pk,
+            "target_kind": "chain",
+            "target_config": {"run": theirs.pk, "target": model(fake_openai)},
+            "scorers": ["exact_match"],
+        },
+        content_type="application/json",
+    )
+    assert response.status_code == 400
+    body = response.json()
+    assert body["field"] == "target_config.run"
+    assert body["detail"].endswith(f"there is no run {theirs.pk} in Research")
+    assert "Elsewhere" not in body["detail"]

@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs import secrets, selectors, services
+from runs.analysis.clusters import run_clusters
 from runs.analysis.summary import run_summary
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
@@ -435,6 +436,12 @@ def test_suspended_results_are_filtered_counted_and_shown(
     found = selectors.result_filter(run=run, filters=filters)
     assert list(found.values_list("item_index", flat=True)) == [1]
     assert run_summary(run=run).error_kinds == {"suspended": 1}
+    (cluster,) = run_clusters(run=run).errors
+    assert (cluster.kind, cluster.error_type, cluster.count) == (
+        "suspended",
+        "Suspended",
+        1,
+    )
     page = bob_client.get(
         reverse("runs:run_detail", args=[run.pk]), {"error_kind": "suspended"}
     )
