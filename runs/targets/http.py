@@ -340,30 +340,36 @@ class HttpTarget(Plugin):
     def parse_response(self, response: httpx.Response) -> TargetOutput:
         if response.status_code >= 300:
             raise status_error(response, secrets=self.secrets)
-        text = response.text
+        # An agent that echoes its request headers must not store the secret.
+        text = redact(response.text, self.secrets)
         if self.config.get("response_type", "json") == "text":
             return TargetOutput(output=text, http_status=response.status_code)
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self.malformed(response, f"the body is not JSON: {exc}") from None
+            raise self.malformed(
+                text, response, f"the body is not JSON: {exc}"
+            ) from None
         if self.status_field:
-            self.check_status(data, response)
+            self.check_status(data, response, text)
         if not self.output_path:
             return TargetOutput(output=data, http_status=response.status_code)
         try:
             output = lookup(data, self.output_path)
         except Missing as exc:
             raise self.malformed(
+                text,
                 response,
                 f"the response has no {self.output_path} ({exc.where} is "
                 f"missing; found {describe_value(exc.found)})",
             ) from None
         if output is None:
-            raise self.malformed(response, f"the response's {self.output_path} is null")
+            raise self.malformed(
+                text, response, f"the response's {self.output_path} is null"
+            )
         return TargetOutput(output=output, http_status=response.status_code)
 
-    def check_status(self, data: Any, response: httpx.Response) -> None:
+    def check_status(self, data: Any, response: httpx.Response, text: str) -> None:
         try:
             status = lookup(data, self.status_field)
         except Missing:
@@ -374,16 +380,18 @@ class HttpTarget(Plugin):
                 f"the agent is suspended: {self.status_field} is {shown!r}",
                 kind=ErrorKind.SUSPENDED,
                 http_status=response.status_code,
-                raw_body=redact(response.text, self.secrets),
+                raw_body=text,
                 error_type="Suspended",
             )
 
-    def malformed(self, response: httpx.Response, message: str) -> TargetError:
+    def malformed(
+        self, text: str, response: httpx.Response, message: str
+    ) -> TargetError:
         return TargetError(
             f"malformed response: {message}",
             kind=ErrorKind.PERMANENT,
             http_status=response.status_code,
-            raw_body=redact(response.text[:ERROR_BODY_LIMIT], self.secrets),
+            raw_body=text[:ERROR_BODY_LIMIT],
             error_type="MalformedResponse",
         )
 

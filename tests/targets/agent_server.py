@@ -67,6 +67,9 @@ class AgentHandler(BaseHTTPRequestHandler):
             token = self.headers.get("X-Agent-Key") or self.headers.get("Authorization")
             message = f"token {token} is not valid"
             self.send(401, {"error": {"message": message}})
+        elif name == "echo_headers":  # an answer that quotes the request headers
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            self.send(200, {"status": "done", "headers": headers})
         elif name == "text":
             self.send_text(200, "plain answer ✓")
         elif name == "badjson":

@@ -18,6 +18,7 @@ from runs.analysis.summary import run_summary
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, Run, RunStatus
+from runs.secrets import TargetContext
 from runs.selectors import ResultFilters
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.targets.http import HttpTarget
@@ -304,6 +305,21 @@ async def test_a_project_secret_is_sent_in_the_auth_header_and_never_stored(
     await run.arefresh_from_db()
     stored = str([run.target_config, bad.error_message, bad.attempts, ok.attempts])
     assert TOKEN not in stored
+
+
+async def test_an_answer_that_echoes_the_secret_stores_it_redacted(agent):
+    url, handler = agent
+    config = {
+        "url": url,
+        "body": {"mode": "echo_headers"},
+        "auth_secret": "AGENT_TOKEN",
+        "output_path": "headers",
+    }
+    answer = await generate(
+        config, item(), context=TargetContext(secrets={"auth": TOKEN})
+    )
+    assert handler.requests[0]["headers"]["authorization"] == f"Bearer {TOKEN}"
+    assert answer.output["authorization"] == "Bearer [secret]"
 
 
 @pytest.mark.django_db
