@@ -16,14 +16,16 @@ epoch that has one) is a permanent error.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
 from pydantic import Field, field_validator, model_validator
 
 from runs.errors import ConfigError, InvalidInput
 from runs.models import Dataset, ErrorKind, Project, Result, Run
+from runs.models import Target as SavedTarget
 from runs.plugins import FieldError, Params, Plugin
+from runs.secrets import TargetContext, check_secrets_exist, target_context
 from runs.targets.base import (
     Target,
     TargetError,
@@ -39,9 +41,6 @@ from runs.targets.templating import (
     placeholders,
     render_json,
 )
-
-if TYPE_CHECKING:
-    from runs.secrets import TargetContext
 
 ROOTS = ITEM_ROOTS | {"run"}
 
@@ -173,9 +172,6 @@ class ChainTarget(Plugin):
 
         A run of another project is "not found", as one that does not exist.
         """
-        from runs.models import Target as SavedTarget
-        from runs.secrets import check_secrets_exist
-
         source = Run.objects.filter(pk=config["run"], project=project).first()
         if source is None:
             raise ConfigError(
@@ -222,8 +218,6 @@ class ChainTarget(Plugin):
             return self.inner
 
     def _build_inner(self) -> Target:
-        from runs.secrets import target_context
-
         if not Run.objects.filter(
             pk=self.source_id, project_id=self.project_id
         ).exists():
