@@ -17,7 +17,7 @@ from runs.analysis.clusters import run_clusters
 from runs.analysis.summary import run_summary
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
-from runs.models import ErrorKind, Project, Result, Run, RunStatus
+from runs.models import ErrorKind, Project, Result, Run, RunStatus, Target
 from runs.secrets import TargetContext
 from runs.selectors import ResultFilters
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
@@ -470,3 +470,46 @@ def test_suspended_results_are_filtered_counted_and_shown(
     ).content.decode()
     assert "Suspended" in detail
     assert "Which city did you mean?" in detail
+
+
+@pytest.mark.django_db
+def test_an_http_target_is_created_from_the_targets_form(
+    bob_client: Client, project: Project
+):
+    data = {
+        "project": project.pk,
+        "name": "agent",
+        "kind": "http",
+        "http__url": "https://agent.example.org/run",
+        "http__method": "PUT",
+        "http__body": '{"q": "{input}", "n": "{metadata.n}"}',
+        "http__headers": '{"X-Team": "eval"}',
+        "http__auth_secret": "AGENT_TOKEN",
+        "http__output_path": "result.answer",
+        "http__status_field": "status",
+        "http__suspended_values": '["waiting_for_input"]',
+    }
+    response = bob_client.post(reverse("runs:target_list"), data)
+    assert response.status_code == 302
+    config = Target.objects.get(name="agent").config
+    assert config["method"] == "PUT"
+    assert config["body"] == {"q": "{input}", "n": "{metadata.n}"}
+    assert config["headers"] == {"X-Team": "eval"}
+    assert config["suspended_values"] == ["waiting_for_input"]
+
+
+@pytest.mark.django_db
+def test_the_targets_form_shows_an_unknown_body_field_on_its_field(
+    bob_client: Client, project: Project
+):
+    data = {
+        "project": project.pk,
+        "name": "agent",
+        "kind": "http",
+        "http__url": "https://agent.example.org/run",
+        "http__body": '{"q": "{question}"}',
+    }
+    response = bob_client.post(reverse("runs:target_list"), data)
+    assert response.status_code == 200
+    errors = response.context["form"].errors
+    assert "{question} is not an item field" in errors["http__body"][0]
