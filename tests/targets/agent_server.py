@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler
 from typing import Any, ClassVar
@@ -67,6 +68,13 @@ class AgentHandler(BaseHTTPRequestHandler):
             token = self.headers.get("X-Agent-Key") or self.headers.get("Authorization")
             message = f"token {token} is not valid"
             self.send(401, {"error": {"message": message}})
+        elif name == "sleep":  # answer after this many seconds
+            time.sleep(float(argument))
+            self.send(200, {"status": "done"})
+        elif name == "wide":  # an answer with many keys, one long and unprintable
+            wide = {f"key{i}": i for i in range(100)}
+            wide["\x1b[31m" + "k" * 500] = 1
+            self.send(200, wide)
         elif name == "echo_headers":  # an answer that quotes the request headers
             headers = {k.lower(): v for k, v in self.headers.items()}
             self.send(200, {"status": "done", "headers": headers})

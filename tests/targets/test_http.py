@@ -197,6 +197,17 @@ async def test_a_missing_path_names_it_and_the_keys_present(agent):
     assert '"status": "done"' in error.raw_body
 
 
+async def test_the_keys_shown_for_a_missing_path_are_bounded(agent):
+    url, _ = agent
+    config = {"url": url, "body": {"mode": "wide"}, "output_path": "answer"}
+    error = await failure(config, item())
+    assert "key0, key1" in error.message
+    assert "key19 and 81 more" in error.message
+    assert "key20" not in error.message
+    assert len(error.message) < 400
+    assert "\x1b" not in error.message
+
+
 async def test_a_list_index_out_of_range_says_how_long_the_list_is(agent):
     url, _ = agent
     error = await failure({"url": url, "output_path": "choices.5.message"}, item())
@@ -398,6 +409,22 @@ async def test_a_transient_failure_is_retried_after_retry_after(project, agent):
     assert result.output == "recovered"
     assert [a.get("http_status") for a in result.attempts] == [503, 200]
     assert len(handler.requests) == 2
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_slow_agent_times_out_and_is_retried(project, agent):
+    url, _ = agent
+    run = await sync_to_async(http_run)(
+        project,
+        agent_config(url),
+        modes("sleep:3"),
+        max_attempts=2,
+        timeout_seconds=0.3,
+    )
+    await execute_run(run.pk)
+    result = await Result.objects.aget(run=run)
+    assert (result.status, result.error_kind) == ("timed_out", ErrorKind.TIMEOUT)
+    assert len(result.attempts) == 2
 
 
 @pytest.mark.django_db(transaction=True)
