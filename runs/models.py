@@ -344,6 +344,9 @@ class ErrorKind(models.TextChoices):
     PERMANENT = "permanent", "Permanent"
     TIMEOUT = "timeout", "Timeout"
     CANCELLED = "cancelled", "Cancelled"
+    # An agent that stopped to wait for input or approval: neither an answer
+    # nor a failure worth retrying; its payload is kept on the attempt.
+    SUSPENDED = "suspended", "Suspended"
 
 
 class Result(models.Model):

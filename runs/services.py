@@ -40,6 +40,7 @@ from runs.scorers import clean_scorer_specs
 from runs.secrets import check_secrets_exist, target_context
 from runs.selectors import SKIPPED, run_items_lacking
 from runs.targets import clean_target_config, trial
+from runs.targets.base import get_target_class
 
 API_KEY_PREFIX = "evk_"
 
@@ -131,6 +132,14 @@ def run_create(
         check_secrets_exist(project=project, kind=target_kind, config=config)
     except InvalidInput as exc:
         raise InvalidInput(exc.message, field=f"target_config.{exc.field}") from None
+    # A kind that builds on the project's data (chain: another run) checks it
+    # here and freezes what it refers to; the run it builds on is its parent.
+    prepare = getattr(get_target_class(target_kind), "prepare_for_run", None)
+    if prepare is not None:
+        config, source = prepare(
+            config, project=project, dataset=dataset, path="target_config"
+        )
+        parent = parent or source
     scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")

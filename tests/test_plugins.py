@@ -71,6 +71,10 @@ def test_openai_chat_has_the_declared_config_keys() -> None:
         "temperature",
         "max_tokens",
         "extra_body",
+        "response_format",
+        "tools",
+        "tool_choice",
+        "keep_raw_response",
     ]
 
 

@@ -156,6 +156,8 @@ class ItemRunner:
                 Result.Status.FAILED,
             )
         attempt.update(outcome="ok", http_status=answer.http_status)
+        if answer.raw_body is not None:
+            attempt["raw_body"] = answer.raw_body[:RAW_BODY_LIMIT]
         record.status = Result.Status.SUCCEEDED
         record.output = answer.output
         record.prompt_tokens = answer.prompt_tokens

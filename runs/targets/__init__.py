@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from runs.targets import demo, openai_chat, python  # noqa: F401  (registration)
+from runs.targets import (  # noqa: F401  (registration)
+    chain,
+    demo,
+    http,
+    openai_chat,
+    python,
+    replay,
+)
 from runs.targets.base import (
     REGISTRY,
     Target,

@@ -33,6 +33,9 @@ class TargetOutput:
     completion_tokens: int | None = None
     cost: float | None = None
     http_status: int | None = None
+    # The response as received, kept on the attempt (bounded) when a target
+    # returns it: what a tool call or a parse was made from.
+    raw_body: str | None = None
 
 
 class TargetError(Exception):
@@ -117,8 +120,12 @@ def clean_target_config(
 def build_target(
     kind: str, config: dict[str, Any], *, context: TargetContext | None = None
 ) -> Target:
-    """Build a target; one that declares secrets gets them through ``context``."""
+    """Build a target; one that declares secrets gets them through ``context``.
+
+    A kind that sets ``needs_context`` (one that reads the database for its
+    project, as ``chain`` does) gets the context too.
+    """
     cls = get_target_class(kind)
-    if getattr(cls, "secrets", ()):
+    if getattr(cls, "secrets", ()) or getattr(cls, "needs_context", False):
         return cls.from_config(config, context)  # type: ignore[call-arg]
     return cls.from_config(config)

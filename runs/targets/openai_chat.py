@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import email.utils
-import json
 import re
-import time
 from typing import Any, ClassVar
 
-import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 from pydantic import Field, field_validator, model_validator
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.netpolicy import (
-    clean_target_url,
-    current_policy,
-    endpoint_url,
-    policy_session,
-    refusal_in,
-)
+from runs.netpolicy import clean_target_url, endpoint_url
 from runs.plugins import FieldError, Params, Plugin
 from runs.secrets import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import (
@@ -30,110 +19,92 @@ from runs.targets.base import (
     TargetOutput,
     register,
 )
-
-TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-QUOTA_WORDS = (
-    "insufficient_quota",
-    "quota exceeded",
-    "exceeded your current quota",
-    "billing",
+from runs.targets.http_client import (
+    ERROR_BODY_LIMIT,
+    PolicyClient,
+    classify_status,
+    parse_retry_after,
+    status_error,
 )
-MAX_RETRY_AFTER_SECONDS = 60.0
-# An error body is kept in the attempt log up to this many characters, and its
-# JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
-# provider's error, too little to read a page back through the endpoint.
-ERROR_BODY_LIMIT = 4096
-ERROR_MESSAGE_LIMIT = 300
-# Per-attempt timeouts are the executor's job; this backstop only makes sure
-# that no socket outlives its purpose.
-BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
-_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
+from runs.targets.templating import item_fields, render_text
+
+__all__ = [
+    "ERROR_BODY_LIMIT",
+    "OpenAIChatTarget",
+    "classify_status",
+    "parse_retry_after",
+    "render_prompt",
+]
+
+# The raw response of a success is kept on its attempt up to this many
+# characters (the executor caps every raw body at RAW_BODY_LIMIT as well).
+RAW_RESPONSE_LIMIT = 20_000
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+TOOL_CHOICE_WORDS = frozenset({"none", "auto", "required"})
+RESPONSE_FORMAT_TYPES = frozenset({"text", "json_object", "json_schema"})
 
 
 def render_prompt(template: str, item: TargetInput) -> str:
     """Fill ``{input}``, ``{expected}``, ``{id}`` and ``{metadata.key}`` from the item.
 
-    Only dictionary look-ups are done, never attribute access, so a template
-    cannot reach into Python objects.
+    The keys of an input that is an object may be named directly
+    (``{question}``). Only dictionary and list look-ups are done, never
+    attribute access, so a template cannot reach into Python objects.
     """
-    fields: dict[str, Any] = {
-        "input": item.input,
-        "expected": item.expected,
-        "id": item.external_id,
-        "index": item.index,
-        "metadata": item.metadata,
-    }
+    fields = item_fields(item)
     if isinstance(item.input, dict):
         fields = {**item.input, **fields}
+    return render_text(template, fields, item, what="prompt template")
 
-    def lookup(match: re.Match[str]) -> str:
-        value: Any = fields
-        for part in match.group(1).split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise TargetError(
-                    f"prompt template names {{{match.group(1)}}}, which item "
-                    f"{item.external_id!r} does not have",
-                    kind=ErrorKind.PERMANENT,
-                    error_type="TemplateError",
+
+def check_messages(messages: Any, item: TargetInput) -> list[dict[str, Any]]:
+    """A conversation from an item's input, or a permanent error naming the part."""
+
+    def bad(where: str, message: str) -> TargetError:
+        return TargetError(
+            f"item {item.external_id!r}: input{where} {message}",
+            kind=ErrorKind.PERMANENT,
+            error_type="InvalidMessages",
+        )
+
+    if not messages:
+        raise bad("", "is an empty list of messages")
+    for number, message in enumerate(messages):
+        where = f"[{number}]"
+        if not isinstance(message, dict):
+            raise bad(where, "must be an object with a role and a content")
+        role = message.get("role")
+        if role not in ROLES:
+            raise bad(
+                f"{where}.role",
+                f"must be one of {', '.join(sorted(ROLES))}, not {role!r}",
+            )
+        content = message.get("content")
+        if content is None:
+            if not (role == "assistant" and message.get("tool_calls")):
+                raise bad(f"{where}.content", "is missing")
+        elif isinstance(content, list):
+            if not all(isinstance(part, dict) and "type" in part for part in content):
+                raise bad(
+                    f"{where}.content",
+                    "must be a string or a list of parts with a type",
                 )
-            value = value[part]
-        return value if isinstance(value, str) else json.dumps(value)
-
-    return _PLACEHOLDER.sub(lookup, template)
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (seconds or HTTP date), capped."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
+        elif not isinstance(content, str):
+            raise bad(f"{where}.content", "must be a string or a list of parts")
+        if role == "tool" and not isinstance(message.get("tool_call_id"), str):
+            raise bad(f"{where}.tool_call_id", "is required in a tool message")
+    return messages
 
 
-def error_summary(response: httpx.Response) -> str:
-    """The status line and, from a JSON error body, its message in short.
-
-    The endpoint is chosen by the user, so its error page is never echoed
-    whole: a JSON ``error.message`` (or ``message``/``detail``) up to
-    ``ERROR_MESSAGE_LIMIT`` characters, printable characters only.
-    """
-    # The standard phrase, not the server's: a reason phrase can carry anything.
-    reason = httpx.codes.get_reason_phrase(response.status_code)
-    status = f"HTTP {response.status_code} {reason}".rstrip()
-    try:
-        data = json.loads(response.content[:ERROR_BODY_LIMIT])
-    except ValueError:
-        return status
-    message: Any = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        message = error.get("message") if isinstance(error, dict) else error
-        message = message or data.get("message") or data.get("detail")
-    if not isinstance(message, str) or not message.strip():
-        return status
-    text = "".join(ch if ch.isprintable() else " " for ch in message).strip()
-    if len(text) > ERROR_MESSAGE_LIMIT:
-        text = text[: ERROR_MESSAGE_LIMIT - 1] + "…"
-    return f"{status}: {text}"
-
-
-def classify_status(status: int, body: str) -> ErrorKind:
-    if status == 429 and any(word in body.lower() for word in QUOTA_WORDS):
-        return ErrorKind.QUOTA
-    if status in TRANSIENT_STATUSES:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.PERMANENT
+def is_conversation(value: Any) -> bool:
+    """An input that is a list holding a message is sent as a conversation."""
+    return isinstance(value, list) and any(
+        isinstance(m, dict) and "role" in m for m in value
+    )
 
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 # The key is a project secret named in api_key_secret, or an environment
 # variable the operator allows (EVALSITE_ENV_SECRETS) named in api_key_env,
 # which may only be sent to the hosts it is bound to.
@@ -194,6 +165,91 @@ class OpenAIChatParams(Params):
         default_factory=dict,
         description="Further JSON fields of every request body (top_p, seed, ...).",
     )
+    response_format: dict[str, Any] | None = Field(
+        None,
+        title="Response format",
+        description=(
+            'JSON mode, sent as it is: {"type": "json_object"}, or {"type": '
+            '"json_schema", "json_schema": {"name": ..., "schema": {...}}}.'
+        ),
+    )
+    tools: list[dict[str, Any]] = Field(
+        default_factory=list,
+        max_length=128,
+        description=(
+            'Tool definitions, sent as they are: [{"type": "function", '
+            '"function": {"name": ..., "parameters": {...}}}]. Tool calls in '
+            'a reply make the output {"content": ..., "tool_calls": [...]}.'
+        ),
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        None,
+        title="Tool choice",
+        description=(
+            'none, auto, required, or {"type": "function", "function": '
+            '{"name": ...}} naming one of the tools.'
+        ),
+    )
+    keep_raw_response: bool = Field(
+        True,
+        title="Keep raw response",
+        description=(
+            "Keep each answer's response body on its attempt (up to 20,000 characters)."
+        ),
+    )
+
+    @field_validator("response_format")
+    @classmethod
+    def _response_format(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is None:
+            return None
+        kind = value.get("type")
+        if kind not in RESPONSE_FORMAT_TYPES:
+            raise FieldError(
+                "response_format.type",
+                f"must be one of {', '.join(sorted(RESPONSE_FORMAT_TYPES))}, "
+                f"not {kind!r}",
+            )
+        if kind == "json_schema":
+            spec = value.get("json_schema")
+            if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+                raise FieldError(
+                    "response_format.json_schema",
+                    "must be an object with a name (and a schema)",
+                )
+            if "schema" in spec and not isinstance(spec["schema"], dict):
+                raise FieldError(
+                    "response_format.json_schema.schema", "must be an object"
+                )
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _tools(cls, tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names: set[str] = set()
+        for number, tool in enumerate(tools):
+            where = f"tools[{number}]"
+            if tool.get("type") != "function":
+                raise FieldError(f"{where}.type", 'must be "function"')
+            function = tool.get("function")
+            if not isinstance(function, dict):
+                raise FieldError(f"{where}.function", "must be an object")
+            name = function.get("name")
+            if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+                raise FieldError(
+                    f"{where}.function.name",
+                    "must be 1 to 64 letters, digits, _ or -",
+                )
+            if name in names:
+                raise FieldError(f"{where}.function.name", f"{name!r} is repeated")
+            names.add(name)
+            if "parameters" in function and not isinstance(
+                function["parameters"], dict
+            ):
+                raise FieldError(
+                    f"{where}.function.parameters", "must be a JSON Schema object"
+                )
+        return tools
 
     @model_validator(mode="before")
     @classmethod
@@ -228,6 +284,31 @@ class OpenAIChatParams(Params):
         return value
 
     @model_validator(mode="after")
+    def _tool_choice(self) -> OpenAIChatParams:
+        choice = self.tool_choice
+        if choice is None:
+            return self
+        if not self.tools:
+            raise FieldError("tool_choice", "needs tools")
+        if isinstance(choice, str):
+            if choice not in TOOL_CHOICE_WORDS:
+                raise FieldError(
+                    "tool_choice",
+                    f"must be none, auto, required or an object, not {choice!r}",
+                )
+            return self
+        function = choice.get("function")
+        name = function.get("name") if isinstance(function, dict) else None
+        declared = {tool["function"]["name"] for tool in self.tools}
+        if choice.get("type") != "function" or name not in declared:
+            raise FieldError(
+                "tool_choice",
+                'must be {"type": "function", "function": {"name": ...}} naming '
+                f"one of the tools ({', '.join(sorted(declared))})",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _secrets_allowed(self) -> OpenAIChatParams:
         # An environment variable only if the operator lists it, and only to
         # the hosts it is bound to; one message whether or not it exists.
@@ -240,7 +321,13 @@ class OpenAIChatParams(Params):
 
 @register
 class OpenAIChatTarget(Plugin):
-    """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...)."""
+    """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...).
+
+    An item whose input is a list of messages is sent as that conversation
+    (after the system prompt, unless the conversation has its own); JSON mode
+    and tools are passed through. A reply with tool calls gives the output
+    ``{"content": ..., "tool_calls": [...]}``; any other reply, its content.
+    """
 
     kind: ClassVar[str] = "openai_chat"
     label: ClassVar[str] = "OpenAI-compatible chat endpoint"
@@ -277,14 +364,7 @@ class OpenAIChatTarget(Plugin):
                 "the key was not resolved for this project", field="api_key_secret"
             )
         self.headers = httpx.Headers(headers)
-        # httpx's own connection pool spends milliseconds per request at high
-        # concurrency, and its client adds auth, redirect and cookie handling
-        # that a POST to a model endpoint never needs: requests go straight to
-        # a transport over aiohttp's pool (the executor bounds the calls in
-        # flight), whose connector lets through only the addresses the
-        # network policy permits.
-        policy = current_policy()
-        self.transport = AiohttpTransport(client=lambda: policy_session(policy))
+        self.client = PolicyClient()
 
     @classmethod
     def from_config(
@@ -294,76 +374,48 @@ class OpenAIChatTarget(Plugin):
 
     def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
-        if self.config["system_prompt"]:
-            messages.append({"role": "system", "content": self.config["system_prompt"]})
-        if isinstance(item.input, list) and all(
-            isinstance(m, dict) and "role" in m for m in item.input
-        ):
-            messages.extend(item.input)
-        else:
-            messages.append(
-                {
-                    "role": "user",
-                    "content": render_prompt(self.config["prompt_template"], item),
-                }
-            )
+        system_prompt = self.config.get("system_prompt")
+        if is_conversation(item.input):
+            conversation = check_messages(item.input, item)
+            if system_prompt and conversation[0].get("role") != "system":
+                messages.append({"role": "system", "content": system_prompt})
+            messages.extend(conversation)
+            return messages
+        if system_prompt:
+            messages.append({"role": "system", "content": system_prompt})
+        template = self.config.get("prompt_template", "{input}")
+        messages.append({"role": "user", "content": render_prompt(template, item)})
         return messages
 
-    async def generate(self, item: TargetInput) -> TargetOutput:
+    def build_payload(self, item: TargetInput) -> dict[str, Any]:
         payload: dict[str, Any] = {
-            **self.config["extra_body"],
+            **self.config.get("extra_body", {}),
             "model": self.config["model"],
             "messages": self.build_messages(item),
         }
-        for key in ("temperature", "max_tokens"):
+        for key in ("temperature", "max_tokens", "response_format", "tool_choice"):
             if key in self.config:
                 payload[key] = self.config[key]
-        try:
-            request = httpx.Request(
-                "POST",
-                self.url,
-                headers=self.headers,
-                json=payload,
-                extensions={"timeout": BACKSTOP_TIMEOUT},
-            )
-            response = await self.transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            refusal = refusal_in(exc)
-            if refusal is not None:
-                raise TargetError(
-                    str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
-                ) from None
-            # The transport maps aiohttp's errors to httpx's loosely (a refused
-            # connection becomes ConnectTimeout): report the original.
-            cause = (
-                exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-            )
-            raise TargetError(
-                f"{type(cause).__name__}: {cause}",
-                kind=ErrorKind.TRANSIENT,
-                error_type=type(cause).__name__,
-            ) from exc
+        if self.config.get("tools"):
+            payload["tools"] = self.config["tools"]
+        return payload
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        payload = self.build_payload(item)
+        response = await self.client.send(
+            "POST", self.url, headers=self.headers, body=payload
+        )
         return self.parse_response(response)
 
     def parse_response(self, response: httpx.Response) -> TargetOutput:
-        body = response.text
         if response.status_code >= 400:
-            raise TargetError(
-                error_summary(response),
-                kind=classify_status(response.status_code, body),
-                http_status=response.status_code,
-                raw_body=body[:ERROR_BODY_LIMIT],
-                retry_after=parse_retry_after(response.headers.get("retry-after")),
-                error_type=f"HTTP{response.status_code}",
-            )
+            raise status_error(response)
+        body = response.text
         try:
             data = response.json()
             message = data["choices"][0]["message"]
             content = message.get("content")
+            tool_calls = message.get("tool_calls")
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise TargetError(
                 f"malformed response: {type(exc).__name__}: {exc}",
@@ -372,7 +424,7 @@ class OpenAIChatTarget(Plugin):
                 raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
             ) from exc
-        if content is None and not message.get("tool_calls"):
+        if content is None and not tool_calls:
             raise TargetError(
                 "malformed response: message has no content",
                 kind=ErrorKind.PERMANENT,
@@ -381,12 +433,27 @@ class OpenAIChatTarget(Plugin):
                 error_type="MalformedResponse",
             )
         usage = data.get("usage") or {}
+        if not isinstance(usage, dict):
+            usage = {}
+        keep_raw = self.config.get("keep_raw_response", True)
         return TargetOutput(
-            output=content if content is not None else message.get("tool_calls"),
-            prompt_tokens=usage.get("prompt_tokens"),
-            completion_tokens=usage.get("completion_tokens"),
+            output=(
+                {"content": content, "tool_calls": tool_calls}
+                if tool_calls
+                else content
+            ),
+            prompt_tokens=_count(usage.get("prompt_tokens")),
+            completion_tokens=_count(usage.get("completion_tokens")),
             http_status=response.status_code,
+            raw_body=body[:RAW_RESPONSE_LIMIT] if keep_raw else None,
         )
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        await self.client.aclose()
+
+
+def _count(value: Any) -> int | None:
+    """A token count as the provider reported it, if it is one."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None

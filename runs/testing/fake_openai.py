@@ -41,7 +41,11 @@ PROMPT_MARKERS = {
     "[[wrong]]": "a wrong answer (the right one with a 1 appended)",
     "[[flaky:N]]": "the first N requests with this exact prompt get a 500 "
     "(default 1), later ones are answered",
+    "[[tool:NAME]]": "a reply that calls tool NAME (default: the request's "
+    'first tool) with {"query": the prompt}, and no content',
 }
+# A request whose response_format asks for JSON gets {"answer": ...} as content.
+JSON_FORMATS = frozenset({"json_object", "json_schema"})
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -78,6 +82,7 @@ class Stats:
     max_in_flight: int = 0
     prompts: Counter[str] = field(default_factory=Counter)
     authorization: set[str] = field(default_factory=set)
+    last_request: dict[str, Any] | None = None  # the body, as JSON
 
 
 class FakeOpenAIServer:
@@ -201,6 +206,7 @@ class FakeOpenAIServer:
         except (ValueError, KeyError, IndexError, TypeError):
             return self.http(400, {"error": {"message": "bad request body"}})
         self.stats.requests += 1
+        self.stats.last_request = request
         self.stats.prompts[prompt] += 1
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
@@ -264,13 +270,43 @@ class FakeOpenAIServer:
             return self.http(200, {"id": "chatcmpl-fake", "object": "chat.completion"})
         if "badjson" in markers:
             return self.raw(200, b"{not json", "application/json")
+        if "tool" in markers:
+            return self.http(200, self.tool_call(request, clean, markers["tool"]))
         if "empty" in markers:
             content = ""
         else:
             content = solve(clean) or clean
             if "wrong" in markers:
                 content = content + "1"
+        response_format = request.get("response_format")
+        if isinstance(response_format, dict) and (
+            response_format.get("type") in JSON_FORMATS
+        ):
+            content = json.dumps({"answer": content})
         return self.http(200, self.completion(request, clean, content))
+
+    def tool_call(
+        self, request: dict[str, Any], prompt: str, name: str | None
+    ) -> dict[str, Any]:
+        tools = request.get("tools") or [{"function": {"name": "search"}}]
+        name = name or tools[0]["function"]["name"]
+        completion = self.completion(request, prompt, "")
+        completion["choices"][0]["message"] = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{self.stats.requests}",
+                    "type": "function",
+                    "function": {
+                        "name": name,
+                        "arguments": json.dumps({"query": prompt}),
+                    },
+                }
+            ],
+        }
+        completion["choices"][0]["finish_reason"] = "tool_calls"
+        return completion
 
     async def wait_unless_closed(
         self, reader: asyncio.StreamReader, delay: float | None

@@ -1,0 +1,281 @@
+"""Another run's outputs as this run's inputs, item by item, sent to a target.
+
+A chain names its source run and the target its inputs go to, as
+promptflow's runs reference another run's outputs (``${run.outputs.x}``)
+beside the data (``${data.x}``). The template sees the item's fields and
+``{run.output}``, the source run's output for the same item; by default the
+output itself is the input (its JSON type kept).
+
+The source run must belong to the same project and be over the same dataset
+(items are matched by position in it); it is checked when the run is created
+(``prepare_for_run``), which also freezes a saved target's configuration into
+the run. An item that has no succeeded result in the source run (of its first
+epoch that has one) is a permanent error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+from channels.db import database_sync_to_async
+from pydantic import Field, field_validator, model_validator
+
+from runs.errors import ConfigError, InvalidInput
+from runs.models import Dataset, ErrorKind, Project, Result, Run
+from runs.models import Target as SavedTarget
+from runs.plugins import FieldError, Params, Plugin
+from runs.secrets import TargetContext, check_secrets_exist, target_context
+from runs.targets.base import (
+    Target,
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    build_target,
+    clean_target_config,
+    register,
+)
+from runs.targets.templating import (
+    ITEM_ROOTS,
+    item_fields,
+    placeholders,
+    render_json,
+)
+
+ROOTS = ITEM_ROOTS | {"run"}
+
+
+class ChainParams(Params):
+    run: int = Field(
+        ge=1,
+        title="Source run",
+        description=(
+            "Id of a finished run of this project over the same dataset, "
+            "whose outputs become this run's inputs."
+        ),
+    )
+    target: dict[str, Any] = Field(
+        description=(
+            'Where the inputs go: {"kind": "openai_chat", "config": {...}}, '
+            'or {"id": N} for a saved target of this project (its '
+            "configuration is frozen into the run)."
+        ),
+    )
+    template: str = Field(
+        "{run.output}",
+        max_length=100_000,
+        description=(
+            "The input sent for each item: {run.output} (the source run's "
+            "output, or {run.output.key} of an object), {input}, {expected}, "
+            "{metadata.key}, {external_id}. Exactly {run.output} sends the "
+            "output with its JSON type."
+        ),
+        json_schema_extra={"x-widget": "textarea"},
+    )
+
+    @field_validator("template")
+    @classmethod
+    def _names(cls, template: str) -> str:
+        for _, path in placeholders(template):
+            root, _, rest = path.partition(".")
+            if root not in ROOTS:
+                raise ValueError(
+                    f"{{{path}}} is not a field: use {{run.output}} or one of "
+                    f"{', '.join('{' + r + '}' for r in sorted(ITEM_ROOTS))}"
+                )
+            if root == "run" and not (rest == "output" or rest.startswith("output.")):
+                raise ValueError(f"{{{path}}}: a source run gives only run.output")
+        return template
+
+    @model_validator(mode="after")
+    def _inner_target(self) -> ChainParams:
+        target = self.target
+        if "id" in target:
+            if set(target) != {"id"}:
+                raise FieldError("target", "give either id or kind and config")
+            if isinstance(target["id"], bool) or not isinstance(target["id"], int):
+                raise FieldError("target.id", "must be a target's id (a number)")
+            return self
+        if set(target) - {"kind", "config"}:
+            extra = sorted(set(target) - {"kind", "config"})[0]
+            raise FieldError(f"target.{extra}", "is not kind, config or id")
+        kind = target.get("kind")
+        if kind == ChainTarget.kind:
+            raise FieldError(
+                "target.kind", "a chain cannot send to a chain; chain its source run"
+            )
+        try:
+            config = clean_target_config(
+                kind,
+                target.get("config") or {},
+                path="target.config",
+                kind_field="target.kind",
+            )
+        except ConfigError as exc:
+            raise FieldError(exc.field or "target", exc.message) from None
+        self.target = {"kind": kind, "config": config}
+        return self
+
+
+def _prefixed(path: str, exc: InvalidInput) -> ConfigError:
+    return ConfigError(exc.message, field=f"{path}.{exc.field}" if exc.field else path)
+
+
+@register
+class ChainTarget(Plugin):
+    """Another run's outputs as this run's inputs, item by item: each item's
+    output in the source run (same project, same dataset) is put into a
+    template beside the item's fields ({run.output}, {input}, ...) and sent to
+    a target. Items without a succeeded output in the source run fail
+    permanently, naming it.
+    """
+
+    kind: ClassVar[str] = "chain"
+    label: ClassVar[str] = "Chain another run's outputs"
+    Params = ChainParams
+    example: ClassVar[dict[str, Any]] = {
+        "run": 12,
+        "target": {
+            "kind": "openai_chat",
+            "config": {
+                "base_url": "https://api.openai.com/v1",
+                "model": "gpt-4o-mini",
+                "api_key_secret": "OPENAI_API_KEY",
+            },
+        },
+        "template": "Improve this answer: {run.output}\n\nQuestion: {input}",
+    }
+    # Built with the run's context: the source run is read in its project.
+    needs_context: ClassVar[bool] = True
+
+    def __init__(
+        self, config: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
+        self.config = config
+        self.source_id: int = config["run"]
+        self.project_id = context.project_id if context else None
+        self.template = config.get("template", "{run.output}")
+        self.inner: Target | None = None
+        self.ready = asyncio.Lock()
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> ChainTarget:
+        return cls(cls.clean(config), context)
+
+    @classmethod
+    def prepare_for_run(
+        cls, config: dict[str, Any], *, project: Project, dataset: Dataset, path: str
+    ) -> tuple[dict[str, Any], Run]:
+        """The configuration a run freezes, checked against its project and dataset.
+
+        A run of another project is "not found", as one that does not exist.
+        """
+        source = Run.objects.filter(pk=config["run"], project=project).first()
+        if source is None:
+            raise ConfigError(
+                f"there is no run {config['run']} in {project}", field=f"{path}.run"
+            )
+        if source.dataset_id != dataset.pk:
+            raise ConfigError(
+                f"run {source.pk} is over another dataset; a chain follows its "
+                "source run item by item, so choose the same dataset",
+                field=f"{path}.run",
+            )
+        if not source.is_final:
+            raise ConfigError(
+                f"run {source.pk} has not finished; chain it once it has",
+                field=f"{path}.run",
+            )
+        target = config["target"]
+        if "id" in target:
+            saved = SavedTarget.objects.filter(pk=target["id"], project=project).first()
+            if saved is None:
+                raise ConfigError(
+                    f"there is no target {target['id']} in {project}",
+                    field=f"{path}.target.id",
+                )
+            if saved.kind == cls.kind:
+                raise ConfigError(
+                    "a chain cannot send to a chain", field=f"{path}.target.id"
+                )
+            target = {"kind": saved.kind, "config": saved.config}
+            config = {**config, "target": target}
+        try:
+            check_secrets_exist(
+                project=project, kind=target["kind"], config=target["config"]
+            )
+        except InvalidInput as exc:
+            raise _prefixed(f"{path}.target.config", exc) from None
+        return config, source
+
+    async def start(self) -> Target:
+        """The inner target, built with its own secrets on first use."""
+        async with self.ready:
+            if self.inner is None:
+                self.inner = await database_sync_to_async(self._build_inner)()
+            return self.inner
+
+    def _build_inner(self) -> Target:
+        if not Run.objects.filter(
+            pk=self.source_id, project_id=self.project_id
+        ).exists():
+            raise TargetError(
+                f"there is no run {self.source_id} in this run's project",
+                kind=ErrorKind.PERMANENT,
+                error_type="ChainSource",
+            )
+        target = self.config["target"]
+        if "id" in target:  # frozen at run creation; only an unprepared config
+            raise TargetError(
+                "the chained target was not resolved when the run was created",
+                kind=ErrorKind.PERMANENT,
+                error_type="ChainConfig",
+            )
+        try:
+            context = target_context(self.project_id, target["kind"], target["config"])
+            return build_target(target["kind"], target["config"], context=context)
+        except ConfigError as exc:
+            raise TargetError(
+                f"the chained target's configuration: {exc}",
+                kind=ErrorKind.PERMANENT,
+                error_type="ConfigError",
+            ) from None
+
+    def source_output(self, index: int) -> list[Any]:
+        # One indexed read per item: (run, item_index, epoch) is an index.
+        return list(
+            Result.objects.filter(
+                run_id=self.source_id,
+                item_index=index,
+                status=Result.Status.SUCCEEDED,
+            )
+            .order_by("epoch")
+            .values_list("output", flat=True)[:1]
+        )
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        inner = self.inner or await self.start()
+        found = await database_sync_to_async(self.source_output)(item.index)
+        if not found:
+            raise TargetError(
+                f"run {self.source_id} has no output for this item",
+                kind=ErrorKind.PERMANENT,
+                error_type="NoSourceOutput",
+            )
+        fields = item_fields(item, run={"output": found[0]})
+        chained = render_json(self.template, fields, item, what="template")
+        return await inner.generate(
+            TargetInput(
+                index=item.index,
+                external_id=item.external_id,
+                input=chained,
+                expected=item.expected,
+                metadata=item.metadata,
+            )
+        )
+
+    async def aclose(self) -> None:
+        if self.inner is not None:
+            await self.inner.aclose()

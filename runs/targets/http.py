@@ -1,0 +1,399 @@
+"""An agent or service behind HTTP: a JSON body from the item, the output by a path."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, ClassVar, Literal
+
+import httpx
+from pydantic import Field, field_validator, model_validator
+
+from runs.errors import ConfigError
+from runs.models import ErrorKind
+from runs.netpolicy import clean_target_url
+from runs.plugins import FieldError, Params, Plugin
+from runs.secrets import SecretRef, TargetContext, clean_secret_refs
+from runs.targets.base import TargetError, TargetInput, TargetOutput, register
+from runs.targets.http_client import (
+    ERROR_BODY_LIMIT,
+    PolicyClient,
+    redact,
+    status_error,
+)
+from runs.targets.templating import (
+    ITEM_ROOTS,
+    PATH,
+    Missing,
+    describe_value,
+    item_fields,
+    lookup,
+    render_json,
+    unknown_roots,
+)
+
+_PATH = re.compile(PATH)
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# RFC 9110's token: what a header name may be.
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# Set by the transport, or carrying a credential: never a plain header.
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "content-type"}
+)
+CREDENTIAL_HEADERS = frozenset(
+    {"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key"}
+)
+# The value a suspended agent reported, quoted at most this long.
+VALUE_CHARS = 80
+SECRETS = (
+    SecretRef(
+        key="auth",
+        secret_field="auth_secret",
+        env_field="auth_env",
+        url_field="url",
+        help="sent in auth_header (after auth_prefix) to url",
+    ),
+)
+
+
+def _clean_path(value: str, *, allow_empty: bool = True) -> str:
+    value = value.strip()
+    if not value and allow_empty:
+        return ""
+    if not _PATH.fullmatch(value):
+        raise ValueError(
+            "must be a dotted path of keys and list indices, like "
+            "choices.0.message.content"
+        )
+    return value
+
+
+class HttpParams(Params):
+    url: str = Field(
+        title="URL",
+        description="The endpoint that gets one request per item.",
+        examples=["https://agent.example.org/v1/answer"],
+    )
+    method: Literal["POST", "PUT", "PATCH", "GET", "DELETE"] = Field(
+        "POST", description="HTTP method; GET and DELETE send no body."
+    )
+    body: Any = Field(
+        None,
+        description=(
+            "A JSON template of the request body. Its strings may hold "
+            "{input}, {expected}, {external_id}, {index}, {metadata.key} or "
+            "{input.key}; a string that is exactly one placeholder keeps the "
+            'value\'s JSON type. Default for POST, PUT and PATCH: {"input": '
+            '"{input}"}. Write {{ and }} for literal braces.'
+        ),
+        json_schema_extra={"x-widget": "textarea"},
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "Further request headers with fixed values (never a credential: "
+            "use auth_secret)."
+        ),
+    )
+    auth_secret: str = Field(
+        "",
+        max_length=100,
+        title="Auth secret",
+        description="Name of the project secret sent in auth_header.",
+    )
+    auth_env: str = Field(
+        "",
+        max_length=100,
+        title="Auth environment variable",
+        description=(
+            "Name of an environment variable sent in auth_header (only those "
+            "the operator allows, to the hosts they are bound to)."
+        ),
+    )
+    auth_header: str = Field(
+        "Authorization",
+        max_length=100,
+        title="Auth header",
+        description="The header that carries the secret.",
+    )
+    auth_prefix: str = Field(
+        "Bearer ",
+        max_length=50,
+        title="Auth prefix",
+        description='Written before the secret ("Bearer ", or empty).',
+    )
+    output_path: str = Field(
+        "",
+        max_length=500,
+        title="Output path",
+        description=(
+            "Where the output is in the response JSON, as a dotted path of "
+            "keys and list indices (result.answer, choices.0.message.content); "
+            "empty for the whole response."
+        ),
+    )
+    response_type: Literal["json", "text"] = Field(
+        "json",
+        title="Response type",
+        description="json: parse the body and take output_path; text: the body.",
+    )
+    status_field: str = Field(
+        "",
+        max_length=500,
+        title="Status field",
+        description=(
+            "Dotted path of the agent's status in the response JSON; with "
+            "suspended_values, an answer whose status is one of them is an "
+            "error of kind suspended (kept, never retried)."
+        ),
+    )
+    suspended_values: list[str] = Field(
+        default_factory=list,
+        max_length=50,
+        title="Suspended values",
+        description='Statuses that mean "waiting for input" or "suspended".',
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_stored_secret(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for name in ("auth", "api_key", "token", "password"):
+                if name in data:
+                    raise FieldError(
+                        name,
+                        "secrets are never stored in a configuration; set one "
+                        "as a project secret and name it in auth_secret",
+                    )
+        return data
+
+    @field_validator("method", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("url")
+    @classmethod
+    def _target_url(cls, value: str) -> str:
+        return clean_target_url(value)
+
+    @field_validator("auth_env", "auth_secret")
+    @classmethod
+    def _a_name(cls, value: str) -> str:
+        if value and not _NAME.fullmatch(value):
+            raise ValueError("must be a name (letters, digits and _), not a value")
+        return value
+
+    @field_validator("auth_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        value = value.strip()
+        if not _HEADER_NAME.fullmatch(value):
+            raise ValueError("must be a header name")
+        if value.lower() in RESERVED_HEADERS:
+            raise ValueError(f"{value} is set by the request itself")
+        return value
+
+    @field_validator("auth_prefix")
+    @classmethod
+    def _printable(cls, value: str) -> str:
+        if not value.isascii() or not all(ch.isprintable() for ch in value):
+            raise ValueError("must be printable ASCII")
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            where = f"headers.{name}"
+            if not _HEADER_NAME.fullmatch(name):
+                raise FieldError(where, "is not a header name")
+            if name.lower() in RESERVED_HEADERS:
+                raise FieldError(where, f"{name} is set by the request itself")
+            if name.lower() in CREDENTIAL_HEADERS:
+                raise FieldError(
+                    where,
+                    "carries a credential: store it as a project secret and "
+                    "name it in auth_secret (with auth_header)",
+                )
+            if not value.isascii() or not all(ch.isprintable() for ch in value):
+                raise FieldError(where, "must be printable ASCII")
+        return headers
+
+    @field_validator("output_path", "status_field")
+    @classmethod
+    def _dotted(cls, value: str) -> str:
+        return _clean_path(value)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> HttpParams:
+        if self.method in ("GET", "DELETE"):
+            if self.body is not None:
+                raise FieldError("body", f"a {self.method} request sends no body")
+        elif self.body is None:
+            self.body = {"input": "{input}"}
+        if self.body is not None:
+            try:
+                json.dumps(self.body, allow_nan=False)
+            except ValueError as exc:
+                raise FieldError("body", f"is not JSON: {exc}") from None
+            unknown = unknown_roots(self.body, ITEM_ROOTS)
+            if unknown is not None:
+                where, path = unknown
+                raise FieldError(
+                    f"body.{where}" if where else "body",
+                    f"{{{path}}} is not an item field (use "
+                    f"{', '.join('{' + r + '}' for r in sorted(ITEM_ROOTS))})",
+                )
+        if self.response_type == "text" and (self.output_path or self.status_field):
+            raise FieldError(
+                "output_path" if self.output_path else "status_field",
+                "needs response_type json",
+            )
+        if bool(self.status_field) != bool(self.suspended_values):
+            raise FieldError(
+                "suspended_values" if self.status_field else "status_field",
+                "status_field and suspended_values go together",
+            )
+        if self.auth_header.lower() in {h.lower() for h in self.headers}:
+            raise FieldError(
+                f"headers.{self.auth_header}", "is the auth_header already"
+            )
+        try:
+            clean_secret_refs(SECRETS, self.model_dump())
+        except ConfigError as exc:
+            raise FieldError(exc.field or "auth_env", exc.message) from None
+        return self
+
+
+@register
+class HttpTarget(Plugin):
+    """An agent or service behind HTTP: one request per item, with a JSON body
+    templated from the item; the output is read from the response JSON by a
+    dotted path. Statuses are classified as for a model endpoint (5xx, 408 and
+    429 retried, honouring Retry-After; other 4xx permanent). An answer whose
+    status field says the agent is suspended or waiting for input is an error
+    of kind suspended, its payload kept: neither a success nor retried.
+    """
+
+    kind: ClassVar[str] = "http"
+    label: ClassVar[str] = "HTTP endpoint (agent or service)"
+    Params = HttpParams
+    example: ClassVar[dict[str, Any]] = {
+        "url": "https://agent.example.org/v1/run",
+        "method": "POST",
+        "body": {"question": "{input}", "context": "{metadata.context}"},
+        "auth_secret": "AGENT_TOKEN",
+        "output_path": "result.answer",
+        "status_field": "status",
+        "suspended_values": ["waiting_for_input", "suspended"],
+    }
+    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
+
+    def __init__(
+        self, config: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
+        self.config = config
+        context = context or TargetContext()
+        self.url = httpx.URL(config["url"])
+        self.method = config.get("method", "POST")
+        self.body = config.get("body")
+        self.output_path = config.get("output_path", "")
+        self.status_field = config.get("status_field", "")
+        self.suspended = frozenset(config.get("suspended_values", ()))
+        headers = {"Accept": "application/json", **config.get("headers", {})}
+        if self.body is not None:
+            headers["Content-Type"] = "application/json"
+        secret = context.secrets.get("auth")
+        self.secrets: tuple[str, ...] = ()
+        if secret:
+            value = config.get("auth_prefix", "Bearer ") + secret
+            if not value.isascii() or not value.isprintable():
+                raise ConfigError(
+                    "the secret holds characters a header cannot carry",
+                    field="auth_secret",
+                )
+            headers[config.get("auth_header", "Authorization")] = value
+            self.secrets = (secret,)
+        elif config.get("auth_secret") or config.get("auth_env"):
+            raise ConfigError(
+                "the secret was not resolved for this project", field="auth_secret"
+            )
+        self.headers = httpx.Headers(headers)
+        self.client = PolicyClient()
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> HttpTarget:
+        return cls(cls.clean(config), context)
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        body = None
+        if self.body is not None:
+            body = render_json(self.body, item_fields(item), item, what="body")
+        response = await self.client.send(
+            self.method, self.url, headers=self.headers, body=body
+        )
+        return self.parse_response(response)
+
+    def parse_response(self, response: httpx.Response) -> TargetOutput:
+        if response.status_code >= 300:
+            raise status_error(response, secrets=self.secrets)
+        # An agent that echoes its request headers must not store the secret.
+        text = redact(response.text, self.secrets)
+        if self.config.get("response_type", "json") == "text":
+            return TargetOutput(output=text, http_status=response.status_code)
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise self.malformed(
+                text, response, f"the body is not JSON: {exc}"
+            ) from None
+        if self.status_field:
+            self.check_status(data, response, text)
+        if not self.output_path:
+            return TargetOutput(output=data, http_status=response.status_code)
+        try:
+            output = lookup(data, self.output_path)
+        except Missing as exc:
+            raise self.malformed(
+                text,
+                response,
+                f"the response has no {self.output_path} ({exc.where} is "
+                f"missing; found {describe_value(exc.found)})",
+            ) from None
+        if output is None:
+            raise self.malformed(
+                text, response, f"the response's {self.output_path} is null"
+            )
+        return TargetOutput(output=output, http_status=response.status_code)
+
+    def check_status(self, data: Any, response: httpx.Response, text: str) -> None:
+        try:
+            status = lookup(data, self.status_field)
+        except Missing:
+            return  # no status reported: an ordinary answer
+        if isinstance(status, str) and status in self.suspended:
+            shown = status if len(status) <= VALUE_CHARS else status[:VALUE_CHARS]
+            raise TargetError(
+                f"the agent is suspended: {self.status_field} is {shown!r}",
+                kind=ErrorKind.SUSPENDED,
+                http_status=response.status_code,
+                raw_body=text,
+                error_type="Suspended",
+            )
+
+    def malformed(
+        self, text: str, response: httpx.Response, message: str
+    ) -> TargetError:
+        return TargetError(
+            f"malformed response: {message}",
+            kind=ErrorKind.PERMANENT,
+            http_status=response.status_code,
+            raw_body=text[:ERROR_BODY_LIMIT],
+            error_type="MalformedResponse",
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()

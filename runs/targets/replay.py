@@ -1,0 +1,107 @@
+"""What the item already holds, as the output: score-only runs over stored outputs."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator, model_validator
+
+from runs.models import ErrorKind
+from runs.plugins import FieldError, Params, Plugin
+from runs.targets.base import TargetError, TargetInput, TargetOutput, register
+from runs.targets.templating import (
+    ITEM_ROOTS,
+    PATH,
+    Missing,
+    describe_value,
+    item_fields,
+    lookup,
+)
+
+_PATH = re.compile(PATH)
+
+
+class ReplayParams(Params):
+    field: str | None = Field(
+        None,
+        max_length=500,
+        description=(
+            "Dotted path of the item's value to replay: expected, input, "
+            "metadata.answer, input.completion, ..."
+        ),
+    )
+    value: Any = Field(
+        None,
+        description="A constant output for every item (any JSON value but null).",
+    )
+
+    @field_validator("field")
+    @classmethod
+    def _path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip()
+        if not _PATH.fullmatch(value):
+            raise ValueError("must be a dotted path like expected or metadata.answer")
+        root = value.split(".", 1)[0]
+        if root not in ITEM_ROOTS:
+            raise ValueError(
+                f"{root!r} is not an item field (one of "
+                f"{', '.join(sorted(ITEM_ROOTS))})"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ReplayParams:
+        if (self.field is None) == (self.value is None):
+            raise FieldError("field", "give exactly one of field and value")
+        return self
+
+
+@register
+class ReplayTarget(Plugin):
+    """Replays what each item already holds (a field by dotted path, such as
+    expected or metadata.answer) or a constant, as the output: scores stored
+    outputs, or checks a scorer against known answers, with no call made. An
+    item that lacks the field (or holds null there) is a permanent error
+    naming it.
+    """
+
+    kind: ClassVar[str] = "replay"
+    label: ClassVar[str] = "Replay an item field"
+    Params = ReplayParams
+    example: ClassVar[dict[str, Any]] = {"field": "expected"}
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.field: str | None = config.get("field")
+        self.value = config.get("value")
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ReplayTarget:
+        return cls(cls.clean(config))
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        if self.field is None:
+            return TargetOutput(output=self.value)
+        try:
+            output = lookup(item_fields(item), self.field)
+        except Missing as exc:
+            # Every root exists, so the path failed below one: say what is there.
+            parent = exc.where.rsplit(".", 1)[0]
+            found = f"{parent} is {describe_value(exc.found)}"
+            raise self.missing(item, found) from None
+        if output is None:
+            raise self.missing(item, "it is null")
+        return TargetOutput(output=output)
+
+    def missing(self, item: TargetInput, detail: str) -> TargetError:
+        return TargetError(
+            f"item {item.external_id!r} has no {self.field}"
+            + (f" ({detail})" if detail else ""),
+            kind=ErrorKind.PERMANENT,
+            error_type="MissingField",
+        )
+
+    async def aclose(self) -> None:
+        return None
