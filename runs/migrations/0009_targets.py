@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0007_retry'),
+        ('runs', '0008_figures'),
     ]
 
     operations = [
