@@ -191,3 +191,16 @@ def test_an_outsider_gets_404_and_a_viewer_403(mallory_client, victor_client, da
         == 403
     )
     assert not ScoringPass.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_passes_and_adds_none(dataset):
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    run = mixed_run(dataset, ended=True)
+    ScoringPass.objects.create(run=run, status="completed", total=4, scored=4)
+    client = Client()
+    client.force_login(User.objects.create_superuser("root", "root@example.org", "pw"))
+    assert client.get("/admin/runs/scoringpass/", {"q": "x"}).status_code == 200
+    assert client.get("/admin/runs/scoringpass/add/").status_code == 403
