@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.access import require_role
+from runs.analysis.summary import run_scorer_summaries_cached
 from runs.errors import Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
@@ -26,6 +27,7 @@ from runs.models import Membership, Run, Score, ScoringPass
 from runs.scorers import clean_scorer_specs
 from runs.services import _require_expected_answers
 
+NAME_MAX = Score._meta.get_field("scorer").max_length
 INTERRUPTED = (
     "interrupted: its executor stopped reporting before the pass ended; "
     "re-score with the same scorers to run it again"
@@ -110,7 +112,9 @@ def initial_pass(run: Run) -> ScoringPass:
         error=run.error if final else "",
         total=run.succeeded,
         scored=run.succeeded,
-        errored=Score.objects.filter(result__run=run).exclude(error="").count(),
+        # From the scorer figures cached under the run's results_version: the
+        # run page shows this pass on every view of a run never re-scored.
+        errored=sum(s.errored for s in run_scorer_summaries_cached(run=run)),
         user=run.created_by,
         created_at=run.created_at,
         started_at=run.started_at,
@@ -139,6 +143,12 @@ def run_rescore(
     specs = clean_scorer_specs(scorers, path="scorers")
     if not specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
+    for position, spec in enumerate(specs):
+        if not spec["name"].strip() or len(spec["name"]) > NAME_MAX:
+            raise InvalidInput(
+                f"must be 1 to {NAME_MAX} characters, not only spaces",
+                field=f"scorers[{position}].name",
+            )
     _require_expected_answers(run.dataset, specs)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -164,6 +164,7 @@ def test_a_dry_run_says_what_would_change_and_writes_nothing(alice_client, datas
         ([{"kind": "numeric", "params": {"abs_tol": -1}}], "scorers[0].params.abs_tol"),
         (["numeric", "numeric"], "scorers[1].name"),
         ([], "scorers"),
+        ([{"kind": "numeric", "name": "n" * 101}], "scorers[0].name"),
     ],
 )
 def test_bad_scorers_are_refused_naming_the_field_and_nothing_is_written(
@@ -220,4 +221,15 @@ def test_an_outsider_gets_404_and_a_viewer_403(mallory_client, victor_client, da
     assert mallory_client.get(f"{API}/runs/{run.pk}/scoring-passes").status_code == 404
     assert post_rescore(victor_client, run, scorers=["numeric"]).status_code == 403
     assert victor_client.get(f"{API}/runs/{run.pk}/scoring-passes").status_code == 200
+    assert not ScoringPass.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_run_never_rescored_lists_itself_as_its_one_pass(victor_client, dataset):
+    run = mixed_run(dataset, ended=True)
+    (only,) = passes(victor_client, run)
+    assert (only["id"], only["initial"], only["status"]) == (None, True, "completed")
+    # Four results have an output; one of their scores is a scorer error.
+    assert (only["total"], only["scored"], only["errored"]) == (4, 4, 1)
+    assert [s["name"] for s in only["scorers"]] == ["exact_match"]
     assert not ScoringPass.objects.exists()

@@ -228,3 +228,24 @@ def test_a_running_run_cannot_be_rescored(make_run, fake_openai):
     with pytest.raises(Conflict, match="still pending"):
         run_rescore(run=run, user=None, scorers=[HAS_DIGIT])
     assert not ScoringPass.objects.exists()
+
+
+def test_empty_and_unicode_outputs_are_scored_under_a_unicode_name(
+    make_run, fake_openai
+):
+    items = arithmetic_items(6)
+    items[0]["input"] += "[[empty]]"
+    items[1]["input"] = " «ünïcödé» 🙂 "  # echoed back
+    run = make_run(items, max_attempts=1)
+    asyncio.run(execute_run(run.pk))
+    run.refresh_from_db()
+    assert Result.objects.get(run=run, item_index=1).output == "«ünïcödé» 🙂"
+    digits = {"kind": "regex", "name": "chiffres-é", "params": {"pattern": "^\\d+$"}}
+
+    scoring = rescored(run, [digits])
+
+    assert (scoring.status, scoring.scored, scoring.errored) == ("completed", 6, 0)
+    scores = scores_of(run, "chiffres-é")
+    assert scores[0][1] is False  # the empty output is scored, and fails
+    assert scores[1][1] is False  # echoed unicode is no number
+    assert scores[2] == (1.0, True, "")
