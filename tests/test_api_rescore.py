@@ -9,7 +9,9 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from runs import services
 from runs.models import Run, Score, ScoringPass
+from tests.factories import make_dataset
 from tests.mixed_results import ended_run_with_two_failures, mixed_run
 
 API = "/api/v1"
@@ -233,3 +235,23 @@ def test_a_run_never_rescored_lists_itself_as_its_one_pass(victor_client, datase
     assert (only["total"], only["scored"], only["errored"]) == (4, 4, 1)
     assert [s["name"] for s in only["scorers"]] == ["exact_match"]
     assert not ScoringPass.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_scorer_needing_expected_answers_the_dataset_lacks_is_400(
+    alice_client, project
+):
+    dataset = make_dataset(project, [{"id": "a", "input": "hi"}], name="bare")
+    run = services.run_create(
+        user=None,
+        dataset=dataset,
+        target_kind="python",
+        target_config={"callable": "runs.targets.examples.echo"},
+        scorers=[{"kind": "regex", "params": {"pattern": "h"}}],
+        launch=False,
+    )
+    Run.objects.filter(pk=run.pk).update(status="completed")
+    response = post_rescore(alice_client, run, scorers=["exact_match"])
+    assert response.status_code == 400
+    assert response.json()["field"] == "scorers"
+    assert "expected answer" in response.json()["detail"]

@@ -249,3 +249,34 @@ def test_empty_and_unicode_outputs_are_scored_under_a_unicode_name(
     assert scores[0][1] is False  # the empty output is scored, and fails
     assert scores[1][1] is False  # echoed unicode is no number
     assert scores[2] == (1.0, True, "")
+
+
+class SlowJudge(ScorerPlugin):
+    """Waits on I/O (async): runs on the loop, under the run's scorer timeout."""
+
+    kind = "slow_judge_for_test"
+    label = "Slow judge"
+
+    def __init__(self, name, params):
+        self.name = name
+
+    async def score(self, *, output, item):
+        if item.index == 0:
+            await asyncio.sleep(30)
+        return ScoreOutcome(value=0.5, passed=None, reason=f"judged {output}")
+
+
+def test_an_async_scorer_runs_under_the_runs_scorer_timeout(
+    make_run, fake_openai, monkeypatch
+):
+    from runs.scorers import base
+
+    monkeypatch.setitem(base.REGISTRY, SlowJudge.kind, SlowJudge)
+    run = ended_run(make_run, scorer_timeout_seconds=0.3)
+
+    scoring = rescored(run, ["slow_judge_for_test"])
+
+    assert (scoring.status, scoring.scored, scoring.errored) == ("completed", 6, 1)
+    judged = scores_of(run, "slow_judge_for_test")
+    assert judged[0] == (None, None, "scorer exceeded 0.3 s")
+    assert judged[2] == (0.5, None, "")
