@@ -240,3 +240,22 @@ class ProjectSecretAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ProjectSecret]:
         return super().get_queryset(request).defer("ciphertext")
+
+
+# -- scoring passes ---------------------------------------------------------------
+
+from runs.models import ScoringPass  # noqa: E402
+
+
+@admin.register(ScoringPass)
+class ScoringPassAdmin(admin.ModelAdmin):
+    """The log of a run's scoring passes: written by re-scores, never here."""
+
+    list_display = ["run", "initial", "status", "scored", "total", "errored", "user"]
+    list_filter = ["status", "initial"]
+    search_fields = ["run__name", "error"]
+    list_select_related = ["run", "user"]
+    readonly_fields = [f.name for f in ScoringPass._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

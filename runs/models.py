@@ -535,3 +535,76 @@ class RunFigures(models.Model):
 
     def __str__(self) -> str:
         return f"figures of run {self.run_id}"
+
+
+class ScoringPass(models.Model):
+    """One pass of scorers over a run's stored outputs: the first, or a re-score.
+
+    A run's scores are what its passes wrote, each pass adding or replacing
+    scores by scorer name. The first pass is the run's own execution; it is
+    recorded from the run when the run is first re-scored (runs/rescoring.py).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="passes")
+    initial = models.BooleanField(default=False)
+    # The scorer specs this pass ran ({"name", "kind", "params"}, cleaned).
+    scorers = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    error = models.TextField(blank=True)
+    # Results with an output, to score; those whose scores are stored; and
+    # the scores of this pass that are errors (a scorer raised or timed out).
+    total = models.PositiveIntegerField(default=0)
+    scored = models.PositiveIntegerField(default=0)
+    errored = models.PositiveIntegerField(default=0)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    executor_id = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+        constraints = [
+            # At most one pass of a run is under way at a time.
+            models.UniqueConstraint(
+                fields=["run"],
+                condition=Q(status__in=["pending", "running"]),
+                name="scoring_pass_one_active_per_run",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"scoring pass {self.pk} of run {self.run_id}: {self.status}"
+
+    @property
+    def active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    @property
+    def stale(self) -> bool:
+        """Under way on paper, but no executor has reported on it for a while."""
+        if not self.active:
+            return False
+        last_sign_of_life = self.heartbeat_at or self.created_at
+        age = (timezone.now() - last_sign_of_life).total_seconds()
+        return age >= HEARTBEAT_STALE_SECONDS
+
+    @property
+    def scorer_names(self) -> list[str]:
+        return [spec.get("name") or spec.get("kind") for spec in self.scorers]

@@ -33,6 +33,7 @@ from runs.models import (
     Result,
     Run,
     RunStatus,
+    ScoringPass,
     Target,
 )
 from runs.scorers import REGISTRY as SCORERS
@@ -623,6 +624,15 @@ def run_retry(
             raise Conflict(
                 f"run {run.pk} is still {locked.status}: retry once it has "
                 "ended (or cancel it first)"
+            )
+        if any(
+            not scoring.stale
+            for scoring in ScoringPass.objects.filter(
+                run=locked, status__in=[ScoringPass.Status.PENDING, "running"]
+            )
+        ):
+            raise Conflict(
+                f"run {run.pk} is being re-scored: retry once the pass has ended"
             )
         plan, chosen = _retry_plan(locked, statuses, cluster)
         if dry_run or not plan.results:

@@ -115,3 +115,15 @@ urlpatterns = [
 urlpatterns += [
     path("runs/<id:run_id>/retry/", views_retry.run_retry, name="run_retry"),
 ]
+
+# Re-scoring a run.
+from runs import views_rescore  # noqa: E402
+
+urlpatterns += [
+    path("runs/<id:run_id>/rescore/", views_rescore.run_rescore, name="run_rescore"),
+    path(
+        "runs/<id:run_id>/scoring-passes/",
+        views_rescore.run_scoring_passes,
+        name="run_scoring_passes",
+    ),
+]

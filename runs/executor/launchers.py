@@ -20,6 +20,7 @@ from django.db import DatabaseError
 
 from runs.executor import store
 from runs.executor.engine import Execution, execute_run
+from runs.executor.rescore import execute_scoring_pass
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,7 @@ class LocalLauncher:
         self.tasks: dict[int, asyncio.Task[Any]] = {}
         self.lock = threading.Lock()
         self.reaper: asyncio.Task[None] | None = None
+        self.passes: dict[int, asyncio.Task[Any]] = {}
 
     # -- the loop ------------------------------------------------------------
 
@@ -91,6 +93,30 @@ class LocalLauncher:
         execution = self.executions.get(run_id)
         if execution is not None:
             execution.request_cancel()
+
+    # -- scoring passes ------------------------------------------------------------
+
+    def launch_scoring_pass(self, pass_id: int) -> None:
+        loop = self._ensure_loop()
+        loop.call_soon_threadsafe(
+            self._start_pass, pass_id, context=contextvars.Context()
+        )
+
+    def _start_pass(self, pass_id: int) -> None:
+        if pass_id in self.passes:
+            return
+        task = asyncio.get_running_loop().create_task(
+            execute_scoring_pass(pass_id), name=f"scoring-pass-{pass_id}"
+        )
+        self.passes[pass_id] = task
+        task.add_done_callback(lambda t: self._pass_done(pass_id, t))
+
+    def _pass_done(self, pass_id: int, task: asyncio.Task[Any]) -> None:
+        self.passes.pop(pass_id, None)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            logger.error(
+                "scoring pass %s: execution crashed: %s", pass_id, exc, exc_info=exc
+            )
 
     # -- orphans -----------------------------------------------------------------
 

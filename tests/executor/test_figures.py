@@ -11,7 +11,9 @@ from runs.analysis.charts import run_charts
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import run_summary
 from runs.executor.engine import execute_run
+from runs.executor.rescore import execute_scoring_pass
 from runs.models import Run, RunFigures
+from runs.rescoring import run_rescore
 from tests.executor.test_retry import ended_with_failures, flaky
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -79,3 +81,17 @@ def test_a_running_run_has_no_stored_figures(make_run) -> None:
     run_figures(run=run)
 
     assert not RunFigures.objects.filter(run=run).exists()
+
+
+def test_a_rescore_stores_the_figures_of_its_new_scores(make_run) -> None:
+    run = ended_with_failures(make_run)
+    plan = run_rescore(
+        run=run, user=None, scorers=[{"kind": "includes", "name": "has"}], launch=False
+    )
+    asyncio.run(execute_scoring_pass(plan.scoring_pass.pk))
+    run.refresh_from_db()
+
+    stored = RunFigures.objects.get(run=run)
+    assert stored.version.endswith(run.results_version)
+    names = [s["scorer"] for s in stored.data["summary"]["scorers"]]
+    assert names == ["exact_match", "has"]

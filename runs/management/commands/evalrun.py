@@ -4,6 +4,7 @@
         --model NAME --scorer exact_match --scorer 'regex:{"pattern": "4\\d"}' [--json]
     python manage.py evalrun --resume RUN_ID [--json]
     python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
+    python manage.py evalrun --rescore RUN_ID --scorer 'strict=regex:{"pattern": "^4$"}'
 
 The command acts as a user (``--user``, default: the only one) in one of the
 user's projects (``--project``, created with the user as its admin when the
@@ -15,7 +16,9 @@ parameter, ``--target-config JSON`` for a whole configuration, and
 The first line on stderr is ``run <id> started``. With ``--json`` one JSON
 object goes to stdout. Exit codes: 0 when the run ends completed,
 completed_with_errors or cancelled; 1 when it ends failed; 2 for bad
-arguments or input.
+arguments or input. With ``--rescore`` the run's stored outputs are scored
+again in this process (the target is not called): 0 when the pass completes,
+1 when it fails, 2 for bad arguments or input.
 """
 
 from __future__ import annotations
@@ -90,6 +93,14 @@ class Command(BaseCommand):
             help="with --retry (repeatable; default: failed and timed_out)",
         )
         parser.add_argument(
+            "--rescore",
+            type=int,
+            metavar="RUN_ID",
+            help="score the stored outputs of an ended run again with the --scorer "
+            "given (added, or replacing the run's scorer of the same name), "
+            "without calling its target",
+        )
+        parser.add_argument(
             "--format", help="file format (default: from the extension)"
         )
         parser.add_argument("--name", help="dataset name (default: the file's stem)")
@@ -132,6 +143,9 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["rescore"]:
+            self.rescore(opts)
+            return
         try:
             if opts["retry"]:
                 run = self.retried(opts)
@@ -158,6 +172,46 @@ class Command(BaseCommand):
         else:
             self.stderr.write(human_summary(summary, run))
         if run.status == RunStatus.FAILED:
+            sys.exit(1)
+
+    # -- re-scoring --------------------------------------------------------------
+
+    def rescore(self, opts: dict[str, Any]) -> None:
+        from runs.executor.rescore import execute_scoring_pass
+        from runs.rescoring import run_rescore
+
+        run = Run.objects.select_related("project").filter(pk=opts["rescore"]).first()
+        if run is None:
+            raise BadInput(f"no run {opts['rescore']}")
+        if not opts["scorer"]:
+            raise BadInput("give at least one --scorer to re-score with")
+        user = acting_user(opts["user"]) if opts["user"] else None
+        try:
+            plan = run_rescore(run=run, user=user, scorers=opts["scorer"], launch=False)
+        except DomainError as exc:
+            raise BadInput(str(exc)) from None
+        assert plan.scoring_pass is not None
+        names = ", ".join(spec["name"] for spec in plan.scorers)
+        self.stderr.write(
+            f"run {run.pk}: re-scoring {plan.results} results with {names} "
+            f"(pass {plan.scoring_pass.pk})"
+        )
+        self.stderr.flush()
+        status = asyncio.run(execute_scoring_pass(plan.scoring_pass.pk))
+        plan.scoring_pass.refresh_from_db()
+        run.refresh_from_db()
+        summary = report(run)
+        if opts["json"]:
+            self.stdout.write(json.dumps(summary))
+        else:
+            self.stderr.write(human_summary(summary, run))
+            scoring = plan.scoring_pass
+            self.stderr.write(
+                f"pass {scoring.pk} {scoring.status}: {scoring.scored} of "
+                f"{scoring.total} results scored, {scoring.errored} scorer errors"
+                + (f"; {scoring.error}" if scoring.error else "")
+            )
+        if status != "completed":
             sys.exit(1)
 
     # -- setting up ------------------------------------------------------------

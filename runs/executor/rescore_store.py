@@ -1,0 +1,149 @@
+"""What a scoring pass reads from and writes to the database.
+
+Plain sync functions, each its own transaction, called from the pass's
+execution (``rescore.py``) through ``database_sync_to_async``, as
+``store.py`` is for runs. A pass writes only scores: results, their outputs
+and the run's counts stay as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from runs.executor.store import EXECUTOR_ID, ItemData, ScoreRecord, _score_row
+from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
+
+RESULT_PAGE_SIZE = 200
+SCORE_FIELDS = ("value", "passed", "reason", "error", "reason_signature")
+
+
+@dataclass(frozen=True, slots=True)
+class PassSpec:
+    id: int
+    run_id: int
+    scorers: list[dict[str, Any]]
+    options: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ToScore:
+    """A stored result with an output, and what its scorers see of its item."""
+
+    result_id: int
+    output: Any
+    item: ItemData
+
+
+def results_to_score(run_id: int) -> Any:
+    """The results a pass scores: those that succeeded, so have an output."""
+    return Result.objects.filter(
+        run_id=run_id, status=Result.Status.SUCCEEDED, retry_pending=False
+    )
+
+
+def pass_claim(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> PassSpec | None:
+    """Mark the pass running for this executor, unless it is not waiting for one.
+
+    A pass already running is taken over only from an executor that stopped
+    reporting (its writes are idempotent, so it simply starts over).
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
+    waiting = Q(status=ScoringPass.Status.PENDING) | Q(
+        Q(heartbeat_at__lt=stale) | Q(executor_id=executor_id),
+        status=ScoringPass.Status.RUNNING,
+    )
+    with transaction.atomic():
+        claimed = (
+            ScoringPass.objects.filter(pk=pass_id)
+            .filter(waiting)
+            .update(
+                status=ScoringPass.Status.RUNNING,
+                executor_id=executor_id,
+                heartbeat_at=now,
+                started_at=now,
+                scored=0,
+                errored=0,
+            )
+        )
+        if not claimed:
+            return None
+        scoring = ScoringPass.objects.select_related("run").get(pk=pass_id)
+        total = results_to_score(scoring.run_id).count()
+        ScoringPass.objects.filter(pk=pass_id).update(total=total)
+    return PassSpec(
+        id=scoring.pk,
+        run_id=scoring.run_id,
+        scorers=scoring.scorers,
+        options=scoring.run.options,
+    )
+
+
+def pass_heartbeat(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> None:
+    ScoringPass.objects.filter(pk=pass_id, executor_id=executor_id).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def pass_results_page(run_id: int, *, after_id: int) -> list[ToScore]:
+    """The next page of results to score, by id, with their items."""
+    rows = list(
+        results_to_score(run_id)
+        .filter(pk__gt=after_id)
+        .order_by("pk")
+        .values_list("pk", "output", "item_id")[:RESULT_PAGE_SIZE]
+    )
+    fields = ("pk", "index", "external_id", "input", "expected", "metadata")
+    items = {
+        row[0]: ItemData(*row)
+        for row in Item.objects.filter(pk__in={r[2] for r in rows}).values_list(*fields)
+    }
+    return [ToScore(pk, output, items[item_id]) for pk, output, item_id in rows]
+
+
+def pass_scores_write(
+    pass_id: int, run_id: int, scored: list[tuple[int, list[ScoreRecord]]]
+) -> int:
+    """Add or replace, by scorer name, the scores of a batch of results.
+
+    An upsert on the (result, scorer) constraint: writing a batch twice (a
+    pass run again after a crash) leaves the same rows. The run's revision
+    moves in the same transaction, so nothing cached from its scores is kept.
+    Returns how many results were written.
+    """
+    rows = [_score_row(pk, record) for pk, records in scored for record in records]
+    errors = sum(bool(record.error) for _, records in scored for record in records)
+    now = timezone.now()
+    with transaction.atomic():
+        Score.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["result", "scorer"],
+            update_fields=list(SCORE_FIELDS),
+        )
+        ScoringPass.objects.filter(pk=pass_id).update(
+            scored=F("scored") + len(scored),
+            errored=F("errored") + errors,
+            heartbeat_at=now,
+        )
+        Run.objects.filter(pk=run_id).update(revision=F("revision") + 1)
+    return len(scored)
+
+
+def pass_finish(pass_id: int, *, error: str = "") -> str:
+    """Record the pass's end; returns its status."""
+    status = ScoringPass.Status.FAILED if error else ScoringPass.Status.COMPLETED
+    with transaction.atomic():
+        scoring = ScoringPass.objects.select_for_update().get(pk=pass_id)
+        scoring.status = status
+        scoring.error = error
+        scoring.finished_at = scoring.heartbeat_at = timezone.now()
+        scoring.save(update_fields=["status", "error", "finished_at", "heartbeat_at"])
+        Run.objects.filter(pk=scoring.run_id).update(revision=F("revision") + 1)
+    return status
