@@ -419,6 +419,17 @@ class ScoreOut(Schema):
     passed: bool | None
     reason: str
     error: str
+    skipped: bool = Field(
+        False,
+        description="the scorer's condition (when) did not hold: neither passed "
+        "nor failed; the reason says why",
+    )
+    prompt_tokens: int | None = Field(None, description="a judge's prompt tokens")
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens"
+    )
+    cost: float | None = Field(None, description="a judge's cost, when known")
+    model: str = Field("", description="the judge model that answered")
 
 
 class ResultOut(Schema):
@@ -712,8 +723,11 @@ class RunClustersOut(Schema):
 
 class ScorerSummaryOut(Schema):
     scorer: str
-    results: int = Field(
-        description="every stored result of the run, all epochs: the denominator"
+    results: int = Field(description="every stored result of the run, all epochs")
+    skipped: int = Field(
+        0,
+        description="results whose score was skipped by its condition (when): "
+        "neither passed nor failed, left out of the pass rate's denominator",
     )
     scored: int = Field(description="results whose score has a value")
     errored: int = Field(description="results whose scorer raised or timed out")
@@ -723,8 +737,8 @@ class ScorerSummaryOut(Schema):
     passed: int
     mean: float | None = Field(description="mean of the scores that have a value")
     pass_rate: float | None = Field(
-        description="passed / results; failed target calls and errored scores "
-        "count as not passed. Null without results"
+        description="passed / (results - skipped); failed target calls and "
+        "errored scores count as not passed. Null without results"
     )
     pass_rate_ci: tuple[float, float] | None = Field(
         description="Wilson 95% interval of the pass rate"
@@ -799,10 +813,10 @@ class ResultFilterIn(Schema):
     )
     error_kind: ErrorKind | None = None
     scorer: str | None = Field(None, description="one of the run's scorer names")
-    verdict: Literal["passed", "failed", "errored"] | None = Field(
+    verdict: Literal["passed", "failed", "errored", "skipped"] | None = Field(
         None,
-        description="with scorer: passed, failed (scored, not passed) or errored "
-        "(the scorer raised or timed out)",
+        description="with scorer: passed, failed (scored, not passed), errored "
+        "(the scorer raised or timed out) or skipped (its condition did not hold)",
     )
     external_id: str | None = Field(None, description="the item's external id")
     cluster: str | None = Field(None, description="a failure cluster's key")
