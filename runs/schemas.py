@@ -306,12 +306,31 @@ class TargetFilter(FilterSchema):
 
 class ScorerSpecIn(BodyIn):
     kind: str
-    name: str | None = None
+    name: str | None = Field(
+        None,
+        description="unique in the run; defaults to the kind, so a kind used "
+        "twice needs a name (judge-strict, judge-lenient)",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="the scorer kind's parameters (GET /api/v1/scorers gives "
         "each kind's JSON Schema)",
         json_schema_extra=_kinds_schema("scorers"),
+    )
+    # Validated by the service, so that a bad condition is a 400 naming
+    # scorers[i].when.<field>.
+    when: dict[str, Any] | None = Field(
+        None,
+        description='{"scorer": "<name>", "passed": true|false}: run only when '
+        "that scorer, declared earlier in the run, passed (or failed); otherwise "
+        "the score is stored as skipped, with the reason",
+        json_schema_extra={
+            "properties": {
+                "scorer": {"type": "string"},
+                "passed": {"type": "boolean"},
+            },
+            "required": ["scorer", "passed"],
+        },
     )
 
 
