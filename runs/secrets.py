@@ -209,10 +209,6 @@ def _target_class(kind: str) -> Any:
     return get_target_class(kind)
 
 
-def _declared(kind: str) -> Sequence[SecretRef]:
-    return secret_scope(_target_class(kind), {})[0]
-
-
 def secret_scope(
     plugin: Any, config: dict[str, Any]
 ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:

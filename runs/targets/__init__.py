@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.targets import demo, openai_chat, python  # noqa: F401  (registration)
+from runs.targets import demo, openai_chat, python, scorer  # noqa: F401  (registration)
 from runs.targets.base import (
     REGISTRY,
     Target,
