@@ -119,6 +119,7 @@ def build_target(
 ) -> Target:
     """Build a target; one that declares secrets gets them through ``context``."""
     cls = get_target_class(kind)
-    if getattr(cls, "secrets", ()):
+    # A target that wraps another plug-in (secret_scope) uses that one's secrets.
+    if getattr(cls, "secrets", ()) or hasattr(cls, "secret_scope"):
         return cls.from_config(config, context)  # type: ignore[call-arg]
     return cls.from_config(config)

@@ -13,7 +13,6 @@ from runs.models import ErrorKind
 from runs.plugins import Params, Plugin, join
 from runs.secrets import SecretRef, TargetContext
 from runs.targets.base import TargetError, TargetInput, TargetOutput, register
-from runs.targets.chat_client import SECRETS
 
 # The scorer registry imports the target protocol: it is read here when a
 # configuration is cleaned or built, never at import.
@@ -26,7 +25,7 @@ def _scorers() -> dict[str, Any]:
 
 
 class ScorerTargetParams(Params):
-    scorer: str = Field(
+    scorer_kind: str = Field(
         description="The kind of scorer to run as the target (llm_judge, ...)."
     )
     params: dict[str, Any] = Field(
@@ -40,13 +39,13 @@ class ScorerTargetParams(Params):
             "verdict); value: the score's value."
         ),
     )
-    input_field: str = Field(
+    input_key: str = Field(
         "input",
         min_length=1,
         max_length=100,
         description="The item's metadata key that holds the judged item's input.",
     )
-    expected_field: str = Field(
+    expected_key: str = Field(
         "expected",
         min_length=1,
         max_length=100,
@@ -61,7 +60,7 @@ class ScorerTarget(Plugin):
 
     The item's input is the output to be judged; its metadata carries the
     rest: the judged item's input under ``metadata.input`` and its expected
-    answer under ``metadata.expected`` (the keys are parameters), every
+    answer under ``metadata.expected`` (``input_key``, ``expected_key``), every
     metadata field as it is. The scorer's verdict becomes the output
     (``pass`` or ``fail``, or its value), so an ``exact_match`` scorer
     against the item's expected answer (the human label) gives the judge's
@@ -73,7 +72,7 @@ class ScorerTarget(Plugin):
     label: ClassVar[str] = "Scorer (measure a judge)"
     Params = ScorerTargetParams
     example: ClassVar[dict[str, Any]] = {
-        "scorer": "llm_judge",
+        "scorer_kind": "llm_judge",
         "params": {
             "base_url": "https://api.openai.com/v1",
             "model": "gpt-4o-mini",
@@ -81,27 +80,17 @@ class ScorerTarget(Plugin):
         },
         "output": "verdict",
     }
-    # The judge's secrets, named inside params (see secret_scope).
-    secrets: ClassVar[tuple[SecretRef, ...]] = tuple(
-        SecretRef(
-            key=ref.key,
-            secret_field=f"params.{ref.secret_field}",
-            env_field=f"params.{ref.env_field}" if ref.env_field else None,
-            url_field=f"params.{ref.url_field}" if ref.url_field else None,
-            help=ref.help,
-        )
-        for ref in SECRETS
-    )
 
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
         cleaned = super().clean(params, path=path)
         scorers = _scorers()
-        kind = cleaned["scorer"]
+        kind = cleaned["scorer_kind"]
         if kind not in scorers:
             known = ", ".join(sorted(scorers))
             raise ConfigError(
-                f"unknown scorer {kind!r} (known: {known})", field=join(path, "scorer")
+                f"unknown scorer {kind!r} (known: {known})",
+                field=join(path, "scorer_kind"),
             )
         cleaned["params"] = scorers[kind].clean(
             cleaned["params"], path=join(path, "params")
@@ -112,8 +101,11 @@ class ScorerTarget(Plugin):
     def secret_scope(
         cls, config: dict[str, Any]
     ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
-        """The wrapped scorer's secrets, named in ``params``."""
-        plugin = _scorers().get(config.get("scorer") or "")
+        """The wrapped scorer's secrets, named in ``params``.
+
+        ``secrets`` stays empty: they are the scorer's, declared by its kind.
+        """
+        plugin = _scorers().get(config.get("scorer_kind") or "")
         refs = getattr(plugin, "secrets", ()) if plugin is not None else ()
         return refs, config.get("params") or {}, "params"
 
@@ -123,7 +115,7 @@ class ScorerTarget(Plugin):
         from runs.scorers.base import build_scorer
 
         self.config = config
-        spec = {"name": config["scorer"], "kind": config["scorer"]}
+        spec = {"name": config["scorer_kind"], "kind": config["scorer_kind"]}
         self.scorer = build_scorer(
             {**spec, "params": config["params"]}, context=context
         )
@@ -139,8 +131,8 @@ class ScorerTarget(Plugin):
         return TargetInput(
             index=item.index,
             external_id=item.external_id,
-            input=metadata.get(self.config["input_field"]),
-            expected=metadata.get(self.config["expected_field"]),
+            input=metadata.get(self.config["input_key"]),
+            expected=metadata.get(self.config["expected_key"]),
             metadata=metadata,
         )
 

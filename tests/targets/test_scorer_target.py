@@ -46,7 +46,7 @@ def judge_run(
         user=user,
         dataset=make_dataset(project, items, name="labels"),
         target_kind="scorer",
-        target_config={"scorer": "llm_judge", "params": params, **config},
+        target_config={"scorer_kind": "llm_judge", "params": params, **config},
         scorers=["exact_match"],
         options={"max_attempts": 1},
         launch=False,
@@ -152,19 +152,19 @@ def test_a_missing_judge_secret_is_named_inside_params(
 @pytest.mark.parametrize(
     ("config", "field", "message"),
     [
-        ({"scorer": "nope"}, "config.scorer", "unknown scorer 'nope'"),
+        ({"scorer_kind": "nope"}, "config.scorer_kind", "unknown scorer 'nope'"),
         (
-            {"scorer": "llm_judge", "params": {"model": "m"}},
+            {"scorer_kind": "llm_judge", "params": {"model": "m"}},
             "config.params.base_url",
             "is required",
         ),
         (
-            {"scorer": "regex", "params": {"pattern": "("}},
+            {"scorer_kind": "regex", "params": {"pattern": "("}},
             "config.params.pattern",
             "",
         ),
         (
-            {"scorer": "exact_match", "output": "both"},
+            {"scorer_kind": "exact_match", "output": "both"},
             "config.output",
             "must be one of",
         ),
@@ -179,7 +179,8 @@ def test_bad_configurations_name_the_field(
     assert message in caught.value.message
 
 
-def test_the_catalogue_names_the_judges_secret_parameters() -> None:
+def test_the_catalogue_describes_the_scorer_target() -> None:
     entry = catalogue_entry(REGISTRY["scorer"])  # type: ignore[arg-type]
-    assert entry["secrets"] == ["params.api_key_secret", "params.api_key_env"]
+    assert entry["secrets"] == []  # the wrapped scorer's, named in its params
     assert "human labels" in entry["description"]
+    assert entry["example"]["scorer_kind"] == "llm_judge"
