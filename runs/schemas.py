@@ -748,6 +748,14 @@ class ScorerSummaryOut(Schema):
         description="results whose score was skipped by its condition (when): "
         "neither passed nor failed, left out of the pass rate's denominator",
     )
+    prompt_tokens: int | None = Field(
+        None,
+        description="a judge's prompt tokens over the run's scores (not in the "
+        "run's token totals, which are the target's); null for other scorers",
+    )
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens, as prompt_tokens"
+    )
     scored: int = Field(description="results whose score has a value")
     errored: int = Field(description="results whose scorer raised or timed out")
     not_scored: int = Field(
