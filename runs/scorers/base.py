@@ -93,6 +93,13 @@ class Scorer(Protocol):
     (``patterns.py``), huge texts are worked in slices (``text.py``). Only a
     scorer that waits on I/O (a judge model over HTTP) defines ``async def
     score``; that runs on the loop and must not compute.
+
+    A scorer kind that declares ``secrets`` (``runs.secrets.SecretRef``) is
+    built as ``cls(name, params, context)`` with the run's secret context, as
+    a target is. One with a ``limiter`` (an asyncio semaphore) gets a turn of
+    it around each call; waiting for the turn is not counted in the timeout.
+    A scorer raises ``ScorerError`` to keep a reason (a judge's raw reply)
+    and usage with its error.
     """
 
     kind: ClassVar[str]

@@ -91,6 +91,31 @@ async def test_judge_passes_a_right_answer_and_fails_a_wrong_one(
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_empty_blank_and_huge_outputs_are_judged(
+    project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    huge = "Paris " * 50_000
+    items = [
+        {"id": "empty", "input": "", "expected": "Paris"},
+        {"id": "blank", "input": " \n\t ", "expected": "Paris"},
+        {"id": "huge", "input": huge, "expected": "Paris"},
+        {"id": "json", "input": {"answer": "Paris"}, "expected": "Paris"},
+    ]
+    run = await sync_to_async(echo_run)(project, items, [judge(fake_openai.base_url)])
+    scores = await run_and_scores(run)
+
+    assert {key: score.passed for key, score in scores.items()} == {
+        "empty": False,
+        "blank": False,
+        "huge": False,
+        "json": False,
+    }
+    assert all(score.error == "" for score in scores.values())
+    assert scores["huge"].prompt_tokens > 50_000  # the whole output was sent
+    assert len(scores["huge"].reason) < 1000
+
+
+@pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(
     ("params", "right", "wrong"),
     [
