@@ -77,6 +77,9 @@ def test_the_form_takes_named_instances_and_conditions(
     assert run.scorers[1]["when"] == {"scorer": "exact_match", "passed": False}
     assert run.scorers[1]["params"]["verdict_format"] == "scale_1_5"
     assert run.scorers[2]["params"]["verdict_format"] == "pass_fail"
+    page = bob_client.get(response.url).content.decode()
+    assert '<code>judge-strict</code> <span class="muted">llm_judge</span>' in page
+    assert "only when exact_match failed" in page
 
 
 def test_the_form_shows_a_condition_error_on_the_json_field(
