@@ -117,9 +117,12 @@ def clean_target_config(
 def build_target(
     kind: str, config: dict[str, Any], *, context: TargetContext | None = None
 ) -> Target:
-    """Build a target; one that declares secrets gets them through ``context``."""
+    """Build a target; one that declares secrets gets them through ``context``.
+
+    A kind that sets ``needs_context`` (one that reads the database for its
+    project, as ``chain`` does) gets the context too.
+    """
     cls = get_target_class(kind)
-    # A target that wraps another plug-in (secret_scope) uses that one's secrets.
-    if getattr(cls, "secrets", ()) or hasattr(cls, "secret_scope"):
+    if getattr(cls, "secrets", ()) or getattr(cls, "needs_context", False):
         return cls.from_config(config, context)  # type: ignore[call-arg]
     return cls.from_config(config)

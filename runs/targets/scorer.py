@@ -81,6 +81,9 @@ class ScorerTarget(Plugin):
         "output": "verdict",
     }
 
+    # Built with the run's context: the wrapped scorer's secrets (secret_scope).
+    needs_context: ClassVar[bool] = True
+
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
         cleaned = super().clean(params, path=path)
