@@ -209,12 +209,18 @@ class ItemRunner:
             condition = self.conditions.get(scorer.name)
             if condition is None:
                 call = self.score_one(scorer, output, item)
-            else:
+            elif condition.scorer in tasks:
                 call = self.score_when(
                     scorer, condition, tasks[condition.scorer], output, item
                 )
+            else:  # not among these scorers (a pass over some of a run's)
+                call = self.skipped(scorer, f"skipped: {condition.scorer} did not run")
             tasks[scorer.name] = asyncio.ensure_future(call)
         return list(await asyncio.gather(*tasks.values()))
+
+    @staticmethod
+    async def skipped(scorer: Scorer, reason: str) -> ScoreRecord:
+        return ScoreRecord(scorer.name, None, None, reason=reason, skipped=True)
 
     async def score_when(
         self,
@@ -229,7 +235,7 @@ class ItemRunner:
             passed=before.passed, errored=bool(before.error), skipped=before.skipped
         )
         if reason:
-            return ScoreRecord(scorer.name, None, None, reason=reason, skipped=True)
+            return await self.skipped(scorer, reason)
         return await self.score_one(scorer, output, item)
 
     async def score_one(

@@ -10,8 +10,12 @@ from asgiref.sync import sync_to_async
 from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
+from runs.executor.items import ItemRunner
+from runs.executor.options import RunOptions
 from runs.models import Project, Run, RunStatus, Score
-from runs.scorers import clean_scorer_specs
+from runs.scorers import build_scorer, clean_scorer_specs
+from runs.scorers.base import conditions_of
+from runs.targets import TargetInput, build_target
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset
 
@@ -239,3 +243,27 @@ def test_a_condition_is_kept_in_the_cleaned_spec() -> None:
         "when": {"scorer": "exact_match", "passed": False},
     }
     assert "when" not in cleaned[0]
+
+
+async def test_a_condition_on_a_scorer_outside_the_pass_skips_instead_of_failing() -> (
+    None
+):
+    """Scoring some of a run's scorers (a re-score) never crashes on a condition."""
+    specs = clean_scorer_specs(
+        [
+            "exact_match",
+            {"kind": "includes", "when": {"scorer": "exact_match", "passed": False}},
+        ]
+    )
+    runner = ItemRunner(
+        target=build_target("python", {"callable": "runs.targets.examples.echo"}),
+        scorers=[build_scorer(specs[1])],
+        options=RunOptions(),
+        conditions=conditions_of(specs),
+    )
+    item = TargetInput(index=0, external_id="a", input="x", expected="x")
+
+    [record] = await runner.score("x", item)
+
+    assert (record.scorer, record.skipped) == ("includes", True)
+    assert record.reason == "skipped: exact_match did not run"
