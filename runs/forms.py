@@ -195,7 +195,18 @@ class RunForm(PluginFieldsMixin, forms.Form):
     dataset = PickField(help_text="Newest versions first.")
     target = PickField()
     scorers = forms.MultipleChoiceField(
-        widget=forms.CheckboxSelectMultiple, initial=["exact_match"]
+        widget=forms.CheckboxSelectMultiple, initial=["exact_match"], required=False
+    )
+    scorer_specs = forms.JSONField(
+        label="More scorers (JSON)",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),
+        help_text=(
+            'A list of scorers after the ones ticked: {"kind": ..., "name": ..., '
+            '"params": {...}, "when": {"scorer": <name>, "passed": true|false}}. '
+            "A name lets a kind run twice with other parameters; when runs a "
+            "scorer only if an earlier one passed (or failed)."
+        ),
     )
 
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
@@ -237,14 +248,28 @@ class RunForm(PluginFieldsMixin, forms.Form):
             user=self.user, target_id=self.cleaned_data["target"]
         )
 
+    def clean_scorer_specs(self) -> list[Any]:
+        specs = self.cleaned_data.get("scorer_specs")
+        if specs in (None, ""):
+            return []
+        if not isinstance(specs, list):
+            raise forms.ValidationError(
+                "must be a list of scorers, e.g. "
+                '[{"kind": "llm_judge", "name": "judge", "params": {...}}]'
+            )
+        return specs
+
     def run_arguments(self) -> dict[str, Any]:
         """Keyword arguments for ``services.run_create``."""
         data = self.cleaned_data
-        specs = []
+        specs: list[Any] = []
         for position, kind in enumerate(data["scorers"]):
             path = f"scorers[{position}].params"
             params = self.plugin_values(kind, SCORERS[kind], path=path)  # type: ignore[arg-type]
             specs.append({"kind": kind, "params": params})
+        for spec in data.get("scorer_specs") or []:
+            self.error_paths[f"scorers[{len(specs)}]"] = "scorer_specs"
+            specs.append(spec)
         options = {}
         for param in option_params():
             self.error_paths[f"options.{param.name}"] = param.name

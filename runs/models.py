@@ -422,6 +422,14 @@ class Score(models.Model):
     error = models.TextField(blank=True)
     # Of a failing score only: the signature of its reason, or of its error.
     reason_signature = models.CharField(max_length=64, blank=True)
+    # A conditional scorer whose condition did not hold: neither passed nor
+    # failed, its reason says why ("skipped: exact_match passed").
+    skipped = models.BooleanField(default=False)
+    # What a judge model used for this score (llm_judge); empty for others.
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["result", "scorer"]
@@ -432,6 +440,11 @@ class Score(models.Model):
             models.CheckConstraint(
                 condition=Q(error="") | Q(value__isnull=True),
                 name="score_error_has_no_value",
+            ),
+            models.CheckConstraint(
+                condition=Q(skipped=False)
+                | Q(value__isnull=True, passed__isnull=True, error=""),
+                name="score_skipped_has_no_verdict",
             ),
         ]
         indexes = [

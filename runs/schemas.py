@@ -307,12 +307,31 @@ class TargetFilter(FilterSchema):
 
 class ScorerSpecIn(BodyIn):
     kind: str
-    name: str | None = None
+    name: str | None = Field(
+        None,
+        description="unique in the run; defaults to the kind, so a kind used "
+        "twice needs a name (judge-strict, judge-lenient)",
+    )
     params: dict[str, Any] = Field(
         default_factory=dict,
         description="the scorer kind's parameters (GET /api/v1/scorers gives "
         "each kind's JSON Schema)",
         json_schema_extra=_kinds_schema("scorers"),
+    )
+    # Validated by the service, so that a bad condition is a 400 naming
+    # scorers[i].when.<field>.
+    when: dict[str, Any] | None = Field(
+        None,
+        description='{"scorer": "<name>", "passed": true|false}: run only when '
+        "that scorer, declared earlier in the run, passed (or failed); otherwise "
+        "the score is stored as skipped, with the reason",
+        json_schema_extra={
+            "properties": {
+                "scorer": {"type": "string"},
+                "passed": {"type": "boolean"},
+            },
+            "required": ["scorer", "passed"],
+        },
     )
 
 
@@ -420,6 +439,17 @@ class ScoreOut(Schema):
     passed: bool | None
     reason: str
     error: str
+    skipped: bool = Field(
+        False,
+        description="the scorer's condition (when) did not hold: neither passed "
+        "nor failed; the reason says why",
+    )
+    prompt_tokens: int | None = Field(None, description="a judge's prompt tokens")
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens"
+    )
+    cost: float | None = Field(None, description="a judge's cost, when known")
+    model: str = Field("", description="the judge model that answered")
 
 
 class ResultOut(Schema):
@@ -713,8 +743,19 @@ class RunClustersOut(Schema):
 
 class ScorerSummaryOut(Schema):
     scorer: str
-    results: int = Field(
-        description="every stored result of the run, all epochs: the denominator"
+    results: int = Field(description="every stored result of the run, all epochs")
+    skipped: int = Field(
+        0,
+        description="results whose score was skipped by its condition (when): "
+        "neither passed nor failed, left out of the pass rate's denominator",
+    )
+    prompt_tokens: int | None = Field(
+        None,
+        description="a judge's prompt tokens over the run's scores (not in the "
+        "run's token totals, which are the target's); null for other scorers",
+    )
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens, as prompt_tokens"
     )
     scored: int = Field(description="results whose score has a value")
     errored: int = Field(description="results whose scorer raised or timed out")
@@ -724,8 +765,8 @@ class ScorerSummaryOut(Schema):
     passed: int
     mean: float | None = Field(description="mean of the scores that have a value")
     pass_rate: float | None = Field(
-        description="passed / results; failed target calls and errored scores "
-        "count as not passed. Null without results"
+        description="passed / (results - skipped); failed target calls and "
+        "errored scores count as not passed. Null without results"
     )
     pass_rate_ci: tuple[float, float] | None = Field(
         description="Wilson 95% interval of the pass rate"
@@ -800,10 +841,10 @@ class ResultFilterIn(Schema):
     )
     error_kind: ErrorKind | None = None
     scorer: str | None = Field(None, description="one of the run's scorer names")
-    verdict: Literal["passed", "failed", "errored"] | None = Field(
+    verdict: Literal["passed", "failed", "errored", "skipped"] | None = Field(
         None,
-        description="with scorer: passed, failed (scored, not passed) or errored "
-        "(the scorer raised or timed out)",
+        description="with scorer: passed, failed (scored, not passed), errored "
+        "(the scorer raised or timed out) or skipped (its condition did not hold)",
     )
     external_id: str | None = Field(None, description="the item's external id")
     cluster: str | None = Field(None, description="a failure cluster's key")

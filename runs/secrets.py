@@ -209,8 +209,19 @@ def _target_class(kind: str) -> Any:
     return get_target_class(kind)
 
 
-def _declared(kind: str) -> Sequence[SecretRef]:
-    return getattr(_target_class(kind), "secrets", ())
+def secret_scope(
+    plugin: Any, config: dict[str, Any]
+) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
+    """The secrets a plug-in's configuration names, where, and that place's path.
+
+    A plug-in that wraps another (the ``scorer`` target wraps a scorer) names
+    its inner plug-in's secrets inside its own configuration: it says where
+    with ``secret_scope(config) -> (refs, inner config, path)``.
+    """
+    scope = getattr(plugin, "secret_scope", None)
+    if scope is not None:
+        return scope(config)  # type: ignore[no-any-return]
+    return getattr(plugin, "secrets", ()), config, ""
 
 
 def host_matches(host: str, pattern: str) -> bool:
@@ -274,7 +285,17 @@ def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None
 
 def check_secrets_exist(*, project: Project, kind: str, config: dict[str, Any]) -> None:
     """Raise InvalidInput naming a project secret the configuration needs but lacks."""
-    for ref in _declared(kind):
+    check_plugin_secrets_exist(
+        project=project, plugin=_target_class(kind), config=config
+    )
+
+
+def check_plugin_secrets_exist(
+    *, project: Project, plugin: Any, config: dict[str, Any]
+) -> None:
+    """``check_secrets_exist`` for any plug-in class (a target or a scorer)."""
+    refs, config, path = secret_scope(plugin, config)
+    for ref in refs:
         name = config.get(ref.secret_field)
         if (
             name
@@ -283,7 +304,7 @@ def check_secrets_exist(*, project: Project, kind: str, config: dict[str, Any]) 
             raise InvalidInput(
                 f"project secret {name!r} is not set in {project}; a project admin "
                 "can set it on the project's secrets page",
-                field=ref.secret_field,
+                field=f"{path}.{ref.secret_field}" if path else ref.secret_field,
             )
 
 
@@ -334,13 +355,42 @@ def run_target_context(run_id: int, kind: str, config: dict[str, Any]) -> Target
 
 def target_context(project_id: int, kind: str, config: dict[str, Any]) -> TargetContext:
     """The context a project's target is built with: the secrets it names."""
-    refs = _declared(kind)
-    if refs:
-        config = _target_class(kind).clean(config, path="target_config")
+    return plugin_context(project_id, _target_class(kind), config, path="target_config")
+
+
+def plugin_context(
+    project_id: int, plugin: Any, config: dict[str, Any], *, path: str
+) -> TargetContext:
+    """The context a project's plug-in (target or scorer) is built with."""
+    if secret_scope(plugin, {})[0] or hasattr(plugin, "secret_scope"):
+        config = plugin.clean(config, path=path)
+    refs, config, _ = secret_scope(plugin, config)
     return TargetContext(
         project_id=project_id,
         secrets=resolve_secrets(project_id=project_id, refs=refs, config=config),
     )
 
 
+def run_scorer_contexts(
+    run_id: int, specs: list[dict[str, Any]]
+) -> dict[str, TargetContext]:
+    """The contexts of a run's scorers that declare secrets, by scorer name."""
+    from runs.scorers.base import REGISTRY
+
+    project_id = (
+        Run.objects.filter(pk=run_id).values_list("project_id", flat=True).get()
+    )
+    return {
+        spec["name"]: plugin_context(
+            project_id,
+            REGISTRY[spec["kind"]],
+            spec.get("params") or {},
+            path=f"scorers.{spec['name']}.params",
+        )
+        for spec in specs
+        if getattr(REGISTRY[spec["kind"]], "secrets", ())
+    }
+
+
 arun_target_context = database_sync_to_async(run_target_context)
+arun_scorer_contexts = database_sync_to_async(run_scorer_contexts)

@@ -411,7 +411,7 @@ def run_report(*, run: Run) -> RunReport:
 
 PENDING = "pending"
 SKIPPED = "skipped"
-VERDICTS = ("passed", "failed", "errored")
+VERDICTS = ("passed", "failed", "errored", "skipped")
 CLUSTER_KEY_MAX = 200
 
 
@@ -433,7 +433,8 @@ class ResultFilters:
     ``status`` is a result status, or ``pending`` / ``skipped``: the items that
     have no (counted) result yet in a run still going / in an ended run.
     ``verdict`` is the chosen ``scorer``'s: passed, failed (scored and not
-    passed) or errored (the scorer raised or timed out).
+    passed), errored (the scorer raised or timed out) or skipped (its
+    condition did not hold).
     """
 
     status: str | None = None
@@ -530,6 +531,8 @@ def result_filter(*, run: Run, filters: ResultFilters) -> QuerySet[Result]:
             scores = scores.filter(passed=False, error="")
         elif filters.verdict == "errored":
             scores = scores.exclude(error="")
+        elif filters.verdict == "skipped":
+            scores = scores.filter(skipped=True)
         results = results.filter(Exists(scores))
     return results
 

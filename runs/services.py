@@ -38,7 +38,11 @@ from runs.models import (
 )
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
-from runs.secrets import check_secrets_exist, target_context
+from runs.secrets import (
+    check_plugin_secrets_exist,
+    check_secrets_exist,
+    target_context,
+)
 from runs.selectors import SKIPPED, run_items_lacking
 from runs.targets import clean_target_config, trial
 from runs.targets.base import get_target_class
@@ -145,6 +149,14 @@ def run_create(
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
     _require_expected_answers(dataset, scorer_specs)
+    for position, spec in enumerate(scorer_specs):
+        try:
+            check_plugin_secrets_exist(
+                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
+            )
+        except InvalidInput as exc:
+            field = f"scorers[{position}].params.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
     run = Run.objects.create(

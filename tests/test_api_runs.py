@@ -400,6 +400,13 @@ def test_results_come_in_dataset_order_with_their_scores(
         1,
     )
     assert (first["prompt_tokens"], first["completion_tokens"]) == (10, 1)
+    no_judge = {
+        "skipped": False,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "cost": None,
+        "model": "",
+    }
     assert first["scores"] == [
         {
             "scorer": "contains",
@@ -407,6 +414,7 @@ def test_results_come_in_dataset_order_with_their_scores(
             "passed": None,
             "reason": "",
             "error": "boom",
+            **no_judge,
         },
         {
             "scorer": "exact_match",
@@ -414,6 +422,7 @@ def test_results_come_in_dataset_order_with_their_scores(
             "passed": True,
             "reason": "",
             "error": "",
+            **no_judge,
         },
     ]
 

@@ -3,8 +3,10 @@ latency percentiles, tokens, cost and counts, all aggregated in the database.
 
 Definition used everywhere: a result whose target call failed or timed out, or
 whose score errored, counts as not passed for that scorer (it is what the user
-got). A scorer's pass rate is passed / results, over every stored result of
-every epoch; its mean is over the scores that have a value.
+got). A score skipped by its condition (``when``) is neither passed nor failed:
+it leaves the denominator. A scorer's pass rate is passed / (results -
+skipped), over every stored result of every epoch; its mean is over the scores
+that have a value.
 """
 
 from __future__ import annotations
@@ -40,7 +42,10 @@ PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 PASS_RATE_DEFINITION = (
     "A result whose target call failed or timed out, or whose score errored, "
     "counts as not passed: the pass rate is passed / results, over every "
-    "stored result of every epoch. The mean is over the scores that have a value."
+    "stored result of every epoch. A score skipped by its condition (a scorer "
+    "that runs only when another passed or failed) is neither: skipped results "
+    "leave the denominator, which is results - skipped. The mean is over the "
+    "scores that have a value."
 )
 
 
@@ -58,7 +63,7 @@ class JSONArrayLength(Func):
 @dataclass(frozen=True, slots=True)
 class ScorerSummary:
     scorer: str
-    results: int  # every stored result of the run, all epochs: the denominator
+    results: int  # every stored result of the run, all epochs
     scored: int  # the score has a value
     errored: int  # the scorer raised or timed out
     not_scored: int  # the target call failed: no score at all
@@ -71,11 +76,20 @@ class ScorerSummary:
     # k -> mean over items of the estimator; only with several epochs.
     pass_at_k: dict[int, float | None] = field(default_factory=dict)
     pass_hat_k: dict[int, float | None] = field(default_factory=dict)
+    skipped: int = 0  # the scorer's condition did not hold: not in the denominator
+    # What a judge used, over the run's scores (None when none reports it).
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @property
+    def judged(self) -> int:
+        """The pass rate's denominator: results whose score was not skipped."""
+        return self.results - self.skipped
 
     @property
     def failed(self) -> int:
-        """Results not passed, whatever the reason."""
-        return self.results - self.passed
+        """Results not passed (and not skipped), whatever the reason."""
+        return self.judged - self.passed
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +136,9 @@ def _score_rows(run: Run) -> dict[str, dict[str, Any]]:
             scored=Count("id", filter=Q(value__isnull=False)),
             passed=Count("id", filter=Q(passed=True)),
             errored=Count("id", filter=~Q(error="")),
+            skipped=Count("id", filter=Q(skipped=True)),
+            prompt_tokens=Sum("prompt_tokens"),
+            completion_tokens=Sum("completion_tokens"),
         )
         .order_by()
     }
@@ -133,6 +150,8 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
     for name in scorer_names(run, set(rows)):
         row = rows.get(name, {})
         passed = row.get("passed", 0)
+        skipped = row.get("skipped", 0)
+        judged = results - skipped
         groups = _pass_groups(run, name) if ks else []
         summaries.append(
             ScorerSummary(
@@ -145,14 +164,17 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
                 mean=row.get("mean"),
                 low=row.get("low"),
                 high=row.get("high"),
-                pass_rate=passed / results if results else None,
-                pass_rate_ci=stats.wilson_interval(passed, results),
+                pass_rate=passed / judged if judged > 0 else None,
+                pass_rate_ci=stats.wilson_interval(passed, judged),
                 pass_at_k={
                     k: stats.mean_over_items(groups, k, "pass_at_k") for k in ks
                 },
                 pass_hat_k={
                     k: stats.mean_over_items(groups, k, "pass_hat_k") for k in ks
                 },
+                skipped=skipped,
+                prompt_tokens=row.get("prompt_tokens"),
+                completion_tokens=row.get("completion_tokens"),
             )
         )
     return summaries
@@ -162,7 +184,8 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
     """(n results, c passes, how many items) for one scorer.
 
     Counted per item, then grouped by (n, c) in the database: a handful of
-    rows whatever the size of the run.
+    rows whatever the size of the run. A result whose score was skipped is
+    not a trial: it is left out of n.
     """
     result_table = Result._meta.db_table
     score_table = Score._meta.db_table
@@ -173,13 +196,16 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
             FROM {result_table} r
             LEFT JOIN {score_table} s
               ON s.result_id = r.id AND s.scorer = %s AND s.passed = %s
-            WHERE r.run_id = %s
+            WHERE r.run_id = %s AND NOT EXISTS (
+                SELECT 1 FROM {score_table} k
+                WHERE k.result_id = r.id AND k.scorer = %s AND k.skipped = %s
+            )
             GROUP BY r.item_index
         ) per_item
         GROUP BY per_item.n, per_item.c
     """  # table names from the models, values as parameters
     with connection.cursor() as cursor:
-        cursor.execute(sql, [scorer, True, run.pk])
+        cursor.execute(sql, [scorer, True, run.pk, scorer, True])
         return [(int(n), int(c), int(items)) for n, c, items in cursor.fetchall()]
 
 

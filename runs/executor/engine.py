@@ -36,7 +36,8 @@ from runs.executor.options import RunOptions
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.scorers import build_scorer
-from runs.secrets import arun_target_context
+from runs.scorers.base import conditions_of
+from runs.secrets import arun_scorer_contexts, arun_target_context
 from runs.targets import build_target
 
 logger = logging.getLogger(__name__)
@@ -321,15 +322,28 @@ class Execution:
             target = build_target(
                 self.spec.target_kind, self.spec.target_config, context=context
             )
-            scorers = [build_scorer(spec) for spec in self.spec.scorers]
+            contexts = await arun_scorer_contexts(self.spec.id, self.spec.scorers)
+            scorers = [
+                build_scorer(spec, context=contexts.get(spec["name"]))
+                for spec in self.spec.scorers
+            ]
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
-        self.runner = ItemRunner(target=target, scorers=scorers, options=self.options)
+        self.runner = ItemRunner(
+            target=target,
+            scorers=scorers,
+            options=self.options,
+            conditions=conditions_of(self.spec.scorers),
+        )
         await events.publish_run_update(self.spec.id)
         try:
             return await self.run_workers()
         finally:
             await target.aclose()
+            for scorer in scorers:
+                close = getattr(scorer, "aclose", None)
+                if close is not None:
+                    await close()
 
     async def run_workers(self) -> str:
         workers = [

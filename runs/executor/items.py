@@ -3,24 +3,32 @@
 from __future__ import annotations
 
 import asyncio
-import random
+import contextlib
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
-from runs.executor.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
+from runs.executor.limits import (
+    RETRYABLE,
+    AdaptiveConcurrency,
+    Backoff,
+    RateLimiter,
+    RetryBudget,
+)
 from runs.executor.options import RunOptions
 from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.scorers import Scorer
+from runs.scorers.base import Condition, ScorerError
 from runs.targets import Target, TargetError, TargetInput
 
 RAW_BODY_LIMIT = 20_000
-RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
+__all__ = ["RETRYABLE", "ItemRunner", "WorkItem"]
 
 
 def now() -> datetime:
@@ -73,9 +81,12 @@ class ItemRunner:
         target: Target,
         scorers: list[Scorer],
         options: RunOptions,
+        conditions: Mapping[str, Condition] | None = None,
     ) -> None:
         self.target = target
         self.scorers = scorers
+        # name -> the condition under which that scorer runs (``when``).
+        self.conditions = dict(conditions or {})
         self.options = options
         self.concurrency = AdaptiveConcurrency(
             options.concurrency, adaptive=options.adaptive_concurrency
@@ -84,7 +95,9 @@ class ItemRunner:
             RateLimiter(options.rate_limit_rpm) if options.rate_limit_rpm else None
         )
         self.budget = RetryBudget(options.retry_budget)
-        self.random = random.Random()
+        self.backoff_policy = Backoff(
+            options.backoff_base_seconds, options.backoff_max_seconds
+        )
 
     async def run(self, work: WorkItem, record: ResultRecord) -> None:
         """Fill ``record`` with the item's final outcome and its scores."""
@@ -182,36 +195,89 @@ class ItemRunner:
 
     def backoff(self, number: int, retry_after: float | None) -> float:
         """Exponential backoff with full jitter; a server's Retry-After wins."""
-        if retry_after is not None:
-            return retry_after  # already capped when parsed
-        ceiling = min(
-            self.options.backoff_max_seconds,
-            self.options.backoff_base_seconds * 2 ** (number - 1),
-        )
-        return self.random.uniform(0, ceiling)
+        return self.backoff_policy.delay(number, retry_after)
 
     async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
-        """Every scorer of the item, concurrently; CPU work off the loop."""
-        if len(self.scorers) == 1:  # no tasks to make for a single scorer
+        """Every scorer of the item, concurrently; CPU work off the loop.
+
+        A conditional scorer waits for the scorer its condition names (always
+        declared before it) and is skipped, with the reason, when the
+        condition does not hold.
+        """
+        if len(self.scorers) == 1 and not self.conditions:
             return [await self.score_one(self.scorers[0], output, item)]
-        scored = (self.score_one(s, output, item) for s in self.scorers)
-        return list(await asyncio.gather(*scored))
+        tasks: dict[str, asyncio.Future[ScoreRecord]] = {}
+        for scorer in self.scorers:  # in spec order: a condition's scorer is made
+            condition = self.conditions.get(scorer.name)
+            if condition is None:
+                call = self.score_one(scorer, output, item)
+            elif condition.scorer in tasks:
+                call = self.score_when(
+                    scorer, condition, tasks[condition.scorer], output, item
+                )
+            else:  # not among these scorers (a pass over some of a run's)
+                call = self.skipped(scorer, f"skipped: {condition.scorer} did not run")
+            tasks[scorer.name] = asyncio.ensure_future(call)
+        return list(await asyncio.gather(*tasks.values()))
+
+    @staticmethod
+    async def skipped(scorer: Scorer, reason: str) -> ScoreRecord:
+        return ScoreRecord(scorer.name, None, None, reason=reason, skipped=True)
+
+    async def score_when(
+        self,
+        scorer: Scorer,
+        condition: Condition,
+        first: asyncio.Future[ScoreRecord],
+        output: Any,
+        item: TargetInput,
+    ) -> ScoreRecord:
+        before = await asyncio.shield(first)  # its own task; others wait for it too
+        reason = condition.skip_reason(
+            passed=before.passed, errored=bool(before.error), skipped=before.skipped
+        )
+        if reason:
+            return await self.skipped(scorer, reason)
+        return await self.score_one(scorer, output, item)
 
     async def score_one(
         self, scorer: Scorer, output: Any, item: TargetInput
     ) -> ScoreRecord:
         timeout = self.options.scorer_timeout_seconds
         call = ScorerCall(scorer, output, item)
+        # A scorer with its own concurrency limit (a judge): waiting for a
+        # turn is not its work, so the scorer timeout starts once it has one.
+        limiter = getattr(scorer, "limiter", None) or contextlib.nullcontext()
         try:
-            async with asyncio.timeout(timeout):
-                outcome = await call.run()
+            async with limiter:
+                async with asyncio.timeout(timeout):
+                    outcome = await call.run()
         except TimeoutError:
             return ScoreRecord(
                 scorer.name, None, None, error=call.timeout_message(timeout)
+            )
+        except ScorerError as exc:
+            return ScoreRecord(
+                scorer.name,
+                None,
+                None,
+                reason=exc.reason,
+                error=exc.message or type(exc).__name__,
+                prompt_tokens=exc.prompt_tokens,
+                completion_tokens=exc.completion_tokens,
+                cost=exc.cost,
+                model=exc.model,
             )
         except Exception as exc:  # one scorer's error never hides the others
             error = f"{type(exc).__name__}: {exc}"
             return ScoreRecord(scorer.name, None, None, error=error)
         return ScoreRecord(
-            scorer.name, outcome.value, outcome.passed, reason=outcome.reason
+            scorer.name,
+            outcome.value,
+            outcome.passed,
+            reason=outcome.reason,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            cost=outcome.cost,
+            model=outcome.model,
         )

@@ -76,6 +76,11 @@ class ScoreRecord:
     passed: bool | None
     reason: str = ""
     error: str = ""
+    skipped: bool = False
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    model: str = ""
 
 
 @dataclass(slots=True)
@@ -244,6 +249,11 @@ def _score_row(result_id: int, s: ScoreRecord) -> Score:
         reason=s.reason,
         error=s.error,
         reason_signature=signature.signature if signature else "",
+        skipped=s.skipped,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        cost=s.cost,
+        model=s.model[:200],
     )
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from runs.scorers import exact_match, includes, numeric, regex  # noqa: F401  (registration)
+from runs.scorers import (  # noqa: F401  (registration)
+    exact_match,
+    includes,
+    llm_judge,
+    numeric,
+    regex,
+)
 from runs.scorers.base import (
     REGISTRY,
     ScoreOutcome,

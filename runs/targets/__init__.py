@@ -9,6 +9,7 @@ from runs.targets import (  # noqa: F401  (registration)
     openai_chat,
     python,
     replay,
+    scorer,
 )
 from runs.targets.base import (
     REGISTRY,

@@ -4,7 +4,8 @@ It stands in for a model endpoint in tests and benchmarks, and can be told to
 misbehave, per request through markers in the prompt (``PROMPT_MARKERS``) or
 for all requests through a fault mix (``FaultMix``, the command-line options).
 Otherwise it answers arithmetic ("What is 12 * 7?" gets "84") and echoes
-anything else.
+anything else, except a request to grade, which it judges (``judge_reply``):
+a judge model that tests can rely on.
 
 Run it alone with ``python -m runs.testing.fake_openai --port 8765``;
 ``--help`` lists every option and marker.
@@ -33,7 +34,8 @@ PROMPT_MARKERS = {
     "[[hang]]": "never answer, until the client closes the connection",
     "[[status:CODE]]": "answer with HTTP status CODE (default 500) and an "
     "OpenAI-style error body",
-    "[[retry_after:S]]": "with [[status:CODE]]: add a Retry-After: S header",
+    "[[retry_after:S]]": "with [[status:CODE]] or [[flaky:N]]: add a "
+    "Retry-After: S header",
     "[[quota]]": "429 whose body says the quota is exhausted (insufficient_quota)",
     "[[malformed]]": "200 whose JSON has no choices",
     "[[badjson]]": "200 whose body is not JSON",
@@ -43,9 +45,71 @@ PROMPT_MARKERS = {
     "(default 1), later ones are answered",
     "[[tool:NAME]]": "a reply that calls tool NAME (default: the request's "
     'first tool) with {"query": the prompt}, and no content',
+    "[[flaky_status:CODE]]": "with [[flaky:N]]: those first requests get CODE "
+    "(503, 429, ...) instead of 500",
+    "[[unparseable]]": "a reply that holds no verdict or score, whatever was asked",
 }
 # A request whose response_format asks for JSON gets {"answer": ...} as content.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
+# A request whose messages ask to grade is answered as a judge (judge_reply).
+_GRADING = re.compile(r"\bgrad(?:e|er|ing)\b", re.IGNORECASE)
+_SECTION = r"^{label}:[ \t]*\n?(.*?)(?=\n[ \t]*\n|\Z)"
+_ANSWER = re.compile(_SECTION.format(label="Answer"), re.MULTILINE | re.DOTALL)
+_REFERENCE = re.compile(
+    _SECTION.format(label="Reference(?: answer)?"),
+    re.MULTILINE | re.DOTALL | re.IGNORECASE,
+)
+_JSON_VERDICT_KEY = re.compile(r'"(\w+)":\s*"pass" or "fail"')
+_JSON_SCORE_KEY = re.compile(r'"(\w+)":\s*a number')
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.split()).rstrip(".").casefold()
+
+
+def judge_reply(prompt: str) -> str:
+    """What the fake judge answers to a grading prompt (markers removed).
+
+    The convention: the answer is the text after a line ``Answer:`` up to a
+    blank line, the reference the text after ``Reference answer:`` (or
+    ``Reference:``) likewise. The answer passes when it equals the reference,
+    ignoring case, surrounding whitespace and a final full stop; without a
+    reference, when it is not empty. The reply is a reasoning line and the
+    verdict in the form the prompt asks for: a JSON object (when the prompt
+    says JSON, with the keys it names for "pass" or "fail" and for a
+    number), "Score: 5" or "Score: 1" (when it asks for 1 to 5), "Score: 10"
+    or "Score: 0" (0 to 10), otherwise "Verdict: PASS" or "Verdict: FAIL".
+    """
+    answers = _ANSWER.findall(prompt)
+    references = _REFERENCE.findall(prompt)
+    answer = answers[-1].strip() if answers else ""
+    if references:
+        passed = _normal(answer) == _normal(references[-1])
+        why = (
+            "The answer matches the reference."
+            if passed
+            else f"The answer {answer[:80]!r} does not match the reference "
+            f"{references[-1].strip()[:80]!r}."
+        )
+    else:
+        passed = bool(answer)
+        why = "The answer is there." if passed else "There is no answer."
+    if "JSON" in prompt:
+        verdict_key = _JSON_VERDICT_KEY.search(prompt)
+        score_key = _JSON_SCORE_KEY.search(prompt)
+        reply: dict[str, Any] = {"reasoning": why}
+        if verdict_key:
+            reply[verdict_key.group(1)] = "pass" if passed else "fail"
+        if score_key:
+            reply[score_key.group(1)] = 1 if passed else 0
+        return json.dumps(reply)
+    if "1 to 5" in prompt:
+        return f"{why}\nScore: {5 if passed else 1}"
+    if "0 to 10" in prompt:
+        return f"{why}\nScore: {10 if passed else 0}"
+    return f"{why}\nVerdict: {'PASS' if passed else 'FAIL'}"
+
+
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -231,7 +295,13 @@ class FakeOpenAIServer:
         if "flaky" in markers and self.stats.prompts[prompt] <= int(
             markers["flaky"] or 1
         ):
-            return self.http(500, {"error": {"message": "flaky upstream"}})
+            status = int(markers.get("flaky_status") or 500)
+            extra = (
+                {"Retry-After": markers["retry_after"]}
+                if "retry_after" in markers
+                else {}
+            )
+            return self.http(status, {"error": {"message": "flaky upstream"}}, extra)
         if "quota" in markers:
             return self.http(
                 429,
@@ -274,6 +344,14 @@ class FakeOpenAIServer:
             return self.http(200, self.tool_call(request, clean, markers["tool"]))
         if "empty" in markers:
             content = ""
+        elif "unparseable" in markers:
+            content = "I would rather not say."
+        elif any(
+            _GRADING.search(str(m.get("content", "")))
+            for m in request["messages"]
+            if isinstance(m, dict)
+        ):
+            content = judge_reply(_MARKER.sub("", prompt))
         else:
             content = solve(clean) or clean
             if "wrong" in markers:
@@ -385,7 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
         "A local stand-in for an OpenAI-compatible model endpoint. It serves "
         "POST <base>/v1/chat/completions (any path ending in /chat/completions; "
         "other routes answer 404), accepts any API key, answers two-number "
-        'arithmetic in the last message ("What is 12 * 7?" gets "84") and '
+        'arithmetic in the last message ("What is 12 * 7?" gets "84"), judges '
+        'a request that asks to grade (the text after a line "Answer:" against '
+        'the one after "Reference answer:"; the verdict as the prompt asks: '
+        '"Verdict: PASS" or "FAIL", a 1 to 5 or 0 to 10 score, or JSON) and '
         "echoes anything else. The options make every request misbehave at "
         "random; markers in a prompt make that request misbehave.",
         width=79,

@@ -1,0 +1,439 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import re
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from runs.executor.limits import RETRYABLE, Backoff
+from runs.models import ErrorKind
+from runs.plugins import FieldError
+from runs.scorers.base import (
+    ScoreOutcome,
+    ScorerError,
+    ScorerPlugin,
+    as_text,
+    register,
+)
+from runs.secrets import SecretRef, TargetContext
+from runs.targets.base import TargetError, TargetInput
+from runs.targets.chat_client import (
+    SECRETS,
+    ChatClient,
+    ChatReply,
+    EndpointParams,
+    MissingField,
+    fill_template,
+    template_names,
+)
+
+Format = Literal["pass_fail", "scale_1_5", "scale_0_10", "json"]
+# The fields a template may name; {metadata.key} and {input.key} reach inside.
+TEMPLATE_FIELDS = ("input", "expected", "output", "id", "index", "metadata", "format")
+# A reply is kept whole as the reason up to this many characters.
+REASON_LIMIT = 100_000
+INSTRUCTIONS: dict[str, str] = {
+    "pass_fail": 'End your reply with a last line "Verdict: PASS" or "Verdict: FAIL".',
+    "scale_1_5": (
+        'End your reply with a last line "Score: N", N a whole number from 1 '
+        "to 5 (5 is best)."
+    ),
+    "scale_0_10": (
+        'End your reply with a last line "Score: N", N a whole number from 0 '
+        "to 10 (10 is best)."
+    ),
+}
+SCALES = {"scale_1_5": (1.0, 5.0), "scale_0_10": (0.0, 10.0)}
+DEFAULT_THRESHOLDS = {"scale_1_5": 4.0, "scale_0_10": 7.0, "json": 0.5}
+PASS_WORDS = frozenset({"pass", "passed", "yes", "correct", "true", "right"})
+FAIL_WORDS = frozenset({"fail", "failed", "no", "incorrect", "false", "wrong"})
+_VERDICT = re.compile(
+    r"\bverdict\b\W{0,3}\s*(pass(?:ed)?|fail(?:ed)?|yes|no|correct|incorrect)\b",
+    re.IGNORECASE,
+)
+_SCORE = re.compile(
+    r"\b(?:score|rating|grade)\b\W{0,3}\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*\d+)?",
+    re.IGNORECASE,
+)
+_BARE_NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*\d+)?\s*[.!]?\s*")
+DEFAULT_TEMPLATE = """Grade the answer below.
+
+Question:
+{input}
+
+Reference answer:
+{expected}
+
+Answer:
+{output}
+
+{format}"""
+
+
+class LLMJudgeParams(EndpointParams):
+    system_prompt: str = Field(
+        "You are a careful, strict grader. Judge only what is asked.",
+        description="Sent first, as the system message; empty for none.",
+        json_schema_extra={"x-widget": "textarea"},
+    )
+    prompt_template: str = Field(
+        DEFAULT_TEMPLATE,
+        description=(
+            "The rubric, sent as the user message. {output} is the output to "
+            "judge; {input}, {expected}, {id}, {index} and {metadata.key} (or "
+            "{input.key}) come from the item; {format} says how to answer in "
+            "the chosen verdict format."
+        ),
+        json_schema_extra={"x-widget": "textarea"},
+    )
+    verdict_format: Format = Field(
+        "pass_fail",
+        description=(
+            'How the reply is read: pass_fail ("Verdict: PASS"), scale_1_5 or '
+            'scale_0_10 ("Score: N"), json (an object with a verdict or score key).'
+        ),
+    )
+    pass_threshold: float | None = Field(
+        None,
+        ge=-1_000_000,
+        le=1_000_000,
+        description=(
+            "A score at least this passes; empty for the default (4 of 1-5, "
+            "7 of 0-10, 0.5 for a JSON score)."
+        ),
+    )
+    json_verdict_key: str = Field(
+        "verdict",
+        min_length=1,
+        max_length=100,
+        title="JSON verdict key",
+        description='json: the key of a verdict ("pass"/"fail", true/false).',
+    )
+    json_score_key: str = Field(
+        "score",
+        min_length=1,
+        max_length=100,
+        title="JSON score key",
+        description="json: the key of a numeric score, read when there is no verdict.",
+    )
+    temperature: float | None = Field(
+        0, ge=0, le=2, description="Sampling temperature; empty for the default."
+    )
+    max_tokens: int | None = Field(
+        None, ge=1, le=1_000_000, description="Most tokens a reply may have."
+    )
+    concurrency: int = Field(
+        4,
+        ge=1,
+        le=1024,
+        description="Judge calls in flight at once, for this scorer in a run.",
+    )
+    max_attempts: int = Field(
+        3,
+        ge=1,
+        le=20,
+        description=(
+            "Attempts per judge call; only transient failures (network, timeout, "
+            "408/425/429/5xx) are retried."
+        ),
+    )
+    timeout_seconds: float = Field(
+        30.0,
+        ge=0.01,
+        le=3600,
+        title="Timeout (seconds per call)",
+        description="A judge call that takes longer is stopped (and retried).",
+    )
+    backoff_base_seconds: float = Field(
+        0.5,
+        ge=0,
+        le=60,
+        title="Back-off base (seconds)",
+        description="First wait before a retry; doubled on each one, with jitter.",
+    )
+    backoff_max_seconds: float = Field(
+        30.0, ge=0, le=600, title="Back-off cap (seconds)"
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Further JSON fields of every request body (seed, ...).",
+    )
+
+    @field_validator("prompt_template")
+    @classmethod
+    def _known_fields(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is required")
+        for name in template_names(value):
+            root = name.split(".")[0]
+            if root not in TEMPLATE_FIELDS:
+                known = ", ".join(f"{{{field}}}" for field in TEMPLATE_FIELDS)
+                raise ValueError(f"names {{{name}}}, which is not a field ({known})")
+            if "." in name and root not in ("input", "metadata"):
+                raise ValueError(f"names {{{name}}}: only input and metadata have keys")
+        if "output" not in {name.split(".")[0] for name in template_names(value)}:
+            raise ValueError("must name {output}, the output to judge")
+        return value
+
+    @model_validator(mode="after")
+    def _threshold_fits(self) -> LLMJudgeParams:
+        scale = SCALES.get(self.verdict_format)
+        threshold = self.pass_threshold
+        if scale and threshold is not None and not scale[0] <= threshold <= scale[1]:
+            raise FieldError(
+                "pass_threshold",
+                f"must be between {scale[0]:g} and {scale[1]:g} for "
+                f"{self.verdict_format}, not {threshold:g}",
+            )
+        return self
+
+
+@register
+class LLMJudge(ScorerPlugin):
+    """Asks a model, over any OpenAI-compatible endpoint, to grade the output.
+
+    The rubric (``prompt_template``) is filled from the item and the output:
+    ``{output}``, ``{input}``, ``{expected}``, ``{id}``, ``{index}``,
+    ``{metadata.key}`` and ``{format}`` (how to answer). The reply is read in
+    the ``verdict_format``: ``pass_fail`` ("Verdict: PASS"), ``scale_1_5`` or
+    ``scale_0_10`` ("Score: N", passing from ``pass_threshold``) or ``json``
+    (an object with a verdict or a score key). The judge's whole reply is the
+    reason, with its tokens and model. Calls are retried like a target's
+    (transient failures only, honouring Retry-After) and limited to
+    ``concurrency`` at once. A call that still fails, or a reply that cannot
+    be read, is a scorer error with the reply kept.
+    """
+
+    kind: ClassVar[str] = "llm_judge"
+    label: ClassVar[str] = "LLM judge"
+    Params = LLMJudgeParams
+    example: ClassVar[dict[str, Any]] = {
+        "base_url": "https://api.openai.com/v1",
+        "model": "gpt-4o-mini",
+        "api_key_secret": "OPENAI_API_KEY",
+        "verdict_format": "pass_fail",
+        "concurrency": 4,
+    }
+    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
+    needs_expected: ClassVar[bool] = False
+
+    @classmethod
+    def requires_expected(cls, params: dict[str, Any]) -> bool:
+        template = params.get("prompt_template", DEFAULT_TEMPLATE)
+        return any(name == "expected" for name in template_names(template))
+
+    def __init__(
+        self, name: str, params: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
+        self.name = name
+        self.params = params
+        self.client = ChatClient(params, context)
+        self.secrets = self.client.secrets
+        # One limiter per scorer instance, so per run: the executor holds a
+        # turn around each call of score (``items.py``).
+        self.limiter = asyncio.Semaphore(params["concurrency"])
+        self.backoff = Backoff(
+            params["backoff_base_seconds"], params["backoff_max_seconds"]
+        )
+        self.threshold = params.get(
+            "pass_threshold", DEFAULT_THRESHOLDS.get(params["verdict_format"])
+        )
+
+    # -- the prompt --------------------------------------------------------------
+
+    def instructions(self) -> str:
+        fmt = self.params["verdict_format"]
+        if fmt != "json":
+            return INSTRUCTIONS[fmt]
+        verdict, score = self.params["json_verdict_key"], self.params["json_score_key"]
+        return (
+            f'Reply with only a JSON object: {{"reasoning": "...", "{verdict}": '
+            f'"pass" or "fail", "{score}": a number from 0 to 1}}.'
+        )
+
+    def messages(self, output: Any, item: TargetInput) -> list[dict[str, str]]:
+        fields = {
+            "input": item.input,
+            "expected": item.expected,
+            "output": as_text(output)
+            if not isinstance(output, dict | list)
+            else output,
+            "id": item.external_id,
+            "index": item.index,
+            "metadata": item.metadata,
+            "format": self.instructions(),
+        }
+        try:
+            prompt = fill_template(self.params["prompt_template"], fields)
+        except MissingField as exc:
+            raise ScorerError(
+                f"the judge's template names {{{exc.name}}}, which item "
+                f"{item.external_id!r} does not have"
+            ) from None
+        messages = []
+        if self.params["system_prompt"]:
+            messages.append({"role": "system", "content": self.params["system_prompt"]})
+        messages.append({"role": "user", "content": prompt})
+        return messages
+
+    # -- the call --------------------------------------------------------------
+
+    async def ask(self, messages: list[dict[str, str]]) -> ChatReply:
+        """One judge call with the executor's retry rules; ScorerError when it fails."""
+        payload: dict[str, Any] = {
+            **self.params["extra_body"],
+            "model": self.params["model"],
+            "messages": messages,
+        }
+        for key in ("temperature", "max_tokens"):
+            if self.params.get(key) is not None:
+                payload[key] = self.params[key]
+        attempts = self.params["max_attempts"]
+        timeout = self.params["timeout_seconds"]
+        for number in range(1, attempts + 1):
+            try:
+                async with asyncio.timeout(timeout):
+                    return await self.client.complete(payload)
+            except TimeoutError:
+                failure = TargetError(
+                    f"judge call exceeded {timeout:g} s",
+                    kind=ErrorKind.TIMEOUT,
+                    error_type="Timeout",
+                )
+            except TargetError as exc:
+                failure = exc
+            if failure.kind not in RETRYABLE or number == attempts:
+                raise self.failed(failure, number)
+            await asyncio.sleep(self.backoff.delay(number, failure.retry_after))
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def failed(self, failure: TargetError, attempts: int) -> ScorerError:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        body = self.redact(failure.raw_body or "")
+        return ScorerError(
+            self.redact(f"judge call failed{tries}: {failure.message}"),
+            reason=body[:REASON_LIMIT],
+            model=self.params["model"],
+        )
+
+    def redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        reply = await self.ask(self.messages(output, item))
+        text = self.redact(as_text(reply.content))
+        usage = {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "cost": reply.cost,
+            "model": (reply.model or self.params["model"])[:200],
+        }
+        try:
+            value, passed = self.verdict(text)
+        except ValueError as exc:
+            raise ScorerError(
+                f"unreadable judge reply: {exc}", reason=text[:REASON_LIMIT], **usage
+            ) from None
+        return ScoreOutcome(value, passed, text[:REASON_LIMIT], **usage)
+
+    # -- the reply -------------------------------------------------------------
+
+    def verdict(self, text: str) -> tuple[float, bool]:
+        """(value, passed) from a reply in the chosen format; ValueError if none."""
+        fmt = self.params["verdict_format"]
+        if not text.strip():
+            raise ValueError("the reply is empty")
+        if fmt == "pass_fail":
+            return read_pass_fail(text)
+        if fmt == "json":
+            return self.read_json(text)
+        low, high = SCALES[fmt]
+        value = read_score(text)
+        if not low <= value <= high:
+            raise ValueError(f"score {value:g} is outside {low:g} to {high:g}")
+        return value, value >= self.threshold
+
+    def read_json(self, text: str) -> tuple[float, bool]:
+        data = _json_object(text)
+        verdict_key = self.params["json_verdict_key"]
+        score_key = self.params["json_score_key"]
+        verdict = data.get(verdict_key)
+        if verdict is not None:
+            passed = _word_verdict(verdict)
+            if passed is None:
+                raise ValueError(f"{verdict_key!r} is {verdict!r}, not pass or fail")
+            score = data.get(score_key)
+            value = float(score) if _is_number(score) else float(passed)
+            return value, passed
+        score = data.get(score_key)
+        if not _is_number(score):
+            raise ValueError(
+                f"the JSON object has neither {verdict_key!r} nor a numeric "
+                f"{score_key!r}"
+            )
+        return float(score), float(score) >= self.threshold
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+    )
+
+
+def _word_verdict(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        word = value.strip().strip(".!").casefold()
+        if word in PASS_WORDS:
+            return True
+        if word in FAIL_WORDS:
+            return False
+    return None
+
+
+def read_pass_fail(text: str) -> tuple[float, bool]:
+    found = _VERDICT.findall(text)
+    if found:
+        passed = _word_verdict(found[-1])
+    else:  # a reply that is just the word
+        passed = _word_verdict(text.strip().strip("*`\"'"))
+    if passed is None:
+        raise ValueError('no "Verdict: PASS" or "Verdict: FAIL" in the reply')
+    return float(passed), passed
+
+
+def read_score(text: str) -> float:
+    found = _SCORE.findall(text)
+    if found:
+        return float(found[-1])
+    bare = _BARE_NUMBER.fullmatch(text.strip().strip("*`"))
+    if bare:
+        return float(bare.group(1))
+    raise ValueError('no "Score: N" in the reply')
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    """The JSON object of a reply, also inside a ```json fence or prose."""
+    candidates = [text.strip()]
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    raise ValueError("the reply holds no JSON object")

@@ -1,0 +1,172 @@
+"""A scorer as the target: measure a judge against human labels."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from runs.errors import ConfigError
+from runs.models import ErrorKind
+from runs.plugins import Params, Plugin, join
+from runs.secrets import SecretRef, TargetContext
+from runs.targets.base import TargetError, TargetInput, TargetOutput, register
+
+# The scorer registry imports the target protocol: it is read here when a
+# configuration is cleaned or built, never at import.
+
+
+def _scorers() -> dict[str, Any]:
+    from runs.scorers.base import REGISTRY
+
+    return REGISTRY  # type: ignore[return-value]
+
+
+class ScorerTargetParams(Params):
+    scorer_kind: str = Field(
+        description="The kind of scorer to run as the target (llm_judge, ...)."
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="That scorer's parameters (as in a run's scorer list).",
+    )
+    output: Literal["verdict", "value"] = Field(
+        "verdict",
+        description=(
+            'verdict: "pass" or "fail" (the value when the scorer gives no '
+            "verdict); value: the score's value."
+        ),
+    )
+    input_key: str = Field(
+        "input",
+        min_length=1,
+        max_length=100,
+        description="The item's metadata key that holds the judged item's input.",
+    )
+    expected_key: str = Field(
+        "expected",
+        min_length=1,
+        max_length=100,
+        description="The item's metadata key that holds the judged item's "
+        "expected answer.",
+    )
+
+
+@register
+class ScorerTarget(Plugin):
+    """Runs a scorer as the target, to measure a judge against human labels.
+
+    The item's input is the output to be judged; its metadata carries the
+    rest: the judged item's input under ``metadata.input`` and its expected
+    answer under ``metadata.expected`` (``input_key``, ``expected_key``), every
+    metadata field as it is. The scorer's verdict becomes the output
+    (``pass`` or ``fail``, or its value), so an ``exact_match`` scorer
+    against the item's expected answer (the human label) gives the judge's
+    agreement. A judge's tokens are the result's tokens; a scorer error is a
+    permanent target error that keeps the judge's reply.
+    """
+
+    kind: ClassVar[str] = "scorer"
+    label: ClassVar[str] = "Scorer (measure a judge)"
+    Params = ScorerTargetParams
+    example: ClassVar[dict[str, Any]] = {
+        "scorer_kind": "llm_judge",
+        "params": {
+            "base_url": "https://api.openai.com/v1",
+            "model": "gpt-4o-mini",
+            "api_key_secret": "OPENAI_API_KEY",
+        },
+        "output": "verdict",
+    }
+
+    # Built with the run's context: the wrapped scorer's secrets (secret_scope).
+    needs_context: ClassVar[bool] = True
+
+    @classmethod
+    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
+        cleaned = super().clean(params, path=path)
+        scorers = _scorers()
+        kind = cleaned["scorer_kind"]
+        if kind not in scorers:
+            known = ", ".join(sorted(scorers))
+            raise ConfigError(
+                f"unknown scorer {kind!r} (known: {known})",
+                field=join(path, "scorer_kind"),
+            )
+        cleaned["params"] = scorers[kind].clean(
+            cleaned["params"], path=join(path, "params")
+        )
+        return cleaned
+
+    @classmethod
+    def secret_scope(
+        cls, config: dict[str, Any]
+    ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
+        """The wrapped scorer's secrets, named in ``params``.
+
+        ``secrets`` stays empty: they are the scorer's, declared by its kind.
+        """
+        plugin = _scorers().get(config.get("scorer_kind") or "")
+        refs = getattr(plugin, "secrets", ()) if plugin is not None else ()
+        return refs, config.get("params") or {}, "params"
+
+    def __init__(
+        self, config: dict[str, Any], context: TargetContext | None = None
+    ) -> None:
+        from runs.scorers.base import build_scorer
+
+        self.config = config
+        spec = {"name": config["scorer_kind"], "kind": config["scorer_kind"]}
+        self.scorer = build_scorer(
+            {**spec, "params": config["params"]}, context=context
+        )
+
+    @classmethod
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> ScorerTarget:
+        return cls(cls.clean(config), context)
+
+    def judged_item(self, item: TargetInput) -> TargetInput:
+        metadata = item.metadata or {}
+        return TargetInput(
+            index=item.index,
+            external_id=item.external_id,
+            input=metadata.get(self.config["input_key"]),
+            expected=metadata.get(self.config["expected_key"]),
+            metadata=metadata,
+        )
+
+    async def generate(self, item: TargetInput) -> TargetOutput:
+        from runs.executor.scoring import ScorerCall
+        from runs.scorers.base import ScorerError
+
+        call = ScorerCall(self.scorer, item.input, self.judged_item(item))
+        limiter = getattr(self.scorer, "limiter", None) or contextlib.nullcontext()
+        try:
+            async with limiter:
+                outcome = await call.run()
+        except ScorerError as exc:
+            raise TargetError(
+                exc.message,
+                kind=ErrorKind.PERMANENT,
+                raw_body=exc.reason or None,
+                error_type="ScorerError",
+            ) from None
+        if self.config["output"] == "verdict" and outcome.passed is not None:
+            output: Any = "pass" if outcome.passed else "fail"
+        else:
+            output = outcome.value
+        return TargetOutput(
+            output=output,
+            prompt_tokens=outcome.prompt_tokens,
+            completion_tokens=outcome.completion_tokens,
+            cost=outcome.cost,
+        )
+
+    async def aclose(self) -> None:
+        close = getattr(self.scorer, "aclose", None)
+        if close is not None:
+            await close()
