@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from runs.scorers import exact_match, includes, numeric, regex  # noqa: F401  (registration)
+from runs.scorers import (  # noqa: F401  (registration)
+    choice,
+    exact_match,
+    f1,
+    includes,
+    json_schema,
+    math_answer,
+    numeric,
+    python,
+    regex,
+    similarity,
+)
 from runs.scorers.base import (
     REGISTRY,
     ScoreOutcome,
