@@ -177,7 +177,10 @@ class DatasetUploadForm(Schema):
     name: str = Field("", description="default: the file's name without extension")
     format: str | None = Field(
         None,
-        description="jsonl, csv, json, yaml or humaneval; default: from the file name",
+        description=(
+            "jsonl, csv, json, yaml, humaneval, math or gsm8k; default: from "
+            "the file name"
+        ),
     )
     id_field: str = "id"
     input_field: str = "input"
@@ -189,7 +192,10 @@ class DatasetUploadForm(Schema):
 class DatasetPreviewForm(Schema):
     format: str | None = Field(
         None,
-        description="jsonl, csv, json, yaml or humaneval; default: from the file name",
+        description=(
+            "jsonl, csv, json, yaml, humaneval, math or gsm8k; default: from "
+            "the file name"
+        ),
     )
 
 

@@ -42,6 +42,7 @@ _ARTICLE_A = re.compile(r"A (?!(?:or|and|nor|vs|versus|is|was|seems)\b)[a-z]")
 _CLOSING = re.compile(r"[)\]*}]{0,4}")
 # Beyond this many candidate letters a reply says nothing decidable.
 MAX_CANDIDATES = 10_000
+TOO_MANY = f"more than {MAX_CANDIDATES:,} letters"
 
 
 class ChoiceParams(Params):
@@ -94,7 +95,8 @@ class Choice(ScorerPlugin):
        "the correct option is D", ``\\boxed{B}``; when the reply states
        several, the last one counts (a reasoning reply corrects itself), but a
        statement naming two letters ("the answer is A or B") is ambiguous;
-    2. a label the reply starts with: "B", "(B)", "**B**", "B) Paris", "b. Paris";
+    2. a label the reply starts with: "B", "(B)", "**B**", "B) Paris", "b. Paris",
+       unless the rest of its line names another letter;
     3. letters marked anywhere: "(B)", "[B]", "**B**", "B)";
     4. capital letters standing alone ("I pick B"; a capital A before a
        lower-case word is the article).
@@ -191,13 +193,18 @@ def read_letter(text: str, letters: str) -> Reading:
         return stated
     leading = _LEADING.search(text)
     if leading and leading.group(2).upper() in letters:
-        return Reading(leading.group(2).upper(), "the reply starts with it")
+        letter = leading.group(2).upper()
+        # "**A** **B**" names two: a label counts alone on its line only.
+        line = text[leading.end() : leading.end() + 500].partition("\n")[0]
+        others = {*_distinct(_MARKED, line, letters), *_distinct(_BARE, line, letters)}
+        if not others - {letter}:
+            return Reading(letter, "the reply starts with it")
     for pattern, what in ((_MARKED, "marked"), (_BARE, "standing alone")):
         found = _distinct(pattern, text, letters)
         if len(found) == 1:
             return Reading(found[0], f"the only letter {what}")
         if len(found) > 1:
-            named = " and ".join(found)
+            named = " and ".join(found).replace(" and " + TOO_MANY, ", " + TOO_MANY)
             return Reading(
                 None, f"ambiguous: the reply names {named} ({what}) and says no answer"
             )
@@ -244,7 +251,7 @@ def _distinct(pattern: Any, text: str, letters: str) -> list[str]:
     found: list[str] = []
     for count, match in enumerate(pattern.finditer(text)):
         if count >= MAX_CANDIDATES:
-            break
+            return [*found, TOO_MANY]  # never one letter: too many to tell
         letter = next(group for group in match.groups() if group).upper()
         if letter not in letters or letter in found:
             continue
