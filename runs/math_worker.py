@@ -120,6 +120,16 @@ def math_pool() -> Any:
         return _pool
 
 
+def math_pool_stop() -> None:
+    """Stop the math workers (at shutdown, or in a test that counts processes)."""
+    global _pool
+    with _pool_lock:
+        if _pool is not None:
+            _pool.stop()
+            _pool.join()
+            _pool = None
+
+
 class MathTimeout(Exception):
     """The comparison took longer than its timeout; its worker was replaced."""
 

@@ -203,7 +203,11 @@ def _describe(value: Any) -> str:
         return f"an object with {len(value):,} keys"
     if isinstance(value, list):
         return f"an array of {len(value):,} values"
-    return f"a {type(value).__name__.replace('NoneType', 'null')}"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "null"
 
 
 @register

@@ -106,3 +106,15 @@ def test_timeout_is_bounded() -> None:
         clean_scorer_specs([{"kind": "math", "params": {"timeout_seconds": 0}}])
 
     assert caught.value.field == "scorers[0].params.timeout_seconds"
+
+
+async def test_stopping_the_pool_leaves_no_worker_and_it_starts_again() -> None:
+    import multiprocessing
+
+    from runs.math_worker import math_pool_stop
+
+    await score("math", "\\boxed{1}", "1")
+    math_pool_stop()
+
+    assert not multiprocessing.active_children()
+    assert (await score("math", "\\boxed{2}", "2")).passed is True
