@@ -17,6 +17,7 @@ Django: only the standard library and math-verify.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import resource
@@ -50,6 +51,9 @@ class Comparison:
 
 def _start_worker() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+    # math-verify logs each timeout with the whole text it was parsing; the
+    # score's reason already says what happened.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
     import math_verify  # noqa: F401  (imported once, before the first task)
 
 

@@ -13,7 +13,7 @@ from runs.errors import ConfigError
 from runs.executor.scoring import runs_on_loop
 from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
-from tests.scorers.scoring import score
+from tests.scorers.scoring import HUGE, score
 
 HERE = "tests.scorers.test_python"
 seen_threads: list[str] = []
@@ -156,3 +156,9 @@ def test_only_allowlisted_functions_are_accepted() -> None:
 
     assert caught.value.field == "scorers[0].params.callable"
     assert "is not in EVALSITE_PYTHON_SCORERS" in str(caught.value)
+
+
+async def test_a_huge_output_reaches_the_function_whole() -> None:
+    outcome = await score("python", "x" * HUGE, callable=ALLOWED[-2])
+
+    assert outcome.passed is True
