@@ -485,3 +485,11 @@ LOGGING = {
         },
     },
 }
+
+# -- scorers ------------------------------------------------------------------------
+
+# Python callables that a `python` scorer may call, as dotted paths.
+EVALSITE_PYTHON_SCORERS = env_list(
+    "EVALSITE_PYTHON_SCORERS",
+    ["runs.scorers.examples.non_empty", "runs.scorers.examples.starts_with_expected"],
+)

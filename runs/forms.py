@@ -28,7 +28,14 @@ from runs.targets import REGISTRY as TARGETS
 
 User = AbstractBaseUser | AnonymousUser
 
-FORMAT_LABELS = {"jsonl": "JSON Lines", "json": "JSON", "csv": "CSV", "yaml": "YAML"}
+FORMAT_LABELS = {
+    "jsonl": "JSON Lines",
+    "json": "JSON",
+    "csv": "CSV",
+    "yaml": "YAML",
+    "math": "MATH (problem, solution with a \\boxed{} answer)",
+    "gsm8k": "GSM8K (question, answer after ####)",
+}
 DATASET_FORMATS = [
     ("", "Detect from the file name"),
     *((fmt, FORMAT_LABELS[fmt]) for fmt in FORMATS if fmt in FORMAT_LABELS),

@@ -178,7 +178,10 @@ class DatasetUploadForm(Schema):
     name: str = Field("", description="default: the file's name without extension")
     format: str | None = Field(
         None,
-        description="jsonl, csv, json, yaml or humaneval; default: from the file name",
+        description=(
+            "jsonl, csv, json, yaml, humaneval, math or gsm8k; default: from "
+            "the file name"
+        ),
     )
     id_field: str = "id"
     input_field: str = "input"
@@ -190,7 +193,10 @@ class DatasetUploadForm(Schema):
 class DatasetPreviewForm(Schema):
     format: str | None = Field(
         None,
-        description="jsonl, csv, json, yaml or humaneval; default: from the file name",
+        description=(
+            "jsonl, csv, json, yaml, humaneval, math or gsm8k; default: from "
+            "the file name"
+        ),
     )
 
 

@@ -20,7 +20,18 @@ from runs.targets import clean_target_config
 
 API = "/api/v1"
 BUILT_IN_TARGETS = {"demo", "openai_chat", "python"}
-BUILT_IN_SCORERS = {"exact_match", "includes", "numeric", "regex"}
+BUILT_IN_SCORERS = {
+    "exact_match",
+    "includes",
+    "numeric",
+    "regex",
+    "choice",
+    "f1",
+    "similarity",
+    "json",
+    "math",
+    "python",
+}
 
 
 def parse(*args: str) -> dict[str, Any]:

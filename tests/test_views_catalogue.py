@@ -79,3 +79,27 @@ def test_target_kinds_endpoint_names_secrets_never_values(
     required = body["openai_chat"]["parameters"]["required"]
     assert required == ["base_url", "model"]
     assert "needs_expected" not in body["demo"]
+
+
+NEW_SCORERS = ("choice", "f1", "similarity", "json", "math", "python")
+
+
+def test_the_new_scorers_are_in_the_api_and_on_the_page(victor_client: Client) -> None:
+    body = {
+        entry["kind"]: entry for entry in victor_client.get(f"{API}/scorers").json()
+    }
+    page = victor_client.get(reverse("runs:catalogue")).content.decode()
+
+    for kind in NEW_SCORERS:
+        assert body[kind]["example"] == SCORERS[kind].example
+        assert body[kind]["description"] == SCORERS[kind].summary()
+        assert f'<code class="muted">{kind}</code>' in page
+    assert {kind for kind in NEW_SCORERS if not body[kind]["needs_expected"]} == {
+        "json",
+        "python",
+    }
+    assert body["json"]["parameters"]["properties"]["schema"]["anyOf"][0] == {
+        "additionalProperties": True,
+        "type": "object",
+    }
+    assert "<code>options_field</code>" in page

@@ -634,3 +634,40 @@ def test_run_page_shows_when_the_executor_backs_off(
     response = bob_client.get(reverse("runs:run_detail", args=[run.pk]))
 
     assert "backing off: 2 of" in response.content.decode()
+
+
+def test_new_run_takes_the_json_schema_and_choice_letters(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    schema = {"type": "object", "required": ["answer"]}
+    data = _new_run_data(
+        dataset,
+        demo_target,
+        scorers=["choice", "json"],
+        choice__letters="abcde",
+        json__schema='{"type": "object", "required": ["answer"]}',
+        json__fenced="on",
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 302
+    params = {spec["kind"]: spec["params"] for spec in Run.objects.get().scorers}
+    assert params["choice"]["letters"] == "ABCDE"
+    assert (params["json"]["schema"], params["json"]["fenced"]) == (schema, True)
+
+
+def test_new_run_shows_an_invalid_json_schema_on_its_field(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset, demo_target, scorers=["json"], json__schema='{"type": "strin"}'
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 200
+    errors = response.context["form"].errors["json__schema"]
+    assert "field 'scorers[0].params.schema'" in errors[0]
+    assert "is not a valid JSON Schema" in errors[0]
+    assert not Run.objects.exists()

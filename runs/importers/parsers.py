@@ -30,7 +30,9 @@ from django.conf import settings
 
 from runs.errors import InvalidInput
 
-FORMATS = ("jsonl", "csv", "json", "yaml", "humaneval")
+FORMATS = ("jsonl", "csv", "json", "yaml", "humaneval", "math", "gsm8k")
+# Benchmark layouts (``layouts.py``): JSON Lines or one JSON array or object.
+LAYOUT_FORMATS = ("math", "gsm8k")
 EXTENSIONS = {".ndjson": "jsonl", ".yml": "yaml"} | {
     f".{fmt}": fmt for fmt in ("jsonl", "csv", "json", "yaml")
 }
@@ -169,11 +171,32 @@ def record_reader(source: Source, fmt: str) -> Callable[[], Records]:
         return lambda: _jsonl_records(source)
     if fmt == "csv":
         return lambda: _csv_records(source)
+    if fmt in LAYOUT_FORMATS and not _one_document(source):
+        return lambda: _jsonl_records(source)
     text = _read_text(source)
     if not text.strip():
         raise InvalidInput("the file has no items")
-    records = _json_array(text) if fmt == "json" else _yaml_list(text)
+    if fmt in LAYOUT_FORMATS and not text.lstrip().startswith("["):
+        records = [(Where(line=1), _loads(text, line=None))]
+    else:
+        records = _json_array(text) if fmt != "yaml" else _yaml_list(text)
     return lambda: iter(records)
+
+
+def _one_document(source: Source) -> bool:
+    """Whether a JSON file is one document (an array, or one pretty-printed
+    object, as MATH ships a problem per file) rather than JSON Lines."""
+    with source.open() as stream:
+        first = stream.readline().removeprefix(BOM)
+        while first and not first.strip():
+            first = stream.readline()
+    if first.lstrip().startswith(b"["):
+        return True
+    try:
+        json.loads(first)
+    except ValueError:
+        return first.lstrip().startswith(b"{")
+    return False
 
 
 _KINDS = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}

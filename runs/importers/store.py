@@ -37,6 +37,7 @@ from runs.importers.items import (
     parse_rows,
     preview,
 )
+from runs.importers.layouts import LAYOUTS, layout_records
 from runs.importers.parsers import (
     Source,
     Where,
@@ -78,7 +79,7 @@ def parse_items(
         fields = HUMANEVAL_FIELDS
     fields.validate()
     source.check_size()
-    return normalise(record_reader(source, fmt), fields=fields, fmt=fmt)
+    return normalise(_records(source, fmt), fields=fields, fmt=fmt)
 
 
 def parse_records(
@@ -101,7 +102,13 @@ def preview_file(*, source: Source, format: str | None = None) -> Preview:
     if fmt == "humaneval" and not source.size:
         source = Source.from_bytes(humaneval_content(), name="HumanEval.jsonl")
     source.check_size()
-    return preview(record_reader(source, fmt), fmt=fmt)
+    return preview(_records(source, fmt), fmt=fmt)
+
+
+def _records(source: Source, fmt: str) -> Any:
+    """The source's records, made into items first for a benchmark layout."""
+    read = record_reader(source, fmt)
+    return layout_records(read, fmt) if fmt in LAYOUTS else read
 
 
 # -- storing -------------------------------------------------------------------------

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from runs.scorers import (  # noqa: F401  (registration)
+    choice,
     exact_match,
+    f1,
     includes,
+    json_schema,
     llm_judge,
+    math_answer,
     numeric,
+    python,
     regex,
+    similarity,
 )
 from runs.scorers.base import (
     REGISTRY,

@@ -22,7 +22,8 @@ FIELD_HINTS = {
 
 class Command(BaseCommand):
     help = (
-        "Import a JSONL, CSV, JSON or YAML file (or the bundled HumanEval set) as "
+        "Import a JSONL, CSV, JSON or YAML file, a MATH or GSM8K file (their own "
+        "layouts), or the bundled HumanEval set, as "
         "a new dataset version. Any bad line stops the import and stores nothing."
     )
 

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from runs.math_worker import MathTimeout, compare_in_worker
+from runs.plugins import Params
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.text import expected_answers
+from runs.targets.base import TargetInput
+
+# The final answer comes last: only the end of a long output is read.
+OUTPUT_TAIL = 20_000
+# An expected answer already in math mode or boxed is parsed as written;
+# another is read as the content of a \boxed{} (so "50\%" is a percentage).
+_DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed")
+
+
+class MathParams(Params):
+    float_rounding: int = Field(
+        6,
+        ge=0,
+        le=15,
+        title="Decimal places",
+        description=(
+            "Where a decimal is compared with a number, both are rounded to "
+            "this many decimal places (math-verify's float_rounding)."
+        ),
+    )
+    timeout_seconds: int = Field(
+        5,
+        ge=1,
+        le=60,
+        description=(
+            "Longest parse or comparison step; the whole check is stopped after "
+            "twice this and fails."
+        ),
+    )
+
+
+@register
+class Math(ScorerPlugin):
+    """Passes when the output's final answer equals the expected one mathematically.
+
+    Both are parsed with math-verify: LaTeX and plain expressions, the last
+    ``\\boxed{}`` or "final answer" of the output first, fractions, roots,
+    percentages, sets, intervals and equations, compared symbolically and
+    numerically (decimals rounded to ``float_rounding`` places), so ``1/2``,
+    ``0.5``, ``\\frac{1}{2}`` and ``\\boxed{\\frac12}`` agree. An expected
+    answer without ``$`` or ``\\boxed`` is read as if boxed (MATH's answers,
+    ``50\\%``). The reason shows both extracted values. Only the last 20,000
+    characters of an output are read. Each check runs in a worker process:
+    a step taking over ``timeout_seconds`` fails the output, and the worker
+    is replaced if it does not stop.
+    """
+
+    kind: ClassVar[str] = "math"
+    label: ClassVar[str] = "Math answer (math-verify)"
+    Params = MathParams
+    example: ClassVar[dict[str, Any]] = {"float_rounding": 6, "timeout_seconds": 5}
+
+    def __init__(self, name: str, params: dict[str, Any]) -> None:
+        self.name = name
+        self.params = params
+
+    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        golds = [
+            answer if _DELIMITED.search(answer) else f"\\boxed{{{answer}}}"
+            for answer in (a.strip() for a in expected_answers(item))
+            if answer
+        ]
+        if not golds:
+            raise ValueError("the expected answer is empty")
+        text = as_text(output)
+        cut = len(text) > OUTPUT_TAIL
+        timeout = self.params["timeout_seconds"]
+        try:
+            result = compare_in_worker(
+                golds,
+                text[-OUTPUT_TAIL:],
+                float_rounding=self.params["float_rounding"],
+                timeout=timeout,
+            )
+        except MathTimeout:
+            return ScoreOutcome(
+                0.0, False, f"the check took over {2 * timeout} s and was stopped"
+            )
+        read = f"the last {OUTPUT_TAIL:,} characters of the output" if cut else ""
+        if result.problem == "no-gold":
+            shown = " or ".join(repr(g[:100]) for g in expected_answers(item))
+            raise ValueError(f"math-verify cannot read the expected answer {shown}")
+        if result.problem == "timeout":
+            return ScoreOutcome(
+                0.0, False, f"a step took over {timeout} s (timeout_seconds)"
+            )
+        if result.problem:
+            return ScoreOutcome(0.0, False, f"the comparison failed: {result.problem}")
+        if not result.answer:
+            where = read or "the output"
+            return ScoreOutcome(
+                0.0, False, f"no answer found in {where}; expected {result.gold}"
+            )
+        verdict = "equals" if result.equal else "does not equal"
+        note = f" (read from {read})" if read else ""
+        return ScoreOutcome(
+            1.0 if result.equal else 0.0,
+            result.equal,
+            f"answer {result.answer} {verdict} expected {result.gold}{note}",
+        )
