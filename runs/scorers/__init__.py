@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.scorers import exact_match, includes, numeric, regex  # noqa: F401  (registration)
+from runs.scorers import code_exec, exact_match, includes, numeric, regex  # noqa: F401  (registration)
 from runs.scorers.base import (
     REGISTRY,
     ScoreOutcome,
