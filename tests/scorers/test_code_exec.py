@@ -134,8 +134,11 @@ async def test_humaneval_canonical_solutions_pass_and_pass_bodies_fail():
 
     # The sandbox's own pool bounds how many programs run at once.
     outcomes = await asyncio.gather(*(both(target) for target in items))
-    failed = [(t.external_id, good.reason) for t, (good, _) in zip(items, outcomes)]
-    failed = [pair for pair, (good, _) in zip(failed, outcomes) if not good.passed]
+    failed = [
+        (target.external_id, good.reason)
+        for target, (good, _) in zip(items, outcomes, strict=True)
+        if not good.passed
+    ]
     assert len(items) == 164
     assert failed == []
     assert sum(empty.passed for _, empty in outcomes) == 0
