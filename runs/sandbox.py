@@ -172,6 +172,8 @@ class Outcome:
         if self.output_exceeded:
             return f"printed more than {limits.output_kb} KB; stopped"
         code = self.returncode
+        if code is not None and self.mode == "bubblewrap" and 128 < code <= 192:
+            code = 128 - code  # bubblewrap reports a signal as 128 + its number
         if code is not None and code < 0:
             return _signal_reason(-code, limits) + self._with_tail()
         if self.passed:

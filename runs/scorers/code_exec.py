@@ -54,7 +54,7 @@ class CodeExecParams(Params):
         ge=1,
         le=1024,
         title="Process limit",
-        description="Processes and threads it may have at once.",
+        description="Processes and threads it may start (running at once).",
     )
     file_size_mb: int = Field(
         10,
