@@ -168,9 +168,15 @@ async def test_no_outside_address_is_reachable():
     assert "Network is unreachable" in outcome.reason
 
 
-async def test_writing_outside_its_directory_fails(tmp_path: Path):
+@pytest.fixture
+def open_dir(tmp_path: Path) -> Path:
+    """A directory on the host that anyone may write to."""
     tmp_path.chmod(0o777)
-    target = tmp_path / "escaped.txt"
+    return tmp_path
+
+
+async def test_writing_outside_its_directory_fails(open_dir: Path):
+    target = open_dir / "escaped.txt"
     for path in (target, Path("/usr/escaped.txt")):
         write = CORRECT + f"open({str(path)!r}, 'w').write('out')\n"
         outcome = await score(write)
