@@ -235,3 +235,12 @@ async def test_a_hostile_dataset_scores_nothing_and_leaves_nothing():
     assert work_directories() == []
     # The server is still healthy: the next program runs as usual.
     assert (await score(CORRECT)).passed is True
+
+
+async def test_cancelling_the_scorer_kills_the_program():
+    task = asyncio.create_task(score(LOOP, timeout_seconds=60))
+    await asyncio.sleep(1)  # let it start; nothing is timed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert sandbox_processes() == []
