@@ -244,3 +244,43 @@ async def test_cancelling_the_scorer_kills_the_program():
     with pytest.raises(asyncio.CancelledError):
         await task
     assert sandbox_processes() == []
+
+
+async def test_the_nonce_is_not_on_stdin_the_command_line_or_the_environment():
+    snoop = (
+        CORRECT.replace("a + b", "0") + "import os, re, sys\n"
+        "seen = sys.stdin.read() + open('/proc/self/cmdline').read()\n"
+        "seen += str(dict(os.environ))\n"
+        "for token in re.findall('[0-9a-f]{32}', seen):\n"
+        "    for fd in range(3, 64):\n"
+        "        try:\n"
+        "            os.write(fd, token.encode())\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "os._exit(0)\n"
+    )
+    outcome = await score(snoop)
+    assert outcome.passed is False
+    assert "before its tests finished" in outcome.reason
+
+
+async def test_replacing_assertion_error_in_builtins_does_not_hide_a_failure():
+    patch = (
+        "    return 0\n\n"
+        "import builtins\n"
+        "builtins.AssertionError = type('Quiet', (Exception,), {})\n"
+    )
+    outcome = await score(patch)
+    assert outcome.passed is False
+    assert "AssertionError" in outcome.reason
+
+
+async def test_an_object_equal_to_everything_passes_a_known_gap():
+    """Documented limit: the completion shares the tests' interpreter."""
+    cheat = (
+        "    class Anything:\n"
+        "        def __eq__(self, other):\n"
+        "            return True\n"
+        "    return Anything()\n"
+    )
+    assert (await score(cheat)).passed is True
