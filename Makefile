@@ -8,7 +8,7 @@ PORT ?= 8000
 # Extra Daphne options, e.g. -v 0 (no access log) or --access-log FILE.
 DAPHNE_ARGS ?=
 
-.PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis clean
+.PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis bench-code-exec clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), "evalsite needs Python 3.12 or newer"'
@@ -70,6 +70,11 @@ bench-http: install
 # scratch PostgreSQL database on DATABASE_URL's server).
 bench-analysis: install
 	$(BIN)/python bench/analysis_bench.py
+
+# The code_exec scorer over the 164 HumanEval problems, with and without
+# bubblewrap, and the cost of one sandboxed program.
+bench-code-exec: install-test
+	$(BIN)/python bench/code_exec_bench.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -493,3 +493,18 @@ EVALSITE_PYTHON_SCORERS = env_list(
     "EVALSITE_PYTHON_SCORERS",
     ["runs.scorers.examples.non_empty", "runs.scorers.examples.starts_with_expected"],
 )
+
+# -- code execution (runs/sandbox.py) ------------------------------------------------
+# auto: bubblewrap where it works, else resource limits only (said in every
+# score's reason); bubblewrap: required (a scorer error without it); limits:
+# resource limits only.
+EVALSITE_SANDBOX = env_choice(
+    "EVALSITE_SANDBOX", "auto", ("auto", "bubblewrap", "limits")
+)
+# Programs run at once per process; the rest wait their turn.
+EVALSITE_SANDBOX_WORKERS = env_int(
+    "EVALSITE_SANDBOX_WORKERS", os.cpu_count() or 1, minimum=1
+)
+# The interpreter programs run on; empty: the server's, when an unprivileged
+# user can run it, else python3.
+EVALSITE_SANDBOX_PYTHON = env_str("EVALSITE_SANDBOX_PYTHON")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole suite: on SQLite, then on PostgreSQL with the Redis channel layer
-# when those services answer. With CI=true an unreachable service, or a
-# missing browser, is a failure rather than a skip.
+# when those services answer. With CI=true an unreachable service, a missing
+# browser or a bubblewrap that cannot run is a failure rather than a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=.venv/bin
@@ -21,12 +21,16 @@ except OSError:
 PY
 }
 
-# A real browser for the page-flow test: Debian's chromium.
-if ! command -v chromium >/dev/null 2>&1; then
+# A real browser for the page-flow test (Debian's chromium) and bubblewrap
+# for the code-execution sandbox's tests, in one apt-get.
+missing=()
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v bwrap >/dev/null 2>&1 || missing+=(bubblewrap)
+if [ ${#missing[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "installing chromium for the browser test"
-        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) \
-            >/dev/null 2>&1 || echo "could not install chromium"
+        echo "installing ${missing[*]} for the browser and sandbox tests"
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}") \
+            >/dev/null 2>&1 || echo "could not install ${missing[*]}"
     fi
 fi
 

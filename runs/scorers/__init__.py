@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from runs.scorers import (  # noqa: F401  (registration)
     choice,
+    code_exec,
     exact_match,
     f1,
     includes,

@@ -2,6 +2,7 @@
 
     python manage.py evalrun DATASET_FILE --target openai_chat --base-url URL \\
         --model NAME --scorer exact_match --scorer 'regex:{"pattern": "4\\d"}' [--json]
+    python manage.py evalrun --format humaneval --target ... --scorer code_exec
     python manage.py evalrun --resume RUN_ID [--json]
     python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
     python manage.py evalrun --rescore RUN_ID --scorer 'strict=regex:{"pattern": "^4$"}'
@@ -75,7 +76,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
-            "dataset_file", nargs="?", help="JSONL, CSV, JSON or YAML file"
+            "dataset_file",
+            nargs="?",
+            help="JSONL, CSV, JSON or YAML file; none with --format humaneval",
         )
         parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
         parser.add_argument(
@@ -248,10 +251,11 @@ class Command(BaseCommand):
         from runs.importers import Source, dataset_import
 
         file = opts["dataset_file"]
-        if not file:
+        packaged = not file and opts["format"] == "humaneval"
+        if not file and not packaged:
             raise BadInput("give a DATASET_FILE or --resume RUN_ID")
-        path = Path(file)
-        if not path.is_file():
+        path = Path(file or "humaneval")
+        if not packaged and not path.is_file():
             raise BadInput(f"{file}: no such file")
         if not opts["scorer"]:
             raise BadInput("give at least one --scorer")
@@ -264,9 +268,10 @@ class Command(BaseCommand):
             project=project,
             user=user,
             name=opts["name"] or path.stem,
-            source=Source.from_path(path),
+            # --format humaneval without a file: the packaged HumanEval set.
+            source=None if packaged else Source.from_path(path),
             format=opts["format"],
-            filename=path.name,
+            filename="" if packaged else path.name,
             id_field=opts["id_field"],
             input_field=opts["input_field"],
             expected_field=opts["expected_field"],

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from runs.plugins import Params
+from runs.sandbox import Limits, run_program
+from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.targets.base import TargetInput
+
+
+class CodeExecParams(Params):
+    test_field: str = Field(
+        "test",
+        min_length=1,
+        title="Test field",
+        description="Item metadata field holding the test code (defines check).",
+    )
+    entry_point_field: str = Field(
+        "entry_point",
+        min_length=1,
+        title="Entry point field",
+        description="Item metadata field naming the function check is called with.",
+    )
+    include_input: bool = Field(
+        True,
+        title="Prepend the input",
+        description=(
+            "Start the program with the item's input (HumanEval's prompt: the "
+            "signature and docstring the completion continues)."
+        ),
+    )
+    timeout_seconds: float = Field(
+        10.0,
+        ge=0.1,
+        le=300,
+        allow_inf_nan=False,
+        title="Wall-time limit (seconds)",
+        description="The program and its processes are killed after this long.",
+    )
+    cpu_seconds: int = Field(
+        10, ge=1, le=600, title="CPU limit (seconds)", description="CPU time."
+    )
+    memory_mb: int = Field(
+        512,
+        ge=64,
+        le=16384,
+        title="Memory limit (MB)",
+        description="Address space of each of its processes.",
+    )
+    processes: int = Field(
+        32,
+        ge=1,
+        le=1024,
+        title="Process limit",
+        description="Processes and threads it may start (running at once).",
+    )
+    file_size_mb: int = Field(
+        10,
+        ge=1,
+        le=1024,
+        title="File size limit (MB)",
+        description="Largest file it may write.",
+    )
+    open_files: int = Field(
+        64, ge=16, le=4096, title="Open files limit", description="Open files."
+    )
+    max_output_kb: int = Field(
+        64,
+        ge=1,
+        le=10240,
+        title="Output cap (KB)",
+        description="A program that prints more is stopped and fails.",
+    )
+
+
+@register
+class CodeExec(ScorerPlugin):
+    """Runs the completion against the item's tests in a sandbox (HumanEval's way).
+
+    The program is the item's input (the prompt), the output (the completion),
+    the test code from the item's metadata field ``test_field`` (default
+    ``test``) and ``check(<entry point>)``, the function named by the metadata
+    field ``entry_point_field`` (default ``entry_point``): the layout of the
+    ``humaneval`` import format. It passes only when the tests run to their end
+    and the program exits cleanly, within its limits: wall time, CPU seconds,
+    memory, processes, file size, open files, output size. It runs in a
+    separate process, under bubblewrap where available: no network, a
+    read-only filesystem, an empty temporary directory. Without bubblewrap the
+    limits still apply and every reason says so. The reason names what
+    happened: the failing assertion, a timeout, a limit, an exit status.
+    """
+
+    kind: ClassVar[str] = "code_exec"
+    label: ClassVar[str] = "Code execution (sandboxed tests)"
+    Params = CodeExecParams
+    example: ClassVar[dict[str, Any]] = {
+        "test_field": "test",
+        "entry_point_field": "entry_point",
+        "timeout_seconds": 10,
+        "memory_mb": 512,
+    }
+    needs_expected: ClassVar[bool] = False
+
+    def __init__(self, name: str, params: dict[str, Any]) -> None:
+        self.name = name
+        self.params = params
+        self.limits = Limits(
+            wall_seconds=params["timeout_seconds"],
+            cpu_seconds=params["cpu_seconds"],
+            memory_mb=params["memory_mb"],
+            processes=params["processes"],
+            file_size_mb=params["file_size_mb"],
+            open_files=params["open_files"],
+            output_kb=params["max_output_kb"],
+        )
+
+    def program(self, *, output: Any, item: TargetInput) -> tuple[str, str]:
+        """The program to run and its entry point; ValueError naming a missing field."""
+        metadata = item.metadata or {}
+        test = metadata.get(self.params["test_field"])
+        entry_point = metadata.get(self.params["entry_point_field"])
+        for field, value in (
+            (self.params["test_field"], test),
+            (self.params["entry_point_field"], entry_point),
+        ):
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"the item's metadata has no {field!r} text")
+        assert isinstance(test, str) and isinstance(entry_point, str)
+        if not entry_point.strip().isidentifier():
+            raise ValueError(f"entry point {entry_point!r} is not a Python name")
+        prompt = as_text(item.input) if self.params["include_input"] else ""
+        parts = [prompt, as_text(output), "", test, "", f"check({entry_point.strip()})"]
+        return "\n".join(parts) + "\n", entry_point.strip()
+
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        source, entry_point = self.program(output=output, item=item)
+        outcome = await run_program(source, self.limits)
+        what = outcome.describe()
+        if outcome.passed:
+            what = f"check({entry_point}) passed"
+        reason = "; ".join(part for part in (what, outcome.sandbox_note) if part)
+        return ScoreOutcome(1.0 if outcome.passed else 0.0, outcome.passed, reason)

@@ -1,0 +1,123 @@
+"""Helpers for tests of the code-execution sandbox and the code_exec scorer."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runs import sandbox
+from runs.importers import humaneval_content
+from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs
+from runs.targets import TargetInput
+
+PROMPT = 'def add(a, b):\n    """Return the sum of a and b."""\n'
+TEST = (
+    "def check(candidate):\n"
+    "    assert candidate(1, 2) == 3\n"
+    "    assert candidate(-1, 1) == 0, 'negative numbers'\n"
+)
+CORRECT = "    return a + b\n"
+
+
+def item(
+    *,
+    prompt: str = PROMPT,
+    test: str = TEST,
+    entry_point: str = "add",
+    index: int = 0,
+) -> TargetInput:
+    return TargetInput(
+        index=index,
+        external_id=f"t{index}",
+        input=prompt,
+        metadata={"test": test, "entry_point": entry_point},
+    )
+
+
+async def score(
+    output: Any, target_item: TargetInput | None = None, **params: Any
+) -> ScoreOutcome:
+    spec = clean_scorer_specs([{"kind": "code_exec", "params": params}])[0]
+    return await build_scorer(spec).score(output=output, item=target_item or item())
+
+
+def humaneval_items() -> list[TargetInput]:
+    """The packaged HumanEval problems as the humaneval import format lays them out."""
+    lines = humaneval_content().decode().splitlines()
+    records = [json.loads(line) for line in lines if line.strip()]
+    return [
+        TargetInput(
+            index=index,
+            external_id=record["task_id"],
+            input=record["prompt"],
+            expected=record["canonical_solution"],
+            metadata={"test": record["test"], "entry_point": record["entry_point"]},
+        )
+        for index, record in enumerate(records)
+    ]
+
+
+def sandbox_processes() -> list[str]:
+    """Processes of any sandbox still alive: the harness is on their command line."""
+    found = []
+    marker = b"RLIMIT_NPROC"
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            uid = os.stat(f"/proc/{name}").st_uid
+            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2]
+        except OSError:
+            continue
+        if state.split()[0] == b"Z":  # dead, waiting for its parent to reap it
+            continue
+        fresh_uid = sandbox.UID_RANGE[0] <= uid < sandbox.UID_RANGE[1]
+        program = cmdline.split(b"\0")[0]
+        if marker in cmdline or program.endswith(b"bwrap") or fresh_uid:
+            found.append(f"{name}: {cmdline[:80]!r}")
+    return found
+
+
+def work_directories() -> list[str]:
+    return sorted(
+        name
+        for name in os.listdir(tempfile.gettempdir())
+        if name.startswith("evalsite-sandbox-")
+    )
+
+
+@pytest.fixture
+def limits_only(settings: Any) -> Iterator[None]:
+    """Resource limits only, as where bubblewrap is missing."""
+    settings.EVALSITE_SANDBOX = "limits"
+    sandbox.reset()
+    yield
+    sandbox.reset()
+
+
+@pytest.fixture
+async def bubblewrap(settings: Any) -> AsyncIterator[None]:
+    """bubblewrap, which must work here; under CI=true its absence is a failure."""
+    settings.EVALSITE_SANDBOX = "auto"
+    sandbox.reset()
+    current = await sandbox.mode()
+    if current.name != "bubblewrap":
+        sandbox.reset()
+        message = f"bubblewrap cannot be used: {current.note}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    yield
+    sandbox.reset()
+
+
+def canonical(target: TargetInput) -> Any:
+    """A ``python`` target that answers with the item's expected answer."""
+    return target.expected

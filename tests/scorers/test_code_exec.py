@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from runs.errors import ConfigError
+from runs.executor.scoring import ScorerCall, runs_on_loop
+from runs.scorers import build_scorer, clean_scorer_specs
+from tests.sandboxes import (  # noqa: F401  (fixtures)
+    CORRECT,
+    PROMPT,
+    bubblewrap,
+    humaneval_items,
+    item,
+    limits_only,
+    sandbox_processes,
+    score,
+)
+
+pytestmark = pytest.mark.usefixtures("bubblewrap")
+
+
+async def test_a_correct_completion_passes():
+    outcome = await score(CORRECT)
+    assert (outcome.passed, outcome.value) == (True, 1.0)
+    assert outcome.reason == "check(add) passed"
+
+
+async def test_a_wrong_completion_fails_with_the_assertion():
+    outcome = await score("    return a - b\n")
+    assert (outcome.passed, outcome.value) == (False, 0.0)
+    assert "exit status 1" in outcome.reason
+    assert "assert candidate(1, 2) == 3" in outcome.reason
+    assert "AssertionError" in outcome.reason
+
+
+async def test_the_assertion_message_is_in_the_reason():
+    outcome = await score("    return abs(a) + b\n")
+    assert outcome.passed is False
+    assert "AssertionError: negative numbers" in outcome.reason
+
+
+async def test_the_scorer_waits_on_the_loop_and_runs_the_program_elsewhere():
+    spec = clean_scorer_specs(["code_exec"])[0]
+    scorer = build_scorer(spec)
+    assert runs_on_loop(scorer)
+    outcome = await ScorerCall(scorer, CORRECT, item()).run()
+    assert outcome.passed is True
+
+
+async def test_an_empty_completion_fails():
+    outcome = await score("")
+    assert outcome.passed is False
+    assert "AssertionError" in outcome.reason
+
+
+async def test_none_as_output_is_an_empty_completion():
+    assert (await score(None)).passed is False
+
+
+async def test_unicode_in_prompt_completion_and_tests():
+    target = item(
+        prompt='def greet(name):\n    """Grüße, ✓."""\n',
+        test="def check(candidate):\n    assert candidate('Zoë') == 'héllo Zoë ✓'\n",
+        entry_point="greet",
+    )
+    outcome = await score("    return f'héllo {name} ✓'\n", target)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_a_huge_completion_runs_whole():
+    filler = "    # " + "x" * 70 + "\n"
+    completion = filler * 30_000 + CORRECT  # over 2 MB
+    outcome = await score(completion)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_invalid_python_fails_with_the_syntax_error():
+    outcome = await score("    return a +* b\n")
+    assert outcome.passed is False
+    assert "SyntaxError" in outcome.reason
+
+
+async def test_field_names_are_parameters():
+    target = item()
+    target.metadata["tests_v2"] = target.metadata.pop("test")
+    target.metadata["fn"] = target.metadata.pop("entry_point")
+    outcome = await score(
+        CORRECT, target, test_field="tests_v2", entry_point_field="fn"
+    )
+    assert outcome.passed is True
+
+
+async def test_the_input_can_be_left_out():
+    completion = PROMPT + CORRECT
+    assert (await score(completion, include_input=False)).passed is True
+
+
+async def test_an_item_without_tests_is_a_scorer_error_naming_the_field():
+    target = item()
+    del target.metadata["test"]
+    with pytest.raises(ValueError, match="no 'test'"):
+        await score(CORRECT, target)
+
+
+async def test_an_entry_point_that_is_not_a_name_is_a_scorer_error():
+    with pytest.raises(ValueError, match="not a Python name"):
+        await score(CORRECT, item(entry_point="add); import os; os._exit(0"))
+
+
+def test_bad_limits_are_refused_naming_the_parameter():
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 1}}])
+    assert caught.value.field == "scorers[0].params.memory_mb"
+
+
+def test_code_exec_does_not_need_an_expected_answer():
+    from runs.scorers import REGISTRY
+
+    assert REGISTRY["code_exec"].requires_expected({}) is False
+
+
+async def test_humaneval_canonical_solutions_pass_and_pass_bodies_fail():
+    """Acceptance: 164 of 164 canonical solutions, 0 of 164 bodies of ``pass``."""
+    items = humaneval_items()
+    spec = clean_scorer_specs(["code_exec"])[0]
+    scorer = build_scorer(spec)
+
+    async def both(target):
+        good = await scorer.score(output=target.expected, item=target)
+        empty = await scorer.score(output="    pass\n", item=target)
+        return good, empty
+
+    # The sandbox's own pool bounds how many programs run at once.
+    outcomes = await asyncio.gather(*(both(target) for target in items))
+    failed = [
+        (target.external_id, good.reason)
+        for target, (good, _) in zip(items, outcomes, strict=True)
+        if not good.passed
+    ]
+    assert len(items) == 164
+    assert failed == []
+    assert sum(empty.passed for _, empty in outcomes) == 0
+    assert sandbox_processes() == []
