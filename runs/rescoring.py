@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from runs.access import require_role
 from runs.analysis.summary import run_scorer_summaries_cached
-from runs.errors import Conflict, InvalidInput
+from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Membership, Run, Score, ScoringPass
@@ -60,6 +60,27 @@ def merged_scorers(
     by_name = {spec["name"]: spec for spec in new}
     merged = [by_name.pop(spec["name"], spec) for spec in current]
     return [*merged, *by_name.values()]
+
+
+def _in_run_order(run: Run, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The pass's specs in the order the run will list them, checked as a whole.
+
+    A condition may name one of the run's scorers that the pass leaves as it
+    is (its stored score decides) or one the pass adds or replaces; the run's
+    scorer list after the pass must still name each condition's scorer
+    before the scorer it conditions, as on run creation.
+    """
+    merged = merged_scorers(run.scorers, specs)
+    try:
+        clean_scorer_specs(merged, path="scorers")
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the run's scorers after this re-score would not hold together: "
+            f"{exc.message}",
+            field="scorers",
+        ) from None
+    order = {spec["name"]: position for position, spec in enumerate(merged)}
+    return sorted(specs, key=lambda spec: order[spec["name"]])
 
 
 def _plan(run: Run, specs: list[dict[str, Any]]) -> RescorePlan:
@@ -140,9 +161,12 @@ def run_rescore(
     """
     if user is not None:
         require_role(user, run.project, Membership.Role.EDITOR)
-    specs = clean_scorer_specs(scorers, path="scorers")
+    specs = clean_scorer_specs(
+        scorers, path="scorers", earlier=[spec["name"] for spec in run.scorers]
+    )
     if not specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
+    specs = _in_run_order(run, specs)
     for position, spec in enumerate(specs):
         if not spec["name"].strip() or len(spec["name"]) > NAME_MAX:
             raise InvalidInput(

@@ -197,12 +197,20 @@ class ItemRunner:
         """Exponential backoff with full jitter; a server's Retry-After wins."""
         return self.backoff_policy.delay(number, retry_after)
 
-    async def score(self, output: Any, item: TargetInput) -> list[ScoreRecord]:
+    async def score(
+        self,
+        output: Any,
+        item: TargetInput,
+        *,
+        stored: Mapping[str, ScoreRecord] | None = None,
+    ) -> list[ScoreRecord]:
         """Every scorer of the item, concurrently; CPU work off the loop.
 
         A conditional scorer waits for the scorer its condition names (always
         declared before it) and is skipped, with the reason, when the
-        condition does not hold.
+        condition does not hold. A condition on a scorer that is not among
+        these (a re-score of some of a run's scorers) reads that scorer's
+        stored score, from ``stored``.
         """
         if len(self.scorers) == 1 and not self.conditions:
             return [await self.score_one(self.scorers[0], output, item)]
@@ -215,7 +223,11 @@ class ItemRunner:
                 call = self.score_when(
                     scorer, condition, tasks[condition.scorer], output, item
                 )
-            else:  # not among these scorers (a pass over some of a run's)
+            elif (before := (stored or {}).get(condition.scorer)) is not None:
+                done = asyncio.get_running_loop().create_future()
+                done.set_result(before)
+                call = self.score_when(scorer, condition, done, output, item)
+            else:  # not among these scorers, nor stored
                 call = self.skipped(scorer, f"skipped: {condition.scorer} did not run")
             tasks[scorer.name] = asyncio.ensure_future(call)
         return list(await asyncio.gather(*tasks.values()))

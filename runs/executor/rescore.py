@@ -31,6 +31,8 @@ from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
 from runs.scorers import build_scorer
+from runs.scorers.base import conditions_of
+from runs.secrets import arun_scorer_contexts
 from runs.targets import TargetInput, TargetOutput
 
 logger = logging.getLogger(__name__)
@@ -64,11 +66,18 @@ class PassExecution:
 
     async def execute(self) -> str:
         try:
-            scorers = [build_scorer(spec) for spec in self.spec.scorers]
+            contexts = await arun_scorer_contexts(self.spec.run_id, self.spec.scorers)
+            scorers = [
+                build_scorer(spec, context=contexts.get(spec["name"]))
+                for spec in self.spec.scorers
+            ]
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         self.runner = ItemRunner(
-            target=NoTarget(), scorers=scorers, options=self.options
+            target=NoTarget(),
+            scorers=scorers,
+            options=self.options,
+            conditions=conditions_of(self.spec.scorers),
         )
         beat = asyncio.create_task(self.beat_forever())
         try:
@@ -88,7 +97,13 @@ class PassExecution:
     async def score_all(self) -> None:
         slots = asyncio.Semaphore(self.options.concurrency)
         after = 0
-        while page := await load_page(self.spec.run_id, after_id=after):
+        # Conditions on scorers this pass leaves as they are read their scores.
+        outside = {
+            spec["when"]["scorer"] for spec in self.spec.scorers if spec.get("when")
+        } - {spec["name"] for spec in self.spec.scorers}
+        while page := await load_page(
+            self.spec.run_id, after_id=after, conditions_on=outside
+        ):
             scored = await asyncio.gather(
                 *(self.score_one(entry, slots) for entry in page)
             )
@@ -109,7 +124,9 @@ class PassExecution:
             metadata=item.metadata or {},
         )
         async with slots:
-            return entry.result_id, await self.runner.score(entry.output, target_input)
+            return entry.result_id, await self.runner.score(
+                entry.output, target_input, stored=entry.stored
+            )
 
     async def beat_forever(self) -> None:
         """Keep the heartbeat fresh while a slow page (a judge) is scored."""

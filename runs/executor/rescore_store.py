@@ -8,7 +8,8 @@ and the run's counts stay as they are.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -20,7 +21,19 @@ from runs.executor.store import EXECUTOR_ID, ItemData, ScoreRecord, _score_row
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 
 RESULT_PAGE_SIZE = 200
-SCORE_FIELDS = ("value", "passed", "reason", "error", "reason_signature")
+# Every field of a score but its keys: a replaced score keeps nothing of the old.
+SCORE_FIELDS = (
+    "value",
+    "passed",
+    "reason",
+    "error",
+    "reason_signature",
+    "skipped",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "model",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +51,8 @@ class ToScore:
     result_id: int
     output: Any
     item: ItemData
+    # Stored scores of scorers outside the pass that its conditions name.
+    stored: dict[str, ScoreRecord] = field(default_factory=dict)
 
 
 def results_to_score(run_id: int) -> Any:
@@ -91,8 +106,11 @@ def pass_heartbeat(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> None:
     )
 
 
-def pass_results_page(run_id: int, *, after_id: int) -> list[ToScore]:
-    """The next page of results to score, by id, with their items."""
+def pass_results_page(
+    run_id: int, *, after_id: int, conditions_on: Collection[str] = ()
+) -> list[ToScore]:
+    """The next page of results to score, by id, with their items and their
+    stored scores of the scorers ``conditions_on``."""
     rows = list(
         results_to_score(run_id)
         .filter(pk__gt=after_id)
@@ -104,7 +122,19 @@ def pass_results_page(run_id: int, *, after_id: int) -> list[ToScore]:
         row[0]: ItemData(*row)
         for row in Item.objects.filter(pk__in={r[2] for r in rows}).values_list(*fields)
     }
-    return [ToScore(pk, output, items[item_id]) for pk, output, item_id in rows]
+    stored: dict[int, dict[str, ScoreRecord]] = {}
+    if conditions_on and rows:
+        scores = Score.objects.filter(
+            result_id__in=[row[0] for row in rows], scorer__in=list(conditions_on)
+        ).values_list("result_id", "scorer", "value", "passed", "error", "skipped")
+        for result_id, scorer, value, passed, error, skipped in scores:
+            stored.setdefault(result_id, {})[scorer] = ScoreRecord(
+                scorer, value, passed, error=error, skipped=skipped
+            )
+    return [
+        ToScore(pk, output, items[item_id], stored.get(pk, {}))
+        for pk, output, item_id in rows
+    ]
 
 
 def pass_scores_write(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -161,11 +161,14 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def clean_scorer_specs(specs: Any, *, path: str = "scorers") -> list[dict[str, Any]]:
+def clean_scorer_specs(
+    specs: Any, *, path: str = "scorers", earlier: Collection[str] = ()
+) -> list[dict[str, Any]]:
     """Normalise scorer specs to ``{"name", "kind", "params"}`` (and ``when``).
 
     Names are unique. A ``when`` names a scorer declared earlier, so that
-    conditions can never form a cycle.
+    conditions can never form a cycle; ``earlier`` are names declared before
+    these specs (a run's scorers, for a re-score of some of them).
     """
     if not isinstance(specs, list):
         raise ConfigError("must be a list", field=path)
@@ -198,7 +201,8 @@ def clean_scorer_specs(specs: Any, *, path: str = "scorers") -> list[dict[str, A
         entry: dict[str, Any] = {"name": name, "kind": kind, "params": params}
         if spec.get("when") is not None:
             entry["when"] = _clean_when(
-                spec["when"], name=name, seen=seen, later=_names_after(specs, position),
+                spec["when"], name=name, seen=seen | set(earlier),
+                later=_names_after(specs, position),
                 path=join(where, "when"),
             )  # fmt: skip
         seen.add(name)

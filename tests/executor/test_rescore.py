@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from runs.analysis.summary import run_summary_cached
-from runs.errors import Conflict
+from runs.errors import ConfigError, Conflict
 from runs.executor import rescore_store
 from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
@@ -280,3 +280,67 @@ def test_an_async_scorer_runs_under_the_runs_scorer_timeout(
     judged = scores_of(run, "slow_judge_for_test")
     assert judged[0] == (None, None, "scorer exceeded 0.3 s")
     assert judged[2] == (0.5, None, "")
+
+
+def test_a_condition_on_a_scorer_the_pass_leaves_reads_its_stored_score(
+    make_run, fake_openai
+):
+    # The costly check only where the run's exact match failed.
+    run = ended_run(make_run, {1: "[[wrong]]", 3: "[[wrong]]"})
+    only_failed = HAS_DIGIT | {"when": {"scorer": "exact_match", "passed": False}}
+
+    rescored(run, [only_failed])
+
+    skipped = dict(
+        Score.objects.filter(result__run=run, scorer="has_digit").values_list(
+            "result__item_index", "skipped"
+        )
+    )
+    assert skipped == {0: True, 1: False, 2: True, 3: False, 4: True, 5: True}
+    reasons = set(
+        Score.objects.filter(
+            result__run=run, scorer="has_digit", skipped=True
+        ).values_list("reason", flat=True)
+    )
+    assert reasons == {"skipped: exact_match passed"}
+    assert run.scorers[-1]["when"] == {"scorer": "exact_match", "passed": False}
+
+
+def test_a_replaced_score_keeps_nothing_of_the_old_one(make_run, fake_openai):
+    run = ended_run(make_run, {1: "[[wrong]]"})
+    only_failed = HAS_DIGIT | {"when": {"scorer": "exact_match", "passed": False}}
+    rescored(run, [only_failed])
+    assert Score.objects.filter(result__run=run, skipped=True).count() == 5
+
+    rescored(run, [HAS_DIGIT])
+
+    assert not Score.objects.filter(result__run=run, skipped=True).exists()
+    assert "when" not in run.scorers[-1]
+
+
+def test_a_pass_orders_its_scorers_as_the_run_will_list_them(make_run, fake_openai):
+    # The new scorer is conditioned on one the same pass replaces, listed
+    # after it: the pass scores the replaced one first.
+    run = ended_run(make_run, {1: "[[wrong]]"})
+    replaced = {"kind": "includes", "name": "exact_match"}
+    conditioned = HAS_DIGIT | {"when": {"scorer": "exact_match", "passed": True}}
+
+    rescored(run, [conditioned, replaced])
+
+    assert run.scorer_names == ["exact_match", "has_digit"]
+    assert (
+        Score.objects.filter(result__run=run, scorer="has_digit", skipped=False).count()
+        == Score.objects.filter(
+            result__run=run, scorer="exact_match", passed=True
+        ).count()
+    )
+
+
+def test_a_condition_on_no_scorer_of_the_run_names_the_field(make_run, fake_openai):
+    run = ended_run(make_run)
+    dangling = HAS_DIGIT | {"when": {"scorer": "judge", "passed": False}}
+
+    with pytest.raises(ConfigError) as refused:
+        run_rescore(run=run, user=None, scorers=[dangling], launch=False)
+
+    assert refused.value.field == "scorers[0].when.scorer"
