@@ -115,3 +115,9 @@ urlpatterns = [
 urlpatterns += [
     path("runs/<id:run_id>/retry/", views_retry.run_retry, name="run_retry"),
 ]
+# Tokens and cost.
+from runs import views_cost  # noqa: E402
+
+urlpatterns += [
+    path("runs/<id:run_id>/resume/", views_cost.run_resume_view, name="run_resume"),
+]

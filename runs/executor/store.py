@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from runs.analysis import signatures
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
+from runs.pricing import price_table
 
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
@@ -55,6 +56,9 @@ class RunSpec:
     started_at: datetime
     processed: int
     errored: int
+    # What the run has cost so far, and its frozen price table (pricing.py).
+    cost: float = 0.0
+    prices: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +99,20 @@ class ResultRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
+    model: str = ""
     scores: list[ScoreRecord] = field(default_factory=list)
+
+    @property
+    def unpriced(self) -> bool:
+        """Tokens were used and have no price (``UNPRICED`` for stored rows)."""
+        used = self.prompt_tokens is not None or self.completion_tokens is not None
+        return used and self.cost is None
+
+
+# Stored results whose tokens have no price: their cost is unknown.
+UNPRICED = Q(cost__isnull=True) & (
+    Q(prompt_tokens__isnull=False) | Q(completion_tokens__isnull=False)
+)
 
 
 def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
@@ -127,6 +144,11 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         if not claimed:
             return None
         Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+        # The prices of its first start stay the run's, through resumes and
+        # retries: one run, one price per model.
+        Run.objects.filter(pk=run_id, prices__isnull=True).update(
+            prices=price_table().to_json()
+        )
         run = Run.objects.get(pk=run_id)
     return RunSpec(
         id=run.pk,
@@ -139,6 +161,8 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         started_at=run.started_at,
         processed=run.processed,
         errored=run.errored,
+        cost=run.cost,
+        prices=run.prices or {},
     )
 
 
@@ -155,6 +179,11 @@ def run_heartbeat(
         heartbeat_at=timezone.now(), throttle_limit=throttle_limit, in_flight=in_flight
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def run_spent(run_id: int) -> float:
+    """What the run's stored results have cost (every executor's)."""
+    return Run.objects.filter(pk=run_id).values_list("cost", flat=True).first() or 0.0
 
 
 def cancel_requested(run_id: int) -> bool:
@@ -223,6 +252,7 @@ def _result_row(run_id: int, r: ResultRecord) -> Result:
         prompt_tokens=r.prompt_tokens,
         completion_tokens=r.completion_tokens,
         cost=r.cost,
+        model=r.model[:200],
         started_at=r.started_at,
         finished_at=r.finished_at,
     )
@@ -269,6 +299,26 @@ def _retried_attempts(
     return [*old, *({**attempt, "round": this_round} for attempt in new)]
 
 
+def _add_earlier_usage(
+    record: ResultRecord,
+    prompt: int | None,
+    completion: int | None,
+    cost: float | None,
+) -> None:
+    """A rewritten result keeps what its earlier attempts used and cost: they
+    stay in its log, and they were paid for. An unknown part makes the whole
+    cost unknown."""
+    earlier_unpriced = (prompt is not None or completion is not None) and cost is None
+    unpriced = earlier_unpriced or record.unpriced
+
+    def plus(a: Any, b: Any) -> Any:
+        return b if a is None else a if b is None else a + b
+
+    record.prompt_tokens = plus(prompt, record.prompt_tokens)
+    record.completion_tokens = plus(completion, record.completion_tokens)
+    record.cost = None if unpriced else plus(cost, record.cost)
+
+
 def _rewrite(
     run_id: int, records: list[ResultRecord]
 ) -> tuple[list[tuple[int, ResultRecord]], list[ResultRecord]]:
@@ -280,15 +330,23 @@ def _rewrite(
     """
     keys = {(r.item_id, r.epoch) for r in records}
     waiting = {
-        (item_id, epoch): (pk, attempts)
-        for pk, item_id, epoch, attempts in Result.objects.select_for_update()
+        (row[1], row[2]): row
+        for row in Result.objects.select_for_update()
         .filter(
             run_id=run_id,
             retry_pending=True,
             item_id__in={item_id for item_id, _ in keys},
         )
-        .values_list("pk", "item_id", "epoch", "attempts")
-        if (item_id, epoch) in keys
+        .values_list(
+            "pk",
+            "item_id",
+            "epoch",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+        )
+        if (row[1], row[2]) in keys
     }
     if not waiting:
         return [], records
@@ -296,7 +354,8 @@ def _rewrite(
     for record in records:
         if (record.item_id, record.epoch) not in waiting:
             continue
-        pk, attempts = waiting[(record.item_id, record.epoch)]
+        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
+        _add_earlier_usage(record, *usage)
         row = _result_row(run_id, record)  # the new outcome, with its signature
         updated = Result.objects.filter(pk=pk, retry_pending=True).update(
             retry_pending=False,
@@ -312,6 +371,7 @@ def _rewrite(
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             cost=record.cost,
+            model=row.model,
             started_at=record.started_at,
             finished_at=record.finished_at,
         )
@@ -357,6 +417,7 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             completion_tokens=F("completion_tokens")
             + sum(r.completion_tokens or 0 for r in counted),
             cost=F("cost") + sum(r.cost or 0.0 for r in counted),
+            unpriced=F("unpriced") + sum(r.unpriced for r in counted),
             heartbeat_at=timezone.now(),
         )
     return len(counted)
@@ -383,7 +444,8 @@ def run_recount(run: Run) -> None:
     totals = Result.objects.filter(run_id=run.pk, retry_pending=False).aggregate(
         prompt=Sum("prompt_tokens"),
         completion=Sum("completion_tokens"),
-        cost=Sum("cost"),
+        spent=Sum("cost"),
+        unpriced=Count("id", filter=UNPRICED),
     )
     run.succeeded = counts[Result.Status.SUCCEEDED]
     run.failed = counts[Result.Status.FAILED]
@@ -391,7 +453,8 @@ def run_recount(run: Run) -> None:
     run.cancelled = counts[Result.Status.CANCELLED]
     run.prompt_tokens = totals["prompt"] or 0
     run.completion_tokens = totals["completion"] or 0
-    run.cost = totals["cost"] or 0.0
+    run.cost = totals["spent"] or 0.0
+    run.unpriced = totals["unpriced"]
 
 
 def retries_release(run_id: int) -> int:

@@ -33,6 +33,8 @@ class TargetOutput:
     completion_tokens: int | None = None
     cost: float | None = None
     http_status: int | None = None
+    # The model that answered, as the endpoint reports it (prices its tokens).
+    model: str | None = None
 
 
 class TargetError(Exception):
@@ -47,6 +49,7 @@ class TargetError(Exception):
         raw_body: str | None = None,
         retry_after: float | None = None,
         error_type: str | None = None,
+        usage: TargetOutput | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -55,6 +58,9 @@ class TargetError(Exception):
         self.raw_body = raw_body
         self.retry_after = retry_after
         self.error_type = error_type or type(self).__name__
+        # What a failed call consumed, when the endpoint said (its tokens,
+        # model and cost; the output is unused): it is paid for all the same.
+        self.usage = usage
 
 
 class Target(Protocol):

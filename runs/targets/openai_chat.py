@@ -379,13 +379,22 @@ class OpenAIChatTarget(Plugin):
                 http_status=response.status_code,
                 raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
+                usage=self.usage(data, None, response.status_code),
             )
-        usage = data.get("usage") or {}
+        output = content if content is not None else message.get("tool_calls")
+        return self.usage(data, output, response.status_code)
+
+    def usage(self, data: dict[str, Any], output: Any, status: int) -> TargetOutput:
+        """The answer with its tokens and the model the endpoint says answered."""
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        model = data.get("model")
         return TargetOutput(
-            output=content if content is not None else message.get("tool_calls"),
+            output=output,
             prompt_tokens=usage.get("prompt_tokens"),
             completion_tokens=usage.get("completion_tokens"),
-            http_status=response.status_code,
+            http_status=status,
+            model=model if isinstance(model, str) and model else self.config["model"],
         )
 
     async def aclose(self) -> None:
