@@ -22,7 +22,7 @@ def run_resume_view(request: HttpRequest, run_id: int) -> HttpResponse:
     try:
         run_resume(run=run, user=request.user, options={"cost_budget": budget})
     except (InvalidInput, Conflict) as exc:
-        messages.error(request, f"Not resumed: {exc}")
+        messages.error(request, f"Not resumed: {exc.message}")
     else:
         messages.success(request, "Resumed: the skipped items run now.")
     return redirect("runs:run_detail", run_id=run.pk)
