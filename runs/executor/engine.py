@@ -467,6 +467,7 @@ class Execution:
                 cancelled=self.stop_reason == Stop.CANCEL,
                 error=error,
                 shard=self.index_range is not None,
+                drained=self.draining and error == self.stop_error,
             ),
             "recording the final status",
         )

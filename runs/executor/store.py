@@ -468,12 +468,19 @@ def retries_release(run_id: int) -> int:
 
 
 def run_finish(
-    run_id: int, *, cancelled: bool, error: str = "", shard: bool = False
+    run_id: int,
+    *,
+    cancelled: bool,
+    error: str = "",
+    shard: bool = False,
+    drained: bool = False,
 ) -> str:
     """Recount from stored rows and set the final status; returns it.
 
     A shard that finished its own items leaves the run running (and free to
-    claim) while other items still lack a result.
+    claim) while other items still lack a result. A run drained by its cost
+    budget (``drained``, with ``error`` its reason) that skipped nothing ends
+    as if it had not been.
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
@@ -485,6 +492,8 @@ def run_finish(
         retries_release(run_id)
         run_recount(run)
         processed = run.processed
+        if drained and processed >= run.total:
+            error = ""
         if cancelled or run.cancel_requested:
             run.status = RunStatus.CANCELLED
         elif error:

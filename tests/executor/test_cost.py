@@ -4,16 +4,21 @@ local OpenAI-compatible server (its usage: prompt and answer word counts)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any, ClassVar
 
 import pytest
+from pydantic import Field
 
 from runs import services
 from runs.analysis.summary import run_summary
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.models import ModelPrice, Result, Run
-from runs.pricing import Price, PriceTable
+from runs.models import ModelPrice, Result, Run, Score
+from runs.plugins import Params
+from runs.pricing import Price, PriceTable, cost_of
+from runs.scorers import REGISTRY as scorer_registry
+from runs.scorers.base import ScoreOutcome, ScorerPlugin
 from runs.targets import TargetOutput
 from tests.factories import arithmetic_items
 
@@ -179,3 +184,49 @@ def test_the_configured_model_prices_what_the_endpoint_names_otherwise():
     )
     runner.account(attempt, output)
     assert attempt["model"] == "gpt-x-0613" and attempt["cost"] == 2.0
+
+
+class PricedParams(Params):
+    model: str = Field("fake", description="The model whose tokens it prices.")
+
+
+class PricedJudge(ScorerPlugin):
+    """Scores what a million prompt tokens of its model cost, as a judge would
+    price its own call."""
+
+    kind: ClassVar[str] = "priced_judge_test"
+    label: ClassVar[str] = "Priced judge (test)"
+    Params = PricedParams
+    example: ClassVar[dict[str, Any]] = {"model": "fake"}
+    needs_expected: ClassVar[bool] = False
+
+    def __init__(self, name: str, params: dict[str, Any]) -> None:
+        self.name, self.params = name, params
+
+    async def score(self, *, output: Any, item: Any) -> ScoreOutcome:
+        cost = cost_of(self.params["model"], 1_000_000, 0)
+        return ScoreOutcome(-1.0 if cost is None else cost, None)
+
+
+@pytest.fixture
+def priced_judge():
+    scorer_registry[PricedJudge.kind] = PricedJudge
+    yield PricedJudge.kind
+    del scorer_registry[PricedJudge.kind]
+
+
+def test_a_judge_prices_its_tokens_with_the_runs_frozen_table(make_run, priced_judge):
+    ModelPrice.objects.create(
+        model="judge-model", prompt_per_million=7, completion_per_million=0
+    )
+    run = make_run(
+        arithmetic_items(2),
+        scorers=[{"kind": priced_judge, "params": {"model": "judge-model"}}],
+    )
+    # The run's table, as if frozen at an earlier start, says 7; the admin's
+    # row says 99 by now: the judge reads the run's.
+    Run.objects.filter(pk=run.pk).update(prices={"judge-model": [7.0, 0.0]})
+    ModelPrice.objects.filter(model="judge-model").update(prompt_per_million=99)
+    execute(run)
+    values = Score.objects.filter(result__run=run).values_list("value", flat=True)
+    assert list(values) == [7.0, 7.0]

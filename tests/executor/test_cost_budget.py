@@ -52,6 +52,12 @@ def test_the_budget_stops_the_run_and_skips_the_rest(make_run):
     assert run.cost == pytest.approx(3 * ITEM_COST)
 
 
+def test_a_budget_reached_by_the_last_item_skips_nothing(make_run):
+    run = make_run(arithmetic_items(3), concurrency=1, cost_budget=0.02)
+    assert execute(run) == RunStatus.COMPLETED
+    assert (run.processed, run.skipped, run.error) == (3, 0, "")
+
+
 def test_items_in_flight_finish_and_the_overshoot_is_bounded_by_them(make_run):
     concurrency = 4
     items = arithmetic_items(30, marker="[[latency:30]]")
