@@ -208,11 +208,22 @@ class PricedJudge(ScorerPlugin):
         return ScoreOutcome(-1.0 if cost is None else cost, None)
 
 
-@pytest.fixture
-def priced_judge():
-    scorer_registry[PricedJudge.kind] = PricedJudge
-    yield PricedJudge.kind
-    del scorer_registry[PricedJudge.kind]
+class PricedSync(PricedJudge):
+    """The same, computed in the scorer worker pool."""
+
+    kind: ClassVar[str] = "priced_sync_test"
+
+    def score(self, *, output: Any, item: Any) -> ScoreOutcome:  # type: ignore[override]
+        cost = cost_of(self.params["model"], 1_000_000, 0)
+        return ScoreOutcome(-1.0 if cost is None else cost, None)
+
+
+@pytest.fixture(params=[PricedJudge, PricedSync], ids=["async", "sync"])
+def priced_judge(request):
+    cls = request.param
+    scorer_registry[cls.kind] = cls
+    yield cls.kind
+    del scorer_registry[cls.kind]
 
 
 def test_a_judge_prices_its_tokens_with_the_runs_frozen_table(make_run, priced_judge):
