@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 import pytest
@@ -47,6 +48,15 @@ def executed(
     )
     asyncio.run(execute_run(run.pk))
     run.refresh_from_db()
+    return run
+
+
+def wait_until_final(run: Run) -> Run:
+    """A launched run, once its executor (in the background) has ended it."""
+    deadline = time.monotonic() + 30
+    while not (run := Run.objects.get(pk=run.pk)).is_final:
+        assert time.monotonic() < deadline, run.status
+        time.sleep(0.05)
     return run
 
 
@@ -110,9 +120,12 @@ def test_the_resume_form_runs_the_skipped_items(
     assert "Not resumed: the run has already cost $0.024" in shown
 
     bob_client.post(f"/runs/{run.pk}/resume/", {"cost_budget": "1"})
-    run.refresh_from_db()
+    run = wait_until_final(run)
     assert run.options["cost_budget"] == 1.0
-    assert run.status in (RunStatus.PENDING, RunStatus.RUNNING, RunStatus.COMPLETED)
+    assert (run.status, run.processed, run.total) == (RunStatus.COMPLETED, 4, 4)
+    assert "Resumed: the skipped items run now." in text_of(
+        bob_client.get(f"/runs/{run.pk}/")
+    )
 
 
 @live_db
@@ -196,6 +209,9 @@ def test_api_resume_with_a_higher_budget(alice_client, project, fake_openai):
     assert body["launched"] is True
     assert body["run"]["options"]["cost_budget"] == 2
     assert body["run"]["status"] in ("pending", "running", "completed")
+    run = wait_until_final(run)
+    assert (run.status, run.processed) == (RunStatus.COMPLETED, 6)
+    assert run.cost == pytest.approx(6 * 0.008)
 
 
 @live_db
