@@ -296,3 +296,16 @@ def test_admin_refuses_a_star_inside_a_name(admin_client):
     assert response.status_code == 200
     assert "a * may only end it" in response.content.decode()
     assert not ModelPrice.objects.exists()
+
+
+@live_db
+def test_api_lists_the_items_a_budget_skipped(alice_client, project, fake_openai):
+    run = executed(project, fake_openai, concurrency=1, cost_budget=0.02, count=5)
+    body = alice_client.get(
+        f"{API}/runs/{run.pk}/results", {"status": "skipped"}
+    ).json()
+    assert body["count"] == 2
+    assert [(r["status"], r["cost"], r["model"]) for r in body["items"]] == [
+        ("skipped", None, ""),
+        ("skipped", None, ""),
+    ]
