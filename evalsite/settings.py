@@ -508,3 +508,55 @@ EVALSITE_SANDBOX_WORKERS = env_int(
 # The interpreter programs run on; empty: the server's, when an unprivileged
 # user can run it, else python3.
 EVALSITE_SANDBOX_PYTHON = env_str("EVALSITE_SANDBOX_PYTHON")
+
+
+# -- tokens and cost -----------------------------------------------------------
+
+
+def env_prices(name: str, default: dict[str, object]) -> dict[str, tuple[float, float]]:
+    """A price table from a JSON object: model -> [prompt, completion] USD per
+    million tokens (or {"prompt": ..., "completion": ...}). A name ending in
+    ``*`` prices every model whose name starts with what comes before it."""
+    import json
+
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        table: object = default
+    else:
+        try:
+            table = json.loads(raw)
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name} must be JSON: {exc}") from None
+    if not isinstance(table, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of model: price")
+    prices = {}
+    for model, price in table.items():
+        if isinstance(price, dict) and set(price) == {"prompt", "completion"}:
+            price = [price["prompt"], price["completion"]]
+        valid = (
+            isinstance(price, list | tuple)
+            and len(price) == 2
+            and all(
+                isinstance(p, int | float) and not isinstance(p, bool) and p >= 0
+                for p in price
+            )
+        )
+        if not valid:
+            raise ImproperlyConfigured(
+                f"{name}: the price of {model!r} must be [prompt, completion], "
+                "two non-negative numbers of US dollars per million tokens"
+            )
+        if not re.fullmatch(r"[^*\s](?:[^*]*[^*\s])?\*?|\*", model):
+            raise ImproperlyConfigured(
+                f"{name}: {model!r} is not a model name (a '*' may only end it)"
+            )
+        prices[model] = (float(price[0]), float(price[1]))
+    return prices
+
+
+# US dollars per million prompt and completion tokens, by model. No vendor's
+# prices are shipped: they change without notice, and a stale one would show
+# a wrong cost as if it were right; set them here (EVALSITE_PRICES, JSON) or
+# in the admin (Model prices), whose rows win. The one default is the offline
+# demo model's, a made-up price so that a fresh install shows costs.
+EVALSITE_PRICES = env_prices("EVALSITE_PRICES", {"demo": [1.0, 2.0]})

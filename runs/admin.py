@@ -10,6 +10,7 @@ from runs.models import (
     Dataset,
     Item,
     Membership,
+    ModelPrice,
     Project,
     ProjectSecret,
     Result,
@@ -146,6 +147,8 @@ class RunAdmin(admin.ModelAdmin):
         "prompt_tokens",
         "completion_tokens",
         "cost",
+        "unpriced",
+        "prices",
         "created_by",
         "created_at",
         "started_at",
@@ -259,3 +262,23 @@ class ScoringPassAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+
+# -- tokens and cost -------------------------------------------------------------
+
+
+@admin.register(ModelPrice)
+class ModelPriceAdmin(admin.ModelAdmin):
+    """Prices of models' tokens; a row replaces the entry of the same name in
+    EVALSITE_PRICES. A run keeps the prices of its first start."""
+
+    list_display = [
+        "model",
+        "prompt_per_million",
+        "completion_per_million",
+        "currency",
+        "note",
+        "updated_at",
+    ]
+    search_fields = ["model", "note"]
+    fields = ["model", "prompt_per_million", "completion_per_million", "note"]

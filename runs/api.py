@@ -832,3 +832,22 @@ def list_scoring_passes(request: HttpRequest, run_id: DbId) -> list[Any]:
     re-score with who started it, when, its scorers and parameters, and counts."""
     run = run_get(user=request.auth, run_id=run_id)
     return scoring_passes(run=run)
+
+
+# -- tokens and cost ---------------------------------------------------------------
+
+from runs.resuming import run_resume  # noqa: E402
+from runs.schemas import ResumeIn, ResumeOut  # noqa: E402
+
+
+@run_router.post("/{run_id}/resume", response={200: ResumeOut, **ERRORS})
+def resume_run(request: HttpRequest, run_id: DbId, payload: ResumeIn) -> dict[str, Any]:
+    """Run the items of the run that have no result, in the same run.
+
+    For a run stopped by its cost budget: give a higher ``cost_budget`` in
+    ``options`` (the only option that may change). 409 while the run executes
+    or when every item has a result.
+    """
+    run = run_get(user=request.auth, run_id=run_id)
+    resumed = run_resume(run=run, user=request.auth, options=payload.options)
+    return {"run": resumed, "launched": True}

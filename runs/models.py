@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MinValueValidator, RegexValidator
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
@@ -232,6 +233,11 @@ class Run(models.Model):
     prompt_tokens = models.PositiveBigIntegerField(default=0)
     completion_tokens = models.PositiveBigIntegerField(default=0)
     cost = models.FloatField(default=0.0)
+    # Results whose tokens have no price: their cost is not in ``cost``.
+    unpriced = models.PositiveIntegerField(default=0)
+    # The price table as it was when the run first started (runs/pricing.py):
+    # one run, one price per model, whatever is edited while it goes.
+    prices = models.JSONField(null=True, blank=True)
 
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -372,6 +378,8 @@ class Result(models.Model):
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost = models.FloatField(null=True, blank=True)
+    # The model the target reported (or was configured with) for its tokens.
+    model = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     # Chosen for a retry that has not rewritten it yet: out of the run's
@@ -621,3 +629,51 @@ class ScoringPass(models.Model):
     @property
     def scorer_names(self) -> list[str]:
         return [spec.get("name") or spec.get("kind") for spec in self.scorers]
+
+
+class ModelPrice(models.Model):
+    """What a model's tokens cost, in US dollars per million.
+
+    ``model`` is a model's exact name, or a prefix ending in ``*`` that prices
+    every model whose name starts with it (``gpt-4o-mini*`` covers
+    ``gpt-4o-mini-2024-07-18``); an exact name wins, then the longest prefix.
+    A row replaces the entry of the same name in ``EVALSITE_PRICES``.
+    """
+
+    model = models.CharField(
+        max_length=200,
+        unique=True,
+        validators=[
+            RegexValidator(
+                r"^(?:[^*\s](?:[^*]*[^*\s])?\*?|\*)$",
+                "a model name, or a prefix ending in * (a * may only end it)",
+            )
+        ],
+        help_text="The model's name as the endpoint reports it, or a prefix "
+        "ending in * (an exact name wins, then the longest prefix).",
+    )
+    prompt_per_million = models.DecimalField(
+        "prompt (USD per 1M tokens)",
+        max_digits=12,
+        decimal_places=6,
+        validators=[MinValueValidator(0)],
+    )
+    completion_per_million = models.DecimalField(
+        "completion (USD per 1M tokens)",
+        max_digits=12,
+        decimal_places=6,
+        validators=[MinValueValidator(0)],
+    )
+    currency = models.CharField(max_length=3, default="USD", editable=False)
+    note = models.CharField(
+        max_length=200, blank=True, help_text="Where the price comes from, and when."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return (
+            f"{self.model}: ${self.prompt_per_million} / ${self.completion_per_million}"
+        )

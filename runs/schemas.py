@@ -396,6 +396,9 @@ class RunOut(Schema):
     prompt_tokens: int
     completion_tokens: int
     cost: float
+    unpriced: int = Field(
+        description="results whose tokens have no price: their cost is not in cost"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -479,6 +482,7 @@ class ResultOut(Schema):
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
+    model: str = Field("", description="the model that answered, for its price")
     started_at: datetime
     finished_at: datetime
     scores: list[ScoreOut]
@@ -820,6 +824,7 @@ class RunSummaryOut(Schema):
     )
     tokens: TokensOut
     cost: float | None = Field(description="null when no result has a cost")
+    unpriced_models: list[str] = Field(description="models with tokens but no price")
     error_kinds: dict[str, int] = Field(description="results per error kind")
     retried: int = Field(description="results that needed more than one attempt")
     definition: str = Field(description="how the pass rate is counted")
@@ -998,3 +1003,19 @@ class RescoreOut(Schema):
         description="the pass started; null for a dry run"
     )
     run: RunDetailOut
+
+
+# -- tokens and cost -------------------------------------------------------------
+
+
+class ResumeIn(BodyIn):
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="options to change as the run resumes: only cost_budget "
+        "(US dollars; null for none)",
+    )
+
+
+class ResumeOut(Schema):
+    run: RunDetailOut
+    launched: bool

@@ -127,3 +127,10 @@ urlpatterns += [
         name="run_scoring_passes",
     ),
 ]
+
+# Tokens and cost.
+from runs import views_cost  # noqa: E402
+
+urlpatterns += [
+    path("runs/<id:run_id>/resume/", views_cost.run_resume_view, name="run_resume"),
+]

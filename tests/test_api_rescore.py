@@ -99,9 +99,10 @@ def test_the_log_says_who_when_and_which_scorers_with_their_params(
             },
         }
     ]
+    # In the order the run lists them: strict (replaced in place), then numeric.
     assert [(s["name"], s["kind"]) for s in third["scorers"]] == [
-        ("numeric", "numeric"),
         ("strict", "includes"),
+        ("numeric", "numeric"),
     ]
     assert second["created_at"] <= third["created_at"]
     assert third["finished_at"] >= third["started_at"]

@@ -142,7 +142,7 @@ def test_run_form_has_a_field_per_scorer_parameter_and_run_option(
         for param in describe(cls.Params):
             assert f"{kind}__{param.name}" in form.fields
     assert {p.name for p in option_params()} <= set(form.fields)
-    assert len(option_params()) == 14
+    assert len(option_params()) == 15
     extract = form.fields["numeric__extract"]
     assert [value for value, _ in extract.choices] == ["last", "first", "only"]
     assert form.fields["numeric__abs_tol"].widget.attrs["min"] == "0"

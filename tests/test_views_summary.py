@@ -16,6 +16,7 @@ from scipy.stats import binomtest
 
 from runs.analysis.summary import PASS_RATE_DEFINITION
 from runs.models import Dataset, Project, Result, RunStatus
+from runs.pricing import usd
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import stored_run
 
@@ -113,7 +114,7 @@ def test_run_page_shows_latency_tokens_cost_and_counts(
     assert f"{np.percentile(latencies, 50):,.1f} ms" in section
     prompt = sum(s.prompt_tokens or 0 for s in stored)
     assert f"<dd>{prompt:,}</dd>" in section
-    assert f"{sum(s.cost or 0 for s in stored):.4f}" in section
+    assert usd(sum(s.cost or 0 for s in stored)) in section
     assert f'<td>Skipped</td><td class="num">{100 - len(stored)}</td>' in section
     for kind, count in kinds.items():
         assert f'<td>{kind}</td><td class="num">{count}</td>' in section

@@ -30,7 +30,7 @@ logger = logging.getLogger(__name__)
 
 # Raise when what is computed changes meaning without changing shape: stored
 # figures of another format are computed again.
-FORMAT = 1
+FORMAT = 2  # 2: the summary names the models with no price
 
 
 def _version(run: Run) -> str:

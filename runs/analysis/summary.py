@@ -106,6 +106,8 @@ class RunSummary:
     error_kinds: dict[str, int]
     retried: int  # results that needed more than one attempt
     last_finished_at: datetime | None
+    # Models whose tokens have no price: their results' cost is unknown.
+    unpriced_models: list[str] = field(default_factory=list)
 
     @property
     def has_pass_at_k(self) -> bool:
@@ -272,7 +274,25 @@ def run_summary(*, run: Run) -> RunSummary:
         error_kinds=error_kinds,
         retried=totals["retried"],
         last_finished_at=totals["last_finished_at"],
+        unpriced_models=unpriced_models(run),
     )
+
+
+UNPRICED_MODELS_SHOWN = 5
+
+
+def unpriced_models(run: Run) -> list[str]:
+    """A few models of the run whose tokens have no price ("" for unnamed)."""
+    if not run.unpriced:
+        return []
+    found = (
+        Result.objects.filter(run=run, cost__isnull=True)
+        .filter(Q(prompt_tokens__isnull=False) | Q(completion_tokens__isnull=False))
+        .order_by("model")
+        .values_list("model", flat=True)
+        .distinct()
+    )
+    return list(found[:UNPRICED_MODELS_SHOWN])
 
 
 def _most_first(pair: tuple[str, int]) -> tuple[int, str]:

@@ -10,7 +10,10 @@ batch is stored, so nothing is ever reported done that is not stored.
 A run stops early for one of four reasons (``Stop``): a cancel from any
 process, its deadline, too many failures (fail fast), or a database that stays
 unavailable. A process that is shut down stops without a reason: the run stays
-``running`` and resumes later with the items that have no result.
+``running`` and resumes later with the items that have no result. A fifth
+reason, its cost budget, drains the run instead of stopping it: no item starts
+after it, the items in flight finish (their calls are paid for), and the items
+never started are left without a result, to run when the run is resumed.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
+from runs.pricing import PriceTable, configured_model, usd, use_prices
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of
 from runs.secrets import arun_scorer_contexts, arun_target_context
@@ -55,6 +59,7 @@ load_item_page = database_sync_to_async(store.item_page)
 write_results = database_sync_to_async(store.results_write)
 finish_run = database_sync_to_async(store.run_finish)
 store_figures = database_sync_to_async(run_figures_store)
+run_spent = database_sync_to_async(store.run_spent)
 
 ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
 
@@ -64,6 +69,7 @@ class Stop(StrEnum):
     DEADLINE = "deadline"
     FAIL_FAST = "fail_fast"
     STORAGE = "storage"
+    BUDGET = "budget"  # a drain, not a stop: see request_drain
 
 
 class StorageUnavailable(Exception):
@@ -125,13 +131,25 @@ class Execution:
         # reported with the heartbeat.
         self.in_flight = 0
         self.reported_limit: int | None = None
+        # What the run has cost, as far as this execution knows (its own
+        # finished items on top of the stored cost; the heartbeat adds other
+        # executors'), and whether it starts no more items (cost budget).
+        self.spent = spec.cost
+        self.draining = False
+        self.prices = PriceTable.from_json(spec.prices)
 
     # -- stopping ----------------------------------------------------------------
 
     def request_stop(self, reason: Stop, error: str = "") -> None:
-        if self.stop_reason is None:
+        if self.stop_reason in (None, Stop.BUDGET):
             self.stop_reason, self.stop_error = reason, error
         self.stop_event.set()
+
+    def request_drain(self, reason: Stop, error: str) -> None:
+        """Start no more items; let those in flight finish and the run end."""
+        if self.stop_reason is None:
+            self.stop_reason, self.stop_error = reason, error
+        self.draining = True
 
     def request_cancel(self) -> None:
         self.request_stop(Stop.CANCEL)
@@ -141,15 +159,19 @@ class Execution:
     async def produce(self) -> None:
         start, stop = self.index_range or (0, None)
         after = start - 1
-        while page := await load_item_page(
-            self.spec.dataset_id,
-            after_index=after,
-            stop_index=stop,
-            epochs=self.options.epochs,
-            run_id=self.spec.id,
+        while not self.draining and (
+            page := await load_item_page(
+                self.spec.dataset_id,
+                after_index=after,
+                stop_index=stop,
+                epochs=self.options.epochs,
+                run_id=self.spec.id,
+            )
         ):
             for item, epochs in page:
                 for epoch in epochs:
+                    if self.draining:
+                        break
                     await self.queue.put(WorkItem(item, epoch))
             after = page[-1][0].index
         for _ in range(self.options.concurrency):
@@ -162,6 +184,8 @@ class Execution:
             work = await self.queue.get()
             if work is None:
                 return
+            if self.draining:
+                continue  # never started: left without a result (skipped)
             record = work.new_record()
             self.in_flight += 1
             try:
@@ -240,6 +264,7 @@ class Execution:
 
     def tally(self, record: ResultRecord) -> None:
         """Count a finished item and stop the run if too many fail (fail fast)."""
+        self.spend(record)
         self.finished += 1
         self.finished_errors += record.status in ERRORED
         rate = self.options.fail_fast_error_rate
@@ -252,6 +277,43 @@ class Execution:
                 f"failed ({self.finished_errors / self.finished:.0%}, fail-fast "
                 f"threshold {rate:.0%}); the target looks unavailable",
             )
+
+    # -- cost budget ---------------------------------------------------------
+
+    def spend(self, record: ResultRecord) -> None:
+        """Add an item's cost; drain the run when it reaches the budget."""
+        budget = self.options.cost_budget
+        self.spent += record.cost or 0.0
+        if budget is None:
+            return
+        answered = record.status == Result.Status.SUCCEEDED
+        if record.cost is None and (record.unpriced or answered):
+            # Tokens without a price, or an answer with neither tokens nor a
+            # cost: what the run spends can no longer be counted.
+            why = (
+                f"no price for model {record.unpriced_model!r}"
+                if record.unpriced
+                else "the target reports neither tokens nor a cost"
+            )
+            self.request_drain(
+                Stop.BUDGET,
+                f"cost budget of {usd(budget)} cannot be kept: {why} (set one in "
+                "the price table and resume)",
+            )
+            return
+        self.check_budget()
+
+    def check_budget(self) -> None:
+        budget = self.options.cost_budget
+        if budget is None or self.draining or self.spent < budget:
+            return
+        self.request_drain(
+            Stop.BUDGET,
+            f"cost budget of {usd(budget)} reached: {usd(self.spent)} spent "
+            "(the items in flight were finished, so it may pass the budget by "
+            "their cost); the items not started are skipped, resume with a "
+            "higher budget to run them",
+        )
 
     async def flush_forever(self) -> None:
         """Flush every FLUSH_INTERVAL until closed, then once more.
@@ -289,6 +351,10 @@ class Execution:
                     cancelled = await heartbeat(
                         self.spec.id, throttle_limit=limit, in_flight=self.in_flight
                     )
+                    if self.options.cost_budget is not None:
+                        # Other executors of the run spend from the same budget.
+                        self.spent = max(self.spent, await run_spent(self.spec.id))
+                        self.check_budget()
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)
@@ -334,10 +400,15 @@ class Execution:
             scorers=scorers,
             options=self.options,
             conditions=conditions_of(self.spec.scorers),
+            prices=self.prices,
+            model=configured_model(self.spec.target_config),
         )
         await events.publish_run_update(self.spec.id)
+        self.check_budget()  # resumed with the budget already spent
         try:
-            return await self.run_workers()
+            # Tasks made in here inherit the run's prices (a judge's cost_of).
+            with use_prices(self.prices):
+                return await self.run_workers()
         finally:
             await target.aclose()
             for scorer in scorers:
@@ -406,6 +477,7 @@ class Execution:
                 cancelled=self.stop_reason == Stop.CANCEL,
                 error=error,
                 shard=self.index_range is not None,
+                drained=self.draining and error == self.stop_error,
             ),
             "recording the final status",
         )

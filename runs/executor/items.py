@@ -23,9 +23,10 @@ from runs.executor.options import RunOptions
 from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
+from runs.pricing import PriceTable, token_count
 from runs.scorers import Scorer
 from runs.scorers.base import Condition, ScorerError
-from runs.targets import Target, TargetError, TargetInput
+from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
 RAW_BODY_LIMIT = 20_000
 __all__ = ["RETRYABLE", "ItemRunner", "WorkItem"]
@@ -82,12 +83,18 @@ class ItemRunner:
         scorers: list[Scorer],
         options: RunOptions,
         conditions: Mapping[str, Condition] | None = None,
+        prices: PriceTable | None = None,
+        model: str | None = None,
     ) -> None:
         self.target = target
         self.scorers = scorers
         # name -> the condition under which that scorer runs (``when``).
         self.conditions = dict(conditions or {})
         self.options = options
+        # The run's frozen price table, and the model its target is configured
+        # with (priced when the endpoint's reported model has no price).
+        self.prices = prices if prices is not None else PriceTable({})
+        self.model = model
         self.concurrency = AdaptiveConcurrency(
             options.concurrency, adaptive=options.adaptive_concurrency
         )
@@ -105,6 +112,7 @@ class ItemRunner:
         await self.attempt_until_final(item, record)
         if record.status == Result.Status.SUCCEEDED:
             record.scores = await self.score(record.output, item)
+            add_scorer_cost(record)
         record.finished_at = now()
 
     async def attempt_until_final(
@@ -122,6 +130,7 @@ class ItemRunner:
                 failure = await self.attempt(item, record, attempt)
                 latency = round((time.monotonic() - began) * 1000, 3)
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
+            add_usage(record)
             if failure is None:
                 self.concurrency.succeeded()
                 record.latency_ms = latency
@@ -151,6 +160,8 @@ class ItemRunner:
             )
         except TargetError as exc:
             attempt.update(outcome="error", http_status=exc.http_status)
+            if exc.usage is not None:
+                self.account(attempt, exc.usage)
             if exc.raw_body is not None:
                 attempt["raw_body"] = exc.raw_body[:RAW_BODY_LIMIT]
             return Failure(
@@ -171,13 +182,35 @@ class ItemRunner:
         attempt.update(outcome="ok", http_status=answer.http_status)
         if answer.raw_body is not None:
             attempt["raw_body"] = answer.raw_body[:RAW_BODY_LIMIT]
+
+        self.account(attempt, answer)
         record.status = Result.Status.SUCCEEDED
         record.output = answer.output
-        record.prompt_tokens = answer.prompt_tokens
-        record.completion_tokens = answer.completion_tokens
-        record.cost = answer.cost
         record.error_kind = record.error_type = record.error_message = ""
         return None
+
+    def account(self, attempt: dict[str, Any], usage: TargetOutput) -> None:
+        """Put an attempt's tokens, model and cost in its log entry.
+
+        A cost the target reports is kept; otherwise its tokens are priced by
+        the model the endpoint reported, else by the configured one.
+        """
+        prompt = token_count(usage.prompt_tokens)
+        completion = token_count(usage.completion_tokens)
+        model = usage.model if isinstance(usage.model, str) else None
+        model = (model or self.model or "")[:200]
+        cost = usage.cost
+        if cost is None:
+            priced = self.prices.priced_model([model, self.model]) or model
+            cost = self.prices.cost(priced, prompt, completion)
+        for key, value in (
+            ("prompt_tokens", prompt),
+            ("completion_tokens", completion),
+            ("model", model),
+            ("cost", cost),
+        ):
+            if value is not None and value != "":
+                attempt[key] = value
 
     @staticmethod
     def record_failure(
@@ -293,3 +326,41 @@ class ItemRunner:
             cost=outcome.cost,
             model=outcome.model,
         )
+
+
+def _plus(total: Any, value: Any) -> Any:
+    return value if total is None else total if value is None else total + value
+
+
+def add_scorer_cost(record: ResultRecord) -> None:
+    """A result's cost includes what its scorers (judges) spent; it is None
+    when a judge used tokens that have no price, as for the target's."""
+    if record.cost is None and (
+        record.prompt_tokens is not None or record.completion_tokens is not None
+    ):
+        return  # the target's tokens have no price already
+    for score in record.scores:
+        judged = score.prompt_tokens is not None or score.completion_tokens is not None
+        if judged and score.cost is None:
+            record.cost = None
+            return
+        record.cost = _plus(record.cost, score.cost)
+
+
+def add_usage(record: ResultRecord) -> None:
+    """The result's tokens and cost: the sum over its attempts.
+
+    Its cost is None when an attempt that used tokens has no price (a sum of
+    the others would pass for the whole), or when none reported any.
+    """
+    prompt = completion = cost = None
+    unpriced = False
+    for attempt in record.attempts:
+        used = "prompt_tokens" in attempt or "completion_tokens" in attempt
+        prompt = _plus(prompt, attempt.get("prompt_tokens"))
+        completion = _plus(completion, attempt.get("completion_tokens"))
+        cost = _plus(cost, attempt.get("cost"))
+        unpriced = unpriced or (used and attempt.get("cost") is None)
+        record.model = attempt.get("model") or record.model
+    record.prompt_tokens, record.completion_tokens = prompt, completion
+    record.cost = None if unpriced else cost

@@ -68,6 +68,14 @@ class RunOptions:
         None, ge=0, le=10_000_000, label="Retry budget",
         help="Retries for the whole run.", group=LIMITS,
     )  # fmt: skip
+    # Stop starting items once the run has cost this much (runs/pricing.py);
+    # the items in flight finish, so it may pass by their cost.
+    cost_budget: float | None = option(
+        None, ge=0.0, le=1_000_000_000, label="Cost budget (USD)",
+        help="Stop starting items once the run has cost this many US dollars; "
+        "the items in flight finish, and the rest are skipped (resume with a "
+        "higher budget).", group=LIMITS,
+    )  # fmt: skip
     # Lower concurrency on a burst of 429s, raise it back as calls succeed.
     adaptive_concurrency: bool = option(
         True, label="Back off on 429s",

@@ -30,6 +30,7 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
+from runs.pricing import PriceTable, use_prices
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of
 from runs.secrets import arun_scorer_contexts
@@ -81,7 +82,9 @@ class PassExecution:
         )
         beat = asyncio.create_task(self.beat_forever())
         try:
-            await self.score_all()
+            # Tasks made in here inherit the prices (a judge's cost_of).
+            with use_prices(PriceTable.from_json(self.spec.prices)):
+                await self.score_all()
         except DatabaseError as exc:
             error = f"storage unavailable: {type(exc).__name__}: {exc}"
             return await self.finish(error=error)

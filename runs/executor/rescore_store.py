@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from runs.executor.store import EXECUTOR_ID, ItemData, ScoreRecord, _score_row
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
+from runs.pricing import price_table
 
 RESULT_PAGE_SIZE = 200
 # Every field of a score but its keys: a replaced score keeps nothing of the old.
@@ -42,6 +43,7 @@ class PassSpec:
     run_id: int
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
+    prices: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,9 @@ def pass_claim(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> PassSpec | No
         run_id=scoring.run_id,
         scorers=scoring.scorers,
         options=scoring.run.options,
+        # A judge's tokens are priced as the run's were (its first start's
+        # table), or by today's table for a run that never started.
+        prices=scoring.run.prices or price_table().to_json(),
     )
 
 

@@ -17,6 +17,7 @@ and why a scorer must return in bounded time.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -64,7 +65,9 @@ class ScorerCall:
             self.started = True
             return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(scorer_pool(), self._in_worker)
+        # The run's context (its frozen prices, for ``cost_of``) goes along.
+        context = contextvars.copy_context()
+        return await loop.run_in_executor(scorer_pool(), context.run, self._in_worker)
 
     def _in_worker(self) -> ScoreOutcome:
         self.started = True

@@ -14,11 +14,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.analysis import signatures
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
+from runs.pricing import price_table
 
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
@@ -55,6 +56,9 @@ class RunSpec:
     started_at: datetime
     processed: int
     errored: int
+    # What the run has cost so far, and its frozen price table (pricing.py).
+    cost: float = 0.0
+    prices: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +104,38 @@ class ResultRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
+    model: str = ""
     scores: list[ScoreRecord] = field(default_factory=list)
+
+    @property
+    def unpriced(self) -> bool:
+        """Tokens were used and have no price (``UNPRICED`` for stored rows),
+        by the target or by a judge among its scorers."""
+        used = self.prompt_tokens is not None or self.completion_tokens is not None
+        return (used or self.unpriced_model is not None) and self.cost is None
+
+    @property
+    def unpriced_model(self) -> str | None:
+        """The model whose tokens have no price: the target's, else a judge's."""
+        used = self.prompt_tokens is not None or self.completion_tokens is not None
+        if used and self.cost is None:
+            return self.model
+        for score in self.scores:
+            tokens = (score.prompt_tokens, score.completion_tokens)
+            if tokens != (None, None) and score.cost is None:
+                return score.model
+        return None
+
+
+# Stored results whose tokens, or a judge's among their scores, have no
+# price: their cost is unknown.
+_USED_TOKENS = Q(prompt_tokens__isnull=False) | Q(completion_tokens__isnull=False)
+UNPRICED = Q(cost__isnull=True) & (
+    _USED_TOKENS
+    | Exists(
+        Score.objects.filter(_USED_TOKENS, result=OuterRef("pk"), cost__isnull=True)
+    )
+)
 
 
 def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
@@ -132,6 +167,11 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         if not claimed:
             return None
         Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+        # The prices of its first start stay the run's, through resumes and
+        # retries: one run, one price per model.
+        Run.objects.filter(pk=run_id, prices__isnull=True).update(
+            prices=price_table().to_json()
+        )
         run = Run.objects.get(pk=run_id)
     return RunSpec(
         id=run.pk,
@@ -144,6 +184,8 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         started_at=run.started_at,
         processed=run.processed,
         errored=run.errored,
+        cost=run.cost,
+        prices=run.prices or {},
     )
 
 
@@ -160,6 +202,11 @@ def run_heartbeat(
         heartbeat_at=timezone.now(), throttle_limit=throttle_limit, in_flight=in_flight
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def run_spent(run_id: int) -> float:
+    """What the run's stored results have cost (every executor's)."""
+    return Run.objects.filter(pk=run_id).values_list("cost", flat=True).first() or 0.0
 
 
 def cancel_requested(run_id: int) -> bool:
@@ -228,6 +275,7 @@ def _result_row(run_id: int, r: ResultRecord) -> Result:
         prompt_tokens=r.prompt_tokens,
         completion_tokens=r.completion_tokens,
         cost=r.cost,
+        model=r.model[:200],
         started_at=r.started_at,
         finished_at=r.finished_at,
     )
@@ -279,6 +327,26 @@ def _retried_attempts(
     return [*old, *({**attempt, "round": this_round} for attempt in new)]
 
 
+def _add_earlier_usage(
+    record: ResultRecord,
+    prompt: int | None,
+    completion: int | None,
+    cost: float | None,
+) -> None:
+    """A rewritten result keeps what its earlier attempts used and cost: they
+    stay in its log, and they were paid for. An unknown part makes the whole
+    cost unknown."""
+    earlier_unpriced = (prompt is not None or completion is not None) and cost is None
+    unpriced = earlier_unpriced or record.unpriced
+
+    def plus(a: Any, b: Any) -> Any:
+        return b if a is None else a if b is None else a + b
+
+    record.prompt_tokens = plus(prompt, record.prompt_tokens)
+    record.completion_tokens = plus(completion, record.completion_tokens)
+    record.cost = None if unpriced else plus(cost, record.cost)
+
+
 def _rewrite(
     run_id: int, records: list[ResultRecord]
 ) -> tuple[list[tuple[int, ResultRecord]], list[ResultRecord]]:
@@ -290,15 +358,23 @@ def _rewrite(
     """
     keys = {(r.item_id, r.epoch) for r in records}
     waiting = {
-        (item_id, epoch): (pk, attempts)
-        for pk, item_id, epoch, attempts in Result.objects.select_for_update()
+        (row[1], row[2]): row
+        for row in Result.objects.select_for_update()
         .filter(
             run_id=run_id,
             retry_pending=True,
             item_id__in={item_id for item_id, _ in keys},
         )
-        .values_list("pk", "item_id", "epoch", "attempts")
-        if (item_id, epoch) in keys
+        .values_list(
+            "pk",
+            "item_id",
+            "epoch",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+        )
+        if (row[1], row[2]) in keys
     }
     if not waiting:
         return [], records
@@ -306,7 +382,8 @@ def _rewrite(
     for record in records:
         if (record.item_id, record.epoch) not in waiting:
             continue
-        pk, attempts = waiting[(record.item_id, record.epoch)]
+        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
+        _add_earlier_usage(record, *usage)
         row = _result_row(run_id, record)  # the new outcome, with its signature
         updated = Result.objects.filter(pk=pk, retry_pending=True).update(
             retry_pending=False,
@@ -322,6 +399,7 @@ def _rewrite(
             prompt_tokens=record.prompt_tokens,
             completion_tokens=record.completion_tokens,
             cost=record.cost,
+            model=row.model,
             started_at=record.started_at,
             finished_at=record.finished_at,
         )
@@ -367,6 +445,7 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             completion_tokens=F("completion_tokens")
             + sum(r.completion_tokens or 0 for r in counted),
             cost=F("cost") + sum(r.cost or 0.0 for r in counted),
+            unpriced=F("unpriced") + sum(r.unpriced for r in counted),
             heartbeat_at=timezone.now(),
         )
     return len(counted)
@@ -393,7 +472,8 @@ def run_recount(run: Run) -> None:
     totals = Result.objects.filter(run_id=run.pk, retry_pending=False).aggregate(
         prompt=Sum("prompt_tokens"),
         completion=Sum("completion_tokens"),
-        cost=Sum("cost"),
+        spent=Sum("cost"),
+        unpriced=Count("id", filter=UNPRICED),
     )
     run.succeeded = counts[Result.Status.SUCCEEDED]
     run.failed = counts[Result.Status.FAILED]
@@ -401,7 +481,8 @@ def run_recount(run: Run) -> None:
     run.cancelled = counts[Result.Status.CANCELLED]
     run.prompt_tokens = totals["prompt"] or 0
     run.completion_tokens = totals["completion"] or 0
-    run.cost = totals["cost"] or 0.0
+    run.cost = totals["spent"] or 0.0
+    run.unpriced = totals["unpriced"]
 
 
 def retries_release(run_id: int) -> int:
@@ -415,12 +496,19 @@ def retries_release(run_id: int) -> int:
 
 
 def run_finish(
-    run_id: int, *, cancelled: bool, error: str = "", shard: bool = False
+    run_id: int,
+    *,
+    cancelled: bool,
+    error: str = "",
+    shard: bool = False,
+    drained: bool = False,
 ) -> str:
     """Recount from stored rows and set the final status; returns it.
 
     A shard that finished its own items leaves the run running (and free to
-    claim) while other items still lack a result.
+    claim) while other items still lack a result. A run drained by its cost
+    budget (``drained``, with ``error`` its reason) that skipped nothing ends
+    as if it had not been.
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
@@ -432,6 +520,8 @@ def run_finish(
         retries_release(run_id)
         run_recount(run)
         processed = run.processed
+        if drained and processed >= run.total:
+            error = ""
         if cancelled or run.cancel_requested:
             run.status = RunStatus.CANCELLED
         elif error:

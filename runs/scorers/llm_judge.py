@@ -11,6 +11,7 @@ from pydantic import Field, field_validator, model_validator
 from runs.executor.limits import RETRYABLE, Backoff
 from runs.models import ErrorKind
 from runs.plugins import FieldError
+from runs.pricing import cost_of
 from runs.scorers.base import (
     ScoreOutcome,
     ScorerError,
@@ -327,11 +328,16 @@ class LLMJudge(ScorerPlugin):
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))
         text = self.redact(as_text(reply.content))
+        model = (reply.model or self.params["model"])[:200]
         usage = {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
-            "cost": reply.cost,
-            "model": (reply.model or self.params["model"])[:200],
+            # What the endpoint says the call cost, else its tokens priced
+            # by the run's price table (None when the model has no price).
+            "cost": reply.cost
+            if reply.cost is not None
+            else cost_of(model, reply.prompt_tokens, reply.completion_tokens),
+            "model": model,
         }
         try:
             value, passed = self.verdict(text)

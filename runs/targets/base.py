@@ -37,6 +37,9 @@ class TargetOutput:
     # returns it: what a tool call or a parse was made from.
     raw_body: str | None = None
 
+    # The model that answered, as the endpoint reports it (prices its tokens).
+    model: str | None = None
+
 
 class TargetError(Exception):
     """A target could not answer; ``kind`` decides whether it is retried."""
@@ -50,6 +53,7 @@ class TargetError(Exception):
         raw_body: str | None = None,
         retry_after: float | None = None,
         error_type: str | None = None,
+        usage: TargetOutput | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -58,6 +62,9 @@ class TargetError(Exception):
         self.raw_body = raw_body
         self.retry_after = retry_after
         self.error_type = error_type or type(self).__name__
+        # What a failed call consumed, when the endpoint said (its tokens,
+        # model and cost; the output is unused): it is paid for all the same.
+        self.usage = usage
 
 
 class Target(Protocol):

@@ -123,7 +123,7 @@ class DemoTarget(Plugin):
             answer = str(int(float(answer)) + 1 + int(_fraction(text) * 9))
         words = len(text.split())
         return TargetOutput(
-            output=answer, prompt_tokens=words + 12, completion_tokens=2
+            output=answer, prompt_tokens=words + 12, completion_tokens=2, model="demo"
         )
 
     async def aclose(self) -> None:

@@ -431,21 +431,28 @@ class OpenAIChatTarget(Plugin):
                 http_status=response.status_code,
                 raw_body=body[:ERROR_BODY_LIMIT],
                 error_type="MalformedResponse",
+                usage=self.usage(data, None, response.status_code),
             )
-        usage = data.get("usage") or {}
-        if not isinstance(usage, dict):
-            usage = {}
-        keep_raw = self.config.get("keep_raw_response", True)
+        answer = self.usage(
+            data,
+            {"content": content, "tool_calls": tool_calls} if tool_calls else content,
+            response.status_code,
+        )
+        if self.config.get("keep_raw_response", True):
+            answer.raw_body = body[:RAW_RESPONSE_LIMIT]
+        return answer
+
+    def usage(self, data: dict[str, Any], output: Any, status: int) -> TargetOutput:
+        """The answer with its tokens and the model the endpoint says answered."""
+        usage = data.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        model = data.get("model")
         return TargetOutput(
-            output=(
-                {"content": content, "tool_calls": tool_calls}
-                if tool_calls
-                else content
-            ),
+            output=output,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
-            http_status=response.status_code,
-            raw_body=body[:RAW_RESPONSE_LIMIT] if keep_raw else None,
+            http_status=status,
+            model=model if isinstance(model, str) and model else self.config["model"],
         )
 
     async def aclose(self) -> None:

@@ -40,6 +40,8 @@ PROMPT_MARKERS = {
     "[[malformed]]": "200 whose JSON has no choices",
     "[[badjson]]": "200 whose body is not JSON",
     "[[empty]]": "a legitimately empty completion",
+    "[[nocontent]]": "200 whose message has no content (as a content filter "
+    "answers), with its usage",
     "[[wrong]]": "a wrong answer (the right one with a 1 appended)",
     "[[flaky:N]]": "the first N requests with this exact prompt get a 500 "
     "(default 1), later ones are answered",
@@ -342,6 +344,11 @@ class FakeOpenAIServer:
             return self.raw(200, b"{not json", "application/json")
         if "tool" in markers:
             return self.http(200, self.tool_call(request, clean, markers["tool"]))
+        if "nocontent" in markers:
+            body = self.completion(request, clean, "filtered")
+            body["choices"][0]["message"]["content"] = None
+            body["choices"][0]["finish_reason"] = "content_filter"
+            return self.http(200, body)
         if "empty" in markers:
             content = ""
         elif "unparseable" in markers:

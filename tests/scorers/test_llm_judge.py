@@ -466,3 +466,45 @@ def test_the_template_fills_item_fields_and_the_output() -> None:
         "role": "user",
         "content": "Capital? q3 3 géographie null Paris",
     }
+
+
+# -- cost ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_judges_tokens_are_priced_into_its_score_the_result_and_the_run(
+    project: Project, fake_openai: FakeOpenAIServer, settings
+) -> None:
+    settings.EVALSITE_PRICES = {"fake-judge": (1.0, 2.0)}  # USD per 1M tokens
+    items = [
+        {"id": "right", "input": "Paris", "expected": "Paris"},
+        {"id": "wrong", "input": "Lyon", "expected": "Paris"},
+    ]
+    run = await sync_to_async(echo_run)(project, items, [judge(fake_openai.base_url)])
+    scores = await run_and_scores(run)
+
+    for score in scores.values():
+        expected = (score.prompt_tokens * 1.0 + score.completion_tokens * 2.0) / 1e6
+        assert score.cost == pytest.approx(expected)
+        result = await Result.objects.aget(pk=score.result_id)
+        # The echo target uses no tokens: the result's cost is its judge's.
+        assert result.cost == pytest.approx(expected)
+    await run.arefresh_from_db()
+    assert run.cost == pytest.approx(sum(s.cost for s in scores.values()))
+    assert run.unpriced == 0
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_judge_without_a_price_leaves_the_results_cost_unknown(
+    project: Project, fake_openai: FakeOpenAIServer, settings
+) -> None:
+    settings.EVALSITE_PRICES = {}
+    items = [{"id": "right", "input": "Paris", "expected": "Paris"}]
+    run = await sync_to_async(echo_run)(project, items, [judge(fake_openai.base_url)])
+    scores = await run_and_scores(run)
+
+    assert scores["right"].prompt_tokens and scores["right"].cost is None
+    result = await Result.objects.aget(pk=scores["right"].result_id)
+    assert result.cost is None
+    await run.arefresh_from_db()
+    assert run.unpriced == 1

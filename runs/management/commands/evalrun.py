@@ -3,7 +3,7 @@
     python manage.py evalrun DATASET_FILE --target openai_chat --base-url URL \\
         --model NAME --scorer exact_match --scorer 'regex:{"pattern": "4\\d"}' [--json]
     python manage.py evalrun --format humaneval --target ... --scorer code_exec
-    python manage.py evalrun --resume RUN_ID [--json]
+    python manage.py evalrun --resume RUN_ID [--cost-budget USD] [--json]
     python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
     python manage.py evalrun --rescore RUN_ID --scorer 'strict=regex:{"pattern": "^4$"}'
 
@@ -48,6 +48,8 @@ from runs.executor.engine import Execution, execute_run
 from runs.executor.options import option_params
 from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
 from runs.plugins import Param, describe
+from runs.pricing import usd
+from runs.resuming import run_resume
 from runs.scorers import REGISTRY as SCORERS
 from runs.services import RETRY_STATUSES
 from runs.targets import REGISTRY as TARGETS
@@ -80,7 +82,13 @@ class Command(BaseCommand):
             nargs="?",
             help="JSONL, CSV, JSON or YAML file; none with --format humaneval",
         )
-        parser.add_argument("--resume", type=int, metavar="RUN_ID", help="resume a run")
+        parser.add_argument(
+            "--resume",
+            type=int,
+            metavar="RUN_ID",
+            help="resume a run: its items without a result run (a new "
+            "--cost-budget may be given)",
+        )
         parser.add_argument(
             "--retry",
             type=int,
@@ -153,7 +161,7 @@ class Command(BaseCommand):
             if opts["retry"]:
                 run = self.retried(opts)
             elif opts["resume"]:
-                run = self.resumable(opts["resume"])
+                run = self.resumable(opts["resume"], opts)
             else:
                 run = self.create(opts)
         except DomainError as exc:
@@ -219,13 +227,17 @@ class Command(BaseCommand):
 
     # -- setting up ------------------------------------------------------------
 
-    def resumable(self, run_id: int) -> Run:
-        run = Run.objects.filter(pk=run_id).first()
+    def resumable(self, run_id: int, opts: dict[str, Any]) -> Run:
+        run = Run.objects.select_related("project").filter(pk=run_id).first()
         if run is None:
             raise BadInput(f"no run {run_id}")
-        if run.is_final:
-            raise BadInput(f"run {run_id} has already ended ({run.status})")
-        return run
+        options = run_options(opts)
+        if not run.is_final and not options:
+            return run
+        # An ended run resumes its items without a result (a cost budget
+        # reached leaves them); a new budget may come with it.
+        user = acting_user(opts["user"]) if opts["user"] else None
+        return run_resume(run=run, user=user, options=options, launch=False)
 
     def retried(self, opts: dict[str, Any]) -> Run:
         run = Run.objects.select_related("project").filter(pk=opts["retry"]).first()
@@ -521,7 +533,15 @@ def human_summary(summary: dict[str, Any], run: Run) -> str:
         f"of {summary['total']} in {summary['wall_seconds'] or 0:.2f} s"
         + (f" ({progress.throughput:.1f} items/s)" if progress.throughput else ""),
         f"scores: {scores or 'none'}",
+        f"tokens: {run.prompt_tokens} prompt + {run.completion_tokens} completion"
+        + cost_note(run),
     ]
     if run.error:
         lines.append(f"error: {run.error}")
     return "\n".join(lines)
+
+
+def cost_note(run: Run) -> str:
+    if run.unpriced:
+        return f", cost {usd(run.cost)} + {run.unpriced} results with no price"
+    return f", cost {usd(run.cost)}" if run.cost else ""
