@@ -116,8 +116,3 @@ async def bubblewrap(settings: Any) -> AsyncIterator[None]:
         pytest.skip(message)
     yield
     sandbox.reset()
-
-
-def canonical(target: TargetInput) -> Any:
-    """A ``python`` target that answers with the item's expected answer."""
-    return target.expected

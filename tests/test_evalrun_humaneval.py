@@ -6,13 +6,23 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.processes import ROOT, env_for
 from tests.sandboxes import sandbox_processes
 
 
-def test_evalrun_scores_the_packaged_humaneval_canonical_solutions(data_dir):
-    env = env_for(data_dir)
-    env["EVALSITE_PYTHON_TARGETS"] = "tests.sandboxes.canonical"
+@pytest.mark.parametrize(
+    ("replayed", "score"),
+    [
+        # The acceptance: the canonical solutions pass, all 164 ...
+        ({"field": "expected"}, 1.0),
+        # ... and a body of `pass` passes none.
+        ({"value": "    pass\n"}, 0.0),
+    ],
+    ids=["canonical", "pass"],
+)
+def test_evalrun_replays_humaneval_through_code_exec(data_dir, replayed, score):
     done = subprocess.run(
         [
             sys.executable,
@@ -21,15 +31,15 @@ def test_evalrun_scores_the_packaged_humaneval_canonical_solutions(data_dir):
             "--format",
             "humaneval",
             "--target",
-            "python",
+            "replay",
             "--target-config",
-            '{"callable": "tests.sandboxes.canonical"}',
+            json.dumps(replayed),
             "--scorer",
             "code_exec",
             "--json",
         ],
         cwd=ROOT,
-        env=env,
+        env=env_for(data_dir),
         capture_output=True,
         text=True,
         timeout=600,
@@ -37,7 +47,8 @@ def test_evalrun_scores_the_packaged_humaneval_canonical_solutions(data_dir):
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     assert (summary["status"], summary["total"]) == ("completed", 164)
-    assert summary["scores"] == {"code_exec": 1.0}
+    assert (summary["succeeded"], summary["failed"]) == (164, 0)
+    assert summary["scores"] == {"code_exec": score}
     assert sandbox_processes() == []
 
 
