@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -330,6 +330,17 @@ class ItemRunner:
 
 def _plus(total: Any, value: Any) -> Any:
     return value if total is None else total if value is None else total + value
+
+
+def total_cost(calls: Iterable[tuple[bool, float | None]]) -> float | None:
+    """The sum of what calls cost, given (used tokens, cost) of each: None
+    when one that used tokens has no price, or when none reported a cost."""
+    total = None
+    for used, cost in calls:
+        if used and cost is None:
+            return None
+        total = _plus(total, cost)
+    return total
 
 
 def add_scorer_cost(record: ResultRecord) -> None:

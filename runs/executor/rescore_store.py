@@ -14,10 +14,17 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs.executor.store import EXECUTOR_ID, ItemData, ScoreRecord, _score_row
+from runs.executor.items import total_cost
+from runs.executor.store import (
+    EXECUTOR_ID,
+    UNPRICED,
+    ItemData,
+    ScoreRecord,
+    _score_row,
+)
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 from runs.pricing import price_table
 
@@ -162,6 +169,7 @@ def pass_scores_write(
             unique_fields=["result", "scorer"],
             update_fields=list(SCORE_FIELDS),
         )
+        _results_cost([pk for pk, _records in scored])
         ScoringPass.objects.filter(pk=pass_id).update(
             scored=F("scored") + len(scored),
             errored=F("errored") + errors,
@@ -169,6 +177,43 @@ def pass_scores_write(
         )
         Run.objects.filter(pk=run_id).update(revision=F("revision") + 1)
     return len(scored)
+
+
+def _used(prompt: Any, completion: Any) -> bool:
+    return prompt is not None or completion is not None
+
+
+def _results_cost(result_ids: list[int]) -> None:
+    """Each result's cost again: its attempts' and its scores' (a judge's).
+
+    From what is stored, so a pass run twice gives the same figures; None
+    when a call that used tokens has no price, as the executor counts it.
+    """
+    costs: dict[int, list[tuple[bool, float | None]]] = {}
+    attempts = Result.objects.filter(pk__in=result_ids).values_list("pk", "attempts")
+    for pk, log in attempts:
+        costs[pk] = [
+            (_used(a.get("prompt_tokens"), a.get("completion_tokens")), a.get("cost"))
+            for a in log or []
+            if isinstance(a, dict)
+        ]
+    scores = Score.objects.filter(result_id__in=result_ids).values_list(
+        "result_id", "prompt_tokens", "completion_tokens", "cost"
+    )
+    for pk, prompt, completion, cost in scores:
+        costs[pk].append((_used(prompt, completion), cost))
+    results = [Result(pk=pk, cost=total_cost(calls)) for pk, calls in costs.items()]
+    Result.objects.bulk_update(results, ["cost"])
+
+
+def run_cost_recount(run_id: int) -> None:
+    """The run's cost and unpriced count from its results (after a pass)."""
+    totals = Result.objects.filter(run_id=run_id, retry_pending=False).aggregate(
+        spent=Sum("cost"), unpriced=Count("id", filter=UNPRICED)
+    )
+    Run.objects.filter(pk=run_id).update(
+        cost=totals["spent"] or 0.0, unpriced=totals["unpriced"]
+    )
 
 
 def pass_finish(pass_id: int, *, error: str = "") -> str:
@@ -180,5 +225,6 @@ def pass_finish(pass_id: int, *, error: str = "") -> str:
         scoring.error = error
         scoring.finished_at = scoring.heartbeat_at = timezone.now()
         scoring.save(update_fields=["status", "error", "finished_at", "heartbeat_at"])
+        run_cost_recount(scoring.run_id)
         Run.objects.filter(pk=scoring.run_id).update(revision=F("revision") + 1)
     return status

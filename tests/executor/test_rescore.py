@@ -344,3 +344,34 @@ def test_a_condition_on_no_scorer_of_the_run_names_the_field(make_run, fake_open
         run_rescore(run=run, user=None, scorers=[dangling], launch=False)
 
     assert refused.value.field == "scorers[0].when.scorer"
+
+
+def test_a_rescored_judges_cost_is_added_to_its_result_and_run(
+    make_run, fake_openai, settings
+):
+    settings.EVALSITE_PRICES = {"fake": (1.0, 2.0), "fake-judge": (3.0, 4.0)}
+    run = ended_run(make_run, {1: "[[wrong]]"})
+    before = dict(Result.objects.filter(run=run).values_list("pk", "cost"))
+    assert run.cost == pytest.approx(sum(before.values()))
+    judge = {
+        "kind": "llm_judge",
+        "params": {"base_url": fake_openai.base_url, "model": "fake-judge"},
+    }
+
+    rescored(run, [judge])
+
+    judged = dict(
+        Score.objects.filter(result__run=run, scorer="llm_judge").values_list(
+            "result_id", "cost"
+        )
+    )
+    assert len(judged) == 6 and all(cost for cost in judged.values())
+    after = dict(Result.objects.filter(run=run).values_list("pk", "cost"))
+    for pk, cost in after.items():
+        assert cost == pytest.approx(before[pk] + judged[pk])
+    assert run.cost == pytest.approx(sum(after.values()))
+
+    # Run again (a crash, a second pass of the same judge): the same figures.
+    rescored(run, [judge])
+    again = dict(Result.objects.filter(run=run).values_list("pk", "cost"))
+    assert again == pytest.approx(after)
