@@ -19,6 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs.access import require_role
+from runs.analysis.figures import run_figures
 from runs.analysis.summary import run_scorer_summaries_cached
 from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
@@ -133,9 +134,16 @@ def initial_pass(run: Run) -> ScoringPass:
         error=run.error if final else "",
         total=run.succeeded,
         scored=run.succeeded,
-        # From the scorer figures cached under the run's results_version: the
-        # run page shows this pass on every view of a run never re-scored.
-        errored=sum(s.errored for s in run_scorer_summaries_cached(run=run)),
+        # From the run's figures (stored, or cached under its results_version):
+        # the run page shows this pass on every view of a run never re-scored.
+        errored=sum(
+            s.errored
+            for s in (
+                run_figures(run=run)[0].scorers
+                if final
+                else run_scorer_summaries_cached(run=run)
+            )
+        ),
         user=run.created_by,
         created_at=run.created_at,
         started_at=run.started_at,

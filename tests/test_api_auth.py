@@ -70,6 +70,8 @@ def test_anonymous_read_gets_401_json_not_a_login_redirect(
         "/runs",
         "/runs/1/cancel",
         "/runs/1/retry",
+        "/runs/1/rescore",
+        "/runs/1/resume",
     ],
 )
 def test_anonymous_write_gets_401(client: Client, project: Project, path: str) -> None:
@@ -265,6 +267,9 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}/clusters",
         f"{API}/compare",
         f"{API}/compare/items",
+        f"{API}/runs/{{run_id}}/rescore",
+        f"{API}/runs/{{run_id}}/scoring-passes",
+        f"{API}/runs/{{run_id}}/resume",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

@@ -236,10 +236,12 @@ def test_finished_run_page_does_not_read_live_rows_or_the_creator_apart(
     Run.objects.filter(pk=run.pk).update(created_by=project.memberships.first().user)
 
     # Session, user, run with its project, dataset, creator and the user's
-    # role; the summary (totals, scores per scorer, three latency
-    # percentiles) and its charts (score bins, latency bins, timeline); count,
+    # role; its stored figures, absent here (the run was not ended by an
+    # executor), so the summary (totals, scores per scorer, three latency
+    # percentiles) and its charts (score bins, latency bins, timeline), then
+    # stored (update, or insert in a savepoint); the scoring passes; count,
     # results with their items, scores.
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(20):
         response = alice_client.get(f"/runs/{run.pk}/")
 
     assert response.status_code == 200
@@ -275,8 +277,9 @@ def test_finished_run_page_renders_its_results_table_once(
 
     assert _results_table(alice_client, run) == first
     assert first.count("data-result-id=") == 20
-    # Without the count, the results, their scores and the scorer summaries
-    # (cached under the same key): session, user, run with the user's role.
+    # Without the count, the results, their scores and the run's figures
+    # (cached under the same key): user, run with the user's role, and its
+    # scoring passes.
     assert queries <= 3
 
 

@@ -19,11 +19,17 @@ import time
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError
+from django.core.cache import cache
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from runs.analysis.charts import run_charts_cached
-from runs.analysis.summary import RunSummary, ScorerSummary, run_summary_cached
+from runs.analysis.summary import (
+    FINAL_CACHE_SECONDS,
+    RunSummary,
+    ScorerSummary,
+    run_summary_cached,
+)
 from runs.models import Run, RunFigures
 
 logger = logging.getLogger(__name__)
@@ -73,36 +79,43 @@ def _decode(data: dict[str, Any]) -> tuple[RunSummary, dict[str, Any]] | None:
 def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
     """The run's summary and chart data: stored ones when current, else
     computed (and stored, once the run has ended)."""
-    if run.is_final:
-        stored = (
-            RunFigures.objects.filter(run=run, version=_version(run))
-            .values_list("data", flat=True)
-            .first()
-        )
-        if stored is not None and (figures := _decode(stored)) is not None:
-            return figures
-    began = time.perf_counter()
-    summary = run_summary_cached(run=run)
-    charts = run_charts_cached(run=run, summary=summary)
-    if run.is_final:
-        _store(run, summary, charts, seconds=time.perf_counter() - began)
-    return summary, charts
+    if not run.is_final:
+        summary = run_summary_cached(run=run)
+        return summary, run_charts_cached(run=run, summary=summary)
+    # This process's cache first (no query), then the stored row.
+    key = f"run-figures:{_version(run)}"
+    figures = cache.get(key)
+    if figures is not None:
+        return figures
+    stored = (
+        RunFigures.objects.filter(run=run, version=_version(run))
+        .values_list("data", flat=True)
+        .first()
+    )
+    figures = _decode(stored) if stored is not None else None
+    if figures is None:
+        began = time.perf_counter()
+        summary = run_summary_cached(run=run)
+        figures = summary, run_charts_cached(run=run, summary=summary)
+        _store(run, *figures, seconds=time.perf_counter() - began)
+    cache.set(key, figures, FINAL_CACHE_SECONDS)
+    return figures
 
 
 def _store(
     run: Run, summary: RunSummary, charts: dict[str, Any], *, seconds: float
 ) -> None:
+    values = {
+        "version": _version(run),
+        "data": _encode(summary, charts),
+        "computed_at": timezone.now(),
+        "compute_seconds": seconds,
+    }
+    if RunFigures.objects.filter(run=run).update(**values):
+        return
     # Stored at the same moment by another reader: the same figures.
-    with contextlib.suppress(IntegrityError):
-        RunFigures.objects.update_or_create(
-            run=run,
-            defaults={
-                "version": _version(run),
-                "data": _encode(summary, charts),
-                "computed_at": timezone.now(),
-                "compute_seconds": seconds,
-            },
-        )
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        RunFigures.objects.create(run=run, **values)
 
 
 def run_figures_store(run_id: int) -> None:

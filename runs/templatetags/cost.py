@@ -30,6 +30,12 @@ def _model_phrase(models: list[str]) -> str:
 
 
 @register.simple_tag
+def run_budget(run: Run) -> float | None:
+    """The run's cost budget; None without one (older runs have no such option)."""
+    return run.options.get("cost_budget")
+
+
+@register.simple_tag
 def run_cost_note(run: Run, models: list[str] | None = None) -> str:
     """Why the run's cost is incomplete: "no price for model X", or ""."""
     if not run.unpriced:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from django.core.cache import cache
 
 from runs import services
 from runs.analysis.charts import run_charts
@@ -44,6 +45,7 @@ def test_stored_figures_are_what_the_page_reads(make_run) -> None:
     stored = RunFigures.objects.get(run=run)
     stored.data["summary"]["retried"] = 12345
     stored.save()
+    cache.clear()  # another process, or this one later: no cached copy
 
     summary, _charts = run_figures(run=run)
 
@@ -68,6 +70,7 @@ def test_a_retry_makes_the_stored_figures_stale_and_stores_new_ones(
 def test_figures_of_another_shape_are_computed_again(make_run) -> None:
     run = ended_with_failures(make_run)
     RunFigures.objects.filter(run=run).update(data={"summary": {"old": 1}})
+    cache.clear()
 
     summary, _charts = run_figures(run=run)
 
