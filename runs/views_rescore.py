@@ -95,5 +95,9 @@ def scoring_context(run: Run, overview: Any) -> dict[str, Any]:
         "run": run,
         "overview": overview,
         "passes": passes,
-        "passes_active": any(p.active and not p.stale for p in passes),
+        # A re-score under way; the run's own execution (its first pass) is
+        # followed live by the run page, which never reloads for it.
+        "passes_active": any(
+            p.active and not p.stale and not p.initial for p in passes
+        ),
     }

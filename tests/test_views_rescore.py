@@ -204,3 +204,13 @@ def test_the_admin_lists_passes_and_adds_none(dataset):
     client.force_login(User.objects.create_superuser("root", "root@example.org", "pw"))
     assert client.get("/admin/runs/scoringpass/", {"q": "x"}).status_code == 200
     assert client.get("/admin/runs/scoringpass/add/").status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_running_run_is_not_polled_as_a_pass_nor_reloaded(alice_client, dataset):
+    # The run's own execution is its first pass; the live run page follows
+    # it, and must never be told to reload when the run ends.
+    run = mixed_run(dataset)
+    page = run_page(alice_client, run)
+    scoring = page[page.index('id="scoring-passes"') :][:400]
+    assert "hx-trigger" not in scoring
