@@ -231,7 +231,6 @@ class LLMJudge(ScorerPlugin):
         self.name = name
         self.params = params
         self.client = ChatClient(params, context)
-        self.secrets = self.client.secrets
         # One limiter per scorer instance, so per run: the executor holds a
         # turn around each call of score (``items.py``).
         self.limiter = asyncio.Semaphore(params["concurrency"])
@@ -320,9 +319,7 @@ class LLMJudge(ScorerPlugin):
         )
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return self.client.redact(text)
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))
