@@ -219,6 +219,7 @@ class LLMJudge(ScorerPlugin):
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
     needs_expected: ClassVar[bool] = False
+    reports_usage: ClassVar[bool] = True
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:
