@@ -67,6 +67,9 @@ DIFFERENCE_DECIMALS = 9
 # Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
 BOOTSTRAP_CHUNK_DRAWS = 4_000_000
 CACHE_SECONDS = 600
+# Part of every cache key: raised when what is cached changes shape or meaning
+# (2: skipped scores are not pairs), so that no entry of before is read back.
+CACHE_GENERATION = 2
 
 PAIRED_BY_ITEM = "item"
 PAIRED_BY_EXTERNAL_ID = "external_id"
@@ -798,7 +801,7 @@ def _unpaired(baseline: Run, candidates: Sequence[Run], paired_by: str) -> int:
 def _cache_key(prefix: str, *parts: str) -> str:
     # Scorer names are free text: hashed, the key suits any cache backend.
     digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-    return f"{prefix}:{digest}"
+    return f"{prefix}:{CACHE_GENERATION}:{digest}"
 
 
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
