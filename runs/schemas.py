@@ -639,8 +639,16 @@ class ScorerComparisonOut(Schema):
 
     scorer: str
     candidate: int
-    paired: int = Field(description="items with results in both runs")
+    paired: int = Field(
+        description="items with results in both runs, this scorer's not skipped"
+    )
     unpaired: int = Field(description="items with results in only one of the two")
+    skipped: int = Field(
+        description=(
+            "items with results in both runs whose score of this scorer was "
+            "skipped by its condition (every epoch) in either: not paired"
+        )
+    )
     measure: str = Field(
         description="what delta is of: pass_rate, or mean (numeric scorers)"
     )

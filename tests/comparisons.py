@@ -11,7 +11,8 @@ from django.utils import timezone
 from runs.models import Dataset, Item, Result, Run, RunStatus, Score
 
 # An outcome of one result: a score value (passed when >= 0.5), "error" (the
-# scorer raised) or "failed" (the target call failed: no score at all).
+# scorer raised), "skipped" (the scorer's condition did not hold) or "failed"
+# (the target call failed: no score at all).
 Outcome = float | str
 
 
@@ -62,6 +63,13 @@ def add_result(
         Score.objects.bulk_create(
             Score(result=result, scorer=scorer, error="boom")
             if outcome == "error"
+            else Score(
+                result=result,
+                scorer=scorer,
+                skipped=True,
+                reason="skipped: exact_match passed",
+            )
+            if outcome == "skipped"
             else Score(
                 result=result,
                 scorer=scorer,

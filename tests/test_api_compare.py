@@ -15,6 +15,7 @@ KEYS = {
     "scorer",
     "candidate",
     "paired",
+    "skipped",
     "baseline_pass_rate",
     "candidate_pass_rate",
     "delta",
@@ -61,6 +62,7 @@ def test_comparison_has_the_documented_keys(
     assert row["p_value"] == pytest.approx(stats.binomtest(4, 5).pvalue)
     assert row["verdict"] == "no_significant_difference"
     assert len(row["delta_ci"]) == 2
+    assert row["skipped"] == 0
 
 
 def test_several_candidates_are_listed_in_order(

@@ -53,7 +53,7 @@ def test_csv_export_parses_back_with_every_result(
     response = alice_client.get(f"{API}/runs/{run.pk}/export", {"format": "csv"})
 
     header, *rows = csv.reader(io.StringIO(_body(response), newline=""))
-    assert header == export_columns(run=run)
+    assert header == export_columns(run=run, format="csv")
     assert len(rows) == 6
     assert rows[1][header.index("output")] == "'=cmd|' /C calc'!A0"
 

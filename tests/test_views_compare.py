@@ -243,3 +243,22 @@ def test_runs_without_a_shared_scorer_have_nothing_to_compare(
 
     assert response.status_code == 200
     assert "share no scorer" in response.content.decode()
+
+
+def test_skipped_scores_are_counted_apart_and_defined(
+    alice_client: Client, dataset: Dataset
+) -> None:
+    baseline, candidate = make_run(dataset), make_run(dataset)
+    items = list(dataset.items.order_by("index"))
+    for i, item in enumerate(items):
+        add_result(baseline, item, {"exact_match": "skipped" if i < 3 else 1.0})
+        add_result(candidate, item, {"exact_match": 1.0})
+
+    response = _get(alice_client, finish(baseline), finish(candidate))
+
+    page = response.content.decode()
+    [row] = response.context["comparison"].scorers
+    assert (row.paired, row.skipped) == (len(items) - 3, 3)
+    assert "3 skipped</span>" in page
+    assert "is not a pair for that scorer" in page
+    assert 'id="unpaired">0 ' in page

@@ -13,6 +13,11 @@ Definitions (also stated on the comparison page):
 
 - A result whose target call failed or timed out, or whose score errored,
   counts as not passed, with value 0: it is what the user got.
+- A score skipped by its condition (a scorer that runs only when another
+  passed or failed) is neither passed nor failed, as in a run's summary: that
+  result leaves the item's epochs for that scorer. An item whose every epoch
+  is skipped in either run is not a pair for that scorer; it is counted in the
+  scorer row's ``skipped``, not in ``paired`` nor in ``unpaired``.
 - With several epochs an item's score is its mean over epochs: its pass
   fraction and its mean value. Pass rates are the mean of the items' pass
   fractions (with one epoch: passed items / paired items).
@@ -62,6 +67,9 @@ DIFFERENCE_DECIMALS = 9
 # Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
 BOOTSTRAP_CHUNK_DRAWS = 4_000_000
 CACHE_SECONDS = 600
+# Part of every cache key: raised when what is cached changes shape or meaning
+# (2: skipped scores are not pairs), so that no entry of before is read back.
+CACHE_GENERATION = 2
 
 PAIRED_BY_ITEM = "item"
 PAIRED_BY_EXTERNAL_ID = "external_id"
@@ -89,6 +97,7 @@ class ScorerComparison:
     candidate: int
     paired: int
     unpaired: int
+    skipped: int  # items in both runs whose score is skipped in either
     measure: str  # "pass_rate" or "mean" (numeric scorers): what delta is of
     baseline_pass_rate: float | None
     candidate_pass_rate: float | None
@@ -178,13 +187,19 @@ def _graded(score: str) -> str:
     )
 
 
+def _kept(score: str) -> str:
+    """SQL: the score (or its absence: the call failed) counts for the item."""
+    return f"NOT COALESCE({score}.skipped, FALSE)"
+
+
 def _per_item_sql(
     paired_by: str, baseline: Run, candidate: Run, *, locate: bool = False
 ) -> str:
     """Per-item aggregates of both runs for one scorer (its name as parameter,
     ``_scorer_params``).
 
-    ``bn``/``cn``: results (epochs) of the item in the baseline / candidate;
+    ``bn``/``cn``: results (epochs) of the item in the baseline / candidate
+    whose score was not skipped; ``bs``/``cs``: those whose score was skipped;
     ``bp``/``cp``: those that passed; ``bt``/``ct``: sum of values. With
     ``locate``, each run's first result and item, and the dataset position.
     A result without a score of this scorer (its call failed) or whose score
@@ -195,9 +210,13 @@ def _per_item_sql(
         # Only paired items appear; what is unpaired is counted apart.
         return f"""
         SELECT rb.item_id AS k,
-          1 AS bn, CASE WHEN sb.passed THEN 1 ELSE 0 END AS bp,
+          CASE WHEN {_kept("sb")} THEN 1 ELSE 0 END AS bn,
+          CASE WHEN {_kept("sb")} THEN 0 ELSE 1 END AS bs,
+          CASE WHEN sb.passed THEN 1 ELSE 0 END AS bp,
           COALESCE(sb.value, 0) AS bt,
-          1 AS cn, CASE WHEN sc.passed THEN 1 ELSE 0 END AS cp,
+          CASE WHEN {_kept("sc")} THEN 1 ELSE 0 END AS cn,
+          CASE WHEN {_kept("sc")} THEN 0 ELSE 1 END AS cs,
+          CASE WHEN sc.passed THEN 1 ELSE 0 END AS cp,
           COALESCE(sc.value, 0) AS ct,
           {_graded("sb")} + {_graded("sc")} AS graded,
           rb.id AS b_result, rc.id AS c_result, rb.item_id AS b_item,
@@ -210,6 +229,7 @@ def _per_item_sql(
     by_external_id = paired_by == PAIRED_BY_EXTERNAL_ID
     key = "i.external_id" if by_external_id else "r.item_id"
     join = f"JOIN {_ITEM} i ON i.id = r.item_id" if by_external_id else ""
+    kept = _kept("s")
     located = ""
     if locate:
         located = f""",
@@ -220,11 +240,15 @@ def _per_item_sql(
           MIN(CASE WHEN r.run_id = {b} THEN r.item_index END) AS idx"""
     return f"""
         SELECT {key} AS k,
-          SUM(CASE WHEN r.run_id = {b} THEN 1 ELSE 0 END) AS bn,
+          SUM(CASE WHEN r.run_id = {b} AND {kept} THEN 1 ELSE 0 END) AS bn,
+          SUM(CASE WHEN r.run_id = {b} AND {kept} THEN 0
+              WHEN r.run_id = {b} THEN 1 ELSE 0 END) AS bs,
           SUM(CASE WHEN r.run_id = {b} AND s.passed THEN 1 ELSE 0 END) AS bp,
           SUM(CASE WHEN r.run_id = {b} THEN COALESCE(s.value, 0) ELSE 0 END)
             AS bt,
-          SUM(CASE WHEN r.run_id = {c} THEN 1 ELSE 0 END) AS cn,
+          SUM(CASE WHEN r.run_id = {c} AND {kept} THEN 1 ELSE 0 END) AS cn,
+          SUM(CASE WHEN r.run_id = {c} AND {kept} THEN 0
+              WHEN r.run_id = {c} THEN 1 ELSE 0 END) AS cs,
           SUM(CASE WHEN r.run_id = {c} AND s.passed THEN 1 ELSE 0 END) AS cp,
           SUM(CASE WHEN r.run_id = {c} THEN COALESCE(s.value, 0) ELSE 0 END)
             AS ct,
@@ -251,12 +275,14 @@ def _items_of(paired_by: str, baseline: Run, candidate: Run) -> tuple[str, str]:
             for run in (baseline, candidate)
         )
     return (
-        "SUM(CASE WHEN p.bn > 0 THEN 1 ELSE 0 END)",
-        "SUM(CASE WHEN p.cn > 0 THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN p.bn + p.bs > 0 THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN p.cn + p.cs > 0 THEN 1 ELSE 0 END)",
     )
 
 
 _PAIRED = "p.bn > 0 AND p.cn > 0"
+# In both runs, but skipped in every epoch of either: not a pair.
+_SKIPPED = f"p.bn + p.bs > 0 AND p.cn + p.cs > 0 AND NOT ({_PAIRED})"
 _B_PASSED = "2 * p.bp >= p.bn"
 _C_PASSED = "2 * p.cp >= p.cn"
 _CELLS = {
@@ -289,7 +315,8 @@ def _paired_table_sql(paired_by: str, baseline: Run, candidate: Run) -> str:
           SUM(CASE WHEN {_PAIRED} AND NOT (p.bp IN (0, p.bn) AND p.cp IN (0, p.cn))
               THEN 1 ELSE 0 END),
           {_when_paired("p.graded")},
-          {baseline_items}, {candidate_items}
+          {baseline_items}, {candidate_items},
+          SUM(CASE WHEN {_SKIPPED} THEN 1 ELSE 0 END)
         FROM p"""
 
 
@@ -308,10 +335,13 @@ class PairedTable:
     graded_scores: int  # scores with a value other than 0 and 1
     baseline_items: int
     candidate_items: int
+    skipped: int = 0  # items in both runs, skipped in either: not paired
 
     @property
     def unpaired(self) -> int:
-        return self.baseline_items + self.candidate_items - 2 * self.paired
+        """Items with results in only one of the runs."""
+        in_both = self.paired + self.skipped
+        return self.baseline_items + self.candidate_items - 2 * in_both
 
 
 def paired_table(
@@ -376,6 +406,8 @@ def _single_scan_sql(baseline: Run, candidate: Run, count: int) -> str:
     columns, joins, groups = [], [], []
     for j in range(count):
         columns.append(
+            f"CASE WHEN {_kept(f'b{j}')} AND {_kept(f'c{j}')} THEN 0 ELSE 1 END"
+            f" AS s{j}, "
             f"CASE WHEN b{j}.passed THEN 1 ELSE 0 END AS bp{j}, "
             f"COALESCE(b{j}.value, 0) AS bt{j}, "
             f"CASE WHEN c{j}.passed THEN 1 ELSE 0 END AS cp{j}, "
@@ -388,10 +420,11 @@ def _single_scan_sql(baseline: Run, candidate: Run, count: int) -> str:
         )
         groups.append(
             f"SELECT {j}, bp{j}, cp{j}, ct{j} - bt{j}, COUNT(*), SUM(bt{j}), "
-            f"SUM(ct{j}), SUM(g{j}) FROM p GROUP BY bp{j}, cp{j}, ct{j} - bt{j}"
+            f"SUM(ct{j}), SUM(g{j}), s{j} FROM p "
+            f"GROUP BY s{j}, bp{j}, cp{j}, ct{j} - bt{j}"
         )
     baseline_items, candidate_items = (
-        f"SELECT -1, NULL, NULL, NULL, COUNT(*), NULL, NULL, NULL "
+        f"SELECT -1, NULL, NULL, NULL, COUNT(*), NULL, NULL, NULL, NULL "
         f"FROM {_RESULT} WHERE run_id = {run}"
         for run in (b, c)
     )
@@ -433,8 +466,14 @@ def single_scan(
     for name, group in zip(scorers, groups, strict=True):
         cells = dict.fromkeys(_CELLS, 0)
         sums = [0.0, 0.0, 0.0, 0.0]
-        graded = 0
-        for _, bp, cp, _difference, count, bt, ct, g in group:
+        graded = skipped = 0
+        kept = []
+        for row in group:
+            _, bp, cp, _difference, count, bt, ct, g, s = row
+            if s:
+                skipped += count
+                continue
+            kept.append(row)
             cell = ("both_passed", "regressions", "improvements", "both_failed")[
                 (0 if bp else 2) + (0 if cp else 1)
             ]
@@ -452,9 +491,10 @@ def single_scan(
             graded_scores=graded,
             baseline_items=items[0],
             candidate_items=items[1],
+            skipped=skipped,
         )
-        values = np.array([float(row[3]) for row in group], dtype=float)
-        counts = np.array([int(row[4]) for row in group], dtype=np.int64)
+        values = np.array([float(row[3]) for row in kept], dtype=float)
+        counts = np.array([int(row[4]) for row in kept], dtype=np.int64)
         scanned[name] = ScannedScorer(table, *_merged(values, counts))
     return scanned
 
@@ -619,6 +659,7 @@ def _tested(
         "candidate": candidate.pk,
         "paired": n,
         "unpaired": table.unpaired,
+        "skipped": table.skipped,
         "measure": "mean" if numeric else "pass_rate",
         "both_passed": table.both_passed,
         "regressions": table.regressions,
@@ -760,7 +801,7 @@ def _unpaired(baseline: Run, candidates: Sequence[Run], paired_by: str) -> int:
 def _cache_key(prefix: str, *parts: str) -> str:
     # Scorer names are free text: hashed, the key suits any cache backend.
     digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-    return f"{prefix}:{digest}"
+    return f"{prefix}:{CACHE_GENERATION}:{digest}"
 
 
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
@@ -945,8 +986,9 @@ def comparison_item_rows(
     Keys: external_id, index, baseline_run, candidate_run, scorer,
     baseline_item, candidate_item, baseline_result, candidate_result (the first
     result of each run for the item), baseline_output, candidate_output,
-    baseline_epochs, candidate_epochs, baseline_pass_rate, candidate_pass_rate
-    (pass fraction over epochs), baseline_score, candidate_score (mean value
+    baseline_epochs, candidate_epochs (epochs whose score of this scorer was
+    not skipped), baseline_pass_rate, candidate_pass_rate
+    (pass fraction over those epochs), baseline_score, candidate_score (mean value
     over epochs, failures as 0), change (both_passed, regressions,
     improvements or both_failed). ``change`` filters as on the page. The
     per-item figures come from one query (small tuples); outputs, the large

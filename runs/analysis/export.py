@@ -4,6 +4,15 @@ Rows are read in dataset order from a database cursor, a chunk at a time, and
 each chunk's scores are fetched with one query: however many results a run
 has, the export holds one chunk in memory. CSV cells are neutralised against
 formula injection (a spreadsheet would run a cell such as ``=HYPERLINK(...)``).
+
+Each scorer has the columns ``<scorer>.value``, ``.passed`` and ``.error``;
+a scorer whose scores carry a model's usage (a judge) also has
+``.prompt_tokens``, ``.completion_tokens`` and ``.cost``. The columns depend
+on the run's scorers only, never on its scores. A score skipped by its
+condition is neither passed nor failed: in JSON Lines its ``passed`` is null
+and ``<scorer>.skipped`` is true (false for every other score); in CSV its
+passed cell reads ``skipped``, beside ``true``, ``false`` and empty (no score:
+the target call failed).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ from django.db.models import Func, IntegerField
 from django.utils.text import slugify
 
 from runs.models import Result, Run, Score
+from runs.scorers import REGISTRY
 
 CHUNK_SIZE = 1000
 
@@ -45,6 +55,8 @@ RESULT_COLUMNS = (
     "attempts",
 )
 SCORE_FIELDS = ("value", "passed", "error")
+USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cost")
+SKIPPED = "skipped"  # a skipped score's passed cell in CSV
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,9 +136,26 @@ def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
         yield json.dumps(row, ensure_ascii=False, default=str) + "\n"
 
 
-def export_columns(*, run: Run) -> list[str]:
-    """The keys of each row of ``run_export_rows``, in order."""
-    scores = [f"{name}.{field}" for name in run.scorer_names for field in SCORE_FIELDS]
+def _scorer_fields(run: Run, *, skipped: bool) -> list[tuple[str, tuple[str, ...]]]:
+    """Each scorer's name and its fields, in the run's order."""
+    fields = []
+    for spec in run.scorers:
+        name = spec.get("name") or spec.get("kind")
+        plugin = REGISTRY.get(spec.get("kind", ""))
+        usage = USAGE_FIELDS if getattr(plugin, "reports_usage", False) else ()
+        flag = ("skipped",) if skipped else ()
+        fields.append((name, (*SCORE_FIELDS, *flag, *usage)))
+    return fields
+
+
+def export_columns(*, run: Run, format: str = "jsonl") -> list[str]:
+    """The keys of each row of ``run_export_rows`` (JSON Lines), or the CSV
+    header (without ``.skipped``: the passed cell says so), in order."""
+    scores = [
+        f"{name}.{field}"
+        for name, fields in _scorer_fields(run, skipped=format != "csv")
+        for field in fields
+    ]
     return [*ITEM_COLUMNS, *RESULT_COLUMNS, *scores]
 
 
@@ -136,11 +165,13 @@ def run_export_rows(
     """Every result of the run with its item and its scores, in dataset order.
 
     One flat dict per result, keyed by ``export_columns``; each scorer has a
-    value, a passed flag and an error (None where it has no score). Results
+    value, a passed flag, whether it was skipped and an error (None where it
+    has no score), and a judge its tokens and cost. Results
     come from a cursor ``chunk_size`` at a time, with one query for the scores
     of each chunk.
     """
     names = run.scorer_names
+    scorers = _scorer_fields(run, skipped=True)
     results = (
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")
@@ -169,18 +200,22 @@ def run_export_rows(
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
         for pk, *fields in chunk:
             row = dict(zip((*ITEM_COLUMNS, *RESULT_COLUMNS), fields, strict=True))
-            for name in names:
-                value, passed, error = scores.get((pk, name), (None, None, None))
-                row[f"{name}.value"] = value
-                row[f"{name}.passed"] = passed
-                row[f"{name}.error"] = error or None
+            for name, fields in scorers:
+                score = scores.get((pk, name))
+                if score is None:
+                    row.update(dict.fromkeys(f"{name}.{field}" for field in fields))
+                    row[f"{name}.skipped"] = False
+                    continue
+                for field in fields:
+                    row[f"{name}.{field}"] = score.get(field)
+                row[f"{name}.error"] = score["error"] or None
             yield row
 
 
 def _chunk_scores(
     *, run: Run, names: list[str], first: tuple[Any, ...], last: tuple[Any, ...]
-) -> dict[tuple[int, str], tuple[Any, ...]]:
-    """(result id, scorer) -> (value, passed, error) for the results of a chunk.
+) -> dict[tuple[int, str], dict[str, Any]]:
+    """(result id, scorer) -> its score's fields for the results of a chunk.
 
     Read by the chunk's range of item indexes (the index on run, item_index
     serves it) rather than by a list of a thousand ids: the range may hold a
@@ -194,18 +229,28 @@ def _chunk_scores(
             scorer__in=names,
         )
         .order_by()
-        .values_list("result_id", "scorer", "value", "passed", "error")
+        .values("result_id", "scorer", *SCORE_FIELDS, "skipped", *USAGE_FIELDS)
     )
-    return {(result_id, scorer): rest for result_id, scorer, *rest in scores}
+    return {(score["result_id"], score["scorer"]): score for score in scores}
 
 
 def run_export_lines(*, run: Run, format: str) -> Iterator[str]:
     """The whole export of a run in ``format`` (a key of ``EXPORT_FORMATS``)."""
     rows = run_export_rows(run=run)
     if format == "csv":
-        columns = export_columns(run=run)
-        return stream_csv(columns, (row.values() for row in rows))
+        columns = export_columns(run=run, format="csv")
+        names = run.scorer_names
+        return stream_csv(columns, (_csv_cells(row, columns, names) for row in rows))
     return stream_jsonl(rows)
+
+
+def _csv_cells(row: dict[str, Any], columns: list[str], names: list[str]) -> list[Any]:
+    """A row's cells under the CSV header: a skipped score's passed reads
+    ``skipped``."""
+    for name in names:
+        if row[f"{name}.skipped"]:
+            row[f"{name}.passed"] = SKIPPED
+    return [row[column] for column in columns]
 
 
 def run_export_filename(*, run: Run, format: str) -> str:

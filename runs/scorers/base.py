@@ -137,6 +137,9 @@ class ScorerPlugin(Plugin):
     """A scorer's declaration: a plug-in's, and whether it needs the expected answer."""
 
     needs_expected: ClassVar[bool] = True
+    # Whether its scores carry the tokens and cost of a model call (a judge):
+    # an export then has columns for them.
+    reports_usage: ClassVar[bool] = False
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:

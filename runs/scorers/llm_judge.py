@@ -220,6 +220,7 @@ class LLMJudge(ScorerPlugin):
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
     needs_expected: ClassVar[bool] = False
+    reports_usage: ClassVar[bool] = True
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:
@@ -232,7 +233,6 @@ class LLMJudge(ScorerPlugin):
         self.name = name
         self.params = params
         self.client = ChatClient(params, context)
-        self.secrets = self.client.secrets
         # One limiter per scorer instance, so per run: the executor holds a
         # turn around each call of score (``items.py``).
         self.limiter = asyncio.Semaphore(params["concurrency"])
@@ -321,9 +321,7 @@ class LLMJudge(ScorerPlugin):
         )
 
     def redact(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "[redacted]")
-        return text
+        return self.client.redact(text)
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))

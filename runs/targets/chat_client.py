@@ -5,52 +5,35 @@ Both declare the endpoint the same way (``EndpointParams``: base URL, model and
 the API key as a project secret), send requests through the operator's network
 policy, and classify a failed call the same way (``TargetError`` with its
 ``ErrorKind``: transient, quota or permanent), so the executor's retry rules
-apply to both alike.
+apply to both alike. Sending, the classification of a status, Retry-After and
+redaction are those of every HTTP target (``http_client``); what is here is
+what a chat endpoint adds: its parameters, its key as a Bearer header, and
+the reading of its reply.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 from pydantic import Field, field_validator, model_validator
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.netpolicy import (
-    clean_target_url,
-    current_policy,
-    endpoint_url,
-    policy_session,
-    refusal_in,
-)
+from runs.netpolicy import clean_target_url, endpoint_url
 from runs.plugins import FieldError, Params
 from runs.secrets import SecretRef, TargetContext, clean_secret_refs
-from runs.targets.base import TargetError
-
-TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-QUOTA_WORDS = (
-    "insufficient_quota",
-    "quota exceeded",
-    "exceeded your current quota",
-    "billing",
+from runs.targets.base import TargetError, TargetOutput
+from runs.targets.http_client import (
+    ERROR_BODY_LIMIT,
+    PolicyClient,
+    redact,
+    status_error,
 )
-MAX_RETRY_AFTER_SECONDS = 60.0
-# An error body is kept in the attempt log up to this many characters, and its
-# JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
-# provider's error, too little to read a page back through the endpoint.
-ERROR_BODY_LIMIT = 4096
-ERROR_MESSAGE_LIMIT = 300
-# Per-attempt timeouts are the caller's job; this backstop only makes sure
-# that no socket outlives its purpose.
-BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
+
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 
 
@@ -86,57 +69,6 @@ def fill_template(template: str, fields: dict[str, Any]) -> str:
 def template_names(template: str) -> list[str]:
     """The ``{names}`` a template uses, in order."""
     return [match.group(1) for match in PLACEHOLDER.finditer(template)]
-
-
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (seconds or HTTP date), capped."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
-
-
-def error_summary(response: httpx.Response) -> str:
-    """The status line and, from a JSON error body, its message in short.
-
-    The endpoint is chosen by the user, so its error page is never echoed
-    whole: a JSON ``error.message`` (or ``message``/``detail``) up to
-    ``ERROR_MESSAGE_LIMIT`` characters, printable characters only.
-    """
-    # The standard phrase, not the server's: a reason phrase can carry anything.
-    reason = httpx.codes.get_reason_phrase(response.status_code)
-    status = f"HTTP {response.status_code} {reason}".rstrip()
-    try:
-        data = json.loads(response.content[:ERROR_BODY_LIMIT])
-    except ValueError:
-        return status
-    message: Any = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        message = error.get("message") if isinstance(error, dict) else error
-        message = message or data.get("message") or data.get("detail")
-    if not isinstance(message, str) or not message.strip():
-        return status
-    text = "".join(ch if ch.isprintable() else " " for ch in message).strip()
-    if len(text) > ERROR_MESSAGE_LIMIT:
-        text = text[: ERROR_MESSAGE_LIMIT - 1] + "…"
-    return f"{status}: {text}"
-
-
-def classify_status(status: int, body: str) -> ErrorKind:
-    if status == 429 and any(word in body.lower() for word in QUOTA_WORDS):
-        return ErrorKind.QUOTA
-    if status in TRANSIENT_STATUSES:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.PERMANENT
 
 
 # -- the endpoint, declared -------------------------------------------------------
@@ -242,7 +174,10 @@ class ChatReply:
 
 
 def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A token count as the provider reported it, if it is one."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return None
 
 
 def _cost_of(usage: dict[str, Any]) -> float | None:
@@ -253,6 +188,28 @@ def _cost_of(usage: dict[str, Any]) -> float | None:
     return None
 
 
+def bearer_headers(config: dict[str, Any], context: TargetContext) -> httpx.Headers:
+    """The headers of every request: JSON, and the key as a Bearer token.
+
+    A key named in the configuration but not resolved for the project, or one
+    that a header cannot carry, is a ConfigError naming ``api_key_secret``.
+    """
+    headers = {"Content-Type": "application/json"}
+    key = context.secrets.get("api_key")
+    if key:
+        if not key.isascii() or not key.isprintable():
+            raise ConfigError(
+                "the key holds characters a header cannot carry",
+                field="api_key_secret",
+            )
+        headers["Authorization"] = f"Bearer {key}"
+    elif config.get("api_key_secret") or config.get("api_key_env"):
+        raise ConfigError(
+            "the key was not resolved for this project", field="api_key_secret"
+        )
+    return httpx.Headers(headers)
+
+
 class ChatClient:
     """Sends chat-completion requests to one endpoint with one key."""
 
@@ -260,83 +217,36 @@ class ChatClient:
         context = context or TargetContext()
         # Parsed once: httpx would parse a string URL on every request.
         self.url = endpoint_url(config["base_url"], "chat/completions")
-        headers = {"Content-Type": "application/json"}
-        key = context.secrets.get("api_key")
-        if key:
-            if not key.isascii() or not key.isprintable():
-                raise ConfigError(
-                    "the key holds characters a header cannot carry",
-                    field="api_key_secret",
-                )
-            headers["Authorization"] = f"Bearer {key}"
-        elif config.get("api_key_secret") or config.get("api_key_env"):
-            raise ConfigError(
-                "the key was not resolved for this project", field="api_key_secret"
-            )
+        self.headers = bearer_headers(config, context)
         self.secrets = tuple(value for value in context.secrets.values() if value)
-        self.headers = httpx.Headers(headers)
-        # httpx's own connection pool spends milliseconds per request at high
-        # concurrency, and its client adds auth, redirect and cookie handling
-        # that a POST to a model endpoint never needs: requests go straight to
-        # a transport over aiohttp's pool (the caller bounds the calls in
-        # flight), whose connector lets through only the addresses the
-        # network policy permits.
-        policy = current_policy()
-        self.transport = AiohttpTransport(client=lambda: policy_session(policy))
+        self.client = PolicyClient()
 
     async def post(self, payload: dict[str, Any]) -> httpx.Response:
-        """POST the payload; a connection failure is a TargetError."""
-        try:
-            request = httpx.Request(
-                "POST",
-                self.url,
-                headers=self.headers,
-                json=payload,
-                extensions={"timeout": BACKSTOP_TIMEOUT},
-            )
-            response = await self.transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
-            refusal = refusal_in(exc)
-            if refusal is not None:
-                raise TargetError(
-                    str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
-                ) from None
-            # The transport maps aiohttp's errors to httpx's loosely (a refused
-            # connection becomes ConnectTimeout): report the original.
-            cause = (
-                exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-            )
-            raise TargetError(
-                f"{type(cause).__name__}: {cause}",
-                kind=ErrorKind.TRANSIENT,
-                error_type=type(cause).__name__,
-            ) from exc
-        return response
+        """POST the payload; a refusal or a connection failure is a TargetError."""
+        return await self.client.send(
+            "POST", self.url, headers=self.headers, body=payload
+        )
 
     async def complete(self, payload: dict[str, Any]) -> ChatReply:
         """One request and its answer, or a classified TargetError."""
-        return parse_chat_response(await self.post(payload))
+        return parse_chat_response(await self.post(payload), secrets=self.secrets)
+
+    def redact(self, text: str) -> str:
+        """``text`` with the key replaced: an endpoint may echo its headers."""
+        return redact(text, self.secrets)
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        await self.client.aclose()
 
 
-def parse_chat_response(response: httpx.Response) -> ChatReply:
-    """The reply of a 200, or a TargetError classified by status (body kept)."""
-    body = response.text
+def parse_chat_response(
+    response: httpx.Response, *, secrets: tuple[str, ...] = ()
+) -> ChatReply:
+    """The reply of a 200, or a TargetError classified by status (body kept,
+    with every secret replaced)."""
     if response.status_code >= 400:
-        raise TargetError(
-            error_summary(response),
-            kind=classify_status(response.status_code, body),
-            http_status=response.status_code,
-            raw_body=body[:ERROR_BODY_LIMIT],
-            retry_after=parse_retry_after(response.headers.get("retry-after")),
-            error_type=f"HTTP{response.status_code}",
-        )
+        raise status_error(response, secrets=secrets)
+    body = response.text
     try:
         data = response.json()
         message = data["choices"][0]["message"]
@@ -346,19 +256,28 @@ def parse_chat_response(response: httpx.Response) -> ChatReply:
             f"malformed response: {type(exc).__name__}: {exc}",
             kind=ErrorKind.PERMANENT,
             http_status=response.status_code,
-            raw_body=body[:ERROR_BODY_LIMIT],
+            raw_body=redact(body[:ERROR_BODY_LIMIT], secrets),
             error_type="MalformedResponse",
         ) from exc
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    model = data.get("model")
     if content is None and not message.get("tool_calls"):
         raise TargetError(
             "malformed response: message has no content",
             kind=ErrorKind.PERMANENT,
             http_status=response.status_code,
-            raw_body=body[:ERROR_BODY_LIMIT],
+            raw_body=redact(body[:ERROR_BODY_LIMIT], secrets),
             error_type="MalformedResponse",
+            # A filtered reply still used (and costs) its tokens.
+            usage=TargetOutput(
+                output=None,
+                prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+                completion_tokens=_int_or_none(usage.get("completion_tokens")),
+                cost=_cost_of(usage),
+                http_status=response.status_code,
+                model=model if isinstance(model, str) else None,
+            ),
         )
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    model = data.get("model")
     return ChatReply(
         data=data,
         message=message,

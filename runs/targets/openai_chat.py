@@ -8,23 +8,25 @@ from typing import Any, ClassVar
 import httpx
 from pydantic import Field, field_validator, model_validator
 
-from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.netpolicy import clean_target_url, endpoint_url
-from runs.plugins import FieldError, Params, Plugin
-from runs.secrets import SecretRef, TargetContext, clean_secret_refs
+from runs.plugins import FieldError, Plugin
+from runs.secrets import SecretRef, TargetContext
 from runs.targets.base import (
     TargetError,
     TargetInput,
     TargetOutput,
     register,
 )
+from runs.targets.chat_client import (
+    SECRETS,
+    ChatClient,
+    EndpointParams,
+    parse_chat_response,
+)
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
-    PolicyClient,
     classify_status,
     parse_retry_after,
-    status_error,
 )
 from runs.targets.templating import item_fields, render_text
 
@@ -103,44 +105,10 @@ def is_conversation(value: Any) -> bool:
     )
 
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# The key is a project secret named in api_key_secret, or an environment
-# variable the operator allows (EVALSITE_ENV_SECRETS) named in api_key_env,
-# which may only be sent to the hosts it is bound to.
-SECRETS = (
-    SecretRef(
-        key="api_key",
-        secret_field="api_key_secret",
-        env_field="api_key_env",
-        url_field="base_url",
-        help="sent as a Bearer token to base_url",
-    ),
-)
 
 
-class OpenAIChatParams(Params):
-    base_url: str = Field(
-        title="Base URL",
-        description="The API's base URL, before /chat/completions.",
-        examples=["https://api.openai.com/v1"],
-    )
-    model: str = Field(description="Model name sent with every request.")
-    api_key_secret: str = Field(
-        "",
-        max_length=100,
-        title="API key secret",
-        description="Name of the project secret that holds the API key.",
-    )
-    api_key_env: str = Field(
-        "",
-        max_length=100,
-        title="API key environment variable",
-        description=(
-            "Name of an environment variable that holds the API key (only "
-            "those the operator allows)."
-        ),
-    )
+class OpenAIChatParams(EndpointParams):
     system_prompt: str = Field(
         "",
         description="Sent first, as the system message; empty for none.",
@@ -251,38 +219,6 @@ class OpenAIChatParams(Params):
                 )
         return tools
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_stored_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "api_key" in data:
-            raise FieldError(
-                "api_key",
-                "secrets are never stored in a configuration; set the key as a "
-                "project secret and name it in api_key_secret",
-            )
-        return data
-
-    @field_validator("base_url")
-    @classmethod
-    def _target_url(cls, value: str) -> str:
-        # http(s) only; no userinfo, query or fragment; a host the network
-        # policy could ever allow (the real check is at connect time).
-        return clean_target_url(value)
-
-    @field_validator("model")
-    @classmethod
-    def _model_named(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("is required")
-        return value
-
-    @field_validator("api_key_env", "api_key_secret")
-    @classmethod
-    def _a_name(cls, value: str) -> str:
-        if value and not _NAME.fullmatch(value):
-            raise ValueError("must be a name (letters, digits and _), not a value")
-        return value
-
     @model_validator(mode="after")
     def _tool_choice(self) -> OpenAIChatParams:
         choice = self.tool_choice
@@ -306,16 +242,6 @@ class OpenAIChatParams(Params):
                 'must be {"type": "function", "function": {"name": ...}} naming '
                 f"one of the tools ({', '.join(sorted(declared))})",
             )
-        return self
-
-    @model_validator(mode="after")
-    def _secrets_allowed(self) -> OpenAIChatParams:
-        # An environment variable only if the operator lists it, and only to
-        # the hosts it is bound to; one message whether or not it exists.
-        try:
-            clean_secret_refs(SECRETS, self.model_dump())
-        except ConfigError as exc:
-            raise FieldError(exc.field or "api_key_env", exc.message) from None
         return self
 
 
@@ -347,24 +273,7 @@ class OpenAIChatTarget(Plugin):
         self, config: dict[str, Any], context: TargetContext | None = None
     ) -> None:
         self.config = config
-        context = context or TargetContext()
-        # Parsed once: httpx would parse a string URL on every request.
-        self.url = endpoint_url(config["base_url"], "chat/completions")
-        headers = {"Content-Type": "application/json"}
-        key = context.secrets.get("api_key")
-        if key:
-            if not key.isascii() or not key.isprintable():
-                raise ConfigError(
-                    "the key holds characters a header cannot carry",
-                    field="api_key_secret",
-                )
-            headers["Authorization"] = f"Bearer {key}"
-        elif config.get("api_key_secret") or config.get("api_key_env"):
-            raise ConfigError(
-                "the key was not resolved for this project", field="api_key_secret"
-            )
-        self.headers = httpx.Headers(headers)
-        self.client = PolicyClient()
+        self.client = ChatClient(config, context)
 
     @classmethod
     def from_config(
@@ -402,65 +311,26 @@ class OpenAIChatTarget(Plugin):
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         payload = self.build_payload(item)
-        response = await self.client.send(
-            "POST", self.url, headers=self.headers, body=payload
-        )
-        return self.parse_response(response)
+        return self.parse_response(await self.client.post(payload))
 
     def parse_response(self, response: httpx.Response) -> TargetOutput:
-        if response.status_code >= 400:
-            raise status_error(response)
-        body = response.text
-        try:
-            data = response.json()
-            message = data["choices"][0]["message"]
-            content = message.get("content")
-            tool_calls = message.get("tool_calls")
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise TargetError(
-                f"malformed response: {type(exc).__name__}: {exc}",
-                kind=ErrorKind.PERMANENT,
-                http_status=response.status_code,
-                raw_body=body[:ERROR_BODY_LIMIT],
-                error_type="MalformedResponse",
-            ) from exc
-        if content is None and not tool_calls:
-            raise TargetError(
-                "malformed response: message has no content",
-                kind=ErrorKind.PERMANENT,
-                http_status=response.status_code,
-                raw_body=body[:ERROR_BODY_LIMIT],
-                error_type="MalformedResponse",
-                usage=self.usage(data, None, response.status_code),
-            )
-        answer = self.usage(
-            data,
-            {"content": content, "tool_calls": tool_calls} if tool_calls else content,
-            response.status_code,
-        )
-        if self.config.get("keep_raw_response", True):
-            answer.raw_body = body[:RAW_RESPONSE_LIMIT]
-        return answer
-
-    def usage(self, data: dict[str, Any], output: Any, status: int) -> TargetOutput:
-        """The answer with its tokens and the model the endpoint says answered."""
-        usage = data.get("usage")
-        usage = usage if isinstance(usage, dict) else {}
-        model = data.get("model")
+        reply = parse_chat_response(response, secrets=self.client.secrets)
+        tool_calls = reply.message.get("tool_calls")
+        keep_raw = self.config.get("keep_raw_response", True)
         return TargetOutput(
-            output=output,
-            prompt_tokens=_count(usage.get("prompt_tokens")),
-            completion_tokens=_count(usage.get("completion_tokens")),
-            http_status=status,
-            model=model if isinstance(model, str) and model else self.config["model"],
+            output=(
+                {"content": reply.content, "tool_calls": tool_calls}
+                if tool_calls
+                else reply.content
+            ),
+            prompt_tokens=reply.prompt_tokens,
+            completion_tokens=reply.completion_tokens,
+            cost=reply.cost,
+            http_status=reply.http_status,
+            # The model the endpoint says answered prices the tokens.
+            model=reply.model or self.config["model"],
+            raw_body=response.text[:RAW_RESPONSE_LIMIT] if keep_raw else None,
         )
 
     async def aclose(self) -> None:
         await self.client.aclose()
-
-
-def _count(value: Any) -> int | None:
-    """A token count as the provider reported it, if it is one."""
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return None

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from runs.errors import ConfigError
 from runs.targets.base import TargetError, TargetInput, build_target
+from runs.targets.http_client import redact
 
 if TYPE_CHECKING:
     from runs.secrets import TargetContext
 
 MAX_CHARS = 10_000
-REDACTED = "[secret]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,9 +93,9 @@ async def send_one(
 def redacted(outcome: TargetTry, secrets: Iterable[str]) -> TargetTry:
     """The outcome with every secret replaced, and its texts cut to MAX_CHARS."""
 
+    secrets = tuple(secrets)
+
     def clean(text: str) -> str:
-        for secret in secrets:
-            text = text.replace(secret, REDACTED)
-        return text[:MAX_CHARS]
+        return redact(text, secrets)[:MAX_CHARS]
 
     return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))

@@ -393,9 +393,9 @@ def test_the_single_scan_of_several_scorers_agrees_with_grouping_by_item(
 ) -> None:
     # Single-epoch runs of one dataset version read every scorer in one scan;
     # runs of several epochs group per item and scorer. Same figures, with a
-    # pass/fail scorer, a numeric one, errored scores, failed calls and items
-    # that only one run has.
-    scorers = ("exact_match", "judge")
+    # pass/fail scorer, a numeric one, errored scores, failed calls, scores
+    # skipped by their condition and items that only one run has.
+    scorers = ("exact_match", "judge", "careful")
     baseline = make_run(big_dataset, scorers=scorers)
     candidate = make_run(big_dataset, scorers=scorers)
     rng = np.random.default_rng(11)
@@ -411,8 +411,13 @@ def test_the_single_scan_of_several_scorers_agrees_with_grouping_by_item(
             judge: float | str = round(float(rng.uniform(0, 1)), 3)
             if draw > 0.97:
                 judge = "error"
+            elif draw > 0.9:
+                judge = "skipped"
+            exact = float(rng.random() < 0.6)
+            # Runs only where exact_match failed, as a condition would.
+            careful = float(rng.random() < 0.5) if exact == 0 else "skipped"
             add_result(
-                run, item, {"exact_match": float(rng.random() < 0.6), "judge": judge}
+                run, item, {"exact_match": exact, "judge": judge, "careful": careful}
             )
     scanned = compare.compare_runs(
         baseline=finish(baseline), candidates=[finish(candidate)]
@@ -422,10 +427,15 @@ def test_the_single_scan_of_several_scorers_agrees_with_grouping_by_item(
 
     grouped = compare.compare_runs(baseline=baseline, candidates=[candidate])
 
-    assert [row.measure for row in scanned.scorers] == ["pass_rate", "mean"]
+    assert [row.measure for row in scanned.scorers] == [
+        "pass_rate",
+        "mean",
+        "pass_rate",
+    ]
     assert [row.test for row in scanned.scorers] == [
         "mcnemar_exact",
         "paired_bootstrap",
+        "mcnemar_exact",
     ]
     for fast, slow in zip(scanned.scorers, grouped.scorers, strict=True):
         fast_values, slow_values = fast.as_dict(), slow.as_dict()
@@ -434,7 +444,81 @@ def test_the_single_scan_of_several_scorers_agrees_with_grouping_by_item(
         assert fast_values.pop("delta_ci") == pytest.approx(slow_values.pop("delta_ci"))
         assert fast_values == slow_values
     assert scanned.scorers[0].paired == 240
+    assert scanned.scorers[0].skipped == 0
+    exact, judge, careful = scanned.scorers
+    assert 0 < judge.skipped < 60
+    assert 100 < careful.skipped < 240
+    for row in scanned.scorers:
+        assert row.paired + row.skipped == 240
+        assert row.unpaired == 10
+        listed = compare.ComparisonItems(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=row.scorer,
+            paired_by="item",
+        )
+        assert listed.count() == row.paired
     assert scanned.unpaired == grouped.unpaired == 10
+
+
+def test_a_score_skipped_in_either_run_is_not_a_pair(dataset) -> None:
+    baseline, candidate = make_run(dataset), make_run(dataset)
+    items = list(dataset.items.order_by("index"))
+    base = [1.0, 1.0, "skipped", 0.0, 1.0, 0.0, "skipped", 1.0]
+    cand = [1.0, "skipped", 1.0, 1.0, 0.0, "skipped", "skipped", 1.0]
+    for item, b, c in zip(items, base, cand, strict=False):
+        add_result(baseline, item, {"exact_match": b})
+        add_result(candidate, item, {"exact_match": c})
+    add_result(baseline, items[8], {"exact_match": 1.0})  # only in the baseline
+
+    row = _only_row(
+        compare.compare_runs(baseline=finish(baseline), candidates=[finish(candidate)])
+    )
+
+    # Pairs: items 0, 3, 4 and 7; items 1, 2, 5 and 6 are skipped in one run.
+    assert (row.paired, row.skipped, row.unpaired) == (4, 4, 1)
+    assert (row.both_passed, row.regressions, row.improvements) == (2, 1, 1)
+    assert row.baseline_pass_rate == pytest.approx(3 / 4)
+    assert row.candidate_pass_rate == pytest.approx(3 / 4)
+    listed = compare.ComparisonItems(
+        baseline=baseline, candidate=candidate, scorer="exact_match", paired_by="item"
+    )
+    assert [r["external_id"] for r in listed[0:10]] == ["q0", "q3", "q4", "q7"]
+
+
+def test_with_epochs_a_skipped_epoch_leaves_the_items_epochs(dataset) -> None:
+    baseline = make_run(dataset, epochs=2)
+    candidate = make_run(dataset, epochs=2)
+    items = list(dataset.items.order_by("index")[:3])
+    # Item 0: one epoch skipped in the candidate, the other passed: a pair.
+    # Item 1: both epochs skipped in the baseline: not a pair.
+    outcomes = {
+        0: ([0.0, 0.0], ["skipped", 1.0]),
+        1: (["skipped", "skipped"], [1.0, 1.0]),
+        2: ([1.0, 1.0], [1.0, 0.0]),
+    }
+    for i, item in enumerate(items):
+        for epoch in range(2):
+            add_result(
+                baseline, item, {"exact_match": outcomes[i][0][epoch]}, epoch=epoch
+            )
+            add_result(
+                candidate, item, {"exact_match": outcomes[i][1][epoch]}, epoch=epoch
+            )
+
+    row = _only_row(
+        compare.compare_runs(baseline=finish(baseline), candidates=[finish(candidate)])
+    )
+
+    assert (row.paired, row.skipped, row.unpaired) == (2, 1, 0)
+    assert row.baseline_pass_rate == pytest.approx((0 + 1) / 2)
+    assert row.candidate_pass_rate == pytest.approx((1 + 0.5) / 2)
+    listed = compare.ComparisonItems(
+        baseline=baseline, candidate=candidate, scorer="exact_match", paired_by="item"
+    )
+    first = listed[0:10][0]
+    assert (first["external_id"], first["candidate_epochs"]) == ("q0", 1)
+    assert first["candidate_pass_rate"] == 1.0
 
 
 @pytest.mark.parametrize(

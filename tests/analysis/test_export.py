@@ -19,8 +19,10 @@ from runs.analysis.export import (
     stream_csv,
     stream_jsonl,
 )
-from runs.models import Project, Run
+from runs.models import Project, Result, Run, Score
+from tests.comparisons import add_result, make_run
 from tests.export_runs import exported_run
+from tests.factories import arithmetic_items, make_dataset
 
 # -- safe_cell ---------------------------------------------------------------
 
@@ -119,7 +121,18 @@ def test_rows_have_the_export_columns_in_order(run: Run) -> None:
     rows = list(run_export_rows(run=run))
 
     assert all(list(row) == export_columns(run=run) for row in rows)
-    assert export_columns(run=run)[-6:] == [
+    assert export_columns(run=run)[-8:] == [
+        "exact_match.value",
+        "exact_match.passed",
+        "exact_match.error",
+        "exact_match.skipped",
+        "contains.value",
+        "contains.passed",
+        "contains.error",
+        "contains.skipped",
+    ]
+    # The CSV header is the same but for .skipped: the passed cell says so.
+    assert export_columns(run=run, format="csv")[-6:] == [
         "exact_match.value",
         "exact_match.passed",
         "exact_match.error",
@@ -172,7 +185,7 @@ def test_run_csv_parses_back_with_header_and_neutralised_cells(run: Run) -> None
 
     header, *rows = list(csv.reader(io.StringIO(text, newline="")))
 
-    assert header == export_columns(run=run)
+    assert header == export_columns(run=run, format="csv")
     assert len(rows) == 6
     cell = dict(zip(header, rows[1], strict=True))
     assert cell["output"] == "'=cmd|' /C calc'!A0"
@@ -243,3 +256,101 @@ def test_chunks_splitting_an_items_epochs_give_the_same_rows(
     whole = list(run_export_rows(run=run, chunk_size=1000))
 
     assert list(run_export_rows(run=run, chunk_size=chunk_size)) == whole
+
+
+# -- skipped scores and a judge's usage ------------------------------------------
+
+
+@pytest.fixture
+def judged_run(project: Project) -> Run:
+    """exact_match on every result; a judge only where exact_match failed."""
+    dataset = make_dataset(project, arithmetic_items(3), name="judged")
+    run = make_run(dataset, scorers=["exact_match"])
+    run.scorers = [
+        {"kind": "exact_match", "name": "exact_match", "params": {}},
+        {
+            "kind": "llm_judge",
+            "name": "judge",
+            "params": {"base_url": "https://judge.example/v1", "model": "j"},
+            "when": {"scorer": "exact_match", "passed": False},
+        },
+    ]
+    run.save(update_fields=["scorers"])
+    a, b, c = dataset.items.order_by("index")
+    add_result(run, a, {"exact_match": 1.0})
+    Score.objects.create(
+        result=Result.objects.get(run=run, item=a),
+        scorer="judge",
+        skipped=True,
+        reason="skipped: exact_match passed",
+    )
+    result = add_result(run, b, {"exact_match": 0.0})
+    Score.objects.create(
+        result=result,
+        scorer="judge",
+        value=1.0,
+        passed=True,
+        reason="Verdict: PASS",
+        prompt_tokens=120,
+        completion_tokens=7,
+        cost=0.00042,
+        model="j",
+    )
+    add_result(run, c, {"exact_match": "failed"})
+    return run
+
+
+def test_a_skipped_score_is_neither_passed_nor_failed_in_jsonl(judged_run: Run) -> None:
+    lines = list(run_export_lines(run=judged_run, format="jsonl"))
+    skipped, judged, failed = (json.loads(line) for line in lines)
+
+    assert list(skipped) == export_columns(run=judged_run)
+    assert skipped["judge.skipped"] is True
+    assert skipped["judge.passed"] is None
+    assert skipped["judge.value"] is None
+    assert skipped["exact_match.skipped"] is False
+    assert judged["judge.skipped"] is False
+    assert judged["judge.passed"] is True
+    assert failed["judge.skipped"] is False
+    assert failed["judge.passed"] is None
+
+
+def test_a_judges_tokens_and_cost_are_exported(judged_run: Run) -> None:
+    rows = [
+        json.loads(line) for line in run_export_lines(run=judged_run, format="jsonl")
+    ]
+
+    assert (rows[1]["judge.prompt_tokens"], rows[1]["judge.completion_tokens"]) == (
+        120,
+        7,
+    )
+    assert rows[1]["judge.cost"] == pytest.approx(0.00042)
+    assert rows[0]["judge.cost"] is None
+    # Scorers that call no model have no usage columns.
+    assert "exact_match.cost" not in rows[0]
+
+
+def test_csv_says_skipped_in_the_passed_column_under_a_stable_header(
+    judged_run: Run,
+) -> None:
+    text = "".join(run_export_lines(run=judged_run, format="csv"))
+
+    header, *rows = list(csv.reader(io.StringIO(text, newline="")))
+
+    assert header == export_columns(run=judged_run, format="csv")
+    assert header[-9:] == [
+        "exact_match.value",
+        "exact_match.passed",
+        "exact_match.error",
+        "judge.value",
+        "judge.passed",
+        "judge.error",
+        "judge.prompt_tokens",
+        "judge.completion_tokens",
+        "judge.cost",
+    ]
+    cells = [dict(zip(header, row, strict=True)) for row in rows]
+    assert [cell["judge.passed"] for cell in cells] == ["skipped", "true", ""]
+    assert [cell["exact_match.passed"] for cell in cells] == ["true", "false", ""]
+    assert cells[1]["judge.cost"] == "0.00042"
+    assert cells[1]["judge.prompt_tokens"] == "120"

@@ -51,6 +51,7 @@ from runs.plugins import Param, describe
 from runs.pricing import usd
 from runs.resuming import run_resume
 from runs.scorers import REGISTRY as SCORERS
+from runs.scorers import clean_scorer_specs
 from runs.services import RETRY_STATUSES
 from runs.targets import REGISTRY as TARGETS
 
@@ -145,9 +146,13 @@ class Command(BaseCommand):
             action="append",
             type=scorer_spec,
             default=[],
-            metavar="[NAME=]KIND[:JSON]",
+            metavar="[NAME=]KIND[:JSON] | {JSON}",
             help=f"a scorer (repeatable): {', '.join(sorted(SCORERS))}, with its "
-            "parameters as a JSON object after a colon",
+            "parameters as a JSON object after a colon; or the whole scorer as "
+            'a JSON object, as the API takes it: {"kind": ..., "name": ..., '
+            '"params": {...}, "when": {"scorer": NAME, "passed": false}}, '
+            "where when runs it only on results whose earlier scorer NAME "
+            "passed (true) or failed (false)",
         )
         add_option_flags(parser.add_argument_group("run options"))
         parser.add_argument("--run-name", default="")
@@ -274,6 +279,9 @@ class Command(BaseCommand):
         user = acting_user(opts["user"])
         config = target_config(opts)
         project = acting_project(user, opts["project"])
+        # The scorers are checked (again by run_create) before the dataset is
+        # imported: a mistake in one writes nothing.
+        clean_scorer_specs(opts["scorer"])
         # An import is all or nothing by itself, in short transactions: inside
         # one around it, it would hold SQLite's write lock for its whole length.
         dataset = dataset_import(
@@ -346,7 +354,16 @@ def json_object(text: str) -> dict[str, Any]:
 
 
 def scorer_spec(text: str) -> dict[str, Any]:
-    """``KIND``, ``KIND:{"param": ...}`` or ``NAME=KIND:{...}``."""
+    """``KIND``, ``KIND:{"param": ...}``, ``NAME=KIND:{...}``, or the whole
+    spec as a JSON object (``{"kind": ..., "name": ..., "params": {...},
+    "when": {...}}``).
+
+    Only the text is read here; the specs are checked together when the run
+    is created, as the API checks them, with errors naming the field
+    (``scorers[1].when.scorer``).
+    """
+    if text.lstrip().startswith("{"):
+        return json_object(text)
     head, colon, params = text.partition(":")
     name, _, kind = head.rpartition("=")
     spec: dict[str, Any] = {"kind": kind.strip()}
