@@ -47,6 +47,21 @@ class FieldError(ValueError):
         self.message = message
 
 
+def allowlisted_callable(path: str, setting: str) -> str:
+    """``path`` stripped, if the setting ``setting`` lists it; else ValueError
+    (inside a parameter validator: the error names the parameter)."""
+    from django.conf import settings
+
+    path = path.strip()
+    if not path:
+        raise ValueError("is required (a dotted path)")
+    allowlist = getattr(settings, setting)
+    if path not in allowlist:
+        allowed = ", ".join(allowlist) or "none"
+        raise ValueError(f"{path!r} is not in {setting} (allowed: {allowed})")
+    return path
+
+
 class Plugin:
     """The declaration every target and scorer kind makes."""
 

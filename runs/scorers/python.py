@@ -7,12 +7,11 @@ import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from django.conf import settings
 from django.utils.module_loading import import_string
 from pydantic import Field, field_validator
 
 from runs.errors import ConfigError
-from runs.plugins import Params
+from runs.plugins import Params, allowlisted_callable
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
 from runs.targets.base import TargetInput
 
@@ -37,15 +36,7 @@ class PythonScorerParams(Params):
     @field_validator("callable")
     @classmethod
     def _allowlisted(cls, path: str) -> str:
-        path = path.strip()
-        if not path:
-            raise ValueError("is required (a dotted path)")
-        if path not in settings.EVALSITE_PYTHON_SCORERS:
-            allowed = ", ".join(settings.EVALSITE_PYTHON_SCORERS) or "none"
-            raise ValueError(
-                f"{path!r} is not in EVALSITE_PYTHON_SCORERS (allowed: {allowed})"
-            )
-        return path
+        return allowlisted_callable(path, "EVALSITE_PYTHON_SCORERS")
 
 
 def is_async(fn: Callable[..., Any]) -> bool:

@@ -7,13 +7,12 @@ import inspect
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from django.conf import settings
 from django.utils.module_loading import import_string
 from pydantic import Field, field_validator
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import Params, Plugin
+from runs.plugins import Params, Plugin, allowlisted_callable
 from runs.targets.base import (
     TargetError,
     TargetInput,
@@ -34,15 +33,7 @@ class PythonParams(Params):
     @field_validator("callable")
     @classmethod
     def _allowlisted(cls, path: str) -> str:
-        path = path.strip()
-        if not path:
-            raise ValueError("is required (a dotted path)")
-        if path not in settings.EVALSITE_PYTHON_TARGETS:
-            allowed = ", ".join(settings.EVALSITE_PYTHON_TARGETS) or "none"
-            raise ValueError(
-                f"{path!r} is not in EVALSITE_PYTHON_TARGETS (allowed: {allowed})"
-            )
-        return path
+        return allowlisted_callable(path, "EVALSITE_PYTHON_TARGETS")
 
 
 @register
