@@ -43,7 +43,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +69,22 @@ BOOTSTRAP_SEED = 20_211_014
 DIFFERENCE_DECIMALS = 9
 # Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
 BOOTSTRAP_CHUNK_DRAWS = 4_000_000
+# Parts of a bootstrap's resamples, each with its own random stream.
+BOOTSTRAP_STREAMS = 4
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _bootstrap_pool() -> ThreadPoolExecutor:
+    """Threads that draw a bootstrap's parts, one per core (at most the parts)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            workers = min(BOOTSTRAP_STREAMS, os.cpu_count() or 1)
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="bootstrap")
+        return _pool
+
+
 CACHE_SECONDS = 600
 # Part of every cache key: raised when what is cached changes shape or meaning
 # (2: skipped scores are not pairs), so that no entry of before is read back.
@@ -402,40 +421,25 @@ def _merged(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _single_scan_sql(baseline: Run, candidate: Run, count: int) -> str:
+    """Per paired item, for each scorer: skipped in either run, then each
+    run's passed and value (0 without a value)."""
     b, c = int(baseline.pk), int(candidate.pk)
-    columns, joins, groups = [], [], []
+    columns, joins = [], []
     for j in range(count):
         columns.append(
-            f"CASE WHEN {_kept(f'b{j}')} AND {_kept(f'c{j}')} THEN 0 ELSE 1 END"
-            f" AS s{j}, "
-            f"CASE WHEN b{j}.passed THEN 1 ELSE 0 END AS bp{j}, "
-            f"COALESCE(b{j}.value, 0) AS bt{j}, "
-            f"CASE WHEN c{j}.passed THEN 1 ELSE 0 END AS cp{j}, "
-            f"COALESCE(c{j}.value, 0) AS ct{j}, "
-            f"{_graded(f'b{j}')} + {_graded(f'c{j}')} AS g{j}"
+            f"CASE WHEN {_kept(f'b{j}')} AND {_kept(f'c{j}')} THEN 0 ELSE 1 END, "
+            f"CASE WHEN b{j}.passed THEN 1 ELSE 0 END, COALESCE(b{j}.value, 0), "
+            f"CASE WHEN c{j}.passed THEN 1 ELSE 0 END, COALESCE(c{j}.value, 0)"
         )
         joins.append(
             f"LEFT JOIN {_SCORE} b{j} ON b{j}.result_id = rb.id AND b{j}.scorer = %s "
             f"LEFT JOIN {_SCORE} c{j} ON c{j}.result_id = rc.id AND c{j}.scorer = %s"
         )
-        groups.append(
-            f"SELECT {j}, bp{j}, cp{j}, ct{j} - bt{j}, COUNT(*), SUM(bt{j}), "
-            f"SUM(ct{j}), SUM(g{j}), s{j} FROM p "
-            f"GROUP BY s{j}, bp{j}, cp{j}, ct{j} - bt{j}"
-        )
-    baseline_items, candidate_items = (
-        f"SELECT -1, NULL, NULL, NULL, COUNT(*), NULL, NULL, NULL, NULL "
-        f"FROM {_RESULT} WHERE run_id = {run}"
-        for run in (b, c)
-    )
-    return f"""WITH p AS MATERIALIZED (
-          SELECT {", ".join(columns)}
-          FROM {_RESULT} rb
-          JOIN {_RESULT} rc ON rc.run_id = {c} AND rc.item_id = rb.item_id
-          {" ".join(joins)}
-          WHERE rb.run_id = {b})
-        {" UNION ALL ".join(groups)}
-        UNION ALL {baseline_items} UNION ALL {candidate_items}"""
+    return f"""SELECT {", ".join(columns)}
+        FROM {_RESULT} rb
+        JOIN {_RESULT} rc ON rc.run_id = {c} AND rc.item_id = rb.item_id
+        {" ".join(joins)}
+        WHERE rb.run_id = {b}"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -447,55 +451,56 @@ class ScannedScorer:
     counts: np.ndarray
 
 
+def _graded_count(values: np.ndarray) -> int:
+    return int(np.count_nonzero((values != 0) & (values != 1)))
+
+
 def single_scan(
     *, baseline: Run, candidate: Run, scorers: Sequence[str]
 ) -> dict[str, ScannedScorer]:
-    """Every shared scorer of two single-epoch runs of one dataset version."""
+    """Every shared scorer of two single-epoch runs of one dataset version.
+
+    One query reads, per paired item, each scorer's verdicts and values in
+    both runs (a few numbers a row); the tables and the differences are
+    counted from those columns with numpy.
+    """
     if not scorers:
         return {}
     params = [name for name in scorers for _ in range(2)]
     with connection.cursor() as cursor:
         cursor.execute(_single_scan_sql(baseline, candidate, len(scorers)), params)
         rows = cursor.fetchall()
-    items = [int(row[4]) for row in rows if row[0] == -1]
-    groups: list[list[tuple[Any, ...]]] = [[] for _ in scorers]
-    for row in rows:
-        if row[0] != -1:
-            groups[row[0]].append(row)
-    scanned = {}
-    for name, group in zip(scorers, groups, strict=True):
-        cells = dict.fromkeys(_CELLS, 0)
-        sums = [0.0, 0.0, 0.0, 0.0]
-        graded = skipped = 0
-        kept = []
-        for row in group:
-            _, bp, cp, _difference, count, bt, ct, g, s = row
-            if s:
-                skipped += count
-                continue
-            kept.append(row)
-            cell = ("both_passed", "regressions", "improvements", "both_failed")[
-                (0 if bp else 2) + (0 if cp else 1)
-            ]
-            cells[cell] += count
-            sums[0] += bp * count
-            sums[1] += cp * count
-            sums[2] += float(bt or 0)
-            sums[3] += float(ct or 0)
-            graded += int(g or 0)
-        table = PairedTable(
-            sum(cells.values()),
-            *cells.values(),
-            *sums,
-            split_items=0,
-            graded_scores=graded,
-            baseline_items=items[0],
-            candidate_items=items[1],
-            skipped=skipped,
+        cursor.execute(
+            f"SELECT run_id, COUNT(*) FROM {_RESULT} WHERE run_id IN (%s, %s) "
+            "GROUP BY run_id",
+            [baseline.pk, candidate.pk],
         )
-        values = np.array([float(row[3]) for row in kept], dtype=float)
-        counts = np.array([int(row[4]) for row in kept], dtype=np.int64)
-        scanned[name] = ScannedScorer(table, *_merged(values, counts))
+        items = dict(cursor.fetchall())
+    table = np.array(rows, dtype=float).reshape(len(rows), 5 * len(scorers))
+    scanned = {}
+    for j, name in enumerate(scorers):
+        skipped, bp, bt, cp, ct = table[:, 5 * j : 5 * j + 5].T
+        kept = skipped == 0
+        bp, bt, cp, ct = bp[kept], bt[kept], cp[kept], ct[kept]
+        b_passed, c_passed = bp == 1, cp == 1
+        paired = PairedTable(
+            int(kept.sum()),
+            int(np.count_nonzero(b_passed & c_passed)),
+            int(np.count_nonzero(b_passed & ~c_passed)),
+            int(np.count_nonzero(~b_passed & c_passed)),
+            int(np.count_nonzero(~b_passed & ~c_passed)),
+            float(bp.sum()),
+            float(cp.sum()),
+            float(bt.sum()),
+            float(ct.sum()),
+            split_items=0,
+            graded_scores=_graded_count(bt) + _graded_count(ct),
+            baseline_items=int(items.get(baseline.pk, 0)),
+            candidate_items=int(items.get(candidate.pk, 0)),
+            skipped=int(np.count_nonzero(~kept)),
+        )
+        values, counts = np.unique(ct - bt, return_counts=True)
+        scanned[name] = ScannedScorer(paired, *_merged(values, counts))
     return scanned
 
 
@@ -559,13 +564,22 @@ def paired_bootstrap(
     n = int(counts.sum())
     mean = float(values @ counts) / n
     sd = math.sqrt(float(((values - mean) ** 2) @ counts) / max(n - 1, 1))
-    rng = np.random.default_rng(seed)
+    # Resamples in BOOTSTRAP_STREAMS fixed parts, each from its own stream of
+    # the seed: the same figures on any machine, however many threads draw
+    # them (numpy draws without the GIL, so the parts run side by side).
+    parts = np.array_split(np.arange(resamples), BOOTSTRAP_STREAMS)
+    streams = np.random.SeedSequence(seed).spawn(BOOTSTRAP_STREAMS)
     chunk = max(1, BOOTSTRAP_CHUNK_DRAWS // max(len(values), 1))
     means = np.empty(resamples)
-    for start in range(0, resamples, chunk):
-        size = min(chunk, resamples - start)
-        draws = rng.multinomial(n, counts / n, size=size)
-        means[start : start + size] = draws @ values / n
+
+    def draw(part: np.ndarray, stream: np.random.SeedSequence) -> None:
+        rng = np.random.default_rng(stream)
+        for start in range(0, len(part), chunk):
+            where = part[start : start + chunk]
+            draws = rng.multinomial(n, counts / n, size=len(where))
+            means[where] = draws @ values / n
+
+    list(_bootstrap_pool().map(draw, parts, streams))
     low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
     # A tolerance: sums of the same values in another order differ in the last bit.
     extreme = np.abs(means - mean) >= abs(mean) - 1e-12
