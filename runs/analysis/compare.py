@@ -421,15 +421,18 @@ def _merged(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def _single_scan_sql(baseline: Run, candidate: Run, count: int) -> str:
-    """Per paired item, for each scorer: skipped in either run, then each
-    run's passed and value (0 without a value)."""
+    """Per paired item, for each scorer: its state as one number (4 when
+    skipped in either run, + 2 when the baseline passed, + 1 when the
+    candidate did), then each run's value (0 without one). Three columns a
+    scorer: turning rows into Python is most of what reading them costs."""
     b, c = int(baseline.pk), int(candidate.pk)
     columns, joins = [], []
     for j in range(count):
         columns.append(
-            f"CASE WHEN {_kept(f'b{j}')} AND {_kept(f'c{j}')} THEN 0 ELSE 1 END, "
-            f"CASE WHEN b{j}.passed THEN 1 ELSE 0 END, COALESCE(b{j}.value, 0), "
-            f"CASE WHEN c{j}.passed THEN 1 ELSE 0 END, COALESCE(c{j}.value, 0)"
+            f"CASE WHEN {_kept(f'b{j}')} AND {_kept(f'c{j}')} THEN 0 ELSE 4 END"
+            f" + CASE WHEN b{j}.passed THEN 2 ELSE 0 END"
+            f" + CASE WHEN c{j}.passed THEN 1 ELSE 0 END, "
+            f"COALESCE(b{j}.value, 0), COALESCE(c{j}.value, 0)"
         )
         joins.append(
             f"LEFT JOIN {_SCORE} b{j} ON b{j}.result_id = rb.id AND b{j}.scorer = %s "
@@ -476,13 +479,15 @@ def single_scan(
             [baseline.pk, candidate.pk],
         )
         items = dict(cursor.fetchall())
-    table = np.array(rows, dtype=float).reshape(len(rows), 5 * len(scorers))
+    table = np.array(rows, dtype=float).reshape(len(rows), 3 * len(scorers))
     scanned = {}
     for j, name in enumerate(scorers):
-        skipped, bp, bt, cp, ct = table[:, 5 * j : 5 * j + 5].T
-        kept = skipped == 0
-        bp, bt, cp, ct = bp[kept], bt[kept], cp[kept], ct[kept]
-        b_passed, c_passed = bp == 1, cp == 1
+        state, bt, ct = table[:, 3 * j : 3 * j + 3].T
+        state = state.astype(np.int64)
+        kept = state < 4
+        state, bt, ct = state[kept], bt[kept], ct[kept]
+        b_passed, c_passed = (state & 2) > 0, (state & 1) > 0
+        bp, cp = b_passed.astype(float), c_passed.astype(float)
         paired = PairedTable(
             int(kept.sum()),
             int(np.count_nonzero(b_passed & c_passed)),
