@@ -123,3 +123,35 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # Hashing a password properly takes a good part of a second; tests make many.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# Modules whose tests start sandboxed programs and check that none is left.
+SANDBOX_MODULES = (
+    "tests.sandbox.",
+    "tests.scorers.test_code_exec",
+    "tests.test_evalrun_humaneval",
+)
+
+
+@pytest.fixture(autouse=True)
+def _one_sandbox_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Sandbox tests of every pytest process on this machine take turns.
+
+    ``make test`` runs its SQLite and PostgreSQL passes at once; a test that
+    checks no sandbox process or directory is left would otherwise see the
+    other pass's programs. An exclusive lock on a file both passes share.
+    """
+    if not request.module.__name__.startswith(SANDBOX_MODULES):
+        yield
+        return
+    import fcntl
+    import tempfile
+    from pathlib import Path
+
+    lock = Path(tempfile.gettempdir()) / "evalsite-tests-sandbox-turn.lock"
+    with lock.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
