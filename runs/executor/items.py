@@ -346,16 +346,18 @@ def total_cost(calls: Iterable[tuple[bool, float | None]]) -> float | None:
 def add_scorer_cost(record: ResultRecord) -> None:
     """A result's cost includes what its scorers (judges) spent; it is None
     when a judge used tokens that have no price, as for the target's."""
-    if record.cost is None and (
+    target_used = (
         record.prompt_tokens is not None or record.completion_tokens is not None
-    ):
-        return  # the target's tokens have no price already
-    for score in record.scores:
-        judged = score.prompt_tokens is not None or score.completion_tokens is not None
-        if judged and score.cost is None:
-            record.cost = None
-            return
-        record.cost = _plus(record.cost, score.cost)
+    )
+    record.cost = total_cost(
+        [
+            (target_used, record.cost),
+            *(
+                (s.prompt_tokens is not None or s.completion_tokens is not None, s.cost)
+                for s in record.scores
+            ),
+        ]
+    )
 
 
 def add_usage(record: ResultRecord) -> None:
