@@ -558,6 +558,30 @@ class RunFigures(models.Model):
         return f"figures of run {self.run_id}"
 
 
+class RunVerdicts(models.Model):
+    """A finished single-epoch run's verdict and value per item and scorer.
+
+    Stored when the run ends, beside its figures, and read by comparisons:
+    two runs' verdicts pair in memory instead of in a join of both runs'
+    results and scores. Read only under the run's ``results_version``, as
+    ``RunFigures``.
+    """
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="verdicts"
+    )
+    version = models.CharField(max_length=200)
+    scorers = models.JSONField()
+    data = models.BinaryField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "run verdicts"
+
+    def __str__(self) -> str:
+        return f"verdicts of run {self.run_id}"
+
+
 class ScoringPass(models.Model):
     """One pass of scorers over a run's stored outputs: the first, or a re-score.
 

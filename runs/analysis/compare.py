@@ -56,6 +56,7 @@ from django.db import connection
 from scipy import optimize, stats
 
 from runs.analysis.stats import wilson_interval
+from runs.analysis.verdicts import paired_columns, run_verdicts
 from runs.errors import InvalidInput
 from runs.models import Item, Result, Run, Score
 
@@ -463,12 +464,25 @@ def single_scan(
 ) -> dict[str, ScannedScorer]:
     """Every shared scorer of two single-epoch runs of one dataset version.
 
-    One query reads, per paired item, each scorer's verdicts and values in
-    both runs (a few numbers a row); the tables and the differences are
-    counted from those columns with numpy.
+    Finished runs pair their stored verdicts (``verdicts.py``) in memory;
+    otherwise one query reads, per paired item, each scorer's verdicts and
+    values in both runs (a few numbers a row). Either way the tables and the
+    differences are counted from those columns with numpy.
     """
     if not scorers:
         return {}
+    stored = [run_verdicts(run=run) for run in (baseline, candidate)]
+    if stored[0] is not None and stored[1] is not None:
+        b, c = stored
+        paired = paired_columns(b, c, scorers)
+        return {
+            name: _scanned(
+                (one.state, one.baseline_values, one.candidate_values),
+                baseline_items=len(b.items),
+                candidate_items=len(c.items),
+            )
+            for name, one in paired.items()
+        }
     params = [name for name in scorers for _ in range(2)]
     with connection.cursor() as cursor:
         cursor.execute(_single_scan_sql(baseline, candidate, len(scorers)), params)
@@ -480,33 +494,51 @@ def single_scan(
         )
         items = dict(cursor.fetchall())
     table = np.array(rows, dtype=float).reshape(len(rows), 3 * len(scorers))
-    scanned = {}
-    for j, name in enumerate(scorers):
-        state, bt, ct = table[:, 3 * j : 3 * j + 3].T
-        state = state.astype(np.int64)
-        kept = state < 4
-        state, bt, ct = state[kept], bt[kept], ct[kept]
-        b_passed, c_passed = (state & 2) > 0, (state & 1) > 0
-        bp, cp = b_passed.astype(float), c_passed.astype(float)
-        paired = PairedTable(
-            int(kept.sum()),
-            int(np.count_nonzero(b_passed & c_passed)),
-            int(np.count_nonzero(b_passed & ~c_passed)),
-            int(np.count_nonzero(~b_passed & c_passed)),
-            int(np.count_nonzero(~b_passed & ~c_passed)),
-            float(bp.sum()),
-            float(cp.sum()),
-            float(bt.sum()),
-            float(ct.sum()),
-            split_items=0,
-            graded_scores=_graded_count(bt) + _graded_count(ct),
+    return {
+        name: _scanned(
+            (
+                table[:, 3 * j].astype(np.int64),
+                table[:, 3 * j + 1],
+                table[:, 3 * j + 2],
+            ),
             baseline_items=int(items.get(baseline.pk, 0)),
             candidate_items=int(items.get(candidate.pk, 0)),
-            skipped=int(np.count_nonzero(~kept)),
         )
-        values, counts = np.unique(ct - bt, return_counts=True)
-        scanned[name] = ScannedScorer(paired, *_merged(values, counts))
-    return scanned
+        for j, name in enumerate(scorers)
+    }
+
+
+def _scanned(
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray],
+    *,
+    baseline_items: int,
+    candidate_items: int,
+) -> ScannedScorer:
+    """A scorer's paired table and differences from its per-item state (4 when
+    skipped in either run, + 2 when the baseline passed, + 1 when the
+    candidate did) and both runs' values."""
+    state, bt, ct = columns
+    kept = state < 4
+    state, bt, ct = state[kept], bt[kept], ct[kept]
+    b_passed, c_passed = (state & 2) > 0, (state & 1) > 0
+    paired = PairedTable(
+        int(kept.sum()),
+        int(np.count_nonzero(b_passed & c_passed)),
+        int(np.count_nonzero(b_passed & ~c_passed)),
+        int(np.count_nonzero(~b_passed & c_passed)),
+        int(np.count_nonzero(~b_passed & ~c_passed)),
+        float(np.count_nonzero(b_passed)),
+        float(np.count_nonzero(c_passed)),
+        float(bt.sum()),
+        float(ct.sum()),
+        split_items=0,
+        graded_scores=_graded_count(bt) + _graded_count(ct),
+        baseline_items=baseline_items,
+        candidate_items=candidate_items,
+        skipped=int(np.count_nonzero(~kept)),
+    )
+    values, counts = np.unique(ct - bt, return_counts=True)
+    return ScannedScorer(paired, *_merged(values, counts))
 
 
 # -- statistics -------------------------------------------------------------------

@@ -30,6 +30,7 @@ from runs.analysis.summary import (
     ScorerSummary,
     run_summary_cached,
 )
+from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
 
 logger = logging.getLogger(__name__)
@@ -126,5 +127,7 @@ def run_figures_store(run_id: int) -> None:
         return
     try:
         run_figures(run=run)
+        # Its verdicts too, for comparisons (single-epoch runs).
+        run_verdicts(run=run)
     except Exception:  # the run has ended and is stored: its figures can wait
         logger.exception("could not store the figures of run %s", run_id)

@@ -11,9 +11,10 @@ from runs import services
 from runs.analysis.charts import run_charts
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import run_summary
+from runs.analysis.verdicts import PASSED, run_verdicts
 from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
-from runs.models import Run, RunFigures
+from runs.models import Run, RunFigures, RunVerdicts
 from runs.rescoring import run_rescore
 from tests.executor.test_retry import ended_with_failures, flaky
 
@@ -98,3 +99,15 @@ def test_a_rescore_stores_the_figures_of_its_new_scores(make_run) -> None:
     assert stored.version.endswith(run.results_version)
     names = [s["scorer"] for s in stored.data["summary"]["scorers"]]
     assert names == ["exact_match", "has"]
+
+
+def test_an_ended_single_epoch_run_has_its_verdicts_stored(make_run) -> None:
+    run = ended_with_failures(make_run)
+
+    stored = RunVerdicts.objects.get(run=run)
+
+    assert stored.version.endswith(run.results_version)
+    assert stored.scorers == run.scorer_names
+    got = run_verdicts(run=run)
+    assert len(got.items) == run.total
+    assert int((got.states[:, 0] & PASSED > 0).sum()) == run.succeeded

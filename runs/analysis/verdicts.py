@@ -1,0 +1,181 @@
+"""A finished run's verdicts per item, stored with it for comparisons.
+
+Comparing two runs of 100,000 items joins both runs' results and each
+scorer's scores (a third of a second on PostgreSQL with only those two runs in
+the tables, more as the score table grows with other runs). A finished run's
+results change only through what moves its ``results_version``, so when a
+single-epoch run ends its verdicts are stored as arrays (``RunVerdicts``): per
+item, in item order, each scorer's state and value. Two runs of one dataset
+version then pair by intersecting their item ids in memory, whatever else the
+database holds. Stale or missing verdicts are computed again and stored on the
+next comparison; runs with several epochs, and unfinished runs, are compared
+in SQL (``compare.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from runs.models import Result, Run, RunVerdicts, Score
+
+logger = logging.getLogger(__name__)
+
+# Raise when the arrays change meaning: stored ones of another format are
+# computed again.
+FORMAT = 1
+# A scorer's state for one item: SKIPPED when its condition did not hold,
+# plus PASSED when it passed. An item without a score (its call failed) is
+# neither: not passed, value 0, as everywhere in the analysis.
+SKIPPED = 4
+PASSED = 2
+
+_RESULT = Result._meta.db_table
+_SCORE = Score._meta.db_table
+
+
+@dataclass(frozen=True, slots=True)
+class Verdicts:
+    items: np.ndarray  # item ids, ascending, one per result (int64)
+    scorers: tuple[str, ...]
+    states: np.ndarray  # (items, scorers) uint8: SKIPPED | PASSED bits
+    values: np.ndarray  # (items, scorers) float64, 0 without a value
+
+    def column(self, scorer: str) -> int:
+        return self.scorers.index(scorer)
+
+
+def _version(run: Run) -> str:
+    return f"{FORMAT}:{run.results_version}"
+
+
+def stores_verdicts(run: Run) -> bool:
+    """Single-epoch finished runs: one result per item, verdicts that stay."""
+    return run.is_final and int(run.options.get("epochs") or 1) == 1
+
+
+def _sql(run: Run, count: int) -> str:
+    columns, joins = [], []
+    for j in range(count):
+        columns.append(
+            f"CASE WHEN COALESCE(s{j}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
+            f" + CASE WHEN s{j}.passed THEN {PASSED} ELSE 0 END,"
+            f" COALESCE(s{j}.value, 0)"
+        )
+        joins.append(
+            f"LEFT JOIN {_SCORE} s{j} ON s{j}.result_id = r.id AND s{j}.scorer = %s"
+        )
+    selected = "".join(f", {column}" for column in columns)
+    return (
+        f"SELECT r.item_id{selected} FROM {_RESULT} r {' '.join(joins)} "
+        f"WHERE r.run_id = {int(run.pk)} ORDER BY r.item_id"
+    )
+
+
+def compute(run: Run) -> Verdicts:
+    """The run's verdicts, read from its results and scores."""
+    scorers = tuple(run.scorer_names)
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(run, len(scorers)), list(scorers))
+        rows = cursor.fetchall()
+    table = np.array(rows, dtype=float).reshape(len(rows), 1 + 2 * len(scorers))
+    return Verdicts(
+        items=table[:, 0].astype(np.int64),
+        scorers=scorers,
+        states=table[:, 1::2].astype(np.uint8),
+        values=table[:, 2::2].copy(),
+    )
+
+
+def _encode(verdicts: Verdicts) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(
+        buffer, items=verdicts.items, states=verdicts.states, values=verdicts.values
+    )
+    return buffer.getvalue()
+
+
+def _decode(data: bytes, scorers: Sequence[str]) -> Verdicts | None:
+    """The stored arrays, or None when they do not fit the scorers given."""
+    try:
+        with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as arrays:
+            items, states, values = arrays["items"], arrays["states"], arrays["values"]
+    except (OSError, ValueError, KeyError):
+        return None
+    shape = (len(items), len(scorers))
+    if states.shape != shape or values.shape != shape:
+        return None
+    return Verdicts(items, tuple(scorers), states, values)
+
+
+def run_verdicts(*, run: Run) -> Verdicts | None:
+    """The run's stored verdicts when current, else computed and stored;
+    None for runs whose verdicts are not stored (``stores_verdicts``)."""
+    if not stores_verdicts(run):
+        return None
+    stored = (
+        RunVerdicts.objects.filter(run=run, version=_version(run))
+        .values_list("data", "scorers")
+        .first()
+    )
+    if stored is not None:
+        verdicts = _decode(*stored)
+        if verdicts is not None and list(verdicts.scorers) == run.scorer_names:
+            return verdicts
+    verdicts = compute(run)
+    _store(run, verdicts)
+    return verdicts
+
+
+def _store(run: Run, verdicts: Verdicts) -> None:
+    values = {
+        "version": _version(run),
+        "scorers": list(verdicts.scorers),
+        "data": _encode(verdicts),
+        "computed_at": timezone.now(),
+    }
+    if RunVerdicts.objects.filter(run=run).update(**values):
+        return
+    # Stored at the same moment by another reader: the same verdicts.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        RunVerdicts.objects.create(run=run, **values)
+
+
+@dataclass(frozen=True, slots=True)
+class PairedColumns:
+    """One scorer of two runs over their shared items, in item order."""
+
+    state: np.ndarray  # as the single scan's: 4 skipped in either, +2, +1
+    baseline_values: np.ndarray
+    candidate_values: np.ndarray
+
+
+def paired_columns(
+    baseline: Verdicts, candidate: Verdicts, scorers: Sequence[str]
+) -> dict[str, PairedColumns]:
+    """Each shared scorer's paired states and values, by item."""
+    _, b, c = np.intersect1d(
+        baseline.items, candidate.items, assume_unique=True, return_indices=True
+    )
+    paired = {}
+    for scorer in scorers:
+        bs = baseline.states[b, baseline.column(scorer)].astype(np.int64)
+        cs = candidate.states[c, candidate.column(scorer)].astype(np.int64)
+        state = (
+            np.where(((bs | cs) & SKIPPED) > 0, 4, 0)
+            + np.where((bs & PASSED) > 0, 2, 0)
+            + np.where((cs & PASSED) > 0, 1, 0)
+        )
+        paired[scorer] = PairedColumns(
+            state,
+            baseline.values[b, baseline.column(scorer)],
+            candidate.values[c, candidate.column(scorer)],
+        )
+    return paired
