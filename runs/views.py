@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import demo, secrets, selectors, services
-from runs.access import editable_projects, role_of, visible_projects
+from runs import demo, hot_reads, pagecache, secrets, selectors, services
+from runs.access import editable_projects, role_of
 from runs.analysis.clusters import run_clusters_cached
 from runs.analysis.export import EXPORT_FORMATS
 from runs.catalogue import plugin_catalogue
@@ -95,16 +95,25 @@ def _int_or_none(value: str | None) -> int | None:
 def run_list(request: HttpRequest) -> HttpResponse:
     project_id = _int_or_none(request.GET.get("project"))
     status = request.GET.get("status") or None
-    runs = selectors.run_search(user=request.user, project_id=project_id, status=status)
+    runs = hot_reads.RunTable(
+        user_id=request.user.pk, project_id=project_id, status=status
+    )
+    page = _page(request, runs, RUNS_PER_PAGE)
+    projects = hot_reads.project_choices(user_id=request.user.pk)
+    offer = demo.run_demo_offer(user=request.user)
     context = {
-        "page": _page(request, runs, RUNS_PER_PAGE),
-        "projects": visible_projects(request.user),
+        "page": page,
+        "projects": projects,
         "statuses": RunStatus.choices,
         "project_id": project_id,
         "status": status or "",
-        "demo": demo.run_demo_offer(user=request.user),
+        "demo": offer,
     }
-    return render(request, "runs/run_list.html", context)
+    # The rows carry every value the table shows, as of this read.
+    key_data = (page.number, page.paginator.count, page.object_list, projects, offer)
+    return pagecache.render_cached(
+        request, "runs/run_list.html", context, key_data=key_data
+    )
 
 
 @domain_errors
