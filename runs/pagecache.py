@@ -18,14 +18,17 @@ them uses them up).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
+
+if TYPE_CHECKING:
+    from ninja import NinjaAPI, Schema
 
 # Letters and digits only: the same after HTML escaping, in an attribute or a
 # JSON string, and never in a page by chance.
@@ -72,3 +75,37 @@ def render_cached(
     return HttpResponse(
         body.replace(CSRF_PLACEHOLDER, get_token(request)), status=status
     )
+
+
+def json_cached(
+    request: HttpRequest,
+    *,
+    name: str,
+    key_data: Any,
+    schema: type[Schema],
+    build: Callable[[], Any],
+    renderer: NinjaAPI,
+    still_current: Callable[[], Any] | None = None,
+) -> HttpResponse:
+    """A 200 JSON answer: ``build()`` validated by ``schema`` and rendered as
+    django-ninja renders it, from the cache when the same ``key_data`` was
+    answered to this user before.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the answer (which may show it) is sent but not cached
+    under the older key.
+    """
+    cache = caches["default"]
+    digest = hashlib.blake2b(
+        repr((name, request.user.pk, key_data)).encode(), digest_size=20
+    ).hexdigest()
+    key = f"json:{digest}"
+    body = cache.get(key)
+    if body is not None:
+        return HttpResponse(body, content_type=renderer.get_content_type())
+    context = {"request": request, "response_status": 200}
+    data = schema.model_validate(build(), context=context).model_dump(context=context)
+    response = renderer.create_response(request, data, status=200)
+    if still_current is None or still_current() == key_data:
+        cache.set(key, response.content, PAGE_CACHE_SECONDS)
+    return response
