@@ -31,6 +31,7 @@ from runs.models import (
     Project,
     Run,
     RunStatus,
+    ScoringPass,
 )
 
 _STATUS_LABELS = dict(RunStatus.choices)
@@ -296,3 +297,63 @@ def run_records(
         )
         rows = [tuple(row) for row in cursor.fetchall()]
     return count, rows
+
+
+# -- a finished run's page --------------------------------------------------------
+
+
+_ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
+
+
+@functools.cache
+def _run_page_sql() -> tuple[str, str]:
+    user_model = get_user_model()
+    quote = connection.ops.quote_name
+    user_table = quote(user_model._meta.db_table)
+    username = quote(user_model._meta.get_field(user_model.USERNAME_FIELD).column)
+    user_pk = quote(user_model._meta.pk.column)
+    tables = _tables()
+    run_sql = (
+        f"SELECT r.*, p.name, d.name, d.version, d.item_count, c.{username}, m.role"
+        f" FROM {tables['run']} r"
+        f" JOIN {tables['project']} p ON p.id = r.project_id"
+        f" JOIN {tables['dataset']} d ON d.id = r.dataset_id"
+        f" JOIN {tables['membership']} m"
+        " ON m.project_id = r.project_id AND m.user_id = %s"
+        f" LEFT JOIN {user_table} c ON c.{user_pk} = r.created_by_id"
+        " WHERE r.id = %s"
+    )
+    passes_sql = (
+        f"SELECT s.*, u.{username} FROM {quote(ScoringPass._meta.db_table)} s"
+        f" LEFT JOIN {user_table} u ON u.{user_pk} = s.user_id"
+        " WHERE s.run_id = %s ORDER BY s.created_at, s.id"
+    )
+    return run_sql, passes_sql
+
+
+def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
+    """Everything a finished run's page shows, as raw values, for its cache key;
+    None when the page must be built afresh (the user is no member of the
+    run's project, the run is still going, or a re-score is under way: such
+    pages move by the second).
+
+    What the page reads beyond these values is keyed by the run's own row:
+    its figures and results table are cached under ``Run.results_version``,
+    whose parts are columns of that row.
+    """
+    run_sql, passes_sql = _run_page_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(run_sql, [user_id, run_id])
+        run = cursor.fetchone()
+        if run is None:
+            return None
+        # r.* comes first: the first "status" column is the run's.
+        run_status = [column[0] for column in cursor.description].index("status")
+        if run[run_status] not in FINAL_RUN_STATUSES:
+            return None
+        cursor.execute(passes_sql, [run_id])
+        passes = [tuple(row) for row in cursor.fetchall()]
+        pass_status = [column[0] for column in cursor.description].index("status")
+    if any(row[pass_status] in _ACTIVE_PASS_STATUSES for row in passes):
+        return None
+    return tuple(run), tuple(passes)

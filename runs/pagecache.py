@@ -52,26 +52,36 @@ def page_key(request: HttpRequest, template_name: str, data: Any) -> str:
 def render_cached(
     request: HttpRequest,
     template_name: str,
-    context: Mapping[str, Any],
+    build: Callable[[], tuple[Mapping[str, Any], int]],
     *,
     key_data: Any,
-    status: int = 200,
+    still_current: Callable[[], Any] | None = None,
 ) -> HttpResponse:
-    """``render(request, template_name, context)``, from the cache when a page
-    with the same ``key_data`` (everything the context shows, as values with
-    a faithful ``repr``) was rendered for this user before."""
+    """``render(request, template_name, context, status=status)`` with the
+    ``(context, status)`` that ``build()`` returns; from the cache when a
+    page with the same ``key_data`` (everything the page shows, as values
+    with a faithful ``repr``) was rendered for this user before, and then
+    without calling ``build``. ``key_data=None``: not cached.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the page (which may show it) is sent but not cached
+    under the older key.
+    """
     cache = caches["default"]
-    cacheable = not len(messages.get_messages(request))
+    cacheable = key_data is not None and not len(messages.get_messages(request))
     key = page_key(request, template_name, key_data) if cacheable else ""
-    body = cache.get(key) if cacheable else None
-    if body is None:
+    cached = cache.get(key) if cacheable else None
+    if cached is None:
+        context, status = build()
         body = render_to_string(
             template_name,
             {**context, "csrf_token": CSRF_PLACEHOLDER},
             request=request,
         )
-        if cacheable:
-            cache.set(key, body, PAGE_CACHE_SECONDS)
+        cached = (body, status)
+        if cacheable and (still_current is None or still_current() == key_data):
+            cache.set(key, cached, PAGE_CACHE_SECONDS)
+    body, status = cached
     return HttpResponse(
         body.replace(CSRF_PLACEHOLDER, get_token(request)), status=status
     )

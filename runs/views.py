@@ -112,7 +112,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
     # The rows carry every value the table shows, as of this read.
     key_data = (page.number, page.paginator.count, page.object_list, projects, offer)
     return pagecache.render_cached(
-        request, "runs/run_list.html", context, key_data=key_data
+        request, "runs/run_list.html", lambda: (context, 200), key_data=key_data
     )
 
 
@@ -165,6 +165,22 @@ def run_demo_start(request: HttpRequest) -> HttpResponse:
 @domain_errors
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    # A finished run's page: from the cache while nothing it shows has moved.
+    def state() -> tuple[Any, ...] | None:
+        return hot_reads.run_page_state(user_id=request.user.pk, run_id=run_id)
+
+    return pagecache.render_cached(
+        request,
+        "runs/run_detail.html",
+        lambda: _run_detail_context(request, run_id),
+        key_data=state(),
+        still_current=state,
+    )
+
+
+def _run_detail_context(
+    request: HttpRequest, run_id: int
+) -> tuple[dict[str, Any], int]:
     overview = selectors.run_overview(user=request.user, run_id=run_id)
     run = overview.run
     try:
@@ -193,8 +209,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "show_epoch": overview.run.options.get("epochs", 1) > 1,
         "report": selectors.run_report(run=overview.run),
     }
-    status = 400 if filter_error else 200
-    return render(request, "runs/run_detail.html", context, status=status)
+    return context, 400 if filter_error else 200
 
 
 def result_filter_choices(run: Run) -> dict[str, Any]:
