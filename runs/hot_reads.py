@@ -121,15 +121,14 @@ _RUN_COUNT_SQL = "SELECT COUNT(*) FROM {run} r WHERE {where}"
 def _run_row(raw: Sequence[Any], now: dt.datetime) -> RunRow:
     *fields, heartbeat_at = raw
     fields[10] = created_at = _aware(fields[10])
-    heartbeat_at = _aware(heartbeat_at)
-    status = fields[2]
-    # Run.alive, at ``now``.
-    alive = (
-        status not in FINAL_RUN_STATUSES
-        and heartbeat_at is not None
-        and (now - heartbeat_at).total_seconds() < HEARTBEAT_STALE_SECONDS
-    )
-    stale = status == RunStatus.RUNNING and not alive
+    # Run.alive, at ``now``, for a running run (any other is never stale).
+    stale = False
+    if fields[2] == RunStatus.RUNNING:
+        heartbeat_at = _aware(heartbeat_at)
+        stale = (
+            heartbeat_at is None
+            or (now - heartbeat_at).total_seconds() >= HEARTBEAT_STALE_SECONDS
+        )
     return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))
 
 
@@ -238,6 +237,28 @@ def _key_with_user_sql() -> tuple[str, list[Any], list[Any]]:
         " WHERE k.prefix = %s AND k.revoked_at IS NULL AND u.is_active = %s"
     )
     return sql, key_fields, user_fields
+
+
+@functools.cache
+def _user_sql() -> tuple[str, list[Any]]:
+    user_model = get_user_model()
+    quote = connection.ops.quote_name
+    fields = list(user_model._meta.concrete_fields)
+    columns = ", ".join(quote(f.column) for f in fields)
+    sql = (
+        f"SELECT {columns} FROM {quote(user_model._meta.db_table)}"
+        f" WHERE {quote(user_model._meta.pk.column)} = %s"
+    )
+    return sql, fields
+
+
+def user_by_id(user_id: Any) -> Any | None:
+    """The user with this id, or None: what every signed-in request reads."""
+    sql, fields = _user_sql()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [user_id])
+        row = cursor.fetchone()
+    return None if row is None else _from_row(get_user_model(), fields, row)
 
 
 def api_key_with_user(prefix: str) -> ApiKey | None:

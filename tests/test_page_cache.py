@@ -262,3 +262,38 @@ def test_api_run_list_of_a_revoked_key_is_refused_at_once(
     key.save()
 
     assert client.get("/api/v1/runs").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_password_change_ends_other_sessions_at_once(
+    alice: User, alice_client: Client, project: Project
+) -> None:
+    _finished_run(project)
+    assert alice_client.get("/").status_code == 200
+    assert alice_client.get("/").status_code == 200
+
+    alice.set_password("a-new-password-entirely")
+    alice.save()
+
+    assert alice_client.get("/").status_code == 302
+    assert alice_client.get(f"/runs/{Run.objects.get().pk}/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_signed_in_user_is_read_as_the_orm_reads_it(alice: User) -> None:
+    from runs import hot_reads
+    from runs.auth_backend import UserBackend
+
+    read = UserBackend().get_user(alice.pk)
+    fresh = User.objects.get(pk=alice.pk)
+
+    assert read is not None
+    assert read.get_session_auth_hash() == fresh.get_session_auth_hash()
+    assert (read.username, read.is_active, read.last_login) == (
+        fresh.username,
+        fresh.is_active,
+        fresh.last_login,
+    )
+    assert hot_reads.user_by_id(alice.pk + 1000) is None
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+    assert UserBackend().get_user(alice.pk) is None
