@@ -368,9 +368,11 @@ AUTH_PASSWORD_VALIDATORS = [
 # after AXES_FAILURE_LIMIT failures, that pair is refused, even with the right
 # password, until the cool-off has passed. A successful log-in clears the count.
 # Operators list and clear lockouts in the admin or with `axes_reset`.
+# runs.auth_backend.UserBackend is Django's ModelBackend with a cheaper read
+# of the signed-in user (one per request).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "runs.auth_backend.UserBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(

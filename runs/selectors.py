@@ -48,28 +48,6 @@ from runs.models import (
 
 User = AbstractBaseUser | AnonymousUser
 
-# What the runs table shows (runs/templatetags/evalsite.py run_rows): a run's
-# configuration is JSON that would be parsed for every row, and each column
-# read is a field set on each of the row's three model instances.
-RUN_SEARCH_COLUMNS = (
-    "name",
-    "status",
-    "target_name",
-    "target_kind",
-    "heartbeat_at",
-    "total",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
-    "created_at",
-    "project",
-    "project__name",
-    "dataset",
-    "dataset__name",
-    "dataset__version",
-)
-
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
     runs = Run.objects.filter(project_id__in=visible_project_ids(user)).select_related(
@@ -152,19 +130,6 @@ def project_get(*, user: User, project_id: int) -> Project:
         return visible_projects(user).get(pk=project_id)
     except Project.DoesNotExist:
         raise NotFound(f"no project {project_id}") from None
-
-
-def run_search(
-    *, user: User, project_id: int | None = None, status: str | None = None
-) -> QuerySet[Run]:
-    """The runs list of the dashboard, newest first, optionally filtered.
-
-    Only the columns the table shows.
-    """
-    runs = run_list(user=user, project_id=project_id).only(*RUN_SEARCH_COLUMNS)
-    if status:
-        runs = runs.filter(status=status)
-    return runs.order_by("-created_at", "-id")
 
 
 def dataset_versions(*, dataset: Dataset) -> QuerySet[Dataset]:

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from runs import events
+from runs import events, hot_reads
 from runs.access import require_role
 from runs.analysis.clusters import cluster_filter
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
@@ -259,11 +259,7 @@ def api_key_authenticate(plain: str, *, note_use: bool = True) -> ApiKey | None:
     parts = plain.removeprefix(API_KEY_PREFIX).split("_", 1)
     if not plain.startswith(API_KEY_PREFIX) or len(parts) != 2:
         return None
-    key = (
-        ApiKey.objects.select_related("user")
-        .filter(prefix=parts[0], revoked_at__isnull=True, user__is_active=True)
-        .first()
-    )
+    key = hot_reads.api_key_with_user(parts[0])
     if key is None or not secrets.compare_digest(key.key_hash, api_key_hash(plain)):
         return None
     if note_use:

@@ -20,8 +20,8 @@ from django.urls import reverse
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs import demo, secrets, selectors, services
-from runs.access import editable_projects, role_of, visible_projects
+from runs import demo, hot_reads, pagecache, secrets, selectors, services
+from runs.access import editable_projects, role_of
 from runs.analysis.clusters import run_clusters_cached
 from runs.analysis.export import EXPORT_FORMATS
 from runs.catalogue import plugin_catalogue
@@ -95,16 +95,25 @@ def _int_or_none(value: str | None) -> int | None:
 def run_list(request: HttpRequest) -> HttpResponse:
     project_id = _int_or_none(request.GET.get("project"))
     status = request.GET.get("status") or None
-    runs = selectors.run_search(user=request.user, project_id=project_id, status=status)
+    runs = hot_reads.RunTable(
+        user_id=request.user.pk, project_id=project_id, status=status
+    )
+    page = _page(request, runs, RUNS_PER_PAGE)
+    projects = hot_reads.project_choices(user_id=request.user.pk)
+    offer = demo.run_demo_offer(user=request.user)
     context = {
-        "page": _page(request, runs, RUNS_PER_PAGE),
-        "projects": visible_projects(request.user),
+        "page": page,
+        "projects": projects,
         "statuses": RunStatus.choices,
         "project_id": project_id,
         "status": status or "",
-        "demo": demo.run_demo_offer(user=request.user),
+        "demo": offer,
     }
-    return render(request, "runs/run_list.html", context)
+    # The rows carry every value the table shows, as of this read.
+    key_data = (page.number, page.paginator.count, page.object_list, projects, offer)
+    return pagecache.render_cached(
+        request, "runs/run_list.html", lambda: (context, 200), key_data=key_data
+    )
 
 
 @domain_errors
@@ -156,6 +165,22 @@ def run_demo_start(request: HttpRequest) -> HttpResponse:
 @domain_errors
 @require_GET
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    # A finished run's page: from the cache while nothing it shows has moved.
+    def state() -> tuple[Any, ...] | None:
+        return hot_reads.run_page_state(user_id=request.user.pk, run_id=run_id)
+
+    return pagecache.render_cached(
+        request,
+        "runs/run_detail.html",
+        lambda: _run_detail_context(request, run_id),
+        key_data=state(),
+        still_current=state,
+    )
+
+
+def _run_detail_context(
+    request: HttpRequest, run_id: int
+) -> tuple[dict[str, Any], int]:
     overview = selectors.run_overview(user=request.user, run_id=run_id)
     run = overview.run
     try:
@@ -184,8 +209,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "show_epoch": overview.run.options.get("epochs", 1) > 1,
         "report": selectors.run_report(run=overview.run),
     }
-    status = 400 if filter_error else 200
-    return render(request, "runs/run_detail.html", context, status=status)
+    return context, 400 if filter_error else 200
 
 
 def result_filter_choices(run: Run) -> dict[str, Any]:

@@ -184,3 +184,13 @@ def _runs_end_before_the_database_is_flushed(
         if time.monotonic() > deadline:
             break  # a run that never ends: the test itself says so
         time.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def _empty_page_cache() -> None:
+    """Each test starts without the pages and answers earlier tests cached
+    (runs/pagecache.py): keyed by what they show, an earlier test's page for
+    the same ids and data would be served without running the view."""
+    from django.core.cache import caches
+
+    caches["default"].clear()

@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from django import template
-from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.formats import localize
@@ -16,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime
 
 if TYPE_CHECKING:
-    from runs.models import Run
+    from runs.hot_reads import RunRow
 
 register = template.Library()
 
@@ -117,8 +116,8 @@ def _url_format(name: str) -> str:
 
 
 @register.simple_tag
-def run_rows(runs: Iterable[Run]) -> str:
-    """The rows of the runs table (runs with their project and dataset)."""
+def run_rows(runs: Iterable[RunRow]) -> str:
+    """The rows of the runs table (runs/hot_reads.py RunTable)."""
     escape = html.escape
     run_url = _url_format("runs:run_detail")
     dataset_url = _url_format("runs:dataset_detail")
@@ -130,15 +129,15 @@ def run_rows(runs: Iterable[Run]) -> str:
                 run_url=run_url.format(run.pk),
                 run=escape(str(run)),
                 pk=run.pk,
-                project=escape(str(run.project)),
+                project=escape(run.project_name),
                 dataset_url=dataset_url.format(run.dataset_id),
-                dataset=escape(run.dataset.name),
-                version=run.dataset.version,
+                dataset=escape(run.dataset_name),
+                version=run.dataset_version,
                 target_name=escape(run.target_name),
                 target_kind=escape(run.target_kind),
                 status_class=status_class(run.status),
-                status_label=escape(run.get_status_display()),
-                stale=_STALE if run.status == "running" and not run.alive else "",
+                status_label=escape(run.status_label),
+                stale=_STALE if run.stale else "",
                 processed=run.processed,
                 total=run.total,
                 succeeded=run.succeeded,
@@ -146,7 +145,7 @@ def run_rows(runs: Iterable[Run]) -> str:
                 timed_out=run.timed_out,
                 created_iso=created.isoformat(),  # the date filter's "c"
                 created=escape(localize(created)),
-                created_ago=escape(naturaltime(run.created_at)),
+                created_ago=escape(run.created_ago),
             )
         )
     return mark_safe("    ".join(rows))

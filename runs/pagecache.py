@@ -1,0 +1,121 @@
+"""Whole rendered pages, cached under everything they show.
+
+Rendering a dashboard page through the template language costs more than
+reading its data (bench/README.md). A view that has read its data cheaply
+passes all of it as the key: two requests with the same key would render the
+same bytes, so the second takes them from the cache. Nothing is invalidated
+and nothing can be stale: data that changed makes another key. The time a
+cached entry lives only bounds the memory it holds.
+
+What the key always holds besides the view's data: the template, the user's
+id and name (the page header), and the query string (pagination links repeat
+it). What a page shows that differs on every request is left out of the
+cached bytes: the CSRF token is rendered as a placeholder and filled in per
+response. A page with messages to show is rendered and not cached (showing
+them uses them up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.template.loader import render_to_string
+
+if TYPE_CHECKING:
+    from ninja import NinjaAPI, Schema
+
+# Letters and digits only: the same after HTML escaping, in an attribute or a
+# JSON string, and never in a page by chance.
+CSRF_PLACEHOLDER = "evalsiteCsrfPlaceholder0a1f5c9e2b7d"
+PAGE_CACHE_SECONDS = 300
+
+
+def page_key(request: HttpRequest, template_name: str, data: Any) -> str:
+    user = request.user
+    parts = (
+        template_name,
+        user.pk,
+        user.get_username(),
+        request.META.get("QUERY_STRING", ""),
+        data,
+    )
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
+    return f"page:{digest}"
+
+
+def render_cached(
+    request: HttpRequest,
+    template_name: str,
+    build: Callable[[], tuple[Mapping[str, Any], int]],
+    *,
+    key_data: Any,
+    still_current: Callable[[], Any] | None = None,
+) -> HttpResponse:
+    """``render(request, template_name, context, status=status)`` with the
+    ``(context, status)`` that ``build()`` returns; from the cache when a
+    page with the same ``key_data`` (everything the page shows, as values
+    with a faithful ``repr``) was rendered for this user before, and then
+    without calling ``build``. ``key_data=None``: not cached.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the page (which may show it) is sent but not cached
+    under the older key.
+    """
+    cache = caches["default"]
+    cacheable = key_data is not None and not len(messages.get_messages(request))
+    key = page_key(request, template_name, key_data) if cacheable else ""
+    cached = cache.get(key) if cacheable else None
+    if cached is None:
+        context, status = build()
+        body = render_to_string(
+            template_name,
+            {**context, "csrf_token": CSRF_PLACEHOLDER},
+            request=request,
+        )
+        cached = (body, status)
+        if cacheable and (still_current is None or still_current() == key_data):
+            cache.set(key, cached, PAGE_CACHE_SECONDS)
+    body, status = cached
+    return HttpResponse(
+        body.replace(CSRF_PLACEHOLDER, get_token(request)), status=status
+    )
+
+
+def json_cached(
+    request: HttpRequest,
+    *,
+    name: str,
+    key_data: Any,
+    schema: type[Schema],
+    build: Callable[[], Any],
+    renderer: NinjaAPI,
+    still_current: Callable[[], Any] | None = None,
+) -> HttpResponse:
+    """A 200 JSON answer: ``build()`` validated by ``schema`` and rendered as
+    django-ninja renders it, from the cache when the same ``key_data`` was
+    answered to this user before.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the answer (which may show it) is sent but not cached
+    under the older key.
+    """
+    cache = caches["default"]
+    digest = hashlib.blake2b(
+        repr((name, request.user.pk, key_data)).encode(), digest_size=20
+    ).hexdigest()
+    key = f"json:{digest}"
+    body = cache.get(key)
+    if body is not None:
+        return HttpResponse(body, content_type=renderer.get_content_type())
+    context = {"request": request, "response_status": 200}
+    data = schema.model_validate(build(), context=context).model_dump(context=context)
+    response = renderer.create_response(request, data, status=200)
+    if still_current is None or still_current() == key_data:
+        cache.set(key, response.content, PAGE_CACHE_SECONDS)
+    return response
