@@ -36,6 +36,7 @@ from runs.errors import ConfigError
 from runs.executor import store
 from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
+from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.pricing import PriceTable, configured_model, usd, use_prices
@@ -137,6 +138,7 @@ class Execution:
         self.spent = spec.cost
         self.draining = False
         self.prices = PriceTable.from_json(spec.prices)
+        self.pacing: Pacing | None = None
 
     # -- stopping ----------------------------------------------------------------
 
@@ -343,6 +345,8 @@ class Execution:
                     await self.stop_event.wait()
             if self.stop_event.is_set():
                 return
+            if self.pacing is not None:
+                await self.pacing.sync()
             limit = self.throttle_limit()
             due = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
             try:
@@ -403,13 +407,25 @@ class Execution:
             prices=self.prices,
             model=configured_model(self.spec.target_config),
         )
+        # The target's rate and back-off and the run's retry budget, shared
+        # with every other executor of any run (shared_limits.py).
+        self.pacing = Pacing(
+            run_id=self.spec.id,
+            key=limit_key(
+                self.spec.target_id, self.spec.target_kind, self.spec.target_config
+            ),
+            options=self.options,
+        )
+        self.pacing.fit(self.runner)
         await events.publish_run_update(self.spec.id)
         self.check_budget()  # resumed with the budget already spent
         try:
+            await self.pacing.sync()  # a target backing off already: start slower
             # Tasks made in here inherit the run's prices (a judge's cost_of).
             with use_prices(self.prices):
                 return await self.run_workers()
         finally:
+            await self.pacing.aclose()
             await target.aclose()
             for scorer in scorers:
                 close = getattr(scorer, "aclose", None)

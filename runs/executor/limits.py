@@ -107,8 +107,13 @@ class AdaptiveConcurrency:
                     self.changed.notify_all()
 
     def throttled(self) -> None:
+        if self.burst():
+            self.decrease()
+
+    def burst(self) -> bool:
+        """Count a 429; True when it completes a burst that calls for a halving."""
         if not self.adaptive:
-            return
+            return False
         now = time.monotonic()
         self.successes = 0
         self.throttles.append(now)
@@ -116,9 +121,14 @@ class AdaptiveConcurrency:
             self.throttles.popleft()
         burst = len(self.throttles) >= THROTTLE_BURST
         if burst and now - self.last_decrease >= THROTTLE_COOLDOWN:
-            self.limit = max(1, self.limit // 2)
             self.last_decrease = now
             self.throttles.clear()
+            return True
+        return False
+
+    def decrease(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.limit = max(1, self.limit // 2)
 
     def succeeded(self) -> None:
         if self.limit >= self.maximum:
@@ -142,3 +152,7 @@ class RetryBudget:
             return False
         self.left -= 1
         return True
+
+    async def take(self) -> bool:
+        """``spend`` as the item runner calls it (a shared budget must await)."""
+        return self.spend()
