@@ -12,6 +12,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from runs.models import ErrorKind
 
@@ -156,3 +157,26 @@ class RetryBudget:
     async def take(self) -> bool:
         """``spend`` as the item runner calls it (a shared budget must await)."""
         return self.spend()
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    tat: float | None
+    wait: float  # seconds: until the call may go, or until it may ask again
+    reserved: bool
+
+
+def reservation(tat: float, now: float, interval: float, window: float) -> Reserved:
+    """The bucket's maths, for every store.
+
+    A call may go once the bucket's time is no more than ``window`` ahead of
+    now. It takes its place (moves the time on by its interval) only when
+    that place is at most one more window away: the queue of places taken is
+    bounded, so callers that are cancelled or killed while they wait waste at
+    most two windows of the target's calls; the others ask again later.
+    """
+    tat = max(tat, now)
+    wait = tat + interval - now - window
+    if wait > window:
+        return Reserved(None, wait - window, reserved=False)
+    return Reserved(tat + interval, wait, reserved=True)

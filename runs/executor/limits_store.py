@@ -8,9 +8,10 @@ machines); the retry budget works on any database.
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 
+from runs.executor.limits import reservation
 from runs.models import RateBucket, Run
 
 TABLE = RateBucket._meta.db_table
@@ -18,13 +19,12 @@ TABLE = RateBucket._meta.db_table
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 MAX_LEVEL = 16  # halvings beyond this change nothing (the limit is 1 by then)
 
-RESERVE = f"""
-INSERT INTO {TABLE} AS b (key, tat, level, last, until)
-VALUES (%(key)s, {NOW} + %(interval)s, 0, 0, 0)
-ON CONFLICT (key) DO UPDATE
-SET tat = GREATEST(b.tat, EXCLUDED.tat - %(interval)s) + %(interval)s
-RETURNING tat - {NOW}
+BUCKET = f"""
+INSERT INTO {TABLE} (key, tat, level, last, until) VALUES (%s, 0, 0, 0, 0)
+ON CONFLICT (key) DO NOTHING
 """
+LOCK = f"SELECT tat, {NOW} FROM {TABLE} WHERE key = %s FOR UPDATE"
+MOVE = f"UPDATE {TABLE} SET tat = %s WHERE key = %s"
 
 BACKOFF_RAISE = f"""
 INSERT INTO {TABLE} AS b (key, tat, level, last, until)
@@ -50,12 +50,17 @@ SELECT CASE WHEN until > {NOW} THEN level ELSE 0 END FROM {TABLE} WHERE key = %s
 """
 
 
-def bucket_reserve(key: str, interval: float) -> float:
-    """Take the next call's place in the bucket; returns how far ahead of now
-    it is (seconds): the caller waits for what passes its burst window."""
-    with connection.cursor() as cursor:
-        cursor.execute(RESERVE, {"key": key, "interval": interval})
-        return float(cursor.fetchone()[0])
+def bucket_reserve(key: str, interval: float, window: float) -> tuple[bool, float]:
+    """Take a call's place in the target's bucket if it is near enough;
+    returns whether it was taken and how long to wait (``reservation``)."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(BUCKET, [key])
+        cursor.execute(LOCK, [key])
+        tat, now = cursor.fetchone()
+        answer = reservation(tat, now, interval, window)
+        if answer.tat is not None:
+            cursor.execute(MOVE, [answer.tat, key])
+    return answer.reserved, answer.wait
 
 
 def backoff_raise(key: str, *, cooldown: float, hold: float) -> int:

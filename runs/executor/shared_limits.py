@@ -20,8 +20,10 @@ The rate is a GCRA token bucket: the state is one time, the bucket's
 interval (60 / rpm seconds) and waits until it is no more than the burst
 window (a second's worth of calls) ahead of now. Runs with different limits on
 one target each take their own interval from the same time, so each call
-costs its share of the target's minute. A reservation never retries, so
-waiting callers do not poll the store.
+costs its share of the target's minute. A call takes its place and sleeps
+until it comes, so waiting callers do not poll the store; only places up to
+one window beyond the burst are given out (``reservation``), so that callers
+cancelled or killed while they wait hold back little of the target's rate.
 
 The back-off is a shared level: the number of halvings of concurrency that
 bursts of 429s announced, at most one per ``THROTTLE_COOLDOWN`` across all
@@ -55,6 +57,7 @@ from runs.executor.limits import (
     THROTTLE_COOLDOWN,
     AdaptiveConcurrency,
     RetryBudget,
+    reservation,
 )
 from runs.executor.options import RunOptions
 
@@ -66,6 +69,7 @@ BACKOFF_HOLD = 30.0
 # How long a failed shared store is left alone before it is tried again.
 RETRY_SHARED_AFTER = 5.0
 REDIS_TIMEOUT = 0.5
+ANNOUNCE_GRACE = 2.0
 REDIS_PREFIX = "evalsite:limits:"
 MAX_LEVEL = limits_store.MAX_LEVEL
 # The fields of a target's configuration that say which endpoint it calls.
@@ -75,12 +79,17 @@ RESERVE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
+local wait = tat + interval - now - window
+if wait > window then
+  return {0, string.format('%.6f', wait - window)}
+end
 tat = tat + interval
 local ttl = math.ceil((tat - now) * 1000) + 60000
 redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', ttl)
-return string.format('%.6f', tat - now)
+return {1, string.format('%.6f', wait)}
 """
 
 BACKOFF_RAISE_LUA = """
@@ -117,7 +126,9 @@ def limit_key(spec_target_id: int | None, kind: str, config: dict[str, Any]) -> 
 class Store(Protocol):
     name: str
 
-    async def reserve(self, key: str, interval: float) -> float: ...
+    async def reserve(
+        self, key: str, interval: float, window: float
+    ) -> tuple[bool, float]: ...
     async def backoff_raise(self, key: str) -> int: ...
     async def backoff_level(self, key: str) -> int: ...
 
@@ -137,14 +148,14 @@ class LocalStore:
     name: str = "process"
     buckets: dict[str, _Bucket] = field(default_factory=dict)
 
-    def reserve_now(self, key: str, interval: float) -> float:
+    async def reserve(
+        self, key: str, interval: float, window: float
+    ) -> tuple[bool, float]:
         bucket = self.buckets.setdefault(key, _Bucket())
-        now = time.monotonic()
-        bucket.tat = max(bucket.tat, now) + interval
-        return bucket.tat - now
-
-    async def reserve(self, key: str, interval: float) -> float:
-        return self.reserve_now(key, interval)
+        answer = reservation(bucket.tat, time.monotonic(), interval, window)
+        if answer.tat is not None:
+            bucket.tat = answer.tat
+        return answer.reserved, answer.wait
 
     async def backoff_raise(self, key: str) -> int:
         bucket = self.buckets.setdefault(key, _Bucket())
@@ -176,8 +187,10 @@ class PostgresStore:
         self._raise = database_sync_to_async(limits_store.backoff_raise)
         self._level = database_sync_to_async(limits_store.backoff_level)
 
-    async def reserve(self, key: str, interval: float) -> float:
-        return await self._reserve(key, interval)
+    async def reserve(
+        self, key: str, interval: float, window: float
+    ) -> tuple[bool, float]:
+        return await self._reserve(key, interval, window)
 
     async def backoff_raise(self, key: str) -> int:
         return await self._raise(key, cooldown=THROTTLE_COOLDOWN, hold=BACKOFF_HOLD)
@@ -201,11 +214,13 @@ class RedisStore:
         self._reserve = self.client.register_script(RESERVE_LUA)
         self._raise = self.client.register_script(BACKOFF_RAISE_LUA)
 
-    async def reserve(self, key: str, interval: float) -> float:
-        ahead = await self._reserve(
-            keys=[REDIS_PREFIX + key + ":rate"], args=[interval]
+    async def reserve(
+        self, key: str, interval: float, window: float
+    ) -> tuple[bool, float]:
+        reserved, wait = await self._reserve(
+            keys=[REDIS_PREFIX + key + ":rate"], args=[interval, window]
         )
-        return float(ahead)
+        return bool(reserved), float(wait)
 
     async def backoff_raise(self, key: str) -> int:
         hold_ms = int(BACKOFF_HOLD * 1000)
@@ -302,10 +317,14 @@ class SharedRateLimiter:
         self.window = max(self.interval, 1.0)
 
     async def acquire(self) -> None:
-        ahead = await self.store.call("reserve", self.key, self.interval)
-        wait = ahead - self.window
-        if wait > 0:
-            await asyncio.sleep(wait)
+        while True:
+            reserved, wait = await self.store.call(
+                "reserve", self.key, self.interval, self.window
+            )
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if reserved:
+                return
 
 
 class SharedConcurrency(AdaptiveConcurrency):
@@ -345,6 +364,10 @@ class SharedConcurrency(AdaptiveConcurrency):
         self.seen = level
 
     async def aclose(self) -> None:
+        # A burst announced as the run ends still slows the others: let its
+        # announcement reach the store (the stores' calls have timeouts).
+        if self.pending:
+            await asyncio.wait(set(self.pending), timeout=ANNOUNCE_GRACE)
         for task in self.pending:
             task.cancel()
         await asyncio.gather(*self.pending, return_exceptions=True)
