@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from channels.db import database_sync_to_async
 from django.db import connection
 
 from runs.executor import shared_limits, store
@@ -33,9 +34,9 @@ from runs.executor.shared_limits import (
     SharedConcurrency,
     limit_key,
 )
-from runs.models import Result, Run, RunStatus
+from runs.models import Project, Result, Run, RunStatus
 from runs.testing.fake_openai import FakeOpenAIServer, Stats
-from tests.factories import arithmetic_items
+from tests.factories import arithmetic_items, make_dataset
 from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -201,7 +202,7 @@ def execute_shards(run: Run, ranges: list[tuple[int, int]]) -> list[str]:
     """Execute shards of ``run`` at once, as separate executors would."""
 
     async def together() -> list[str]:
-        spec = await asyncio.to_thread(store.run_claim, run.pk)
+        spec = await database_sync_to_async(store.run_claim)(run.pk)
         assert spec is not None
         shards = [Execution(spec, index_range=r) for r in ranges]
         return list(await asyncio.gather(*(s.execute() for s in shards)))
@@ -394,13 +395,22 @@ SHARED_STORES = [
 
 @pytest.mark.parametrize("redis_url", SHARED_STORES)
 def test_two_processes_send_at_most_the_limit_together(
-    make_run, fake_openai: FakeOpenAIServer, tmp_path: Path, redis_url: str
+    make_run,
+    project: Project,
+    fake_openai: FakeOpenAIServer,
+    tmp_path: Path,
+    redis_url: str,
 ) -> None:
     needs_postgresql()
     # 600 a minute: ten a second, in bursts of at most a second's worth.
     runs = [
-        make_run(arithmetic_items(25), rate_limit_rpm=600, concurrency=8)
-        for _ in range(2)
+        make_run(
+            arithmetic_items(25),
+            dataset=make_dataset(project, arithmetic_items(25), name=name),
+            rate_limit_rpm=600,
+            concurrency=8,
+        )
+        for name in ("first", "second")
     ]
 
     done = run_in_processes(runs, tmp_path, redis_url=redis_url)
@@ -417,13 +427,24 @@ def test_two_processes_send_at_most_the_limit_together(
 
 @pytest.mark.parametrize("redis_url", SHARED_STORES)
 def test_a_burst_of_429s_seen_by_one_process_slows_another(
-    make_run, fake_openai: FakeOpenAIServer, tmp_path: Path, redis_url: str
+    make_run,
+    project: Project,
+    fake_openai: FakeOpenAIServer,
+    tmp_path: Path,
+    redis_url: str,
 ) -> None:
     needs_postgresql()
+    busy = arithmetic_items(6, marker="[[status:429]]")
     throttled = make_run(
-        arithmetic_items(6, marker="[[status:429]]"), max_attempts=1, concurrency=3
+        busy,
+        dataset=make_dataset(project, busy, name="busy"),
+        max_attempts=1,
+        concurrency=3,
     )
-    later = make_run(arithmetic_items(8, marker="[[latency:400]]"), concurrency=8)
+    slow = arithmetic_items(8, marker="[[latency:400]]")
+    later = make_run(
+        slow, dataset=make_dataset(project, slow, name="slow"), concurrency=8
+    )
 
     first = run_in_processes([throttled], tmp_path, redis_url=redis_url)
     assert first[0].stdout.strip() == RunStatus.FAILED, first[0].stderr[-2000:]
