@@ -355,15 +355,16 @@ class Execution:
                     cancelled = await heartbeat(
                         self.spec.id, throttle_limit=limit, in_flight=self.in_flight
                     )
-                    if self.options.cost_budget is not None:
-                        # Other executors of the run spend from the same budget.
-                        self.spent = max(self.spent, await run_spent(self.spec.id))
-                        self.check_budget()
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)
                 else:
                     cancelled = await cancel_requested(self.spec.id)
+                if self.options.cost_budget is not None and not self.draining:
+                    # Other executors of the run (its shards) spend from the
+                    # same budget: read it as often as cancels, not heartbeats.
+                    self.spent = max(self.spent, await run_spent(self.spec.id))
+                    self.check_budget()
             except DatabaseError as exc:  # the writer decides when storage is gone
                 logger.warning("run %s: heartbeat failed: %s", self.spec.id, exc)
                 continue

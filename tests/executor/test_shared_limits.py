@@ -454,3 +454,20 @@ def test_a_burst_of_429s_seen_by_one_process_slows_another(
     assert second[0].stdout.strip() == RunStatus.COMPLETED, second[0].stderr[-2000:]
     # Without the other's 429s it would hold all 8 calls in flight at once.
     assert fake_openai.stats.max_in_flight <= 4 + 1
+
+
+def test_shards_of_a_run_stop_at_its_one_cost_budget(make_run, settings) -> None:
+    settings.EVALSITE_PRICES = {"fake": (1000.0, 3000.0)}
+    item_cost = 0.008  # "What is 1 + 2?": 5 prompt words, "3" one completion
+    items = arithmetic_items(60, marker="[[latency:400]]")
+    budget = 10 * item_cost
+    run = make_run(items, concurrency=1, cost_budget=budget)
+
+    execute_shards(run, [(0, 30), (30, 60)])
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED and run.skipped > 0
+    # Each shard alone would spend the budget: twenty items or more. Together
+    # they pass it by what was in flight or not yet read from the run.
+    assert budget <= run.cost < 2 * budget
+    assert run.processed < 20
