@@ -1,6 +1,7 @@
 """The database side of the limits shared across processes (shared_limits.py).
 
-Plain sync functions, each one statement (so one transaction), called through
+Plain sync functions, each one statement (so one transaction; a call told to
+ask again later reads when in a second statement), called through
 ``database_sync_to_async``. The rate and back-off functions are for
 PostgreSQL (its clock and ``INSERT ... ON CONFLICT`` make them atomic across
 machines); the retry budget works on any database.
@@ -8,10 +9,9 @@ machines); the retry budget works on any database.
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import F
 
-from runs.executor.limits import reservation
 from runs.models import RateBucket, Run
 
 TABLE = RateBucket._meta.db_table
@@ -19,12 +19,16 @@ TABLE = RateBucket._meta.db_table
 NOW = "EXTRACT(EPOCH FROM clock_timestamp())::float8"
 MAX_LEVEL = 16  # halvings beyond this change nothing (the limit is 1 by then)
 
-BUCKET = f"""
-INSERT INTO {TABLE} (key, tat, level, last, until) VALUES (%s, 0, 0, 0, 0)
-ON CONFLICT (key) DO NOTHING
+# The bucket's maths (``limits.reservation``) in one statement: the place is
+# taken only when it is near enough (else no row comes back).
+RESERVE = f"""
+INSERT INTO {TABLE} AS b (key, tat, level, last, until)
+VALUES (%(key)s, {NOW} + %(interval)s, 0, 0, 0)
+ON CONFLICT (key) DO UPDATE SET tat = GREATEST(b.tat, {NOW}) + %(interval)s
+WHERE GREATEST(b.tat, {NOW}) + %(interval)s - {NOW} - %(window)s <= %(window)s
+RETURNING tat - {NOW} - %(window)s
 """
-LOCK = f"SELECT tat, {NOW} FROM {TABLE} WHERE key = %s FOR UPDATE"
-MOVE = f"UPDATE {TABLE} SET tat = %s WHERE key = %s"
+AHEAD = f"SELECT tat - {NOW} FROM {TABLE} WHERE key = %s"
 
 BACKOFF_RAISE = f"""
 INSERT INTO {TABLE} AS b (key, tat, level, last, until)
@@ -53,14 +57,14 @@ SELECT CASE WHEN until > {NOW} THEN level ELSE 0 END FROM {TABLE} WHERE key = %s
 def bucket_reserve(key: str, interval: float, window: float) -> tuple[bool, float]:
     """Take a call's place in the target's bucket if it is near enough;
     returns whether it was taken and how long to wait (``reservation``)."""
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(BUCKET, [key])
-        cursor.execute(LOCK, [key])
-        tat, now = cursor.fetchone()
-        answer = reservation(tat, now, interval, window)
-        if answer.tat is not None:
-            cursor.execute(MOVE, [answer.tat, key])
-    return answer.reserved, answer.wait
+    with connection.cursor() as cursor:
+        cursor.execute(RESERVE, {"key": key, "interval": interval, "window": window})
+        row = cursor.fetchone()
+        if row is not None:
+            return True, float(row[0])
+        cursor.execute(AHEAD, [key])  # the queue is full: when to ask again
+        ahead = float(cursor.fetchone()[0])
+    return False, max(ahead + interval - 2 * window, 0.0)
 
 
 def backoff_raise(key: str, *, cooldown: float, hold: float) -> int:
