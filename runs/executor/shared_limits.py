@@ -117,7 +117,12 @@ def limit_key(spec_target_id: int | None, kind: str, config: dict[str, Any]) -> 
     draws from), hashed; a configuration without those is hashed whole.
     """
     if spec_target_id is not None:
-        return f"target:{spec_target_id}"
+        # Ids are per database: two installations may share one Redis.
+        where = connection.settings_dict
+        place = f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
+        place += str(where.get("NAME"))
+        database = hashlib.sha256(place.encode()).hexdigest()[:12]
+        return f"target:{database}:{spec_target_id}"
     identity = {name: config[name] for name in ENDPOINT_FIELDS if name in config}
     text = json.dumps([kind, identity or config], sort_keys=True, default=str)
     return "endpoint:" + hashlib.sha256(text.encode()).hexdigest()[:40]

@@ -89,7 +89,9 @@ def test_runs_with_different_limits_take_their_own_share_of_one_bucket() -> None
 
 def test_a_saved_target_is_the_key_else_the_endpoint() -> None:
     config = {"base_url": "http://a.example/v1", "model": "m", "temperature": 0}
-    assert limit_key(7, "openai_chat", config) == "target:7"
+    saved = limit_key(7, "openai_chat", config)
+    assert saved.startswith("target:") and saved.endswith(":7")
+    assert saved != limit_key(8, "openai_chat", config)
     same = limit_key(None, "openai_chat", {**config, "temperature": 1})
     assert same == limit_key(None, "openai_chat", config)
     other = limit_key(None, "openai_chat", {**config, "model": "n"})
