@@ -350,9 +350,14 @@ print(asyncio.run(execute_run(int(sys.argv[3]))))
 
 
 def run_in_processes(
-    runs: list[Run], tmp_path: Path, *, redis_url: str
+    runs: list[Run],
+    tmp_path: Path,
+    *,
+    redis_url: str,
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[subprocess.CompletedProcess]:
-    """Execute each run in a process of its own, all starting at one moment."""
+    """Execute each run in a process of its own, all starting at one moment;
+    ``meanwhile`` is called again and again while they run."""
     env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
     env.update(
         DJANGO_SETTINGS_MODULE="evalsite.settings",
@@ -365,34 +370,37 @@ def run_in_processes(
     go = tmp_path / f"go-{uuid.uuid4().hex}"
     workers = []
     for run in runs:
-        ready = tmp_path / f"ready-{run.pk}"
+        ready, out = tmp_path / f"ready-{run.pk}", tmp_path / f"out-{run.pk}"
         command = [sys.executable, "-c", WORKER, str(ready), str(go), str(run.pk)]
-        workers.append(
-            (
-                ready,
-                subprocess.Popen(
-                    command,
-                    cwd=ROOT,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                ),
+        with open(out, "w") as stdout, open(f"{out}.err", "w") as stderr:
+            process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=stdout, stderr=stderr
             )
-        )
+        workers.append((ready, out, process))
     deadline = time.monotonic() + 60
-    while not all(ready.exists() for ready, _ in workers):
+    while not all(ready.exists() for ready, _, _ in workers):
         assert time.monotonic() < deadline, "the workers did not start"
-        assert all(w.poll() is None for _, w in workers), "a worker exited"
+        assert all(w.poll() is None for _, _, w in workers), "a worker exited"
         time.sleep(0.05)
     go.touch()
-    done = []
-    for _, worker in workers:
-        out, err = worker.communicate(timeout=120)
-        done.append(
-            subprocess.CompletedProcess(worker.args, worker.returncode, out, err)
+    deadline = time.monotonic() + 120
+    while any(w.poll() is None for _, _, w in workers):
+        if time.monotonic() > deadline:
+            for _, _, worker in workers:
+                worker.kill()
+            raise AssertionError("the workers did not end")
+        if meanwhile is not None:
+            meanwhile()
+        time.sleep(0.02)
+    return [
+        subprocess.CompletedProcess(
+            worker.args,
+            worker.returncode,
+            out.read_text(),
+            Path(f"{out}.err").read_text(),
         )
-    return done
+        for _, out, worker in workers
+    ]
 
 
 def most_in_any(arrivals: list[float], seconds: float) -> int:
@@ -490,3 +498,52 @@ def test_shards_of_a_run_stop_at_its_one_cost_budget(make_run, settings) -> None
     # they pass it by what was in flight or not yet read from the run.
     assert budget <= run.cost < 2 * budget
     assert run.processed < 20
+
+
+@pytest.mark.parametrize("redis_url", SHARED_STORES)
+def test_a_429_burst_slows_a_process_already_running_on_the_target(
+    make_run,
+    project: Project,
+    fake_openai: FakeOpenAIServer,
+    tmp_path: Path,
+    redis_url: str,
+) -> None:
+    needs_postgresql()
+    slow = arithmetic_items(40, marker="[[latency:400]]")
+    running = make_run(
+        slow, dataset=make_dataset(project, slow, name="slow"), concurrency=8
+    )
+    busy = arithmetic_items(6, marker="[[status:429]]")
+    throttled = make_run(
+        busy,
+        dataset=make_dataset(project, busy, name="busy"),
+        max_attempts=1,
+        concurrency=3,
+    )
+    limits: set[int] = set()
+
+    def watch_the_running_one() -> None:
+        limit = Run.objects.values_list("throttle_limit", flat=True).get(pk=running.pk)
+        if limit is not None:
+            limits.add(limit)
+
+    done = run_in_processes(
+        [running, throttled],
+        tmp_path,
+        redis_url=redis_url,
+        meanwhile=watch_the_running_one,
+    )
+
+    assert [p.stdout.strip() for p in done] == [
+        RunStatus.COMPLETED,
+        RunStatus.FAILED,
+    ], [p.stderr[-2000:] for p in done]
+    statuses = {
+        attempt.get("http_status")
+        for attempts in Result.objects.filter(run=running).values_list(
+            "attempts", flat=True
+        )
+        for attempt in attempts
+    }
+    assert statuses == {200}  # it saw no 429 itself ...
+    assert limits and min(limits) <= 4  # ... and backed off to half
