@@ -1,7 +1,9 @@
 """What paces a run's calls: a request rate, adaptive concurrency, a retry budget.
 
 All three live on one event loop and change state only between awaits, so
-they need no locks beyond asyncio's own.
+they need no locks beyond asyncio's own. ``shared_limits.py`` makes the rate
+and the back-off hold per target across processes, and the retry budget per
+run; the bucket's maths (``reservation``) is here, one for every store.
 """
 
 from __future__ import annotations
