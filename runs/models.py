@@ -254,6 +254,9 @@ class Run(models.Model):
     in_flight = models.PositiveIntegerField(default=0)
     # Moves each time stored results are taken back for a retry in the run.
     revision = models.PositiveIntegerField(default=0)
+    # Retries spent out of the run's retry budget, by every executor of the
+    # run (its shards): counted here so that the budget is the run's.
+    retries_used = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -701,3 +704,22 @@ class ModelPrice(models.Model):
         return (
             f"{self.model}: ${self.prompt_per_million} / ${self.completion_per_million}"
         )
+
+
+class RateBucket(models.Model):
+    """What paces calls to one target across processes, when there is no Redis.
+
+    ``tat`` is the token bucket's theoretical arrival time (GCRA), in seconds
+    of the database's clock; ``level`` counts the halvings of concurrency that
+    a burst of 429s announced, in force until ``until``
+    (``runs/executor/shared_limits.py``).
+    """
+
+    key = models.CharField(max_length=100, primary_key=True)
+    tat = models.FloatField(default=0.0)
+    level = models.PositiveIntegerField(default=0)
+    last = models.FloatField(default=0.0)
+    until = models.FloatField(default=0.0)
+
+    def __str__(self) -> str:
+        return self.key

@@ -654,6 +654,7 @@ def run_retry(
         locked.executor_id = ""
         locked.throttle_limit = None
         locked.in_flight = 0
+        locked.retries_used = 0  # a retry pass has the whole retry budget again
         locked.revision += 1
         locked.save()
     if launch:

@@ -36,6 +36,7 @@ from runs.errors import ConfigError
 from runs.executor import store
 from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
+from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result
 from runs.pricing import PriceTable, configured_model, usd, use_prices
@@ -137,6 +138,7 @@ class Execution:
         self.spent = spec.cost
         self.draining = False
         self.prices = PriceTable.from_json(spec.prices)
+        self.pacing: Pacing | None = None
 
     # -- stopping ----------------------------------------------------------------
 
@@ -343,6 +345,8 @@ class Execution:
                     await self.stop_event.wait()
             if self.stop_event.is_set():
                 return
+            if self.pacing is not None:
+                await self.pacing.sync()
             limit = self.throttle_limit()
             due = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
             try:
@@ -351,15 +355,16 @@ class Execution:
                     cancelled = await heartbeat(
                         self.spec.id, throttle_limit=limit, in_flight=self.in_flight
                     )
-                    if self.options.cost_budget is not None:
-                        # Other executors of the run spend from the same budget.
-                        self.spent = max(self.spent, await run_spent(self.spec.id))
-                        self.check_budget()
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)
                 else:
                     cancelled = await cancel_requested(self.spec.id)
+                if self.options.cost_budget is not None and not self.draining:
+                    # Other executors of the run (its shards) spend from the
+                    # same budget: read it as often as cancels, not heartbeats.
+                    self.spent = max(self.spent, await run_spent(self.spec.id))
+                    self.check_budget()
             except DatabaseError as exc:  # the writer decides when storage is gone
                 logger.warning("run %s: heartbeat failed: %s", self.spec.id, exc)
                 continue
@@ -403,13 +408,25 @@ class Execution:
             prices=self.prices,
             model=configured_model(self.spec.target_config),
         )
+        # The target's rate and back-off and the run's retry budget, shared
+        # with every other executor of any run (shared_limits.py).
+        self.pacing = Pacing(
+            run_id=self.spec.id,
+            key=limit_key(
+                self.spec.target_id, self.spec.target_kind, self.spec.target_config
+            ),
+            options=self.options,
+        )
+        self.pacing.fit(self.runner)
         await events.publish_run_update(self.spec.id)
         self.check_budget()  # resumed with the budget already spent
         try:
+            await self.pacing.sync()  # a target backing off already: start slower
             # Tasks made in here inherit the run's prices (a judge's cost_of).
             with use_prices(self.prices):
                 return await self.run_workers()
         finally:
+            await self.pacing.aclose()
             await target.aclose()
             for scorer in scorers:
                 close = getattr(scorer, "aclose", None)

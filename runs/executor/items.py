@@ -140,7 +140,7 @@ class ItemRunner:
             self.record_failure(record, attempt, failure)
             if failure.kind not in RETRYABLE or number == options.max_attempts:
                 return
-            if not self.budget.spend():
+            if not await self.budget.take():
                 attempt["note"] = "the run's retry budget is spent: not retried"
                 return
             await asyncio.sleep(self.backoff(number, failure.retry_after))

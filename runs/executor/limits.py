@@ -1,7 +1,9 @@
 """What paces a run's calls: a request rate, adaptive concurrency, a retry budget.
 
 All three live on one event loop and change state only between awaits, so
-they need no locks beyond asyncio's own.
+they need no locks beyond asyncio's own. ``shared_limits.py`` makes the rate
+and the back-off hold per target across processes, and the retry budget per
+run; the bucket's maths (``reservation``) is here, one for every store.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 
 from runs.models import ErrorKind
 
@@ -107,8 +110,13 @@ class AdaptiveConcurrency:
                     self.changed.notify_all()
 
     def throttled(self) -> None:
+        if self.burst():
+            self.decrease()
+
+    def burst(self) -> bool:
+        """Count a 429; True when it completes a burst that calls for a halving."""
         if not self.adaptive:
-            return
+            return False
         now = time.monotonic()
         self.successes = 0
         self.throttles.append(now)
@@ -116,9 +124,14 @@ class AdaptiveConcurrency:
             self.throttles.popleft()
         burst = len(self.throttles) >= THROTTLE_BURST
         if burst and now - self.last_decrease >= THROTTLE_COOLDOWN:
-            self.limit = max(1, self.limit // 2)
             self.last_decrease = now
             self.throttles.clear()
+            return True
+        return False
+
+    def decrease(self, times: int = 1) -> None:
+        for _ in range(times):
+            self.limit = max(1, self.limit // 2)
 
     def succeeded(self) -> None:
         if self.limit >= self.maximum:
@@ -142,3 +155,30 @@ class RetryBudget:
             return False
         self.left -= 1
         return True
+
+    async def take(self) -> bool:
+        """``spend`` as the item runner calls it (a shared budget must await)."""
+        return self.spend()
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    tat: float | None
+    wait: float  # seconds: until the call may go, or until it may ask again
+    reserved: bool
+
+
+def reservation(tat: float, now: float, interval: float, window: float) -> Reserved:
+    """The bucket's maths, for every store.
+
+    A call may go once the bucket's time is no more than ``window`` ahead of
+    now. It takes its place (moves the time on by its interval) only when
+    that place is at most one more window away: the queue of places taken is
+    bounded, so callers that are cancelled or killed while they wait waste at
+    most two windows of the target's calls; the others ask again later.
+    """
+    tat = max(tat, now)
+    wait = tat + interval - now - window
+    if wait > window:
+        return Reserved(None, wait - window, reserved=False)
+    return Reserved(tat + interval, wait, reserved=True)

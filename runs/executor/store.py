@@ -59,6 +59,9 @@ class RunSpec:
     # What the run has cost so far, and its frozen price table (pricing.py).
     cost: float = 0.0
     prices: dict[str, Any] = field(default_factory=dict)
+    # The saved target the run was made from, if any: what its rate limit is
+    # shared by (shared_limits.py).
+    target_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +189,7 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         errored=run.errored,
         cost=run.cost,
         prices=run.prices or {},
+        target_id=run.target_id,
     )
 
 

@@ -149,6 +149,8 @@ class Stats:
     prompts: Counter[str] = field(default_factory=Counter)
     authorization: set[str] = field(default_factory=set)
     last_request: dict[str, Any] | None = None  # the body, as JSON
+    # When each request arrived (time.monotonic()), to measure a rate.
+    arrivals: list[float] = field(default_factory=list)
 
 
 class FakeOpenAIServer:
@@ -272,6 +274,7 @@ class FakeOpenAIServer:
         except (ValueError, KeyError, IndexError, TypeError):
             return self.http(400, {"error": {"message": "bad request body"}})
         self.stats.requests += 1
+        self.stats.arrivals.append(time.monotonic())
         self.stats.last_request = request
         self.stats.prompts[prompt] += 1
         self.stats.in_flight += 1
