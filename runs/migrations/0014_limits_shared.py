@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0012_cost"),
+        ("runs", "0013_verdicts"),
     ]
 
     operations = [
