@@ -137,12 +137,18 @@ class LocalLauncher:
 orphaned_runs = database_sync_to_async(store.orphaned_runs)
 
 _launcher: LocalLauncher | None = None
+_distributed: Any = None
 
 
-def get_launcher() -> LocalLauncher:
-    global _launcher
+def get_launcher() -> Any:
+    """The launcher of ``EVALSITE_EXECUTOR``: local, or procrastinate's."""
+    global _launcher, _distributed
+    if settings.EVALSITE_EXECUTOR == "procrastinate":
+        if _distributed is None:
+            from runs.executor.distributed import ProcrastinateLauncher
+
+            _distributed = ProcrastinateLauncher()
+        return _distributed
     if _launcher is None:
-        if settings.EVALSITE_EXECUTOR != "local":
-            raise NotImplementedError(settings.EVALSITE_EXECUTOR)
         _launcher = LocalLauncher()
     return _launcher
