@@ -257,9 +257,7 @@ SESSION_CACHE_ALIAS = "sessions"
 # Which launcher executes runs: "local" runs them inside the server process;
 # "procrastinate" splits them into shards that `manage.py evalworker`
 # processes execute, on any number of machines (README, "Scaling out").
-EVALSITE_EXECUTOR = env_choice(
-    "EVALSITE_EXECUTOR", "local", ("local", "procrastinate")
-)
+EVALSITE_EXECUTOR = env_choice("EVALSITE_EXECUTOR", "local", ("local", "procrastinate"))
 # Resume runs left "running" when the server starts (embedded mode).
 EVALSITE_RESUME_ON_START = env_bool("EVALSITE_RESUME_ON_START", default=True)
 

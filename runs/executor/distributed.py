@@ -172,6 +172,7 @@ class ProcrastinateLauncher:
 
 # -- the worker -------------------------------------------------------------------
 
+
 async def recover_stalled(worker_app: Any, *, stall_seconds: float) -> None:
     """Retry the jobs of stalled workers, periodically (procrastinate's recipe).
 

@@ -58,9 +58,7 @@ def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
     ]
 
 
-def shards_replace(
-    run_id: int, ranges: list[tuple[int, int]]
-) -> list[RunShard] | None:
+def shards_replace(run_id: int, ranges: list[tuple[int, int]]) -> list[RunShard] | None:
     """The run's new shards (its ended ones are forgotten); None while some
     are still pending or running (the run is being executed)."""
     with transaction.atomic():

@@ -114,7 +114,9 @@ def test_run_completes_across_a_database_restart(
     run_id = int(detached.stdout.strip())  # --detach: the run id, at once
 
     def stored() -> set[int]:
-        rows = cluster.query(f"SELECT item_index FROM runs_result WHERE run_id={run_id}")
+        rows = cluster.query(
+            f"SELECT item_index FROM runs_result WHERE run_id={run_id}"
+        )
         return {index for (index,) in rows}
 
     wait_for(lambda: len(stored()) >= 3 * SHARD_SIZE, what="some results stored")
@@ -125,7 +127,9 @@ def test_run_completes_across_a_database_restart(
 
     def ended() -> str | None:
         try:
-            (status,) = cluster.query(f"SELECT status FROM runs_run WHERE id={run_id}")[0]
+            (status,) = cluster.query(f"SELECT status FROM runs_run WHERE id={run_id}")[
+                0
+            ]
         except psycopg.OperationalError:
             return None
         return status if status not in ("pending", "running") else None

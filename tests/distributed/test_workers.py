@@ -33,7 +33,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def distributed_run(
-    project: Project, fake: FakeOpenAIServer, items: list[dict[str, Any]], **options: Any
+    project: Project,
+    fake: FakeOpenAIServer,
+    items: list[dict[str, Any]],
+    **options: Any,
 ) -> Run:
     return services.run_create(
         user=None,
@@ -137,7 +140,9 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
     workers.wait_registered(2)
     run = distributed_run(project, fake_openai, fast + hanging, concurrency=4)
     wait_for(lambda: fake_openai.stats.in_flight >= 8, what="both workers hanging")
-    assert len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
+    assert (
+        len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
+    )
 
     services.run_cancel(run=run)
     started = time.monotonic()
@@ -201,9 +206,56 @@ def test_web_server_never_executes_a_distributed_run(
         assert fake_openai.stats.requests == 0
         run.refresh_from_db()
         assert run.processed == 0
-        assert set(RunShard.objects.filter(run=run).values_list("status", flat=True)) == {
-            RunShard.Status.PENDING
-        }
+        assert set(
+            RunShard.objects.filter(run=run).values_list("status", flat=True)
+        ) == {RunShard.Status.PENDING}
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(10)
+
+
+def test_stopped_worker_finishes_its_shard_and_takes_no_other(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(2 * SHARD_SIZE, marker="[[latency:500]]")
+    (first,) = workers.start(1)
+    workers.wait_registered(1)
+    run = distributed_run(project, fake_openai, items, concurrency=10)
+    wait_for(lambda: fake_openai.stats.in_flight >= 10, what="a shard in flight")
+
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+
+    finished, waiting = RunShard.objects.filter(run=run).order_by("start")
+    assert (finished.status, finished.claims) == (RunShard.Status.DONE, 1)
+    assert waiting.status == RunShard.Status.PENDING and waiting.claims == 0
+    workers.start(1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert set(fake_openai.stats.prompts.values()) == {1}  # nothing ran twice
+
+
+def test_worker_stopped_twice_hands_its_shard_back(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(2 * SHARD_SIZE, marker="[[latency:1500]]")
+    (first,) = workers.start(1)
+    workers.wait_registered(1)
+    run = distributed_run(project, fake_openai, items, concurrency=10)
+    wait_for(lambda: fake_openai.stats.in_flight >= 10, what="a shard in flight")
+
+    first.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    first.send_signal(signal.SIGTERM)  # at once, without waiting for the calls
+    assert first.wait(30) == 0
+
+    shard = RunShard.objects.filter(run=run).order_by("start").first()
+    assert (shard.status, shard.worker, shard.claims) == ("pending", "", 1)
+    assert run.results.count() == 0  # none half done, none marked cancelled
+    workers.start(1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert run.results.count() == len(items)
+    one_result_per_item(run)
+    repeated = sum(n - 1 for n in fake_openai.stats.prompts.values())
+    assert 0 < repeated <= SHARD_SIZE  # the handed-back calls, asked again
