@@ -14,6 +14,10 @@ options come from the plug-ins' and ``RunOptions``' declarations: a flag per
 parameter, ``--target-config JSON`` for a whole configuration, and
 ``--scorer KIND``, ``--scorer KIND:JSON`` or ``--scorer NAME=KIND:JSON``.
 
+In the distributed mode (``EVALSITE_EXECUTOR=procrastinate``) the run is
+deferred to workers and followed until it ends; ``--detach`` prints its id
+and returns at once.
+
 The first line on stderr is ``run <id> started``. With ``--json`` one JSON
 object goes to stdout. Exit codes: 0 when the run ends completed,
 completed_with_errors or cancelled; 1 when it ends failed; 2 for bad
