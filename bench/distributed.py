@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -224,6 +225,7 @@ def main() -> None:
         fake.send_signal(signal.SIGTERM)
         fake.wait(10)
         scratch.drop()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def kill_run(
