@@ -136,6 +136,7 @@ class LocalLauncher:
 
 orphaned_runs = database_sync_to_async(store.orphaned_runs)
 
+
 class Launcher(Protocol):
     """What services ask of a launcher, whichever executes the runs."""
 
