@@ -259,3 +259,26 @@ def test_worker_stopped_twice_hands_its_shard_back(
     one_result_per_item(run)
     repeated = sum(n - 1 for n in fake_openai.stats.prompts.values())
     assert 0 < repeated <= SHARD_SIZE  # the handed-back calls, asked again
+
+
+def test_retry_defers_only_the_shards_with_items_to_run_again(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(3 * SHARD_SIZE)
+    broken = [SHARD_SIZE + 3, SHARD_SIZE + 7]  # two items of the second shard
+    for index in broken:
+        items[index]["input"] += "[[status:400]]"
+    workers.start(2)
+    run = distributed_run(project, fake_openai, items, max_attempts=1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED_WITH_ERRORS and run.failed == 2
+
+    services.run_retry(run=run, user=None, statuses=["failed"])
+
+    (shard,) = RunShard.objects.filter(run=run)
+    assert (shard.start, shard.stop) == (SHARD_SIZE + 3, SHARD_SIZE + 8)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED_WITH_ERRORS
+    assert run.processed == run.total == len(items)
+    asked = fake_openai.stats.prompts
+    assert sorted(n for n in asked.values() if n > 1) == [2, 2]  # only those
