@@ -157,18 +157,29 @@ def shard_finish(
     cancelled: bool,
     error: str = "",
     drained: bool = False,
+    executor_id: str | None = EXECUTOR_ID,
 ) -> str:
     """End the shard; the last shard of the run ends the run. Returns the
-    run's status ("running" while other shards remain)."""
+    run's status ("running" while other shards remain).
+
+    Only the shard's holder ends it (``executor_id``; None: whoever holds
+    it): an executor whose shard was taken over (it was seen as stalled)
+    leaves the end to the one that took it.
+    """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
-        RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).update(
+        shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE)
+        if executor_id is not None:
+            shard = shard.filter(worker__in=[executor_id, ""])
+        ended = shard.update(
             status=RunShard.Status.CANCELLED if cancelled else RunShard.Status.DONE,
             heartbeat_at=timezone.now(),
             in_flight=0,
         )
         if run.is_final:
             return run.status
+        if not ended and RunShard.objects.filter(pk=shard_id, status__in=ACTIVE):
+            return RunStatus.RUNNING  # another executor holds it now
         if error and not run.error:
             # The run fails when it ends; its other shards go on meanwhile.
             Run.objects.filter(pk=run_id).update(error=error)
@@ -233,7 +244,7 @@ def shard_settle(shard_id: int) -> str | None:
     run = Run.objects.get(pk=shard.run_id)
     if not (run.cancel_requested or run.is_final):
         return None
-    return shard_finish(shard_id, run_id=run.pk, cancelled=True)
+    return shard_finish(shard_id, run_id=run.pk, cancelled=True, executor_id=None)
 
 
 def shards_settle_stalled(*, stale_seconds: float) -> list[int]:
@@ -247,6 +258,7 @@ def shards_settle_stalled(*, stale_seconds: float) -> list[int]:
         heartbeat_at__lt=stale,
         run__cancel_requested=True,
     ).values_list("pk", "run_id"):
-        if shard_finish(shard_id, run_id=run_id, cancelled=True) != RunStatus.RUNNING:
+        status = shard_finish(shard_id, run_id=run_id, cancelled=True, executor_id=None)
+        if status != RunStatus.RUNNING:
             ended.append(run_id)
     return ended

@@ -282,3 +282,16 @@ def test_retry_defers_only_the_shards_with_items_to_run_again(
     assert run.processed == run.total == len(items)
     asked = fake_openai.stats.prompts
     assert sorted(n for n in asked.values() if n > 1) == [2, 2]  # only those
+
+
+def test_runs_go_on_while_redis_is_unavailable(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    from tests.processes import free_port
+
+    # Nothing listens there: every progress message fails, the run does not.
+    workers.start(2, env=worker_env(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"))
+    run = distributed_run(project, fake_openai, arithmetic_items(2 * SHARD_SIZE))
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert run.succeeded == run.total

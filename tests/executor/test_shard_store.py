@@ -131,3 +131,21 @@ def test_heartbeats_of_shards_add_up_on_the_run(run: Run) -> None:
     assert run.in_flight == 7
     assert run.alive
     assert run.executor_id == ""  # no worker holds the whole run
+
+
+@pytest.mark.django_db
+def test_an_executor_whose_shard_was_taken_over_does_not_end_it(run: Run) -> None:
+    (only,) = shards(run, (0, 10))
+    shard_store.shard_claim(only.pk, executor_id="host:1:a")
+    shard_store.shard_claim(only.pk, executor_id="host:2:b")  # a. was stalled
+    status = shard_store.shard_finish(
+        only.pk, run_id=run.pk, cancelled=False, executor_id="host:1:a"
+    )
+    assert status == RunStatus.RUNNING
+    only.refresh_from_db()
+    assert (only.status, only.worker) == (RunShard.Status.RUNNING, "host:2:b")
+    store_outcomes(run, [{}] * 10)
+    status = shard_store.shard_finish(
+        only.pk, run_id=run.pk, cancelled=False, executor_id="host:2:b"
+    )
+    assert status == RunStatus.COMPLETED
