@@ -56,6 +56,7 @@ _running: dict[int, asyncio.Task[str | None]] = {}
 
 release_shard = database_sync_to_async(shard_store.shard_release)
 settle_shard = database_sync_to_async(shard_store.shard_settle)
+end_shard = database_sync_to_async(shard_store.shard_finish)
 
 
 @app.task(
@@ -88,17 +89,30 @@ async def execute_shard(
                 status = await asyncio.shield(inner)
                 break
             except asyncio.CancelledError:
-                if (
-                    not inner.done()
-                    and context.abort_reason() == AbortReason.USER_REQUEST
-                    and execution
-                ):
+                cancel = context.abort_reason() == AbortReason.USER_REQUEST
+                if cancel and execution and not inner.done():
                     # A cancel: the shard stops as the run's cancel stops it
                     # (results kept), and ends; wait for that.
                     execution[0].request_cancel()
                     continue
                 await _hand_back(inner, shard_id)
+                if cancel:  # cancelled before it started: it ends here
+                    return await settle_shard(shard_id)
                 raise ShardHandedBack(f"shard {shard_id} of run {run_id}") from None
+    except (ShardHandedBack, DatabaseError, StorageUnavailable):
+        raise  # the job is retried; the shard goes on where it stopped
+    except Exception as exc:
+        # A bug must not leave the shard running forever: the run fails when
+        # its last shard ends, with the error.
+        logger.error("shard %s of run %s crashed", shard_id, run_id, exc_info=exc)
+        await end_shard(
+            shard_id,
+            run_id=run_id,
+            cancelled=False,
+            error=f"executor error: {type(exc).__name__}: {exc}",
+            executor_id=None,
+        )
+        raise
     finally:
         _running.pop(shard_id, None)
     if status is None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import Count, F, Sum
+from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
 from runs.executor import store
@@ -248,16 +248,17 @@ def shard_settle(shard_id: int) -> str | None:
 
 
 def shards_settle_stalled(*, stale_seconds: float) -> list[int]:
-    """End the running shards of cancelled runs whose worker stopped beating:
-    their job is not retried (procrastinate fails an aborted job instead), so
-    nothing else would end them. Returns the runs that ended."""
+    """End the shards of cancelled runs that no worker executes (its worker
+    stopped beating, or it was handed back): their job is not retried
+    (procrastinate fails an aborted job instead), so nothing else would end
+    them. Returns the runs that ended."""
     stale = timezone.now() - timedelta(seconds=stale_seconds)
     ended = []
-    for shard_id, run_id in RunShard.objects.filter(
-        status=RunShard.Status.RUNNING,
-        heartbeat_at__lt=stale,
-        run__cancel_requested=True,
-    ).values_list("pk", "run_id"):
+    for shard_id, run_id in (
+        RunShard.objects.filter(status__in=ACTIVE, run__cancel_requested=True)
+        .filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+        .values_list("pk", "run_id")
+    ):
         status = shard_finish(shard_id, run_id=run_id, cancelled=True, executor_id=None)
         if status != RunStatus.RUNNING:
             ended.append(run_id)

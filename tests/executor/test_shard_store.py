@@ -149,3 +149,18 @@ def test_an_executor_whose_shard_was_taken_over_does_not_end_it(run: Run) -> Non
         only.pk, run_id=run.pk, cancelled=False, executor_id="host:2:b"
     )
     assert status == RunStatus.COMPLETED
+
+
+@pytest.mark.django_db
+def test_a_cancelled_run_whose_shards_no_worker_executes_ends(run: Run) -> None:
+    lost, handed_back = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(lost.pk, executor_id="host:1:a")
+    shard_store.shard_claim(handed_back.pk, executor_id="host:2:b")
+    shard_store.shard_release(handed_back.pk, executor_id="host:2:b")
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    assert shard_store.shards_settle_stalled(stale_seconds=60) == []  # a. beats
+
+    RunShard.objects.filter(pk=lost.pk).update(heartbeat_at=None)  # a. died
+    assert shard_store.shards_settle_stalled(stale_seconds=60) == [run.pk]
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED
