@@ -37,7 +37,7 @@ def postgresql_bin() -> Path:
     """The server's programs: Debian keeps them out of PATH, by version."""
     found = shutil.which("initdb")
     if found:
-        return Path(found).parent
+        return Path(found).resolve().parent
     versions = sorted(
         Path("/usr/lib/postgresql").glob("*/bin"), key=lambda p: int(p.parent.name)
     )
