@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -40,6 +40,9 @@ from procrastinate.worker import Worker
 from runs import events
 from runs.executor import shard_store, store
 from runs.executor.engine import Execution, StorageUnavailable, execute_run
+
+if TYPE_CHECKING:
+    from runs.executor.launchers import LocalLauncher
 
 logger = logging.getLogger(__name__)
 
@@ -144,7 +147,7 @@ class ProcrastinateLauncher:
     """Defers runs as shard jobs; executes nothing in this process."""
 
     def __init__(self) -> None:
-        self.local: Any = None  # scoring passes still run in this process
+        self.local: LocalLauncher | None = None  # scoring passes run here
 
     def launch(self, run_id: int) -> None:
         ranges = shard_store.shard_ranges(run_id, size=settings.EVALSITE_SHARD_SIZE)
@@ -153,7 +156,7 @@ class ProcrastinateLauncher:
         with transaction.atomic():
             shards = shard_store.shards_replace(run_id, ranges)
             if shards is None:
-                return  # its shards are being executed
+                return  # its shards are being executed, or it has ended
             if not shards:
                 # Nothing needs work (every item has its results): it ends now.
                 store.run_finish(run_id, cancelled=False)

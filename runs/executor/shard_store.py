@@ -60,9 +60,12 @@ def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
 
 def shards_replace(run_id: int, ranges: list[tuple[int, int]]) -> list[RunShard] | None:
     """The run's new shards (its ended ones are forgotten); None while some
-    are still pending or running (the run is being executed)."""
+    are still pending or running (the run is being executed), or once the run
+    has ended (a retry or a resume makes it pending first)."""
     with transaction.atomic():
-        Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_final:
+            return None
         if RunShard.objects.filter(run_id=run_id, status__in=ACTIVE).exists():
             return None
         RunShard.objects.filter(run_id=run_id).delete()

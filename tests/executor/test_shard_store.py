@@ -164,3 +164,10 @@ def test_a_cancelled_run_whose_shards_no_worker_executes_ends(run: Run) -> None:
     assert shard_store.shards_settle_stalled(stale_seconds=60) == [run.pk]
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
+
+
+@pytest.mark.django_db
+def test_an_ended_run_gets_no_new_shards(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    assert shard_store.shards_replace(run.pk, [(0, 10)]) is None
+    assert not RunShard.objects.filter(run=run).exists()
