@@ -8,7 +8,7 @@ PORT ?= 8000
 # Extra Daphne options, e.g. -v 0 (no access log) or --access-log FILE.
 DAPHNE_ARGS ?=
 
-.PHONY: run test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis bench-code-exec clean
+.PHONY: run distributed test install install-test serve migrate demo lint format vendor bench bench-http bench-analysis bench-code-exec clean
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), "evalsite needs Python 3.12 or newer"'
@@ -37,6 +37,11 @@ demo: migrate
 run: demo
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/daphne -b $(HOST) -p $(PORT) $(DAPHNE_ARGS) evalsite.asgi:application
+
+# The distributed mode on this machine's PostgreSQL and Redis: a web server and
+# two workers (WORKERS=N for more; DATABASE_URL, REDIS_URL to choose others).
+distributed: install
+	BIN=$(BIN) HOST=$(HOST) PORT=$(PORT) ./scripts/distributed.sh
 
 test: install-test
 	./scripts/test.sh

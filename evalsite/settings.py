@@ -254,10 +254,47 @@ CACHES = {
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 SESSION_CACHE_ALIAS = "sessions"
 
-# Which launcher executes runs: "local" runs them inside the server process.
-EVALSITE_EXECUTOR = env_choice("EVALSITE_EXECUTOR", "local", ("local",))
+# Which launcher executes runs: "local" runs them inside the server process;
+# "procrastinate" splits them into shards that `manage.py evalworker`
+# processes execute, on any number of machines (README, "Scaling out").
+EVALSITE_EXECUTOR = env_choice("EVALSITE_EXECUTOR", "local", ("local", "procrastinate"))
 # Resume runs left "running" when the server starts (embedded mode).
 EVALSITE_RESUME_ON_START = env_bool("EVALSITE_RESUME_ON_START", default=True)
+
+# -- distributed execution (procrastinate) ---------------------------------------
+
+# procrastinate keeps its jobs in PostgreSQL: its app (and its tables) exist
+# only there, so SQLite installations migrate and run as before.
+_POSTGRES = DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+if _POSTGRES:
+    INSTALLED_APPS.insert(INSTALLED_APPS.index("runs"), "procrastinate.contrib.django")
+if EVALSITE_EXECUTOR == "procrastinate":
+    if not _POSTGRES:
+        raise ImproperlyConfigured(
+            "EVALSITE_EXECUTOR=procrastinate needs DATABASE_URL to name a "
+            "PostgreSQL database (postgres://...): its jobs live there"
+        )
+    if not REDIS_URL:
+        raise ImproperlyConfigured(
+            "EVALSITE_EXECUTOR=procrastinate needs REDIS_URL (redis://...): "
+            "workers publish live progress through it"
+        )
+# Items per shard: one procrastinate job each. A crash repeats at most one
+# shard's unstored items, and a run spreads over at most total/size workers.
+EVALSITE_SHARD_SIZE = env_int("EVALSITE_SHARD_SIZE", 500, minimum=10)
+if EVALSITE_SHARD_SIZE > 100_000:
+    raise ImproperlyConfigured(
+        f"EVALSITE_SHARD_SIZE must be at most 100000, not {EVALSITE_SHARD_SIZE}"
+    )
+# The procrastinate queue that shards are deferred to (evalworker --queues).
+EVALSITE_QUEUE = env_str("EVALSITE_QUEUE", "evalsite").strip() or "evalsite"
+# A worker that has not beaten for this long is stalled: its shards are given
+# to other workers (it beats every third of it).
+EVALSITE_STALL_SECONDS = env_int("EVALSITE_STALL_SECONDS", 30, minimum=2)
+# A worker told to stop (SIGTERM) finishes its shards for this long, then
+# hands back what is left; a second signal hands it back at once.
+EVALSITE_WORKER_GRACE_SECONDS = env_int("EVALSITE_WORKER_GRACE_SECONDS", 60, minimum=0)
+PROCRASTINATE_IMPORT_PATHS = ["runs.executor.distributed"]
 
 # Python callables that a `python` target may call, as dotted paths.
 EVALSITE_PYTHON_TARGETS = env_list(

@@ -723,3 +723,46 @@ class RateBucket(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class RunShard(models.Model):
+    """A range of a run's items, executed as one procrastinate job.
+
+    Many workers execute shards of one run at once, so the claim, the
+    heartbeat and the end are per shard; the run ends when its last shard does
+    (``runs/executor/shard_store.py``).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shards")
+    # Item indexes start <= index < stop.
+    start = models.PositiveIntegerField()
+    stop = models.PositiveIntegerField()
+    job_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    # The executor that holds it now (host:pid:token), and when it last beat.
+    worker = models.CharField(max_length=100, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Items its executor holds now, as of its last heartbeat (the run's
+    # in_flight is the sum over its running shards).
+    in_flight = models.PositiveIntegerField(default=0)
+    # How many times a worker claimed it: more than one after a crash or a
+    # hand-back.
+    claims = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "start"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "start"], name="unique_shard_start")
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} items {self.start}-{self.stop - 1}"

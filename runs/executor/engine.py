@@ -33,12 +33,12 @@ from django.utils import timezone
 from runs import events
 from runs.analysis.figures import run_figures_store
 from runs.errors import ConfigError
-from runs.executor import store
+from runs.executor import shard_store, store
 from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
-from runs.models import ErrorKind, Result
+from runs.models import ErrorKind, Result, RunStatus
 from runs.pricing import PriceTable, configured_model, usd, use_prices
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of
@@ -61,6 +61,9 @@ write_results = database_sync_to_async(store.results_write)
 finish_run = database_sync_to_async(store.run_finish)
 store_figures = database_sync_to_async(run_figures_store)
 run_spent = database_sync_to_async(store.run_spent)
+claim_shard = database_sync_to_async(shard_store.shard_claim)
+shard_heartbeat = database_sync_to_async(shard_store.shard_heartbeat)
+finish_shard = database_sync_to_async(shard_store.shard_finish)
 
 ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
 
@@ -107,11 +110,17 @@ class Execution:
     """One execution of a run (or shard) in this process."""
 
     def __init__(
-        self, spec: RunSpec, *, index_range: tuple[int, int] | None = None
+        self,
+        spec: RunSpec,
+        *,
+        index_range: tuple[int, int] | None = None,
+        shard_id: int | None = None,
     ) -> None:
         self.spec = spec
         self.options = RunOptions.from_dict(spec.options)
         self.index_range = index_range
+        # A shard of a distributed run (RunShard): it beats and ends as a shard.
+        self.shard_id = shard_id
         self.queue: asyncio.Queue[WorkItem | None] = asyncio.Queue(
             maxsize=self.options.concurrency * 2
         )
@@ -352,9 +361,7 @@ class Execution:
             try:
                 if due or limit != self.reported_limit:
                     last_beat = time.monotonic()
-                    cancelled = await heartbeat(
-                        self.spec.id, throttle_limit=limit, in_flight=self.in_flight
-                    )
+                    cancelled = await self.beat(limit)
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)
@@ -370,6 +377,18 @@ class Execution:
                 continue
             if cancelled:
                 self.request_stop(Stop.CANCEL)
+
+    async def beat(self, limit: int | None) -> bool:
+        if self.shard_id is None:
+            return await heartbeat(
+                self.spec.id, throttle_limit=limit, in_flight=self.in_flight
+            )
+        return await shard_heartbeat(
+            self.shard_id,
+            run_id=self.spec.id,
+            throttle_limit=limit,
+            in_flight=self.in_flight,
+        )
 
     def throttle_limit(self) -> int | None:
         concurrency = self.runner.concurrency if self.runner else None
@@ -488,17 +507,35 @@ class Execution:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def finish(self, *, error: str = "") -> str:
-        status = await self.with_storage(
-            lambda: finish_run(
-                self.spec.id,
-                cancelled=self.stop_reason == Stop.CANCEL,
-                error=error,
-                shard=self.index_range is not None,
-                drained=self.draining and error == self.stop_error,
-            ),
-            "recording the final status",
-        )
-        if self.index_range is None:
+        cancelled = self.stop_reason == Stop.CANCEL
+        drained = self.draining and error == self.stop_error
+        if self.shard_id is not None:
+            shard_id = self.shard_id
+            status = await self.with_storage(
+                lambda: finish_shard(
+                    shard_id,
+                    run_id=self.spec.id,
+                    cancelled=cancelled,
+                    error=error,
+                    drained=drained,
+                ),
+                "recording the shard's end",
+            )
+        else:
+            status = await self.with_storage(
+                lambda: finish_run(
+                    self.spec.id,
+                    cancelled=cancelled,
+                    error=error,
+                    shard=self.index_range is not None,
+                    drained=drained,
+                ),
+                "recording the final status",
+            )
+        if self.shard_id is not None and status == RunStatus.RUNNING:
+            await events.publish_run_update(self.spec.id)
+            return status  # another shard ends the run
+        if self.index_range is None or self.shard_id is not None:
             # Before the run is announced as ended: its page reads them.
             await store_figures(self.spec.id)
         await events.publish_run_update(self.spec.id, final=True)
@@ -510,16 +547,19 @@ async def execute_run(
     *,
     index_range: tuple[int, int] | None = None,
     on_start: Callable[[Execution], None] | None = None,
+    shard_id: int | None = None,
 ) -> str | None:
     """Execute a run (or the items with index in ``index_range``) to its end.
 
+    With ``shard_id`` (a ``RunShard`` of the run, whose range it is) the shard
+    is claimed, beats and ends on its own; the run ends with its last shard.
     Returns the final status ("running" when a shard ends before the run does),
     or None when another live executor holds the run or the run has ended.
     """
-    spec = await claim_run(run_id)
+    spec = await (claim_run(run_id) if shard_id is None else claim_shard(shard_id))
     if spec is None:
         return None
-    execution = Execution(spec, index_range=index_range)
+    execution = Execution(spec, index_range=index_range, shard_id=shard_id)
     if on_start is not None:
         on_start(execution)
     return await execution.execute()

@@ -12,7 +12,7 @@ import contextlib
 import contextvars
 import logging
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -136,13 +136,30 @@ class LocalLauncher:
 
 orphaned_runs = database_sync_to_async(store.orphaned_runs)
 
+
+class Launcher(Protocol):
+    """What services ask of a launcher, whichever executes the runs."""
+
+    def launch(self, run_id: int) -> None: ...
+
+    def cancel(self, run_id: int) -> None: ...
+
+    def launch_scoring_pass(self, pass_id: int) -> None: ...
+
+
 _launcher: LocalLauncher | None = None
+_distributed: Launcher | None = None
 
 
-def get_launcher() -> LocalLauncher:
-    global _launcher
+def get_launcher() -> Launcher:
+    """The launcher of ``EVALSITE_EXECUTOR``: local, or procrastinate's."""
+    global _launcher, _distributed
+    if settings.EVALSITE_EXECUTOR == "procrastinate":
+        if _distributed is None:
+            from runs.executor.distributed import ProcrastinateLauncher
+
+            _distributed = ProcrastinateLauncher()
+        return _distributed
     if _launcher is None:
-        if settings.EVALSITE_EXECUTOR != "local":
-            raise NotImplementedError(settings.EVALSITE_EXECUTOR)
         _launcher = LocalLauncher()
     return _launcher

@@ -176,6 +176,11 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
             prices=price_table().to_json()
         )
         run = Run.objects.get(pk=run_id)
+    return run_spec(run)
+
+
+def run_spec(run: Run) -> RunSpec:
+    """What an executor needs of a run it has claimed (whole or a shard)."""
     return RunSpec(
         id=run.pk,
         dataset_id=run.dataset_id,

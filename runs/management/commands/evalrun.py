@@ -14,6 +14,10 @@ options come from the plug-ins' and ``RunOptions``' declarations: a flag per
 parameter, ``--target-config JSON`` for a whole configuration, and
 ``--scorer KIND``, ``--scorer KIND:JSON`` or ``--scorer NAME=KIND:JSON``.
 
+In the distributed mode (``EVALSITE_EXECUTOR=procrastinate``) the run is
+deferred to workers and followed until it ends; ``--detach`` prints its id
+and returns at once.
+
 The first line on stderr is ``run <id> started``. With ``--json`` one JSON
 object goes to stdout. Exit codes: 0 when the run ends completed,
 completed_with_errors or cancelled; 1 when it ends failed; 2 for bad
@@ -34,6 +38,7 @@ from argparse import ArgumentError, ArgumentParser, ArgumentTypeError
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -46,7 +51,13 @@ from runs.analysis.summary import run_score_means
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
 from runs.executor.options import option_params
-from runs.models import HEARTBEAT_STALE_SECONDS, Project, Run, RunStatus
+from runs.models import (
+    FINAL_RUN_STATUSES,
+    HEARTBEAT_STALE_SECONDS,
+    Project,
+    Run,
+    RunStatus,
+)
 from runs.plugins import Param, describe
 from runs.pricing import usd
 from runs.resuming import run_resume
@@ -58,6 +69,7 @@ from runs.targets import REGISTRY as TARGETS
 EXIT_BAD_INPUT = 2
 DEFAULT_PROJECT = "Default"
 CLAIM_POLL_SECONDS = 0.5
+FOLLOW_POLL_SECONDS = 0.25
 
 
 class BadInput(CommandError):
@@ -157,6 +169,12 @@ class Command(BaseCommand):
         add_option_flags(parser.add_argument_group("run options"))
         parser.add_argument("--run-name", default="")
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
+        parser.add_argument(
+            "--detach",
+            action="store_true",
+            help="distributed mode (EVALSITE_EXECUTOR=procrastinate): print the "
+            "run id once its shards are deferred, and return",
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         if opts["rescore"]:
@@ -171,12 +189,26 @@ class Command(BaseCommand):
                 run = self.create(opts)
         except DomainError as exc:
             raise BadInput(str(exc)) from None
+        distributed = settings.EVALSITE_EXECUTOR == "procrastinate"
+        if opts["detach"] and not distributed:
+            raise BadInput(
+                "--detach needs the distributed mode (EVALSITE_EXECUTOR=procrastinate)"
+            )
+        quiet = not sys.stderr.isatty()
         if run.is_final:  # a retry that found nothing to run
             status: str | None = run.status
+        elif distributed:
+            services.run_launch(run=run)
+            if opts["detach"]:
+                self.stdout.write(str(run.pk))
+                return
+            self.stderr.write(f"run {run.pk} started (deferred to workers)")
+            self.stderr.flush()
+            status = asyncio.run(follow(run, quiet=quiet))
         else:
             self.stderr.write(f"run {run.pk} started")
             self.stderr.flush()
-            status = asyncio.run(self.run_to_end(run, quiet=not sys.stderr.isatty()))
+            status = asyncio.run(self.run_to_end(run, quiet=quiet))
         run.refresh_from_db()
         if status is None:
             raise CommandError(
@@ -519,6 +551,32 @@ async def show_progress(run_id: int) -> None:
             detail = f"failed {run.failed} · timed out {run.timed_out}"
             bar.update(task, total=run.total, completed=run.processed, detail=detail)
             await asyncio.sleep(0.25)
+
+
+async def follow(run: Run, *, quiet: bool) -> str:
+    """Wait for a run that workers execute to end, with the progress bar.
+
+    Ctrl-C cancels the run, as in this process: its workers stop it.
+    """
+    loop = asyncio.get_running_loop()
+
+    def cancel() -> None:
+        loop.run_in_executor(None, lambda: services.run_cancel(run=run))
+
+    loop.add_signal_handler(signal.SIGINT, cancel)
+    loop.add_signal_handler(signal.SIGTERM, cancel)
+    progress = None if quiet else asyncio.create_task(show_progress(run.pk))
+    try:
+        while True:
+            status = await asyncio.to_thread(
+                lambda: Run.objects.values_list("status", flat=True).get(pk=run.pk)
+            )
+            if status in FINAL_RUN_STATUSES:
+                return status
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    finally:
+        if progress is not None:
+            progress.cancel()
 
 
 def report(run: Run) -> dict[str, Any]:

@@ -1,0 +1,280 @@
+"""The distributed mode: runs split into shards, executed as procrastinate jobs.
+
+The launcher (web servers, ``evalrun``) never executes anything: it splits a
+run's items that need work into shards (``RunShard``, index ranges of at most
+``EVALSITE_SHARD_SIZE`` items) and defers one job per shard. ``manage.py
+evalworker`` processes execute the jobs with the executor's one function,
+``execute_run(run_id, index_range=..., shard_id=...)``.
+
+What can go wrong, and what happens then:
+
+- a cancel aborts the run's jobs: a queued one never starts, a running one
+  stops its shard as a cancel does (in-flight requests closed, finished
+  results kept), and the run ends with its last shard;
+- a worker stopped (SIGTERM) finishes its shards, up to the grace period, then
+  hands them back; a second signal hands them back at once. A handed-back
+  shard is retried by another worker, which runs only its items without a
+  result;
+- a worker killed (SIGKILL) stops beating: once it is stalled, the stalled-job
+  recovery of every other worker retries its jobs, as procrastinate's
+  documentation describes. A crash repeats at most the items that the shard
+  held in flight or in its unflushed buffer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from typing import TYPE_CHECKING, Any
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from procrastinate import JobContext, RetryStrategy
+from procrastinate.contrib.django import app
+from procrastinate.job_context import AbortReason
+from procrastinate.worker import Worker
+
+from runs import events
+from runs.executor import shard_store, store
+from runs.executor.engine import Execution, StorageUnavailable, execute_run
+
+if TYPE_CHECKING:
+    from runs.executor.launchers import LocalLauncher
+
+logger = logging.getLogger(__name__)
+
+TASK_NAME = "evalsite.execute_shard"
+
+
+class ShardHandedBack(Exception):
+    """The worker stopped before the shard ended: another worker takes it."""
+
+
+# Shards this process executes now, by shard id: a second stop signal hands
+# them all back at once.
+_running: dict[int, asyncio.Task[str | None]] = {}
+
+release_shard = database_sync_to_async(shard_store.shard_release)
+settle_shard = database_sync_to_async(shard_store.shard_settle)
+end_shard = database_sync_to_async(shard_store.shard_finish)
+
+
+@app.task(
+    name=TASK_NAME,
+    pass_context=True,
+    # Only a hand-back or a database outage is retried; an executor error has
+    # already ended the shard (and failed the run) before it gets here.
+    retry=RetryStrategy(
+        max_attempts=1000,
+        wait=1,
+        retry_exceptions={ShardHandedBack, DatabaseError, StorageUnavailable},
+    ),
+)
+async def execute_shard(
+    context: JobContext, *, run_id: int, shard_id: int, start: int, stop: int
+) -> str | None:
+    execution: list[Execution] = []
+    inner = asyncio.ensure_future(
+        execute_run(
+            run_id,
+            index_range=(start, stop),
+            shard_id=shard_id,
+            on_start=execution.append,
+        )
+    )
+    _running[shard_id] = inner
+    try:
+        while True:
+            try:
+                status = await asyncio.shield(inner)
+                break
+            except asyncio.CancelledError:
+                cancel = context.abort_reason() == AbortReason.USER_REQUEST
+                if cancel and execution and not inner.done():
+                    # A cancel: the shard stops as the run's cancel stops it
+                    # (results kept), and ends; wait for that.
+                    execution[0].request_cancel()
+                    continue
+                await _hand_back(inner, shard_id)
+                if cancel:  # cancelled before it started: it ends here
+                    return await settle_shard(shard_id)
+                raise ShardHandedBack(f"shard {shard_id} of run {run_id}") from None
+    except (ShardHandedBack, DatabaseError, StorageUnavailable):
+        raise  # the job is retried; the shard goes on where it stopped
+    except Exception as exc:
+        # A bug must not leave the shard running forever: the run fails when
+        # its last shard ends, with the error.
+        logger.error("shard %s of run %s crashed", shard_id, run_id, exc_info=exc)
+        await end_shard(
+            shard_id,
+            run_id=run_id,
+            cancelled=False,
+            error=f"executor error: {type(exc).__name__}: {exc}",
+            executor_id=None,
+        )
+        raise
+    finally:
+        _running.pop(shard_id, None)
+    if status is None:
+        # Not claimed: its run was cancelled or ended (or another worker ended
+        # the shard before this job was retried).
+        return await settle_shard(shard_id)
+    return status
+
+
+async def _hand_back(inner: asyncio.Task[str | None], shard_id: int) -> None:
+    """Stop the shard's execution (what it stored stays) and release it."""
+    inner.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await inner
+    with contextlib.suppress(DatabaseError):
+        await release_shard(shard_id)
+
+
+def hand_back_all() -> None:
+    """A second stop signal: stop every shard of this process now."""
+    for task in list(_running.values()):
+        task.cancel()
+
+
+# -- the launcher ---------------------------------------------------------------
+
+
+class ProcrastinateLauncher:
+    """Defers runs as shard jobs; executes nothing in this process."""
+
+    def __init__(self) -> None:
+        self.local: LocalLauncher | None = None  # scoring passes run here
+
+    def launch(self, run_id: int) -> None:
+        ranges = shard_store.shard_ranges(run_id, size=settings.EVALSITE_SHARD_SIZE)
+        deferrer = app.configure_task(TASK_NAME, queue=settings.EVALSITE_QUEUE)
+        ended = False
+        with transaction.atomic():
+            shards = shard_store.shards_replace(run_id, ranges)
+            if shards is None:
+                return  # its shards are being executed, or it has ended
+            if not shards:
+                # Nothing needs work (every item has its results): it ends now.
+                store.run_finish(run_id, cancelled=False)
+                ended = True
+            for shard in shards:
+                # In this transaction: a shard exists with its job, or neither.
+                job_id = deferrer.defer(
+                    run_id=run_id, shard_id=shard.pk, start=shard.start, stop=shard.stop
+                )
+                shard_store.shard_job_set(shard.pk, job_id)
+        if ended:
+            events.publish_run_update_sync(run_id, final=True)
+
+    def cancel(self, run_id: int) -> None:
+        """Abort the run's jobs: queued ones never start, running ones stop."""
+        jobs, final = shard_store.shards_cancel(run_id)
+        for job_id in jobs:
+            app.job_manager.cancel_job_by_id(job_id, abort=True)
+        if final is not None:
+            events.publish_run_update_sync(run_id, final=True)
+
+    def launch_scoring_pass(self, pass_id: int) -> None:
+        # A re-score calls no target: it runs where it is asked for.
+        from runs.executor.launchers import LocalLauncher
+
+        if self.local is None:
+            self.local = LocalLauncher()
+        self.local.launch_scoring_pass(pass_id)
+
+
+# -- the worker -------------------------------------------------------------------
+
+
+async def recover_stalled(worker_app: Any, *, stall_seconds: float) -> None:
+    """Retry the jobs of stalled workers, periodically (procrastinate's recipe).
+
+    Every worker runs it; a job retried twice at once is harmless (the retry
+    is a conditional update of a job still ``doing``).
+    """
+    settle = database_sync_to_async(shard_store.shards_settle_stalled)
+    manager = worker_app.job_manager
+    while True:
+        await asyncio.sleep(stall_seconds / 2)
+        try:
+            for job in await manager.get_stalled_jobs(
+                queue=settings.EVALSITE_QUEUE, seconds_since_heartbeat=stall_seconds
+            ):
+                logger.warning("job %s: its worker is stalled, retrying it", job.id)
+                await manager.retry_job(job)
+            await manager.prune_stalled_workers(stall_seconds)
+            for run_id in await settle(stale_seconds=stall_seconds):
+                await events.publish_run_update(run_id, final=True)
+        except Exception as exc:  # the database may be restarting: try again
+            logger.warning(
+                "stalled-job recovery failed: %s: %s", type(exc).__name__, exc
+            )
+
+
+async def run_worker(*, concurrency: int, queues: list[str]) -> None:
+    """Run a procrastinate worker until it is stopped (SIGTERM or SIGINT).
+
+    The first signal stops it gracefully: its shards finish, or are handed
+    back after ``EVALSITE_WORKER_GRACE_SECONDS``; a second one hands them
+    back at once. A worker that stops by itself (its database went away:
+    procrastinate stops a worker whose heartbeat or listener fails) starts
+    again, with backoff, once the database answers.
+    """
+    stall = float(settings.EVALSITE_STALL_SECONDS)
+    loop = asyncio.get_running_loop()
+    stopping = asyncio.Event()
+    current: list[Worker] = []
+
+    def on_signal() -> None:
+        if stopping.is_set():
+            hand_back_all()
+            return
+        stopping.set()
+        for worker in current:
+            worker.stop()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    delay = 0.5
+    with app.replace_connector(app.connector.get_worker_connector()) as worker_app:
+        async with worker_app.open_async():
+            recovery = asyncio.create_task(
+                recover_stalled(worker_app, stall_seconds=stall)
+            )
+            try:
+                while not stopping.is_set():
+                    worker = Worker(
+                        worker_app,
+                        queues=queues,
+                        concurrency=concurrency,
+                        name=store.EXECUTOR_ID,
+                        install_signal_handlers=False,
+                        update_heartbeat_interval=stall / 3,
+                        stalled_worker_timeout=stall,
+                        shutdown_graceful_timeout=settings.EVALSITE_WORKER_GRACE_SECONDS,
+                        fetch_job_polling_interval=1.0,
+                        abort_job_polling_interval=1.0,
+                        delete_jobs="successful",
+                    )
+                    current[:] = [worker]
+                    try:
+                        await worker.run()
+                        delay = 0.5
+                    except Exception as exc:
+                        logger.warning(
+                            "worker stopped: %s: %s", type(exc).__name__, exc
+                        )
+                    if not stopping.is_set():
+                        logger.warning("worker starting again in %.1f s", delay)
+                        with contextlib.suppress(TimeoutError):
+                            async with asyncio.timeout(delay):
+                                await stopping.wait()
+                        delay = min(delay * 2, 10.0)
+            finally:
+                recovery.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await recovery

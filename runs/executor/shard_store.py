@@ -1,0 +1,255 @@
+"""What the distributed executor reads and writes about shards of a run.
+
+The companion of ``store.py`` for runs split into shards (``RunShard``), each
+executed by whichever worker holds its procrastinate job. Each function is
+one transaction. Three rules make many workers on one run safe:
+
+- the claim, the heartbeat and the end are per shard: workers never fight
+  over ``Run.executor_id``, and their heartbeats never clobber each other;
+- results are stored by ``store.results_write`` (unique per item and epoch,
+  counts through ``F()``), so ``processed + skipped == total`` holds at every
+  moment, and an item executed twice (after a crash) is stored once;
+- a shard ends under the run's row lock: the run ends exactly once, with the
+  shard that leaves no other pending or running.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import Count, F, Q, Sum
+from django.utils import timezone
+
+from runs.executor import store
+from runs.executor.store import EXECUTOR_ID, RunSpec, run_spec
+from runs.models import Item, Result, Run, RunShard, RunStatus
+from runs.pricing import price_table
+
+ACTIVE = (RunShard.Status.PENDING, RunShard.Status.RUNNING)
+
+
+def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
+    """Index ranges of at most ``size`` items that still need work.
+
+    An item needs work while one of its epochs lacks a counted result (none
+    yet, or one waiting for a retry): a retry or a resume defers only the
+    shards that hold such items.
+    """
+    run = Run.objects.get(pk=run_id)
+    epochs = int(run.options.get("epochs") or 1)
+    done = set(
+        Result.objects.filter(run_id=run_id, retry_pending=False)
+        .values("item_index")
+        .annotate(n=Count("id"))
+        .filter(n__gte=epochs)
+        .values_list("item_index", flat=True)
+    )
+    needing = [
+        index
+        for index in Item.objects.filter(dataset_id=run.dataset_id)
+        .order_by("index")
+        .values_list("index", flat=True)
+        if index not in done
+    ]
+    return [
+        (chunk[0], chunk[-1] + 1)
+        for chunk in (needing[i : i + size] for i in range(0, len(needing), size))
+    ]
+
+
+def shards_replace(run_id: int, ranges: list[tuple[int, int]]) -> list[RunShard] | None:
+    """The run's new shards (its ended ones are forgotten); None while some
+    are still pending or running (the run is being executed), or once the run
+    has ended (a retry or a resume makes it pending first)."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.is_final:
+            return None
+        if RunShard.objects.filter(run_id=run_id, status__in=ACTIVE).exists():
+            return None
+        RunShard.objects.filter(run_id=run_id).delete()
+        return RunShard.objects.bulk_create(
+            RunShard(run_id=run_id, start=start, stop=stop) for start, stop in ranges
+        )
+
+
+def shard_job_set(shard_id: int, job_id: int) -> None:
+    RunShard.objects.filter(pk=shard_id).update(job_id=job_id)
+
+
+def shard_claim(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
+    """Hold the shard for this executor; None when there is nothing to do.
+
+    Whoever runs the shard's job may take it over: procrastinate gives a job
+    to one worker at a time, and gives it to another only once the first is
+    seen as stalled. Should the first still be alive, both store the same
+    items at worst, and the unique constraint keeps one result of each.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        shard = RunShard.objects.filter(pk=shard_id).first()
+        if shard is None:
+            return None
+        run = Run.objects.select_for_update().get(pk=shard.run_id)
+        if run.is_final or run.cancel_requested:
+            return None
+        claimed = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).update(
+            status=RunShard.Status.RUNNING,
+            worker=executor_id,
+            heartbeat_at=now,
+            in_flight=0,
+            claims=F("claims") + 1,
+        )
+        if not claimed:
+            return None
+        run.status = RunStatus.RUNNING
+        run.heartbeat_at = now
+        run.started_at = run.started_at or now
+        # The prices of its first start stay the run's (as store.run_claim).
+        if run.prices is None:
+            run.prices = price_table().to_json()
+        run.save(update_fields=["status", "heartbeat_at", "started_at", "prices"])
+    return run_spec(run)
+
+
+def shard_heartbeat(
+    shard_id: int,
+    *,
+    run_id: int,
+    throttle_limit: int | None = None,
+    in_flight: int = 0,
+    executor_id: str = EXECUTOR_ID,
+) -> bool:
+    """Record that the shard is alive; returns whether a cancel was requested.
+
+    The run's heartbeat and in-flight count are its shards': any live shard
+    keeps the run alive, and what they hold adds up.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
+            heartbeat_at=now, in_flight=in_flight
+        )
+        held = RunShard.objects.filter(
+            run_id=run_id, status=RunShard.Status.RUNNING
+        ).aggregate(n=Sum("in_flight"))["n"]
+        Run.objects.filter(
+            pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
+        ).update(heartbeat_at=now, throttle_limit=throttle_limit, in_flight=held or 0)
+    return store.cancel_requested(run_id)
+
+
+def shard_finish(
+    shard_id: int,
+    *,
+    run_id: int,
+    cancelled: bool,
+    error: str = "",
+    drained: bool = False,
+    executor_id: str | None = EXECUTOR_ID,
+) -> str:
+    """End the shard; the last shard of the run ends the run. Returns the
+    run's status ("running" while other shards remain).
+
+    Only the shard's holder ends it (``executor_id``; None: whoever holds
+    it): an executor whose shard was taken over (it was seen as stalled)
+    leaves the end to the one that took it.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE)
+        if executor_id is not None:
+            shard = shard.filter(worker__in=[executor_id, ""])
+        ended = shard.update(
+            status=RunShard.Status.CANCELLED if cancelled else RunShard.Status.DONE,
+            heartbeat_at=timezone.now(),
+            in_flight=0,
+        )
+        if run.is_final:
+            return run.status
+        if not ended and RunShard.objects.filter(pk=shard_id, status__in=ACTIVE):
+            return RunStatus.RUNNING  # another executor holds it now
+        if error and not run.error:
+            # The run fails when it ends; its other shards go on meanwhile.
+            Run.objects.filter(pk=run_id).update(error=error)
+        if RunShard.objects.filter(run_id=run_id, status__in=ACTIVE).exists():
+            return RunStatus.RUNNING
+        return store.run_finish(
+            run_id,
+            cancelled=cancelled,
+            error=error or run.error,
+            drained=drained,
+        )
+
+
+def shard_release(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
+    """Hand the shard back (a worker shutting down): another worker takes it
+    at once, and runs only its items without a result."""
+    return bool(
+        RunShard.objects.filter(
+            pk=shard_id, worker=executor_id, status=RunShard.Status.RUNNING
+        ).update(status=RunShard.Status.PENDING, worker="", heartbeat_at=None)
+    )
+
+
+def shards_cancel(run_id: int) -> tuple[list[int], str | None]:
+    """Cancel the run's shards no worker has started; returns the job ids of
+    its shards still pending or running (to abort), and the run's final
+    status when no shard was running (the run ended here), else None.
+
+    Called once the run's ``cancel_requested`` is stored: a worker can no
+    longer claim a shard of it, and a running shard stops by itself.
+    """
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        shards = RunShard.objects.filter(run_id=run_id, status__in=ACTIVE)
+        jobs = [job for job in shards.values_list("job_id", flat=True) if job]
+        shards.filter(status=RunShard.Status.PENDING).update(
+            status=RunShard.Status.CANCELLED
+        )
+        if run.is_final or shards.filter(status=RunShard.Status.RUNNING).exists():
+            return jobs, None
+        return jobs, store.run_finish(run_id, cancelled=True)
+
+
+def run_shard_counts(run_id: int) -> dict[str, int]:
+    """How many shards of the run are in each status."""
+    counts = dict.fromkeys(RunShard.Status.values, 0)
+    for status, n in (
+        RunShard.objects.filter(run_id=run_id)
+        .values_list("status")
+        .annotate(n=Count("id"))
+    ):
+        counts[status] = n
+    return counts
+
+
+def shard_settle(shard_id: int) -> str | None:
+    """End a shard its job could not claim because its run was cancelled (or
+    has ended); returns the run's status then, else None."""
+    shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).first()
+    if shard is None:
+        return None
+    run = Run.objects.get(pk=shard.run_id)
+    if not (run.cancel_requested or run.is_final):
+        return None
+    return shard_finish(shard_id, run_id=run.pk, cancelled=True, executor_id=None)
+
+
+def shards_settle_stalled(*, stale_seconds: float) -> list[int]:
+    """End the shards of cancelled runs that no worker executes (its worker
+    stopped beating, or it was handed back): their job is not retried
+    (procrastinate fails an aborted job instead), so nothing else would end
+    them. Returns the runs that ended."""
+    stale = timezone.now() - timedelta(seconds=stale_seconds)
+    ended = []
+    for shard_id, run_id in (
+        RunShard.objects.filter(status__in=ACTIVE, run__cancel_requested=True)
+        .filter(Q(heartbeat_at__lt=stale) | Q(heartbeat_at__isnull=True))
+        .values_list("pk", "run_id")
+    ):
+        status = shard_finish(shard_id, run_id=run_id, cancelled=True, executor_id=None)
+        if status != RunStatus.RUNNING:
+            ended.append(run_id)
+    return ended

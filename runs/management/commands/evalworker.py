@@ -1,0 +1,69 @@
+"""Execute shards of distributed runs (EVALSITE_EXECUTOR=procrastinate).
+
+    python manage.py evalworker [--concurrency N] [--queues evalsite,...]
+
+Start any number, on any machines that reach the database and Redis. SIGTERM
+or Ctrl-C stops a worker gracefully (its shards finish, or are handed back
+after EVALSITE_WORKER_GRACE_SECONDS); a second signal hands them back at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+
+class Command(BaseCommand):
+    help = "Run a worker that executes shards of distributed runs."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--concurrency",
+            type=int,
+            default=1,
+            help="shards this worker executes at once (default 1); each runs as "
+            "many items at once as its run's concurrency option",
+        )
+        parser.add_argument(
+            "--queues",
+            default="",
+            help="comma-separated procrastinate queues to take shards from "
+            "(default: EVALSITE_QUEUE)",
+        )
+
+    def handle(self, *args: Any, concurrency: int, queues: str, **opts: Any) -> None:
+        if settings.EVALSITE_EXECUTOR != "procrastinate":
+            raise CommandError(
+                "evalworker executes distributed runs: set "
+                "EVALSITE_EXECUTOR=procrastinate (with DATABASE_URL on PostgreSQL "
+                "and REDIS_URL)",
+                returncode=2,
+            )
+        if not 1 <= concurrency <= 64:
+            raise CommandError(
+                f"--concurrency must be between 1 and 64, not {concurrency}",
+                returncode=2,
+            )
+        names = [q.strip() for q in queues.split(",") if q.strip()]
+        from runs.executor.distributed import run_worker
+
+        if opts["verbosity"] >= 1:
+            logging.basicConfig(
+                level=logging.INFO if opts["verbosity"] >= 2 else logging.WARNING,
+                format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+            )
+        self.stderr.write(
+            f"evalworker: concurrency {concurrency}, queues "
+            f"{', '.join(names or [settings.EVALSITE_QUEUE])}"
+        )
+        self.stderr.flush()
+        asyncio.run(
+            run_worker(
+                concurrency=concurrency, queues=names or [settings.EVALSITE_QUEUE]
+            )
+        )
+        self.stderr.write("evalworker: stopped")

@@ -1,0 +1,297 @@
+"""Runs over worker subprocesses: spread, crash, cancel, web server."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.utils import timezone
+
+from runs import services
+from runs.models import Project, Result, Run, RunShard, RunStatus
+from runs.testing.fake_openai import FakeOpenAIServer
+from tests.distributed.conftest import (
+    ROOT,
+    SHARD_SIZE,
+    Workers,
+    wait_final,
+    wait_for,
+    worker_env,
+)
+from tests.factories import arithmetic_items, make_dataset
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def distributed_run(
+    project: Project,
+    fake: FakeOpenAIServer,
+    items: list[dict[str, Any]],
+    **options: Any,
+) -> Run:
+    return services.run_create(
+        user=None,
+        dataset=make_dataset(project, items),
+        target_kind="openai_chat",
+        target_config={"base_url": fake.base_url, "model": "fake"},
+        scorers=["exact_match"],
+        options={"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05, **options},
+    )
+
+
+def one_result_per_item(run: Run) -> None:
+    rows = list(Result.objects.filter(run=run).values_list("item_id", "epoch"))
+    assert len(rows) == len(set(rows))
+
+
+def test_evalrun_over_three_workers_stores_every_result_once(
+    workers: Workers, fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    get_user_model().objects.create_user("researcher")
+    items = arithmetic_items(9 * SHARD_SIZE, marker="[[latency:100]]")
+    data = tmp_path / "arith.jsonl"
+    data.write_text("".join(json.dumps(item) + "\n" for item in items))
+    workers.start(3)
+    workers.wait_registered(3)
+
+    done = subprocess.run(
+        [
+            *(sys.executable, "manage.py", "evalrun", str(data), "--json"),
+            *("--base-url", fake_openai.base_url, "--model", "fake"),
+            *("--scorer", "exact_match", "--concurrency", "5"),
+        ],
+        cwd=ROOT,
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["status"] == "completed"
+    assert summary["succeeded"] == len(items)
+    run = Run.objects.get(pk=summary["run_id"])
+    assert Result.objects.filter(run=run).count() == len(items)
+    one_result_per_item(run)
+    assert len(fake_openai.stats.prompts) == len(items)
+    assert set(fake_openai.stats.prompts.values()) == {1}  # every call once
+    shards = RunShard.objects.filter(run=run)
+    assert {shard.status for shard in shards} == {RunShard.Status.DONE}
+    assert shards.count() == 9
+    assert len({shard.worker for shard in shards}) == 3  # all three took part
+
+
+def test_sigkilled_worker_shard_is_finished_by_the_others(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(12 * SHARD_SIZE, marker="[[latency:200]]")
+    processes = workers.start(3)
+    workers.wait_registered(3)
+    run = distributed_run(project, fake_openai, items, concurrency=4)
+
+    # A shard half done on some worker: kill that worker outright.
+    def half_done_shard() -> RunShard | None:
+        for shard in RunShard.objects.filter(run=run, status="running"):
+            stored = Result.objects.filter(
+                run=run, item_index__gte=shard.start, item_index__lt=shard.stop
+            ).count()
+            if stored >= 4:
+                return shard
+        return None
+
+    shard = wait_for(half_done_shard, what="a shard half done")
+    victim = next(p for p in processes if f":{p.pid}:" in shard.worker)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait(10)
+
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert run.succeeded == run.total == len(items)
+    assert Result.objects.filter(run=run).count() == len(items)
+    one_result_per_item(run)
+    shard.refresh_from_db()
+    assert shard.status == RunShard.Status.DONE
+    assert shard.claims == 2  # taken over after its worker was seen stalled
+    assert f":{victim.pid}:" not in shard.worker
+    # Only what the shard held in flight (or unflushed) was asked again.
+    repeated = sum(n - 1 for n in fake_openai.stats.prompts.values())
+    assert len(fake_openai.stats.prompts) == len(items)
+    print(f"calls repeated after the SIGKILL: {repeated}")
+    assert repeated <= SHARD_SIZE
+
+
+def test_cancel_stops_every_worker_and_keeps_finished_results(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    # The first two shards answer; the others hang until their request closes.
+    fast = arithmetic_items(2 * SHARD_SIZE)
+    hanging = arithmetic_items(4 * SHARD_SIZE, marker="[[hang]]")[2 * SHARD_SIZE :]
+    workers.start(2)
+    workers.wait_registered(2)
+    run = distributed_run(project, fake_openai, fast + hanging, concurrency=4)
+    wait_for(lambda: fake_openai.stats.in_flight >= 8, what="both workers hanging")
+    assert (
+        len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
+    )
+
+    services.run_cancel(run=run)
+    started = time.monotonic()
+    wait_for(lambda: fake_openai.stats.in_flight == 0, what="hung requests closed")
+    print(f"in-flight requests closed {time.monotonic() - started:.2f} s after cancel")
+
+    wait_final(run)
+    assert run.status == RunStatus.CANCELLED
+    assert run.succeeded == len(fast)  # finished results kept
+    assert fake_openai.stats.disconnects >= 8
+    assert run.cancelled + run.skipped == len(hanging)
+    assert run.processed + run.skipped == run.total
+    assert not RunShard.objects.filter(run=run, status__in=["pending", "running"])
+    wait_for(lambda: jobs_left() == 0, what="every job ended")
+
+
+def jobs_left() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')"
+        )
+        return cursor.fetchone()[0]
+
+
+def test_web_server_never_executes_a_distributed_run(
+    project: Project, fake_openai: FakeOpenAIServer, distributed: None, tmp_path: Path
+) -> None:
+    from tests.processes import free_port
+
+    run = distributed_run(project, fake_openai, arithmetic_items(30))
+    # As a server restart finds it: running, its executor long gone.
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING,
+        heartbeat_at=None,
+        created_at=timezone.now() - timedelta(hours=1),
+    )
+    port = free_port()
+    log = (tmp_path / "daphne.log").open("wb")
+    server = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)),
+            "evalsite.asgi:application",
+        ],
+        cwd=ROOT,
+        env=worker_env(),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        import httpx
+
+        def answers() -> bool:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/login/").status_code < 500
+            except httpx.TransportError:
+                return False
+
+        wait_for(answers, what="the web server answers")
+        # The embedded server resumes such a run at once; this one must not.
+        time.sleep(2)
+        assert fake_openai.stats.requests == 0
+        run.refresh_from_db()
+        assert run.processed == 0
+        assert set(
+            RunShard.objects.filter(run=run).values_list("status", flat=True)
+        ) == {RunShard.Status.PENDING}
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(10)
+
+
+def test_stopped_worker_finishes_its_shard_and_takes_no_other(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(2 * SHARD_SIZE, marker="[[latency:500]]")
+    (first,) = workers.start(1)
+    workers.wait_registered(1)
+    run = distributed_run(project, fake_openai, items, concurrency=10)
+    wait_for(lambda: fake_openai.stats.in_flight >= 10, what="a shard in flight")
+
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(30) == 0
+
+    finished, waiting = RunShard.objects.filter(run=run).order_by("start")
+    assert (finished.status, finished.claims) == (RunShard.Status.DONE, 1)
+    assert waiting.status == RunShard.Status.PENDING and waiting.claims == 0
+    workers.start(1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert set(fake_openai.stats.prompts.values()) == {1}  # nothing ran twice
+
+
+def test_worker_stopped_twice_hands_its_shard_back(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(2 * SHARD_SIZE, marker="[[latency:1500]]")
+    (first,) = workers.start(1)
+    workers.wait_registered(1)
+    run = distributed_run(project, fake_openai, items, concurrency=10)
+    wait_for(lambda: fake_openai.stats.in_flight >= 10, what="a shard in flight")
+
+    first.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    first.send_signal(signal.SIGTERM)  # at once, without waiting for the calls
+    assert first.wait(30) == 0
+
+    shard = RunShard.objects.filter(run=run).order_by("start").first()
+    assert (shard.status, shard.worker, shard.claims) == ("pending", "", 1)
+    assert run.results.count() == 0  # none half done, none marked cancelled
+    workers.start(1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert run.results.count() == len(items)
+    one_result_per_item(run)
+    repeated = sum(n - 1 for n in fake_openai.stats.prompts.values())
+    assert 0 < repeated <= SHARD_SIZE  # the handed-back calls, asked again
+
+
+def test_retry_defers_only_the_shards_with_items_to_run_again(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(3 * SHARD_SIZE)
+    broken = [SHARD_SIZE + 3, SHARD_SIZE + 7]  # two items of the second shard
+    for index in broken:
+        items[index]["input"] += "[[status:400]]"
+    workers.start(2)
+    run = distributed_run(project, fake_openai, items, max_attempts=1)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED_WITH_ERRORS and run.failed == 2
+
+    services.run_retry(run=run, user=None, statuses=["failed"])
+
+    (shard,) = RunShard.objects.filter(run=run)
+    assert (shard.start, shard.stop) == (SHARD_SIZE + 3, SHARD_SIZE + 8)
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED_WITH_ERRORS
+    assert run.processed == run.total == len(items)
+    asked = fake_openai.stats.prompts
+    assert sorted(n for n in asked.values() if n > 1) == [2, 2]  # only those
+
+
+def test_runs_go_on_while_redis_is_unavailable(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    from tests.processes import free_port
+
+    # Nothing listens there: every progress message fails, the run does not.
+    workers.start(2, env=worker_env(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0"))
+    run = distributed_run(project, fake_openai, arithmetic_items(2 * SHARD_SIZE))
+    wait_final(run)
+    assert run.status == RunStatus.COMPLETED
+    assert run.succeeded == run.total
