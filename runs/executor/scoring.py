@@ -71,17 +71,15 @@ class ScorerCall:
         if runs_on_loop(self.scorer):
             self.started = True
             return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
-        if self.inline():
-            return self._in_worker()
         loop = asyncio.get_running_loop()
         # The run's context (its frozen prices, for ``cost_of``) goes along.
         context = contextvars.copy_context()
-        return await loop.run_in_executor(scorer_pool(), context.run, self._in_worker)
+        return await loop.run_in_executor(scorer_pool(), context.run, self.compute)
 
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""
         limit = getattr(self.scorer, "inline_chars", 0)
-        if not limit:
+        if not limit or runs_on_loop(self.scorer):
             return False
         size = text_size(self.output)
         if size is None or size > limit:
@@ -89,7 +87,8 @@ class ScorerCall:
         expected = text_size(self.item.expected)
         return expected is not None and size + expected <= limit
 
-    def _in_worker(self) -> ScoreOutcome:
+    def compute(self) -> ScoreOutcome:
+        """The scorer's work, in this thread."""
         self.started = True
         outcome = self.scorer.score(output=self.output, item=self.item)
         if inspect.isawaitable(outcome):

@@ -193,7 +193,12 @@ class PolicyClient:
                 kind=ErrorKind.TRANSIENT,
                 error_type=type(exc).__name__,
             ) from exc
-        return httpx.Response(status, headers=raw_headers, content=content)
+        response = httpx.Response(status, headers=raw_headers, content=content)
+        if "charset" not in response.headers.get("content-type", "").lower():
+            # What httpx would find, without its parse of the header (an
+            # email.message per response): no charset, so UTF-8.
+            response.encoding = "utf-8"
+        return response
 
     async def aclose(self) -> None:
         if self.session is not None:
