@@ -26,6 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 SCORER = "exact_match"
@@ -55,19 +56,57 @@ class Settings:
     profile_dir: Path | None
     seed: int
     extra_env: dict[str, str] = field(default_factory=dict)
+    # A PostgreSQL server URL: each case then runs on a scratch database
+    # created on it (and dropped), instead of SQLite.
+    database: str | None = None
 
 
 # -- processes -----------------------------------------------------------------
 
 
-def env_for(data_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+def env_for(
+    data_dir: Path,
+    extra: dict[str, str] | None = None,
+    database_url: str | None = None,
+) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
         if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
     }
     env["EVALSITE_DATA_DIR"] = str(data_dir)
+    if database_url:
+        env["DATABASE_URL"] = database_url
     return env | (extra or {})
+
+
+@contextlib.contextmanager
+def scratch_database(server_url: str | None, label: str) -> Iterator[str | None]:
+    """A new PostgreSQL database on ``server_url``'s server, dropped at the end
+    (None without a server: the case uses SQLite in its data directory)."""
+    if not server_url:
+        yield None
+        return
+    import psycopg
+    from psycopg import sql
+
+    name = "evalsite_bench_" + "".join(
+        ch if ch.isalnum() else "_" for ch in label.lower()
+    )
+    name = f"{name}_{os.getpid()}_{random.randrange(16**6):06x}"
+    admin = psycopg.connect(server_url, autocommit=True)
+    try:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        try:
+            yield urlunsplit(urlsplit(server_url)._replace(path=f"/{name}"))
+        finally:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                    sql.Identifier(name)
+                )
+            )
+    finally:
+        admin.close()
 
 
 def free_port() -> int:
@@ -76,7 +115,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def migrate(settings: Settings, data_dir: Path) -> None:
+def migrate(
+    settings: Settings, data_dir: Path, database_url: str | None = None
+) -> None:
     """A fresh database with one user, whom evalrun acts as."""
     for command in (
         ["migrate", "--no-input", "-v", "0"],
@@ -90,7 +131,7 @@ def migrate(settings: Settings, data_dir: Path) -> None:
         subprocess.run(
             [settings.python, "manage.py", *command],
             cwd=ROOT,
-            env=env_for(data_dir, settings.extra_env),
+            env=env_for(data_dir, settings.extra_env, database_url),
             check=True,
             stdin=subprocess.DEVNULL,
         )
@@ -262,9 +303,34 @@ def run_case(
 ) -> Case:
     concurrency = settings.concurrency or concurrency
     data_dir = Path(tempfile.mkdtemp(prefix=f"evalsite-bench-{label}-"))
+    with scratch_database(settings.database, label) as database_url:
+        return _run_case(
+            settings,
+            label,
+            data_dir,
+            database_url,
+            items=items,
+            concurrency=concurrency,
+            server_options=server_options,
+            evalrun_options=evalrun_options,
+        )
+
+
+def _run_case(
+    settings: Settings,
+    label: str,
+    data_dir: Path,
+    database_url: str | None,
+    *,
+    items: int,
+    concurrency: int,
+    server_options: list[str],
+    evalrun_options: Sequence[str],
+) -> Case:
     try:
-        note(f"{label}: migrating a fresh database in {data_dir}")
-        migrate(settings, data_dir)
+        where = "PostgreSQL" if database_url else "SQLite"
+        note(f"{label}: migrating a fresh {where} database, data in {data_dir}")
+        migrate(settings, data_dir, database_url)
         dataset = write_dataset(data_dir / f"arith-{items}.jsonl", items, settings.seed)
         with fake_server(settings, data_dir, server_options) as server:
             prefix = [settings.python]
@@ -293,11 +359,11 @@ def run_case(
             note(f"{label}: evalrun over {items} items, concurrency {concurrency}")
             child = run_measured(
                 argv,
-                env=env_for(data_dir, settings.extra_env),
+                env=env_for(data_dir, settings.extra_env, database_url),
                 max_seconds=settings.max_seconds,
             )
         run_id = (child.summary or {}).get("run_id")
-        stored = read_store(data_dir / "evalsite.sqlite3", run_id)
+        stored = read_store(database_url or data_dir / "evalsite.sqlite3", run_id)
     finally:
         if settings.keep:
             note(f"{label}: kept {data_dir}")
@@ -312,38 +378,64 @@ def run_case(
     )
 
 
-def read_store(db_path: Path, run_id: int | None) -> dict[str, Any]:
-    """What the database holds for the run: counts, duplicates, attempts."""
-    if run_id is None or not db_path.exists():
+def read_store(db: Path | str, run_id: int | None) -> dict[str, Any]:
+    """What the database holds for the run: counts, duplicates, attempts.
+
+    ``db`` is the SQLite file, or a PostgreSQL database's URL.
+    """
+    if run_id is None or (isinstance(db, Path) and not db.exists()):
         return {}
-    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=30)
+    if isinstance(db, Path):
+        connection: Any = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
+        array_length = "json_array_length"
+    else:
+        import psycopg
+
+        connection = _QmarkConnection(psycopg.connect(db))
+        array_length = "jsonb_array_length"
     try:
-        where = "from runs_result where run_id = ?"
-        (results,) = db.execute(f"select count(*) {where}", (run_id,)).fetchone()
-        duplicates = db.execute(
-            f"select item_id, epoch, count(*) {where}"
-            " group by item_id, epoch having count(*) != 1",
-            (run_id,),
-        ).fetchall()
-        by_status = db.execute(
-            f"select status, error_kind, count(*) {where} group by 1, 2 order by 1, 2",
-            (run_id,),
-        ).fetchall()
-        attempts = db.execute(
-            f"select json_array_length(attempts), count(*) {where}"
-            " group by 1 order by 1",
-            (run_id,),
-        ).fetchall()
-        (items,) = db.execute(
-            "select count(*) from runs_item where dataset_id ="
-            " (select dataset_id from runs_run where id = ?)",
-            (run_id,),
-        ).fetchone()
-        (run_error,) = db.execute(
-            "select error from runs_run where id = ?", (run_id,)
-        ).fetchone()
+        return _read_store(connection, run_id, array_length)
     finally:
-        db.close()
+        connection.close()
+
+
+class _QmarkConnection:
+    """psycopg with SQLite's ``?`` placeholders, for the queries below."""
+
+    def __init__(self, connection: Any) -> None:
+        self.connection = connection
+
+    def execute(self, query: str, params: tuple[Any, ...] = ()) -> Any:
+        return self.connection.execute(query.replace("?", "%s"), params)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def _read_store(db: Any, run_id: int, array_length: str) -> dict[str, Any]:
+    where = "from runs_result where run_id = ?"
+    (results,) = db.execute(f"select count(*) {where}", (run_id,)).fetchone()
+    duplicates = db.execute(
+        f"select item_id, epoch, count(*) {where}"
+        " group by item_id, epoch having count(*) != 1",
+        (run_id,),
+    ).fetchall()
+    by_status = db.execute(
+        f"select status, error_kind, count(*) {where} group by 1, 2 order by 1, 2",
+        (run_id,),
+    ).fetchall()
+    attempts = db.execute(
+        f"select {array_length}(attempts), count(*) {where} group by 1 order by 1",
+        (run_id,),
+    ).fetchall()
+    (items,) = db.execute(
+        "select count(*) from runs_item where dataset_id ="
+        " (select dataset_id from runs_run where id = ?)",
+        (run_id,),
+    ).fetchone()
+    (run_error,) = db.execute(
+        "select error from runs_run where id = ?", (run_id,)
+    ).fetchone()
     return {
         "results": results,
         "duplicates": [list(row) for row in duplicates[:10]],

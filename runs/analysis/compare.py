@@ -53,7 +53,6 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 from django.db import connection
-from scipy import optimize, stats
 
 from runs.analysis.stats import wilson_interval
 from runs.analysis.verdicts import paired_columns, run_verdicts
@@ -549,6 +548,8 @@ def mcnemar_exact(*, regressions: int, improvements: int) -> float:
     discordant = regressions + improvements
     if discordant == 0:
         return 1.0
+    from scipy import stats  # on first use (see below, before _z_sum)
+
     return float(stats.binomtest(improvements, discordant, 0.5).pvalue)
 
 
@@ -636,7 +637,14 @@ def holm_adjust(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+# scipy.stats and scipy.optimize are imported by the functions that use them,
+# on first use: at the top of this module they cost every process (each
+# evalrun, each web server) most of a second of start-up.
+
+
 def _z_sum() -> float:
+    from scipy import stats
+
     return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
 
 
@@ -649,6 +657,8 @@ def mcnemar_mde(*, paired: int, discordant: int) -> float | None:
     """
     if paired == 0:
         return None
+    from scipy import optimize, stats
+
     z_alpha = float(stats.norm.ppf(1 - ALPHA / 2))
     z_beta = float(stats.norm.ppf(POWER))
     observed = discordant / paired

@@ -99,6 +99,9 @@ class ResultBuffer:
         # never waits here; at most one item per worker overfills.
         self.records.append(record)
 
+    def __len__(self) -> int:
+        return len(self.records)
+
     async def take(self) -> list[ResultRecord]:
         async with self.not_full:
             batch, self.records = self.records, []
@@ -207,6 +210,7 @@ class Execution:
             finally:
                 self.in_flight -= 1
             self.buffer.put(record)
+            self.wake_writer()
             self.tally(record)
 
     def keep_interrupted(self, record: ResultRecord) -> None:
@@ -273,6 +277,16 @@ class Execution:
         )
         await events.publish_run_update(self.spec.id)
 
+    def wake_writer(self) -> None:
+        """Flush now when a whole batch waits, not at the end of the nap.
+
+        Otherwise the writer stores at most a batch per ``FLUSH_INTERVAL``
+        (2,000 results a second), and workers wait for room in the buffer.
+        """
+        nap = self.nap
+        if nap is not None and not nap.done() and len(self.buffer) >= FLUSH_BATCH:
+            nap.cancel()
+
     def tally(self, record: ResultRecord) -> None:
         """Count a finished item and stop the run if too many fail (fail fast)."""
         self.spend(record)
@@ -327,19 +341,21 @@ class Execution:
         )
 
     async def flush_forever(self) -> None:
-        """Flush every FLUSH_INTERVAL until closed, then once more.
+        """Flush every FLUSH_INTERVAL, or as soon as a batch is full, until
+        closed, then once more.
 
         The writer is closed, never cancelled: a cancelled write that is still
         queued for the database thread would never run, losing its batch.
         """
         while not self.closing.is_set():
-            self.nap = asyncio.ensure_future(asyncio.sleep(FLUSH_INTERVAL))
-            try:
-                await self.nap
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise  # the writer itself is cancelled, not just its nap
+            if len(self.buffer) < FLUSH_BATCH:  # else a batch came in meanwhile
+                self.nap = asyncio.ensure_future(asyncio.sleep(FLUSH_INTERVAL))
+                try:
+                    await self.nap
+                except asyncio.CancelledError:
+                    current = asyncio.current_task()
+                    if current is not None and current.cancelling():
+                        raise  # the writer itself is cancelled, not just its nap
             await self.flush()
         await self.flush()  # what came in during the last flush
 

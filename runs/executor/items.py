@@ -24,7 +24,7 @@ from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.pricing import PriceTable, token_count
-from runs.scorers import Scorer
+from runs.scorers import ScoreOutcome, Scorer
 from runs.scorers.base import Condition, ScorerError
 from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
@@ -290,6 +290,10 @@ class ItemRunner:
     ) -> ScoreRecord:
         timeout = self.options.scorer_timeout_seconds
         call = ScorerCall(scorer, output, item)
+        if call.inline():
+            # Microseconds on the loop (scoring.py): nothing to time out or
+            # to wait a turn for.
+            return self.score_inline(call)
         # A scorer with its own concurrency limit (a judge): waiting for a
         # turn is not its work, so the scorer timeout starts once it has one.
         limiter = getattr(scorer, "limiter", None) or contextlib.nullcontext()
@@ -301,31 +305,48 @@ class ItemRunner:
             return ScoreRecord(
                 scorer.name, None, None, error=call.timeout_message(timeout)
             )
-        except ScorerError as exc:
-            return ScoreRecord(
-                scorer.name,
-                None,
-                None,
-                reason=exc.reason,
-                error=exc.message or type(exc).__name__,
-                prompt_tokens=exc.prompt_tokens,
-                completion_tokens=exc.completion_tokens,
-                cost=exc.cost,
-                model=exc.model,
-            )
-        except Exception as exc:  # one scorer's error never hides the others
-            error = f"{type(exc).__name__}: {exc}"
-            return ScoreRecord(scorer.name, None, None, error=error)
+        except Exception as exc:
+            return score_error(scorer, exc)
+        return score_record(scorer, outcome)
+
+    @staticmethod
+    def score_inline(call: ScorerCall) -> ScoreRecord:
+        try:
+            outcome = call.compute()
+        except Exception as exc:
+            return score_error(call.scorer, exc)
+        return score_record(call.scorer, outcome)
+
+
+def score_error(scorer: Scorer, exc: Exception) -> ScoreRecord:
+    """The score of a scorer that raised ``exc``: one scorer's error never
+    hides the others."""
+    if isinstance(exc, ScorerError):
         return ScoreRecord(
             scorer.name,
-            outcome.value,
-            outcome.passed,
-            reason=outcome.reason,
-            prompt_tokens=outcome.prompt_tokens,
-            completion_tokens=outcome.completion_tokens,
-            cost=outcome.cost,
-            model=outcome.model,
+            None,
+            None,
+            reason=exc.reason,
+            error=exc.message or type(exc).__name__,
+            prompt_tokens=exc.prompt_tokens,
+            completion_tokens=exc.completion_tokens,
+            cost=exc.cost,
+            model=exc.model,
         )
+    return ScoreRecord(scorer.name, None, None, error=f"{type(exc).__name__}: {exc}")
+
+
+def score_record(scorer: Scorer, outcome: ScoreOutcome) -> ScoreRecord:
+    return ScoreRecord(
+        scorer.name,
+        outcome.value,
+        outcome.passed,
+        reason=outcome.reason,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
+        cost=outcome.cost,
+        model=outcome.model,
+    )
 
 
 def _plus(total: Any, value: Any) -> Any:

@@ -7,6 +7,13 @@ rule of ``runs/scorers/base.py`` is enforced here: a scorer whose ``score`` is a
 plain method runs in the scorer worker pool, awaited under the run's scorer
 timeout; only ``async def score`` (waiting on I/O) runs on the loop.
 
+One exception, for speed: a built-in scorer that makes a few linear passes
+over its texts (``inline_chars``: exact_match, includes) scores short texts
+(an output and expected answers of at most ``INLINE_CHARS`` together) on the
+loop. That is microseconds of work, where the hop to a worker thread and back
+costs more than the scoring itself; anything longer, or nested, still goes to
+the pool.
+
 Threads suffice because what runs in them does not hold the GIL for long: user
 patterns go through RE2, which releases it, and the built-in scorers work huge
 texts in slices. A timed-out call cannot be killed: its thread finishes in the
@@ -67,9 +74,21 @@ class ScorerCall:
         loop = asyncio.get_running_loop()
         # The run's context (its frozen prices, for ``cost_of``) goes along.
         context = contextvars.copy_context()
-        return await loop.run_in_executor(scorer_pool(), context.run, self._in_worker)
+        return await loop.run_in_executor(scorer_pool(), context.run, self.compute)
 
-    def _in_worker(self) -> ScoreOutcome:
+    def inline(self) -> bool:
+        """Whether this call is cheap enough for the loop (``inline_chars``)."""
+        limit = getattr(self.scorer, "inline_chars", 0)
+        if not limit or runs_on_loop(self.scorer):
+            return False
+        size = text_size(self.output)
+        if size is None or size > limit:
+            return False
+        expected = text_size(self.item.expected)
+        return expected is not None and size + expected <= limit
+
+    def compute(self) -> ScoreOutcome:
+        """The scorer's work, in this thread."""
         self.started = True
         outcome = self.scorer.score(output=self.output, item=self.item)
         if inspect.isawaitable(outcome):
@@ -87,3 +106,22 @@ class ScorerCall:
             f"scorer exceeded {timeout:g} s waiting for a free scorer worker "
             f"(all {workers} busy)"
         )
+
+
+def text_size(value: Any) -> int | None:
+    """Characters of a text, a number or a list of them; None for anything
+    else (a nested value: its size is not known without walking it)."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, int | float):
+        return 32
+    if isinstance(value, list) and len(value) <= 64:
+        total = 0
+        for part in value:
+            if not isinstance(part, str | int | float) and part is not None:
+                return None
+            total += len(part) if isinstance(part, str) else 32
+        return total
+    return None

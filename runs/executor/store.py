@@ -18,6 +18,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.analysis import signatures
+from runs.executor import store_rows
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
 from runs.pricing import price_table
 
@@ -290,10 +291,6 @@ def _result_row(run_id: int, r: ResultRecord) -> Result:
     )
 
 
-def _result_rows(run_id: int, records: list[ResultRecord]) -> list[Result]:
-    return [_result_row(run_id, r) for r in records]
-
-
 def _score_row(result_id: int, s: ScoreRecord) -> Score:
     signature = signatures.score_signature(
         passed=s.passed, reason=s.reason, error=s.error
@@ -430,16 +427,17 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
     """
     with transaction.atomic():
         rewritten, records = _rewrite(run_id, records)
+        # Plain rows, no model instances: the executor's hot path (store_rows).
         try:
             with transaction.atomic():
-                rows = Result.objects.bulk_create(_result_rows(run_id, records))
+                ids = store_rows.insert_results(run_id, records)
         except IntegrityError:
             records = _without_stored(run_id, records)
-            rows = Result.objects.bulk_create(_result_rows(run_id, records))
-        stored = [*((row.pk, r) for row, r in zip(rows, records, strict=True))]
-        stored += rewritten
-        scores = [_score_row(pk, s) for pk, record in stored for s in record.scores]
-        Score.objects.bulk_create(scores)
+            ids = store_rows.insert_results(run_id, records)
+        stored = [*zip(ids, records, strict=True), *rewritten]
+        store_rows.insert_scores(
+            [(pk, s) for pk, record in stored for s in record.scores]
+        )
         counted = [record for _, record in stored]
         by_status: dict[str, int] = {}
         for r in counted:

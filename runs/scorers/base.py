@@ -133,6 +133,12 @@ class ScorerFactory(Protocol):
     def __init__(self, name: str, params: dict[str, Any]) -> None: ...
 
 
+# Texts up to this size (an output and its expected answers together) are
+# scored on the loop by the scorers that allow it (``inline_chars``): a few
+# microseconds of work, where a worker thread costs a hop each way.
+INLINE_CHARS = 2_000
+
+
 class ScorerPlugin(Plugin):
     """A scorer's declaration: a plug-in's, and whether it needs the expected answer."""
 
@@ -140,6 +146,11 @@ class ScorerPlugin(Plugin):
     # Whether its scores carry the tokens and cost of a model call (a judge):
     # an export then has columns for them.
     reports_usage: ClassVar[bool] = False
+    # A scorer whose work is a few linear passes over its texts may score an
+    # output and expected answers of at most this many characters on the
+    # loop: cheaper there than the hop to a worker thread and back (0: never;
+    # see runs/executor/scoring.py).
+    inline_chars: ClassVar[int] = 0
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:

@@ -4,7 +4,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.base import (
+    INLINE_CHARS,
+    ScoreOutcome,
+    ScorerPlugin,
+    as_text,
+    register,
+)
 from runs.scorers.text import NormaliseParams, expected_answers, normalise
 from runs.targets.base import TargetInput
 
@@ -28,6 +34,7 @@ class ExactMatch(ScorerPlugin):
     label: ClassVar[str] = "Exact match"
     Params = ExactMatchParams
     example: ClassVar[dict[str, Any]] = {"strip": True, "ignore_case": True}
+    inline_chars: ClassVar[int] = INLINE_CHARS
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name

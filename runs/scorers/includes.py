@@ -4,7 +4,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.scorers.base import (
+    INLINE_CHARS,
+    ScoreOutcome,
+    ScorerPlugin,
+    as_text,
+    register,
+)
 from runs.scorers.patterns import contains_whole
 from runs.scorers.text import NormaliseParams, expected_answers, normalise
 from runs.targets.base import TargetInput
@@ -37,6 +43,7 @@ class Includes(ScorerPlugin):
     label: ClassVar[str] = "Output includes expected"
     Params = IncludesParams
     example: ClassVar[dict[str, Any]] = {"ignore_case": True, "strip": True}
+    inline_chars: ClassVar[int] = INLINE_CHARS
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name

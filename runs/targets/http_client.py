@@ -16,7 +16,6 @@ from typing import Any
 
 import aiohttp
 import httpx
-from httpx_aiohttp import AiohttpTransport
 
 from runs.models import ErrorKind
 from runs.netpolicy import current_policy, policy_session, refusal_in
@@ -117,18 +116,37 @@ def status_error(
 
 
 class PolicyClient:
-    """Sends requests straight to a transport over aiohttp's pool.
+    """Sends requests straight to aiohttp's pool, answers as ``httpx.Response``.
 
     httpx's own connection pool spends milliseconds per request at high
     concurrency, and its client adds auth, redirect and cookie handling that
-    a call to a model or agent endpoint never needs. The executor bounds the
-    calls in flight; the connector lets through only the addresses the
-    network policy permits, and redirects are never followed.
+    a call to a model or agent endpoint never needs; building an
+    ``httpx.Request`` for a transport costs as much again. So the body is
+    encoded once, as httpx encodes JSON, and sent by aiohttp; the raw answer
+    (still compressed, if it was) becomes an ``httpx.Response``, which
+    decodes it as before. The executor bounds the calls in flight; the
+    connector lets through only the addresses the network policy permits,
+    and redirects are never followed.
     """
 
     def __init__(self) -> None:
-        policy = current_policy()
-        self.transport = AiohttpTransport(client=lambda: policy_session(policy))
+        self.policy = current_policy()
+        self.session: aiohttp.ClientSession | None = None
+        # Made once: aiohttp would build them for every request.
+        self.timeout = aiohttp.ClientTimeout(
+            sock_connect=BACKSTOP_TIMEOUT["connect"],
+            sock_read=BACKSTOP_TIMEOUT["read"],
+            connect=BACKSTOP_TIMEOUT["pool"],
+        )
+        self.plain_headers: dict[int, tuple[httpx.Headers, dict[str, str]]] = {}
+
+    def headers_for(self, headers: httpx.Headers) -> dict[str, str]:
+        # A target sends the same headers every time: converted once.
+        cached = self.plain_headers.get(id(headers))
+        if cached is None or cached[0] is not headers:
+            cached = (headers, dict(headers.multi_items()))
+            self.plain_headers[id(headers)] = cached
+        return cached[1]
 
     async def send(
         self,
@@ -139,36 +157,49 @@ class PolicyClient:
         body: Any = None,
     ) -> httpx.Response:
         """The response, read whole; TargetError for a refusal or a network error."""
+        data = None
+        plain = self.headers_for(headers)
+        if body is not None:
+            # What httpx sends for json=body (a NaN is a ValueError, as there).
+            data = json.dumps(
+                body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode()
+            if "content-type" not in headers:
+                plain = {**plain, "Content-Type": "application/json"}
+        if self.session is None:
+            # In the running loop, on first use, as aiohttp requires.
+            self.session = policy_session(self.policy)
         try:
-            request = httpx.Request(
+            async with self.session.request(
                 method,
-                url,
-                headers=headers,
-                json=body,
-                extensions={"timeout": BACKSTOP_TIMEOUT},
-            )
-            response = await self.transport.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-        except (httpx.TransportError, aiohttp.ClientError) as exc:
+                str(url),
+                headers=plain,
+                data=data,
+                allow_redirects=False,
+                auto_decompress=False,
+                compress=False,
+                timeout=self.timeout,
+            ) as answer:
+                content = await answer.read()
+                status, raw_headers = answer.status, answer.raw_headers
+        except aiohttp.ClientError as exc:
             refusal = refusal_in(exc)
             if refusal is not None:
                 raise TargetError(
                     str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
                 ) from None
-            # The transport maps aiohttp's errors to httpx's loosely (a refused
-            # connection becomes ConnectTimeout): report the original.
-            cause = (
-                exc.__cause__ if isinstance(exc.__cause__, aiohttp.ClientError) else exc
-            )
             raise TargetError(
-                f"{type(cause).__name__}: {cause}",
+                f"{type(exc).__name__}: {exc}",
                 kind=ErrorKind.TRANSIENT,
-                error_type=type(cause).__name__,
+                error_type=type(exc).__name__,
             ) from exc
+        response = httpx.Response(status, headers=raw_headers, content=content)
+        if "charset" not in response.headers.get("content-type", "").lower():
+            # What httpx would find, without its parse of the header (an
+            # email.message per response): no charset, so UTF-8.
+            response.encoding = "utf-8"
         return response
 
     async def aclose(self) -> None:
-        await self.transport.aclose()
+        if self.session is not None:
+            await self.session.close()

@@ -17,6 +17,7 @@ from runs.executor.options import RunOptions
 from runs.executor.scoring import scorer_pool
 from runs.models import RunStatus, Score
 from runs.scorers import base, build_scorer, clean_scorer_specs
+from runs.scorers.base import INLINE_CHARS
 from runs.scorers.exact_match import ExactMatch
 from runs.scorers.includes import Includes
 from runs.scorers.numeric import Numeric
@@ -112,9 +113,8 @@ async def test_a_hostile_regex_in_a_run_gets_a_verdict_and_the_loop_keeps_tickin
     assert ticks > 2
 
 
-async def test_every_builtin_scorer_computes_outside_the_loop_thread(
-    make_run, monkeypatch
-):
+def record_threads(monkeypatch) -> dict[str, set[int]]:
+    """The threads each built-in scorer computes in, filled as they score."""
     threads: dict[str, set[int]] = {}
     for cls in (ExactMatch, Includes, Numeric, Regex):
         original = cls.score
@@ -124,6 +124,13 @@ async def test_every_builtin_scorer_computes_outside_the_loop_thread(
             return _original(self, output=output, item=item)
 
         monkeypatch.setattr(cls, "score", recording)
+    return threads
+
+
+async def test_builtin_scorers_compute_outside_the_loop_thread_but_short_texts(
+    make_run, monkeypatch
+):
+    threads = record_threads(monkeypatch)
     scorers = ["exact_match", "includes", "numeric"]
     scorers.append({"kind": "regex", "params": {"pattern": r"\d"}})
     run = await sync_to_async(make_run)(
@@ -132,9 +139,43 @@ async def test_every_builtin_scorer_computes_outside_the_loop_thread(
     loop_thread = threading.get_ident()
     assert await execute_run(run.pk) == RunStatus.COMPLETED
     assert sorted(threads) == ["exact_match", "includes", "numeric", "regex"]
-    assert all(loop_thread not in seen for seen in threads.values())
+    # A user's pattern and a number parse always go to the pool; a comparison
+    # of two short texts costs less on the loop than the hop (inline_chars).
+    assert {kind for kind, seen in threads.items() if loop_thread in seen} == {
+        "exact_match",
+        "includes",
+    }
+    assert threads["exact_match"] == threads["includes"] == {loop_thread}
     passed = [s.passed async for s in Score.objects.filter(result__run=run)]
     assert passed == [True] * 4
+
+
+@pytest.mark.parametrize("kind", ["exact_match", "includes"])
+@pytest.mark.parametrize(
+    ("output", "expected"),
+    [
+        ("x" * INLINE_CHARS, "y"),  # together just over the limit
+        ("y", ["x" * INLINE_CHARS]),  # the expected answers count too
+        ({"answer": "y"}, "y"),  # nested: its size is not known cheaply
+    ],
+    ids=["long-output", "long-expected", "nested-output"],
+)
+async def test_beyond_short_texts_an_inline_scorer_computes_in_a_worker(
+    kind, output, expected, monkeypatch
+):
+    threads = record_threads(monkeypatch)
+    scoring = runner((kind, {}))
+    [record] = await scoring.score(output, item(expected))
+    assert record.error == ""
+    assert threads[kind] and threading.get_ident() not in threads[kind]
+
+
+async def test_at_the_inline_limit_the_scorer_computes_on_the_loop(monkeypatch):
+    threads = record_threads(monkeypatch)
+    scoring = runner(("exact_match", {}))
+    output = "x" * (INLINE_CHARS - 1)
+    [record] = await scoring.score(output, item("x"))
+    assert (record.passed, threads["exact_match"]) == (False, {threading.get_ident()})
 
 
 class StuckScorer(base.ScorerPlugin):

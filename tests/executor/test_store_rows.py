@@ -1,0 +1,244 @@
+"""The executor's plain-row inserts (store_rows) and its writer's pace.
+
+Results and scores are inserted without model instances (COPY on
+PostgreSQL, one INSERT ... RETURNING per chunk on SQLite): what they store
+must be what the ORM stores, a duplicate must be skipped as before, and the
+counts must add up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import IntegrityError, transaction
+
+from runs.analysis import signatures
+from runs.executor import engine, store, store_rows
+from runs.executor.engine import execute_run
+from runs.executor.store import ResultRecord, ScoreRecord
+from runs.models import ErrorKind, Result, Run, RunStatus, Score
+from tests.factories import arithmetic_items
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+COMPARED = [
+    "item_id",
+    "item_index",
+    "epoch",
+    "status",
+    "output",
+    "error_kind",
+    "error_type",
+    "error_message",
+    "error_signature",
+    "error_pattern",
+    "attempts",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "model",
+    "started_at",
+    "finished_at",
+    "retry_pending",
+]
+SCORE_COMPARED = [
+    "scorer",
+    "value",
+    "passed",
+    "reason",
+    "error",
+    "reason_signature",
+    "skipped",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "model",
+]
+
+
+def records_for(items: list[Any]) -> list[ResultRecord]:
+    """Records of every shape the executor writes: answers of any JSON type,
+    errors with signatures, usage, judges' scores, skipped and errored scores."""
+    outputs: list[Any] = [
+        "5",
+        {"content": "é ✓", "tool_calls": [{"id": "c1", "args": {"x": [1, 2.5]}}]},
+        None,
+        ["a", None, True],
+        42,
+        "quote ' and \\ backslash\nnew line\ttab",
+    ]
+    records = []
+    for n, item in enumerate(items):
+        failed = n % 3 == 2
+        records.append(
+            ResultRecord(
+                item_id=item.pk,
+                item_index=item.index,
+                epoch=n % 2,
+                status=Result.Status.FAILED if failed else Result.Status.SUCCEEDED,
+                output=None if failed else outputs[n % len(outputs)],
+                attempts=[
+                    {"number": 1, "outcome": "error" if failed else "ok", "n": n}
+                ],
+                started_at=T0 + timedelta(seconds=n),
+                finished_at=T0 + timedelta(seconds=n, microseconds=n),
+                error_kind=ErrorKind.TRANSIENT if failed else "",
+                error_type="HTTP500" if failed else "",
+                error_message=f"HTTP 500: request req_{n:08x} failed" if failed else "",
+                latency_ms=None if failed else 12.5 + n,
+                prompt_tokens=None if n % 4 == 0 else 10 + n,
+                completion_tokens=None if n % 4 == 0 else 1,
+                cost=None if n % 4 == 0 else 0.001 * n,
+                model="m" * 250 if n == 1 else "gpt",
+                scores=[]
+                if failed
+                else [
+                    ScoreRecord("exact_match", 1.0, True, reason="matches '5'"),
+                    ScoreRecord(
+                        "judge",
+                        None,
+                        None,
+                        reason="unparsable",
+                        error=f"bad reply {n}",
+                        prompt_tokens=7,
+                        completion_tokens=3,
+                        cost=None,
+                        model="judge-model",
+                    ),
+                    ScoreRecord("later", None, None, reason="skipped", skipped=True),
+                ],
+            )
+        )
+    return records
+
+
+def stored(run: Run) -> tuple[list[tuple], list[tuple]]:
+    results = list(
+        Result.objects.filter(run=run)
+        .order_by("item_index", "epoch")
+        .values_list(*COMPARED)
+    )
+    scores = list(
+        Score.objects.filter(result__run=run)
+        .order_by("result__item_index", "result__epoch", "scorer")
+        .values_list(*SCORE_COMPARED)
+    )
+    return results, scores
+
+
+def orm_write(run: Run, records: list[ResultRecord]) -> None:
+    """The same records through the ORM, as the executor stored them before."""
+    with transaction.atomic():
+        rows = Result.objects.bulk_create(
+            [store._result_row(run.pk, r) for r in records]
+        )
+        Score.objects.bulk_create(
+            [
+                store._score_row(row.pk, s)
+                for row, r in zip(rows, records, strict=True)
+                for s in r.scores
+            ]
+        )
+
+
+def test_plain_rows_store_exactly_what_the_orm_stores(make_run):
+    items = arithmetic_items(12)
+    fast_run = make_run(items)
+    orm_run = make_run(items, dataset=fast_run.dataset)
+    dataset_items = list(fast_run.dataset.items.order_by("index"))
+    assert store.results_write(fast_run.pk, records_for(dataset_items)) == 12
+    orm_write(orm_run, records_for(dataset_items))
+    fast, orm = stored(fast_run), stored(orm_run)
+    assert len(fast[0]) == 12 and len(fast[1]) == 8 * 3
+    assert fast == orm
+    # Read back as values: JSON, datetimes and truncations survived the trip.
+    first = Result.objects.get(run=fast_run, item_index=1)
+    assert first.output["content"] == "é ✓" and first.started_at == T0 + timedelta(
+        seconds=1
+    )
+    assert first.model == "m" * 200
+    failed = Result.objects.get(run=fast_run, item_index=2)
+    expected = signatures.error_signature(
+        kind=ErrorKind.TRANSIENT,
+        error_type="HTTP500",
+        message="HTTP 500: request req_00000002 failed",
+    )
+    assert (failed.error_signature, failed.error_pattern) == (
+        expected.signature,
+        expected.pattern,
+    )
+    assert Result.objects.get(run=fast_run, item_index=2).output is None
+    assert Result.objects.get(run=fast_run, item_index=3).output == ["a", None, True]
+
+
+def test_a_duplicate_is_skipped_and_the_counts_add_up(make_run):
+    run = make_run(arithmetic_items(6))
+    items = list(run.dataset.items.order_by("index"))
+    records = records_for(items)
+    assert store.results_write(run.pk, records[:4]) == 4
+    # Written again with two new ones (another executor stored the first
+    # four): only the new ones are stored, and counted.
+    again = records_for(items)
+    assert store.results_write(run.pk, again) == 2
+    run.refresh_from_db()
+    assert Result.objects.filter(run=run).count() == 6
+    assert Score.objects.filter(result__run=run).count() == 4 * 3
+    assert (run.succeeded, run.failed) == (4, 2)
+    assert run.processed == 6
+    assert run.prompt_tokens == sum(r.prompt_tokens or 0 for r in records)
+    counted = store.run_counts(run.pk)
+    assert counted[Result.Status.SUCCEEDED] == run.succeeded
+    assert counted[Result.Status.FAILED] == run.failed
+
+
+def test_a_duplicate_raises_integrity_error_from_either_insert(make_run):
+    run = make_run(arithmetic_items(2))
+    items = list(run.dataset.items.order_by("index"))
+    records = records_for(items)
+    with transaction.atomic():
+        store_rows.insert_results(run.pk, records)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        store_rows.insert_results(run.pk, records[:1])
+    [result_id] = Result.objects.filter(run=run, item_index=0).values_list(
+        "pk", flat=True
+    )
+    with pytest.raises(IntegrityError), transaction.atomic():
+        store_rows.insert_scores([(result_id, records[0].scores[0])] * 2)
+
+
+def test_ids_come_back_in_the_order_of_the_records(make_run):
+    run = make_run(arithmetic_items(5))
+    items = list(run.dataset.items.order_by("index"))
+    records = list(reversed(records_for(items)))
+    with transaction.atomic():
+        ids = store_rows.insert_results(run.pk, records)
+    by_id = dict(Result.objects.filter(run=run).values_list("pk", "item_index"))
+    assert [by_id[pk] for pk in ids] == [r.item_index for r in records]
+
+
+async def test_a_full_batch_is_written_before_the_flush_interval(make_run, monkeypatch):
+    # A writer that waited for its interval would leave the workers blocked
+    # on a full buffer for an hour: the run ends only if full batches wake it.
+    monkeypatch.setattr(engine, "FLUSH_INTERVAL", 3600.0)
+    monkeypatch.setattr(engine, "FLUSH_BATCH", 5)
+    sizes: list[int] = []
+    write = engine.write_results
+
+    async def counting(run_id: int, batch: list[ResultRecord]) -> int:
+        sizes.append(len(batch))
+        return await write(run_id, batch)
+
+    monkeypatch.setattr(engine, "write_results", counting)
+    run = await sync_to_async(make_run)(arithmetic_items(12), concurrency=1)
+    async with asyncio.timeout(120):  # a hang guard, not a measure
+        status = await execute_run(run.pk)
+    assert status == RunStatus.COMPLETED
+    assert sum(sizes) == 12
+    assert sizes[:2] == [5, 5]
+    assert await Result.objects.filter(run=run).acount() == 12

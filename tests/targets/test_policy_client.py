@@ -1,0 +1,119 @@
+"""The shared HTTP client sends through aiohttp and answers as httpx would:
+the body httpx would send, the answer decoded as httpx decodes it."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import socket
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+
+import httpx
+import pytest
+
+from runs.models import ErrorKind
+from runs.targets import TargetError
+from runs.targets.http_client import PolicyClient
+from tests.local_http import serve
+
+CAFE = "café ✓"
+
+
+class _Answers(BaseHTTPRequestHandler):
+    """Answers by path; /echo returns what it got (headers and raw body)."""
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        headers = {"Content-Type": "application/json"}
+        if self.path.endswith("/gzip"):
+            data = gzip.compress(json.dumps({"text": CAFE}).encode())
+            headers["Content-Encoding"] = "gzip"
+        elif self.path.endswith("/latin1"):
+            data = json.dumps({"text": "café"}, ensure_ascii=False).encode("latin-1")
+            headers["Content-Type"] = "application/json; charset=ISO-8859-1"
+        elif self.path.endswith("/utf8"):
+            data = json.dumps({"text": CAFE}, ensure_ascii=False).encode()
+        else:
+            data = json.dumps(
+                {
+                    "body": body.decode(),
+                    "content_type": self.headers.get("Content-Type"),
+                    "custom": self.headers.get("X-Custom"),
+                }
+            ).encode()
+        self.send_response(200)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def answers() -> Iterator[str]:
+    with serve(_Answers) as base_url:
+        yield base_url
+
+
+async def post(url: str, body: object = None, **headers: str) -> httpx.Response:
+    client = PolicyClient()
+    try:
+        return await client.send(
+            "POST", httpx.URL(url), headers=httpx.Headers(headers), body=body
+        )
+    finally:
+        await client.aclose()
+
+
+async def test_the_body_is_what_httpx_sends_for_json(answers: str) -> None:
+    body = {"text": CAFE, "n": [1, 2.5, None]}
+    response = await post(f"{answers}/echo", body, **{"X-Custom": "yes"})
+    got = response.json()
+    request = httpx.Request("POST", answers, json=body)
+    assert got["body"].encode() == request.read()
+    assert (got["content_type"], got["custom"]) == ("application/json", "yes")
+
+
+async def test_a_declared_content_type_is_kept(answers: str) -> None:
+    response = await post(
+        f"{answers}/echo", {"a": 1}, **{"Content-Type": "application/vnd.x+json"}
+    )
+    assert response.json()["content_type"] == "application/vnd.x+json"
+
+
+async def test_a_nan_in_the_body_is_refused_as_httpx_refuses_it(answers: str) -> None:
+    with pytest.raises(ValueError):
+        await post(f"{answers}/echo", {"x": math.nan})
+
+
+@pytest.mark.parametrize(
+    ("path", "text"), [("gzip", CAFE), ("latin1", "café"), ("utf8", CAFE)]
+)
+async def test_the_answer_is_decoded_as_httpx_decodes_it(
+    answers: str, path: str, text: str
+) -> None:
+    response = await post(f"{answers}/{path}", {})
+    assert response.status_code == 200
+    # The text by the declared charset (UTF-8 without one), as httpx reads it.
+    assert json.loads(response.text) == {"text": text}
+    expected = httpx.Response(
+        200,
+        headers=response.headers,
+        content=gzip.compress(response.content) if path == "gzip" else response.content,
+    )
+    assert response.text == expected.text
+
+
+async def test_a_refused_connection_is_a_transient_target_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens
+    with pytest.raises(TargetError) as caught:
+        await post(f"http://127.0.0.1:{port}/v1/x", {})
+    assert caught.value.kind == ErrorKind.TRANSIENT
+    assert "Connect" in caught.value.error_type
