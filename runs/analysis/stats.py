@@ -5,9 +5,7 @@ The functions take counts (already aggregated in the database), never rows.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from statistics import NormalDist
 
 import numpy as np
 
@@ -20,17 +18,14 @@ def wilson_interval(
     """Wilson score interval of ``passed / total``; None without any trial."""
     if total <= 0:
         return None
-    # SciPy's formula (binomtest(...).proportion_ci(method="wilson"), after
-    # Newcombe 1998), written out: importing scipy.stats costs every process
-    # that reads a run's figures most of a second of start-up.
-    z = NormalDist().inv_cdf(0.5 + 0.5 * confidence)
-    p = passed / total
-    denominator = 2 * (total + z**2)
-    center = (2 * total * p + z**2) / denominator
-    delta = z / denominator * math.sqrt(4 * total * p * (1 - p) + z**2)
-    low = 0.0 if passed == 0 else center - delta
-    high = 1.0 if passed == total else center + delta
-    return (float(low), float(high))
+    # Imported on first use: at the top of the module scipy.stats would cost
+    # every process that imports the analysis (each evalrun) most of a second.
+    from scipy.stats import binomtest
+
+    interval = binomtest(passed, total).proportion_ci(
+        confidence_level=confidence, method="wilson"
+    )
+    return (float(interval.low), float(interval.high))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
