@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -38,15 +38,18 @@ from procrastinate.job_context import AbortReason
 from procrastinate.worker import Worker
 
 from runs import events
-from runs.executor import shard_store, store
+from runs.executor import rescore_store, shard_store, store
 from runs.executor.engine import Execution, StorageUnavailable, execute_run
-
-if TYPE_CHECKING:
-    from runs.executor.launchers import LocalLauncher
+from runs.executor.rescore import execute_scoring_pass
 
 logger = logging.getLogger(__name__)
 
 TASK_NAME = "evalsite.execute_shard"
+PASS_TASK_NAME = "evalsite.execute_scoring_pass"
+
+
+class PassNotClaimed(Exception):
+    """Another executor holds the pass: the job asks again later."""
 
 
 class ShardHandedBack(Exception):
@@ -60,6 +63,7 @@ _running: dict[int, asyncio.Task[str | None]] = {}
 release_shard = database_sync_to_async(shard_store.shard_release)
 settle_shard = database_sync_to_async(shard_store.shard_settle)
 end_shard = database_sync_to_async(shard_store.shard_finish)
+pass_held_elsewhere = database_sync_to_async(rescore_store.pass_running)
 
 
 @app.task(
@@ -125,6 +129,22 @@ async def execute_shard(
     return status
 
 
+@app.task(
+    name=PASS_TASK_NAME,
+    retry=RetryStrategy(
+        max_attempts=1000, wait=1, retry_exceptions={DatabaseError, PassNotClaimed}
+    ),
+)
+async def execute_pass(*, pass_id: int) -> str | None:
+    """A scoring pass (a re-score) on a worker."""
+    status = await execute_scoring_pass(pass_id)
+    if status is None and await pass_held_elsewhere(pass_id):
+        # Held by an executor that may have died (a SIGKILLed worker): ask
+        # again until it is taken over (stale heartbeat) or has ended.
+        raise PassNotClaimed(f"scoring pass {pass_id}")
+    return status
+
+
 async def _hand_back(inner: asyncio.Task[str | None], shard_id: int) -> None:
     """Stop the shard's execution (what it stored stays) and release it."""
     inner.cancel()
@@ -145,9 +165,6 @@ def hand_back_all() -> None:
 
 class ProcrastinateLauncher:
     """Defers runs as shard jobs; executes nothing in this process."""
-
-    def __init__(self) -> None:
-        self.local: LocalLauncher | None = None  # scoring passes run here
 
     def launch(self, run_id: int) -> None:
         ranges = shard_store.shard_ranges(run_id, size=settings.EVALSITE_SHARD_SIZE)
@@ -179,12 +196,12 @@ class ProcrastinateLauncher:
             events.publish_run_update_sync(run_id, final=True)
 
     def launch_scoring_pass(self, pass_id: int) -> None:
-        # A re-score calls no target: it runs where it is asked for.
-        from runs.executor.launchers import LocalLauncher
-
-        if self.local is None:
-            self.local = LocalLauncher()
-        self.local.launch_scoring_pass(pass_id)
+        # A re-score calls judges and runs code in sandboxes: a worker's work,
+        # not a web server's. One job per pass (its writes replace scores by
+        # scorer name, so a pass taken over from a dead worker starts over).
+        app.configure_task(PASS_TASK_NAME, queue=settings.EVALSITE_QUEUE).defer(
+            pass_id=pass_id
+        )
 
 
 # -- the worker -------------------------------------------------------------------

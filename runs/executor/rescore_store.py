@@ -228,3 +228,10 @@ def pass_finish(pass_id: int, *, error: str = "") -> str:
         run_cost_recount(scoring.run_id)
         Run.objects.filter(pk=scoring.run_id).update(revision=F("revision") + 1)
     return status
+
+
+def pass_running(pass_id: int) -> bool:
+    """The pass is held by an executor (live or not yet seen as dead)."""
+    return ScoringPass.objects.filter(
+        pk=pass_id, status=ScoringPass.Status.RUNNING
+    ).exists()

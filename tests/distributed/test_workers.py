@@ -295,3 +295,33 @@ def test_runs_go_on_while_redis_is_unavailable(
     wait_final(run)
     assert run.status == RunStatus.COMPLETED
     assert run.succeeded == run.total
+
+
+def test_a_rescore_is_executed_by_a_worker_not_the_web_server(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    from runs.models import Score, ScoringPass
+    from runs.rescoring import run_rescore
+
+    (worker,) = workers.start(1)
+    run = distributed_run(project, fake_openai, arithmetic_items(SHARD_SIZE))
+    wait_final(run)
+
+    plan = run_rescore(
+        run=run, user=None, scorers=[{"kind": "includes", "name": "has"}]
+    )
+
+    scoring = plan.scoring_pass
+
+    def ended() -> bool:
+        scoring.refresh_from_db()
+        return scoring.status not in (
+            ScoringPass.Status.PENDING,
+            ScoringPass.Status.RUNNING,
+        )
+
+    wait_for(ended, what="the scoring pass ended")
+    assert scoring.status == ScoringPass.Status.COMPLETED
+    # Executed by the worker process, not by this one (the web server's part).
+    assert f":{worker.pid}:" in scoring.executor_id
+    assert Score.objects.filter(result__run=run, scorer="has").count() == SHARD_SIZE
