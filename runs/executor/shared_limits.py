@@ -253,10 +253,14 @@ def shared_store() -> Store:
     return PROCESS
 
 
-def _store_errors() -> tuple[type[BaseException], ...]:
-    from redis.exceptions import RedisError
+def _store_errors(store: Store) -> tuple[type[BaseException], ...]:
+    errors: tuple[type[BaseException], ...] = (DatabaseError, OSError, TimeoutError)
+    if isinstance(store, RedisStore):
+        # Imported only with Redis: the import costs a run's start 45 ms.
+        from redis.exceptions import RedisError
 
-    return (RedisError, DatabaseError, OSError, TimeoutError)
+        errors = (RedisError, *errors)
+    return errors
 
 
 class Degrading:
@@ -266,7 +270,7 @@ class Degrading:
         self.store = store
         self.run_id = run_id
         self.failed_at: float | None = None
-        self.errors = _store_errors()
+        self.errors = _store_errors(store)
 
     @property
     def shared(self) -> bool:
