@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
+from runs.executor import store_rows
 from runs.executor.items import total_cost
 from runs.executor.store import (
     EXECUTOR_ID,
@@ -30,17 +31,8 @@ from runs.pricing import price_table
 
 RESULT_PAGE_SIZE = 200
 # Every field of a score but its keys: a replaced score keeps nothing of the old.
-SCORE_FIELDS = (
-    "value",
-    "passed",
-    "reason",
-    "error",
-    "reason_signature",
-    "skipped",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost",
-    "model",
+SCORE_FIELDS = tuple(
+    name for name in store_rows.SCORE_FIELDS if name not in ("result_id", "scorer")
 )
 
 
