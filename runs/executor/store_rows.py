@@ -256,10 +256,14 @@ def insert_scores(pairs: Sequence[tuple[int, Any]]) -> None:
     if connection.vendor == "postgresql":
         _copy(table, rows)
         return
-    marks = ", ".join(["%s"] * len(table.columns))
+    width = len(table.columns)
+    marks = "(" + ", ".join(["%s"] * width) + ")"
     with connection.cursor() as cursor:
-        cursor.executemany(
-            f"INSERT INTO {connection.ops.quote_name(table.table)} "
-            f"({table.quoted()}) VALUES ({marks})",
-            rows,
-        )
+        # Many rows a statement, as the results: executemany runs one
+        # statement a row.
+        for chunk in _chunks(rows, width):
+            cursor.execute(
+                f"INSERT INTO {connection.ops.quote_name(table.table)} "
+                f"({table.quoted()}) VALUES " + ", ".join([marks] * len(chunk)),
+                [value for row in chunk for value in row],
+            )
