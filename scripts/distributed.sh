@@ -36,8 +36,11 @@ stop() {
     wait
 }
 trap stop EXIT INT TERM
+# Each worker in a session of its own: Ctrl-C in the terminal reaches this
+# script only, whose trap sends each worker one SIGTERM (it finishes its
+# shards); a second signal would hand them back unfinished.
 for _ in $(seq "$WORKERS"); do
-    "$BIN/python" manage.py evalworker &
+    setsid "$BIN/python" manage.py evalworker --concurrency 2 &
     pids+=($!)
 done
 "$BIN/daphne" -b "$HOST" -p "$PORT" evalsite.asgi:application &

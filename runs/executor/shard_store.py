@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
@@ -131,8 +132,11 @@ def shard_heartbeat(
         RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
             heartbeat_at=now, in_flight=in_flight
         )
+        # Shards whose worker went silent hold nothing any more (it died, or
+        # it will be seen as stalled and its items run again).
+        alive = now - timedelta(seconds=settings.EVALSITE_STALL_SECONDS)
         held = RunShard.objects.filter(
-            run_id=run_id, status=RunShard.Status.RUNNING
+            run_id=run_id, status=RunShard.Status.RUNNING, heartbeat_at__gte=alive
         ).aggregate(n=Sum("in_flight"))["n"]
         Run.objects.filter(
             pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
@@ -189,7 +193,9 @@ def shard_release(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
     return bool(
         RunShard.objects.filter(
             pk=shard_id, worker=executor_id, status=RunShard.Status.RUNNING
-        ).update(status=RunShard.Status.PENDING, worker="", heartbeat_at=None)
+        ).update(
+            status=RunShard.Status.PENDING, worker="", heartbeat_at=None, in_flight=0
+        )
     )
 
 

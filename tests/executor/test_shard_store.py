@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from runs.executor import shard_store
 from runs.models import Project, Run, RunShard, RunStatus
@@ -171,3 +174,39 @@ def test_an_ended_run_gets_no_new_shards(run: Run) -> None:
     Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
     assert shard_store.shards_replace(run.pk, [(0, 10)]) is None
     assert not RunShard.objects.filter(run=run).exists()
+
+
+@pytest.mark.django_db
+def test_a_silent_workers_shard_holds_nothing_in_flight(run: Run, settings) -> None:
+    first, second = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(first.pk, executor_id="host:1:a")
+    shard_store.shard_claim(second.pk, executor_id="host:2:b")
+    shard_store.shard_heartbeat(
+        first.pk, run_id=run.pk, in_flight=3, executor_id="host:1:a"
+    )
+    # The first worker dies: its last heartbeat ages past the stall threshold.
+    RunShard.objects.filter(pk=first.pk).update(
+        heartbeat_at=timezone.now()
+        - timedelta(seconds=settings.EVALSITE_STALL_SECONDS + 1)
+    )
+
+    shard_store.shard_heartbeat(
+        second.pk, run_id=run.pk, in_flight=4, executor_id="host:2:b"
+    )
+
+    run.refresh_from_db()
+    assert run.in_flight == 4
+
+
+@pytest.mark.django_db
+def test_a_handed_back_shard_holds_nothing_in_flight(run: Run) -> None:
+    (only,) = shards(run, (0, 10))
+    shard_store.shard_claim(only.pk, executor_id="host:1:a")
+    shard_store.shard_heartbeat(
+        only.pk, run_id=run.pk, in_flight=5, executor_id="host:1:a"
+    )
+
+    shard_store.shard_release(only.pk, executor_id="host:1:a")
+
+    only.refresh_from_db()
+    assert only.in_flight == 0

@@ -49,6 +49,7 @@ class Command(BaseCommand):
                 returncode=2,
             )
         names = [q.strip() for q in queues.split(",") if q.strip()]
+        database_ready()
         from runs.executor.distributed import run_worker
 
         if opts["verbosity"] >= 1:
@@ -67,3 +68,27 @@ class Command(BaseCommand):
             )
         )
         self.stderr.write("evalworker: stopped")
+
+
+def database_ready() -> None:
+    """Refuse to start, saying why, on a database that does not answer or is
+    not migrated (the worker would otherwise retry a bare "Database error")."""
+    from django.db import DatabaseError, connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    db = connection.settings_dict
+    where = f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{db['NAME']}"
+    try:
+        executor = MigrationExecutor(connection)
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except DatabaseError as exc:
+        raise CommandError(
+            f"the database {where} does not answer: {str(exc).strip()}"
+        ) from None
+    finally:
+        connection.close()
+    if plan:
+        raise CommandError(
+            f"the database {where} is not migrated ({len(plan)} migrations to "
+            "apply): run `python manage.py migrate` first"
+        )
