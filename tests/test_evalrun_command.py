@@ -361,3 +361,15 @@ def test_evalrun_retry_of_an_unknown_run_exits_2(data_dir, tmp_path):
     )
     assert done.returncode == 2
     assert "no run 99" in done.stderr
+
+
+def test_evalrun_json_says_why_the_run_failed_on_stderr(
+    data_dir, fake_openai, tmp_path
+):
+    dataset = write_items(tmp_path / "bad.jsonl", 4, marker="[[status:404]]")
+
+    done = run_cli(evalrun_args(dataset, fake_openai, "--json"), data_dir)
+
+    assert done.returncode == 1
+    assert set(json.loads(done.stdout)) == SUMMARY_KEYS
+    assert "error: all 4 items failed" in done.stderr

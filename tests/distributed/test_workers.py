@@ -325,3 +325,39 @@ def test_a_rescore_is_executed_by_a_worker_not_the_web_server(
     # Executed by the worker process, not by this one (the web server's part).
     assert f":{worker.pid}:" in scoring.executor_id
     assert Score.objects.filter(result__run=run, scorer="has").count() == SHARD_SIZE
+
+
+def test_evalrun_says_when_no_worker_takes_its_run(
+    fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    get_user_model().objects.create_user("researcher")
+    data = tmp_path / "arith.jsonl"
+    data.write_text(
+        "".join(json.dumps(item) + "\n" for item in arithmetic_items(SHARD_SIZE))
+    )
+    evalrun = subprocess.Popen(
+        [
+            *(sys.executable, "manage.py", "evalrun", str(data), "--json"),
+            *("--base-url", fake_openai.base_url, "--model", "fake"),
+            *("--scorer", "exact_match"),
+        ],
+        cwd=ROOT,
+        env=worker_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        lines = []
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = evalrun.stderr.readline()
+            lines.append(line)
+            if "no worker has taken a shard" in line:
+                break
+        assert "no worker has taken a shard" in lines[-1], lines
+        assert "evalworker" in lines[-1]
+    finally:
+        evalrun.send_signal(signal.SIGTERM)  # cancels the run, as Ctrl-C does
+        out, _ = evalrun.communicate(timeout=30)
+    assert json.loads(out)["status"] == "cancelled"

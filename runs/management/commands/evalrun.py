@@ -35,6 +35,7 @@ import signal
 import sys
 import time
 from argparse import ArgumentError, ArgumentParser, ArgumentTypeError
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from runs.models import (
     HEARTBEAT_STALE_SECONDS,
     Project,
     Run,
+    RunShard,
     RunStatus,
 )
 from runs.plugins import Param, describe
@@ -208,7 +210,7 @@ class Command(BaseCommand):
                 return
             self.stderr.write(f"run {run.pk} started (deferred to workers)")
             self.stderr.flush()
-            status = asyncio.run(follow(run, quiet=quiet))
+            status = asyncio.run(follow(run, quiet=quiet, say=self.stderr.write))
         else:
             self.stderr.write(f"run {run.pk} started")
             self.stderr.flush()
@@ -221,6 +223,8 @@ class Command(BaseCommand):
         summary = report(run)
         if opts["json"]:
             self.stdout.write(json.dumps(summary))
+            if run.error:  # the JSON keeps its keys; why it failed goes here
+                self.stderr.write(f"error: {run.error}")
         else:
             self.stderr.write(human_summary(summary, run))
         if run.status == RunStatus.FAILED:
@@ -557,10 +561,11 @@ async def show_progress(run_id: int) -> None:
             await asyncio.sleep(0.25)
 
 
-async def follow(run: Run, *, quiet: bool) -> str:
+async def follow(run: Run, *, quiet: bool, say: Callable[[str], Any]) -> str:
     """Wait for a run that workers execute to end, with the progress bar.
 
-    Ctrl-C cancels the run, as in this process: its workers stop it.
+    Ctrl-C cancels the run, as in this process: its workers stop it. When no
+    worker has taken any of its shards for a while, ``say`` tells so, once.
     """
     loop = asyncio.get_running_loop()
 
@@ -570,6 +575,7 @@ async def follow(run: Run, *, quiet: bool) -> str:
     loop.add_signal_handler(signal.SIGINT, cancel)
     loop.add_signal_handler(signal.SIGTERM, cancel)
     progress = None if quiet else asyncio.create_task(show_progress(run.pk))
+    waited: float | None = loop.time()
     try:
         while True:
             status = await asyncio.to_thread(
@@ -577,6 +583,16 @@ async def follow(run: Run, *, quiet: bool) -> str:
             )
             if status in FINAL_RUN_STATUSES:
                 return status
+            # As long as a silent worker is given before it counts as stalled.
+            patience = settings.EVALSITE_STALL_SECONDS
+            if waited is not None and loop.time() - waited >= patience:
+                waited = None
+                if not await asyncio.to_thread(run_shards_claimed, run.pk):
+                    say(
+                        f"no worker has taken a shard of run {run.pk} yet: is "
+                        "`python manage.py evalworker` running, on queue "
+                        f"{settings.EVALSITE_QUEUE!r}, against this database?"
+                    )
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
     finally:
         if progress is not None:
@@ -624,3 +640,8 @@ def cost_note(run: Run) -> str:
     if run.unpriced:
         return f", cost {usd(run.cost)} + {run.unpriced} results with no price"
     return f", cost {usd(run.cost)}" if run.cost else ""
+
+
+def run_shards_claimed(run_id: int) -> bool:
+    """Some worker has claimed a shard of the run (now or before)."""
+    return RunShard.objects.filter(run_id=run_id, claims__gt=0).exists()
