@@ -128,6 +128,15 @@ def test_run_completes_across_a_database_restart(
         capture_output=True,
         check=True,
     ).stdout
+    # With the record of its migrations: a worker refuses an unmigrated database.
+    schema += subprocess.run(
+        [
+            *(PG_BIN / "pg_dump", "--data-only", "--no-owner"),
+            *("-t", "django_migrations", "-d", database_url()),
+        ],
+        capture_output=True,
+        check=True,
+    ).stdout
     subprocess.run(
         [PG_BIN / "psql", "-q", "-v", "ON_ERROR_STOP=1", "-d", cluster.url],
         input=schema,
