@@ -68,7 +68,8 @@ def decrypt(ciphertext: str, *, name: str) -> str:
     except InvalidToken:
         raise SecretUnavailable(
             f"project secret {name!r} cannot be decrypted with the configured "
-            "EVALSITE_SECRETS_KEY; set it again"
+            "EVALSITE_SECRETS_KEY: every process that runs targets (each worker "
+            "too) needs the key the secret was set with; or set the secret again"
         ) from None
 
 

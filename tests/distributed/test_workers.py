@@ -128,6 +128,15 @@ def test_sigkilled_worker_shard_is_finished_by_the_others(
     assert len(fake_openai.stats.prompts) == len(items)
     print(f"calls repeated after the SIGKILL: {repeated}")
     assert repeated <= SHARD_SIZE
+    # The survivors said so, once a line, with the time.
+    said = [
+        line
+        for index, process in enumerate(processes)
+        if process is not victim
+        for line in workers.log(index).splitlines()
+        if "its worker is stalled" in line
+    ]
+    assert said and all(line.startswith("20") for line in said), said
 
 
 def test_cancel_stops_every_worker_and_keeps_finished_results(

@@ -57,6 +57,9 @@ class Command(BaseCommand):
                 level=logging.INFO if opts["verbosity"] >= 2 else logging.WARNING,
                 format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             )
+            # One line a message: the project's own console handler would
+            # print every "runs" message a second time, without its time.
+            logging.getLogger("runs").handlers.clear()
         self.stderr.write(
             f"evalworker: concurrency {concurrency}, queues "
             f"{', '.join(names or [settings.EVALSITE_QUEUE])}"
