@@ -195,6 +195,28 @@ def _chunks(rows: list[tuple[Any, ...]], width: int) -> Iterable[list[Any]]:
         yield rows[start : start + size]
 
 
+def _insert(
+    table: Table, rows: list[tuple[Any, ...]], *, returning: Sequence[str] = ()
+) -> list[tuple[Any, ...]]:
+    """SQLite: the rows in multi-row INSERTs (executemany would run one
+    statement a row); the ``returning`` columns of each row inserted."""
+    quote = connection.ops.quote_name
+    marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
+    tail = f" RETURNING {', '.join(map(quote, returning))}" if returning else ""
+    returned: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        for chunk in _chunks(rows, len(table.columns)):
+            cursor.execute(
+                f"INSERT INTO {quote(table.table)} ({table.quoted()}) VALUES "
+                + ", ".join([marks] * len(chunk))
+                + tail,
+                [value for row in chunk for value in row],
+            )
+            if returning:
+                returned.extend(cursor.fetchall())
+    return returned
+
+
 def _copy(table: Table, rows: list[tuple[Any, ...]]) -> None:
     """PostgreSQL: the rows through COPY, errors as Django's (IntegrityError)."""
     name = connection.ops.quote_name(table.table)
@@ -231,19 +253,9 @@ def insert_results(run_id: int, records: Sequence[Any]) -> list[int]:
                 if (item_id, epoch) in keys:
                     ids[(item_id, epoch)] = pk
     else:
-        width = len(table.columns)
-        marks = "(" + ", ".join(["%s"] * width) + ")"
-        with connection.cursor() as cursor:
-            for chunk in _chunks(rows, width):
-                cursor.execute(
-                    f"INSERT INTO {quote(table.table)} ({table.quoted()}) VALUES "
-                    + ", ".join([marks] * len(chunk))
-                    + f" RETURNING {quote(table.pk_column)}, {quote('item_id')}, "
-                    f"{quote('epoch')}",
-                    [value for row in chunk for value in row],
-                )
-                for pk, item_id, epoch in cursor.fetchall():
-                    ids[(item_id, epoch)] = pk
+        returning = [table.pk_column, "item_id", "epoch"]
+        for pk, item_id, epoch in _insert(table, rows, returning=returning):
+            ids[(item_id, epoch)] = pk
     return [ids[(r.item_id, r.epoch)] for r in records]
 
 
@@ -256,14 +268,4 @@ def insert_scores(pairs: Sequence[tuple[int, Any]]) -> None:
     if connection.vendor == "postgresql":
         _copy(table, rows)
         return
-    width = len(table.columns)
-    marks = "(" + ", ".join(["%s"] * width) + ")"
-    with connection.cursor() as cursor:
-        # Many rows a statement, as the results: executemany runs one
-        # statement a row.
-        for chunk in _chunks(rows, width):
-            cursor.execute(
-                f"INSERT INTO {connection.ops.quote_name(table.table)} "
-                f"({table.quoted()}) VALUES " + ", ".join([marks] * len(chunk)),
-                [value for row in chunk for value in row],
-            )
+    _insert(table, rows)
