@@ -81,10 +81,16 @@ def local_key(path: Path, make: Callable[[], str]) -> str:
     its owner may read; whichever process writes it first wins."""
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):  # another process made it first
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        # Written aside, then linked into place: the file appears whole, so
+        # a process starting at the same moment never reads it empty.
+        fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+        try:
             with os.fdopen(fd, "w") as f:
                 f.write(make())
+            with contextlib.suppress(FileExistsError):  # another made it first
+                os.link(aside, path)
+        finally:
+            os.unlink(aside)
     return path.read_text().strip()
 
 
