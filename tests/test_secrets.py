@@ -340,26 +340,35 @@ def test_api_empty_value_is_a_400_naming_the_field(
     assert response.json()["field"] == "value"
 
 
-def _read_key(path: str) -> str:
-    import time
+_READ_KEY = """
+import sys, time
+from pathlib import Path
+from evalsite.settings import local_key
 
-    from evalsite.settings import local_key
+def slow():  # a key that takes a while to write: the window is wide
+    time.sleep(0.05)
+    return "k" * 44
 
-    def slow() -> str:  # a key that takes a while to write: the window is wide
-        time.sleep(0.05)
-        return "k" * 44
-
-    return local_key(Path(path), slow)
+print(local_key(Path(sys.argv[1]), slow))
+"""
 
 
 def test_processes_starting_at_once_read_the_same_whole_key(tmp_path) -> None:
     # The file is made by whichever process comes first; the others must never
     # read it before it is written (both test passes start at the same time).
-    import multiprocessing
+    import subprocess
+    import sys
 
-    context = multiprocessing.get_context("fork")
     for attempt in range(3):
         path = str(tmp_path / f"key-{attempt}")
-        with context.Pool(8) as pool:
-            keys = pool.map(_read_key, [path] * 32)
-        assert set(keys) == {"k" * 44}
+        readers = [
+            subprocess.Popen(
+                [sys.executable, "-c", _READ_KEY, path],
+                cwd=Path(__file__).resolve().parent.parent,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(8)
+        ]
+        keys = {reader.communicate(timeout=60)[0].strip() for reader in readers}
+        assert keys == {"k" * 44}
