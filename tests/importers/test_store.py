@@ -209,3 +209,47 @@ def test_no_expected_answer_may_be_said(project: Project, none: str | None) -> N
 
     assert dataset.expected_count == 0
     assert dataset.items.get().metadata == {"answer": "x"}
+
+
+@pytest.mark.django_db
+def test_items_are_stored_as_the_orm_stores_them(project: Project) -> None:
+    """Items go in as plain rows: every JSON shape must read back as it would
+    from Item.objects.bulk_create."""
+    values: list[Any] = [
+        "plain",
+        {"messages": [{"role": "user", "content": "é ✓ \\ ' \" \n\t"}]},
+        ["a", None, True, 2.5],
+        42,
+        0.1,
+        {"nested": {"deep": [[], {}]}},
+    ]
+    records = [
+        {"id": f"q{n}", "input": value, "expected": values[-1 - n], "meta": n}
+        for n, value in enumerate(values)
+    ]
+    records.append({"id": "no-expected", "input": "x"})
+    content = "\n".join(json.dumps(record) for record in records).encode()
+    dataset = _import(project, content=content)
+    other = Dataset.all_objects.create(
+        project=project, name="orm", version=1, content_hash="x", item_count=0
+    )
+    stored = list(dataset.items.order_by("index"))
+    Item.objects.bulk_create(
+        Item(
+            dataset=other,
+            index=item.index,
+            external_id=item.external_id,
+            input=item.input,
+            expected=item.expected,
+            metadata=item.metadata,
+        )
+        for item in stored
+    )
+    fields = ("index", "external_id", "input", "expected", "metadata")
+    assert [item.input for item in stored[: len(values)]] == values
+    assert stored[-1].expected is None
+    assert list(dataset.items.order_by("index").values_list(*fields)) == list(
+        other.items.order_by("index").values_list(*fields)
+    )
+    # The same SQL NULL, not a JSON null, where an item has no expected answer.
+    assert Item.objects.filter(expected__isnull=True).count() == 2
