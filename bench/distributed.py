@@ -10,7 +10,8 @@ a fixed latency and N ``evalworker`` processes, then times ``evalrun
   ``workers x concurrency / latency`` items a second;
 - with ``--kill-items N``: an N-item run over 4 workers; once a third of its
   items have succeeded, the worker holding a shard with some but not all of
-  its results stored is SIGKILLed. It prints what that worker held, when its
+  its results stored (a quarter to three quarters, if one is seen within 5 s)
+  is SIGKILLed. It prints what that worker held, when its
   shard was claimed again and the run ended, the claims, the calls the fake
   server received beyond N (its ``/v1/stats``: those the crash repeated),
   and checks the run: completed, one result per item, counts adding up.
@@ -49,6 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 ACTIVE_RUN = ("pending", "running")
 COUNTS = ("succeeded", "failed", "timed_out", "cancelled")
+MIDWAY_SECONDS = 5.0
 
 
 def free_port() -> int:
@@ -307,13 +309,23 @@ def kill_run(
             time.sleep(0.2)
         # The worker to kill holds a shard mid-way; between two shards (or
         # with its next job fetched but not claimed) a kill shows no takeover.
+        # A quarter to three quarters stored is preferred for a few seconds:
+        # results are stored a flush behind the calls, so a shard nearly all
+        # stored has made its calls, and the kill would repeat few of them.
         by_pid = {worker.pid: worker for worker in workers}
-        looks = 1
-        while (target := half_done_shard(scratch, run_id, set(by_pid))) is None:
+        looks, since = 0, time.monotonic()
+        while True:
+            looks += 1
+            target = half_done_shard(scratch, run_id, set(by_pid))
+            if target is not None and (
+                time.monotonic() - since > MIDWAY_SECONDS
+                or 1 / 4 <= target.stored / (target.stop - target.start) <= 3 / 4
+            ):
+                break
             if scratch.query(f"SELECT status {run_row}")[0][0] not in ACTIVE_RUN:
                 raise RuntimeError("the run ended before a shard was seen mid-way")
-            looks += 1
             time.sleep(0.05)
+        looked = time.monotonic() - since
         victim = by_pid[target.pid]
         victim.send_signal(signal.SIGKILL)
         killed_at = time.time()
@@ -366,7 +378,8 @@ def kill_run(
     size = held.stop - held.start
     print(
         f"{items} items over 4 workers, one SIGKILLed at a third "
-        f"({succeeded_at_kill} succeeded), found on look {looks}: pid {victim.pid} "
+        f"({succeeded_at_kill} succeeded), found on look {looks} ({looked:.1f} s): "
+        f"pid {victim.pid} "
         + (
             f"held shard {held.id} (items {held.start}-{held.stop - 1}, claim "
             f"{held.claims}), {held.stored} of its {size} results stored"
