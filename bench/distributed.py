@@ -8,13 +8,18 @@ a fixed latency and N ``evalworker`` processes, then times ``evalrun
 - the same items at ``--latency-ms`` with 1, 2 and 4 workers (``--workers``),
   each run of concurrency ``--concurrency``; the limit is
   ``workers x concurrency / latency`` items a second;
-- with ``--kill-items N``: an N-item run over 4 workers, one SIGKILLed
-  mid-run; it must end completed with N results, and the calls the fake server
-  answered twice are counted.
+- with ``--kill-items N``: an N-item run over 4 workers; once a third of its
+  items have succeeded, the worker holding a shard with some but not all of
+  its results stored (a quarter to three quarters, if one is seen within 5 s)
+  is SIGKILLed. It prints what that worker held, when its
+  shard was claimed again and the run ended, the claims, the calls the fake
+  server received beyond N (its ``/v1/stats``: those the crash repeated),
+  and checks the run: completed, one result per item, counts adding up.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite \\
     REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python bench/distributed.py
     ... bench/distributed.py --items 2000 --workers 1,2   # a quick try
+    ... bench/distributed.py --workers "" --kill-items 20000   # the kill part only
 
 Each worker is one process; on a machine with fewer cores than workers, the
 figure says more about the cores than about the design: the load average is
@@ -33,14 +38,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 import psycopg
 from psycopg import sql
 
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+ACTIVE_RUN = ("pending", "running")
+COUNTS = ("succeeded", "failed", "timed_out", "cancelled")
+MIDWAY_SECONDS = 5.0
 
 
 def free_port() -> int:
@@ -198,6 +208,7 @@ def main() -> None:
         data = tmp / "items.jsonl"
         dataset(data, args.items)
         single = None
+        failed: list[str] = []
         print(
             f"{args.items} items at {args.latency_ms:g} ms, run concurrency "
             f"{args.concurrency}, shards of {args.shard_size}, {os.cpu_count()} cores"
@@ -220,12 +231,61 @@ def main() -> None:
                 f"worker's), load {os.getloadavg()[0]:.1f}"
             )
         if args.kill_items:
-            kill_run(scratch, env, tmp, base_url, args)
+            failed = kill_run(scratch, env, tmp, base_url, args)
     finally:
         fake.send_signal(signal.SIGTERM)
         fake.wait(10)
         scratch.drop()
         shutil.rmtree(tmp, ignore_errors=True)
+    if failed:
+        sys.exit(1)
+
+
+class Shard(NamedTuple):
+    id: int
+    worker: str  # the executor id "host:pid:token" of the process holding it
+    start: int
+    stop: int
+    status: str
+    claims: int
+    stored: int  # its results stored so far
+
+    @property
+    def pid(self) -> int | None:
+        return int(self.worker.rsplit(":", 2)[-2]) if self.worker else None
+
+
+def shards(scratch: Scratch, run_id: int, where: str) -> list[Shard]:
+    return [
+        Shard(*row)
+        for row in scratch.query(
+            "SELECT s.id, s.worker, s.start, s.stop, s.status, s.claims, "
+            "(SELECT count(*) FROM runs_result r WHERE r.run_id = s.run_id "
+            "AND r.item_index >= s.start AND r.item_index < s.stop) "
+            f"FROM runs_runshard s WHERE s.run_id = {run_id} AND {where}"
+        )
+    ]
+
+
+def half_done_shard(scratch: Scratch, run_id: int, pids: set[int]) -> Shard | None:
+    """A running shard of one of our workers with some but not all of its
+    results stored, the nearest to half done (the least likely to end before
+    the kill lands)."""
+    held = [
+        shard
+        for shard in shards(scratch, run_id, "s.status = 'running'")
+        if 0 < shard.stored < shard.stop - shard.start and shard.pid in pids
+    ]
+    return min(
+        held,
+        key=lambda shard: abs(2 * shard.stored - (shard.stop - shard.start)),
+        default=None,
+    )
+
+
+def fake_calls(base_url: str) -> dict[str, int]:
+    with urllib.request.urlopen(f"{base_url}/stats", timeout=10) as answer:
+        return json.load(answer)
 
 
 def kill_run(
@@ -234,35 +294,138 @@ def kill_run(
     tmp: Path,
     base_url: str,
     args: argparse.Namespace,
-) -> None:
+) -> list[str]:
+    """The kill part; returns the checks that failed."""
+    items = args.kill_items
     data = tmp / "kill.jsonl"
-    dataset(data, args.kill_items)
+    dataset(data, items)
     workers = start_workers(env, 4, tmp)
     try:
         wait_registered(scratch, 4)
+        calls_before = fake_calls(base_url)
         run_id = evalrun(env, data, base_url, args.concurrency)
-        while (
-            scratch.query(f"SELECT succeeded FROM runs_run WHERE id = {run_id}")[0][0]
-            < args.kill_items // 3
-        ):
+        run_row = f"FROM runs_run WHERE id = {run_id}"
+        while scratch.query(f"SELECT succeeded {run_row}")[0][0] < items // 3:
             time.sleep(0.2)
-        workers[0].send_signal(signal.SIGKILL)
-        killed_at = time.monotonic()
-        status, succeeded, total, wall = wait_end(scratch, run_id)
-        ((results, distinct, claims, shards),) = scratch.query(
+        # The worker to kill holds a shard mid-way; between two shards (or
+        # with its next job fetched but not claimed) a kill shows no takeover.
+        # A quarter to three quarters stored is preferred for a few seconds:
+        # results are stored a flush behind the calls, so a shard nearly all
+        # stored has made its calls, and the kill would repeat few of them.
+        by_pid = {worker.pid: worker for worker in workers}
+        looks, since = 0, time.monotonic()
+        while True:
+            looks += 1
+            target = half_done_shard(scratch, run_id, set(by_pid))
+            if target is not None and (
+                time.monotonic() - since > MIDWAY_SECONDS
+                or 1 / 4 <= target.stored / (target.stop - target.start) <= 3 / 4
+            ):
+                break
+            if scratch.query(f"SELECT status {run_row}")[0][0] not in ACTIVE_RUN:
+                raise RuntimeError("the run ended before a shard was seen mid-way")
+            time.sleep(0.05)
+        looked = time.monotonic() - since
+        victim = by_pid[target.pid]
+        victim.send_signal(signal.SIGKILL)
+        killed_at = time.time()
+        victim.wait(10)
+        load_at_kill = os.getloadavg()[0]
+        # Read once the worker is dead: what it held at the kill.
+        (held,) = shards(scratch, run_id, f"s.id = {target.id}")
+        succeeded_at_kill = scratch.query(f"SELECT succeeded {run_row}")[0][0]
+        reclaimed_after = None
+        while True:
+            ((run_status, claims),) = scratch.query(
+                "SELECT status, (SELECT claims FROM runs_runshard "
+                f"WHERE id = {held.id}) {run_row}"
+            )
+            if reclaimed_after is None and claims > held.claims:
+                reclaimed_after = time.time() - killed_at
+            if run_status not in ACTIVE_RUN:
+                break
+            time.sleep(0.1)
+        calls_after = fake_calls(base_url)
+        ((run_status, total, *counts, ended_at, wall),) = scratch.query(
+            f"SELECT status, total, {', '.join(COUNTS)}, "
+            "EXTRACT(EPOCH FROM finished_at), "
+            f"EXTRACT(EPOCH FROM finished_at - started_at) {run_row}"
+        )
+        ((results, distinct, attempts),) = scratch.query(
             "SELECT count(*), count(DISTINCT (item_id, epoch)), "
-            f"(SELECT sum(claims) FROM runs_runshard WHERE run_id = {run_id}), "
-            f"(SELECT count(*) FROM runs_runshard WHERE run_id = {run_id}) "
+            "sum(jsonb_array_length(attempts)) "
             f"FROM runs_result WHERE run_id = {run_id}"
         )
+        by_status = dict(
+            scratch.query(
+                "SELECT status, count(*) FROM runs_result "
+                f"WHERE run_id = {run_id} GROUP BY status"
+            )
+        )
+        ((all_claims, shard_count),) = scratch.query(
+            f"SELECT sum(claims), count(*) FROM runs_runshard WHERE run_id = {run_id}"
+        )
+        (after,) = shards(scratch, run_id, f"s.id = {held.id}")
     finally:
         stop(workers)
+
+    ended_after = float(ended_at) - killed_at
+    calls = calls_after["requests"] - calls_before["requests"]
+    closed = calls_after["disconnects"] - calls_before["disconnects"]
+    skipped = total - sum(counts)
+    stored_counts = [by_status.get(key, 0) for key in COUNTS]
+    mid_way = held.status == "running" and held.pid == victim.pid
+    size = held.stop - held.start
     print(
-        f"{args.kill_items} items over 4 workers, one SIGKILLed at a third: {status} "
-        f"{succeeded}/{total}, {results} results ({distinct} distinct) in "
-        f"{wall:.2f} s; ended {time.monotonic() - killed_at:.1f} s after the kill; "
-        f"{claims} shard claims for {shards} shards; load {os.getloadavg()[0]:.1f}"
+        f"{items} items over 4 workers, one SIGKILLed at a third "
+        f"({succeeded_at_kill} succeeded), found on look {looks} ({looked:.1f} s): "
+        f"pid {victim.pid} "
+        + (
+            f"held shard {held.id} (items {held.start}-{held.stop - 1}, claim "
+            f"{held.claims}), {held.stored} of its {size} results stored"
+            if mid_way
+            else f"no longer held shard {held.id} ({held.status}, pid {held.pid})"
+        )
+        + f"; load {load_at_kill:.1f}"
     )
+    print(
+        f"shard {held.id} claimed again "
+        + ("never" if reclaimed_after is None else f"{reclaimed_after:.1f} s after")
+        + f" the kill; now {after.status}, {after.claims} claims, by pid "
+        f"{after.pid}; the run ended {ended_after:.1f} s after the kill"
+    )
+    print(
+        f"{run_status} {counts[0]}/{total} in {float(wall):.2f} s; {results} "
+        f"results, {distinct} distinct (item, epoch); succeeded+failed+timed_out"
+        f"+cancelled+skipped = {'+'.join(map(str, [*counts, skipped]))} = {total}; "
+        f"stored by status {'+'.join(map(str, stored_counts))}"
+    )
+    # A call whose result was never stored was made by the killed worker: it
+    # was in flight (its connection closed by the kill) or answered and
+    # waiting in the writer's buffer.
+    lost = calls - attempts
+    print(
+        f"{all_claims} shard claims for {shard_count} shards; the fake server "
+        f"received {calls} calls, {calls - items} beyond {items}; {attempts} "
+        f"attempts stored, so {lost} calls lost with the killed worker: {closed} in "
+        f"flight (closed by the kill), {lost - closed} answered but not stored; "
+        f"load {os.getloadavg()[0]:.1f}"
+    )
+    checks = {
+        "the run completed": run_status == "completed",
+        f"{items} results, one per (item, epoch)": results == distinct == items,
+        "total is the items": total == items,
+        "succeeded+failed+timed_out+cancelled == total": sum(counts) == total,
+        "the run's counts are its stored rows": stored_counts == counts,
+        "the killed worker held a shard mid-way": mid_way,
+        "its shard was claimed again and done": after.claims == held.claims + 1
+        and after.status == "done",
+        "one claim more than shards": all_claims == shard_count + 1,
+    }
+    failed = [name for name, ok in checks.items() if not ok]
+    for name in failed:
+        print(f"check failed: {name}")
+    return failed
 
 
 if __name__ == "__main__":

@@ -267,6 +267,8 @@ class FakeOpenAIServer:
         self, method: str, path: str, body: bytes, reader: asyncio.StreamReader
     ) -> bytes | None:
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
+            if method == "GET" and path.rstrip("/").endswith("/stats"):
+                return self.http(200, self.counters())
             return self.http(404, {"error": {"message": f"no route {method} {path}"}})
         try:
             request = json.loads(body)
@@ -283,6 +285,16 @@ class FakeOpenAIServer:
             return await self.answer(request, prompt, reader)
         finally:
             self.stats.in_flight -= 1
+
+    def counters(self) -> dict[str, int]:
+        """What ``GET <base>/v1/stats`` answers: a server in another process
+        can be asked how many calls it received."""
+        return {
+            "requests": self.stats.requests,
+            "disconnects": self.stats.disconnects,
+            "in_flight": self.stats.in_flight,
+            "max_in_flight": self.stats.max_in_flight,
+        }
 
     async def answer(
         self, request: dict[str, Any], prompt: str, reader: asyncio.StreamReader
@@ -471,8 +483,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     description = textwrap.fill(
         "A local stand-in for an OpenAI-compatible model endpoint. It serves "
-        "POST <base>/v1/chat/completions (any path ending in /chat/completions; "
-        "other routes answer 404), accepts any API key, answers two-number "
+        "POST <base>/v1/chat/completions (any path ending in /chat/completions) "
+        "and GET <base>/v1/stats (its counters of calls, as JSON; any path ending "
+        "in /stats); other routes answer 404. It accepts any API key, answers "
+        "two-number "
         'arithmetic in the last message ("What is 12 * 7?" gets "84"), judges '
         'a request that asks to grade (the text after a line "Answer:" against '
         'the one after "Reference answer:"; the verdict as the prompt asks: '
