@@ -738,6 +738,10 @@ class RunShard(models.Model):
         RUNNING = "running"
         DONE = "done"
         CANCELLED = "cancelled"
+        # Ended early with an error that stops its whole run (fail fast, the
+        # deadline, storage, an executor error), or never ran for that: the
+        # run's other shards stop, and the run fails with the first error.
+        STOPPED = "stopped"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shards")
     # Item indexes start <= index < stop.
