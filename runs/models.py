@@ -757,6 +757,9 @@ class RunShard(models.Model):
     # Items its executor holds now, as of its last heartbeat (the run's
     # in_flight is the sum over its running shards).
     in_flight = models.PositiveIntegerField(default=0)
+    # While its executor backs off after 429s, the concurrency it allows now
+    # (the run's throttle_limit is the smallest among its live shards).
+    throttle_limit = models.PositiveIntegerField(null=True, blank=True)
     # How many times a worker claimed it: more than one after a crash or a
     # hand-back.
     claims = models.PositiveIntegerField(default=0)

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.executor import store
@@ -142,6 +142,7 @@ def shard_claim(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | N
             worker=executor_id,
             heartbeat_at=now,
             in_flight=0,
+            throttle_limit=None,
             claims=F("claims") + 1,
         )
         if not claimed:
@@ -166,23 +167,26 @@ def shard_heartbeat(
 ) -> RunSignal:
     """Record that the shard is alive; returns whether it must stop.
 
-    The run's heartbeat and in-flight count are its shards': any live shard
-    keeps the run alive, and what they hold adds up.
+    The run's heartbeat, in-flight count and throttle are its shards': any
+    live shard keeps the run alive, what they hold adds up, and the run backs
+    off as far as its most throttled shard.
     """
     now = timezone.now()
     with transaction.atomic():
         RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
-            heartbeat_at=now, in_flight=in_flight
+            heartbeat_at=now, in_flight=in_flight, throttle_limit=throttle_limit
         )
         # Shards whose worker went silent hold nothing any more (it died, or
         # it will be seen as stalled and its items run again).
         alive = now - timedelta(seconds=settings.EVALSITE_STALL_SECONDS)
-        held = RunShard.objects.filter(
+        live = RunShard.objects.filter(
             run_id=run_id, status=RunShard.Status.RUNNING, heartbeat_at__gte=alive
-        ).aggregate(n=Sum("in_flight"))["n"]
+        ).aggregate(held=Sum("in_flight"), limit=Min("throttle_limit"))
         Run.objects.filter(
             pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
-        ).update(heartbeat_at=now, throttle_limit=throttle_limit, in_flight=held or 0)
+        ).update(
+            heartbeat_at=now, throttle_limit=live["limit"], in_flight=live["held"] or 0
+        )
         return run_signal(run_id)
 
 
@@ -239,6 +243,7 @@ def _shard_end(
         else RunShard.Status.DONE,
         heartbeat_at=timezone.now(),
         in_flight=0,
+        throttle_limit=None,
     )
     if run.is_final:
         return run.status
@@ -270,7 +275,11 @@ def shard_release(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
         RunShard.objects.filter(
             pk=shard_id, worker=executor_id, status=RunShard.Status.RUNNING
         ).update(
-            status=RunShard.Status.PENDING, worker="", heartbeat_at=None, in_flight=0
+            status=RunShard.Status.PENDING,
+            worker="",
+            heartbeat_at=None,
+            in_flight=0,
+            throttle_limit=None,
         )
     )
 

@@ -326,3 +326,23 @@ def test_a_resumed_run_is_not_stopped_by_its_old_stop(run: Run) -> None:
     assert shard_store.shard_heartbeat(again.pk, run_id=run.pk) == (
         shard_store.RunSignal()
     )
+
+
+@pytest.mark.django_db
+def test_the_run_backs_off_as_far_as_its_most_throttled_live_shard(
+    run: Run,
+) -> None:
+    first, second, third = shards(run, (0, 4), (4, 8), (8, 10))
+    for shard in (first, second, third):
+        shard_store.shard_claim(shard.pk)
+    # The last to beat is not backing off.
+    for shard, limit in ((first, 4), (second, 2), (third, None)):
+        shard_store.shard_heartbeat(shard.pk, run_id=run.pk, throttle_limit=limit)
+    run.refresh_from_db()
+    assert run.throttle_limit == 2
+
+    # The tightest shard ends: the run backs off as far as the others now.
+    shard_store.shard_finish(second.pk, run_id=run.pk, cancelled=False)
+    shard_store.shard_heartbeat(third.pk, run_id=run.pk)
+    run.refresh_from_db()
+    assert run.throttle_limit == 4
