@@ -738,6 +738,10 @@ class RunShard(models.Model):
         RUNNING = "running"
         DONE = "done"
         CANCELLED = "cancelled"
+        # Ended early with an error that stops its whole run (fail fast, the
+        # deadline, storage, an executor error), or never ran for that: the
+        # run's other shards stop, and the run fails with the first error.
+        STOPPED = "stopped"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shards")
     # Item indexes start <= index < stop.
@@ -753,6 +757,9 @@ class RunShard(models.Model):
     # Items its executor holds now, as of its last heartbeat (the run's
     # in_flight is the sum over its running shards).
     in_flight = models.PositiveIntegerField(default=0)
+    # While its executor backs off after 429s, the concurrency it allows now
+    # (the run's throttle_limit is the smallest among its live shards).
+    throttle_limit = models.PositiveIntegerField(null=True, blank=True)
     # How many times a worker claimed it: more than one after a crash or a
     # hand-back.
     claims = models.PositiveIntegerField(default=0)

@@ -11,6 +11,10 @@ What can go wrong, and what happens then:
 - a cancel aborts the run's jobs: a queued one never starts, a running one
   stops its shard as a cancel does (in-flight requests closed, finished
   results kept), and the run ends with its last shard;
+- a shard that stops the run with an error (fail fast, the deadline, storage,
+  an executor error) stops the others as a single process stops: the running
+  ones within a second (their in-flight items kept as cancelled), the queued
+  ones end without calling the target, and the run fails with that error;
 - a worker stopped (SIGTERM) finishes its shards, up to the grace period, then
   hands them back; a second signal hands them back at once. A handed-back
   shard is retried by another worker, which runs only its items without a
@@ -123,8 +127,8 @@ async def execute_shard(
     finally:
         _running.pop(shard_id, None)
     if status is None:
-        # Not claimed: its run was cancelled or ended (or another worker ended
-        # the shard before this job was retried).
+        # Not claimed: its run was cancelled, stopped by another shard or
+        # ended (or another worker ended the shard before this job was retried).
         return await settle_shard(shard_id)
     return status
 

@@ -9,11 +9,14 @@ batch is stored, so nothing is ever reported done that is not stored.
 
 A run stops early for one of four reasons (``Stop``): a cancel from any
 process, its deadline, too many failures (fail fast), or a database that stays
-unavailable. A process that is shut down stops without a reason: the run stays
-``running`` and resumes later with the items that have no result. A fifth
-reason, its cost budget, drains the run instead of stopping it: no item starts
-after it, the items in flight finish (their calls are paid for), and the items
-never started are left without a result, to run when the run is resumed.
+unavailable. A shard of a distributed run stops for these too, and when another
+shard stops the run with an error (any of the last three, or an executor
+error): that first error is the run's. A process that is shut down stops
+without a reason: the run stays ``running`` and resumes later with the items
+that have no result. A fifth reason, its cost budget, drains the run instead of
+stopping it: no item starts after it, the items in flight finish (their calls
+are paid for), and the items never started are left without a result, to run
+when the run is resumed.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from runs.errors import ConfigError
 from runs.executor import shard_store, store
 from runs.executor.items import ItemRunner, WorkItem, now
 from runs.executor.options import RunOptions
+from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
@@ -63,6 +67,7 @@ store_figures = database_sync_to_async(run_figures_store)
 run_spent = database_sync_to_async(store.run_spent)
 claim_shard = database_sync_to_async(shard_store.shard_claim)
 shard_heartbeat = database_sync_to_async(shard_store.shard_heartbeat)
+run_signal = database_sync_to_async(shard_store.run_signal)
 finish_shard = database_sync_to_async(shard_store.shard_finish)
 
 ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
@@ -73,6 +78,9 @@ class Stop(StrEnum):
     DEADLINE = "deadline"
     FAIL_FAST = "fail_fast"
     STORAGE = "storage"
+    # Another shard of the run stopped it with an error (a deadline, fail
+    # fast, storage, an executor error): that error stays the run's.
+    OTHER_SHARD = "other_shard"
     BUDGET = "budget"  # a drain, not a stop: see request_drain
 
 
@@ -377,12 +385,12 @@ class Execution:
             try:
                 if due or limit != self.reported_limit:
                     last_beat = time.monotonic()
-                    cancelled = await self.beat(limit)
+                    signal = await self.beat(limit)
                     if limit != self.reported_limit:
                         self.reported_limit = limit
                         await events.publish_run_update(self.spec.id)
                 else:
-                    cancelled = await cancel_requested(self.spec.id)
+                    signal = await self.listen()
                 if self.options.cost_budget is not None and not self.draining:
                     # Other executors of the run (its shards) spend from the
                     # same budget: read it as often as cancels, not heartbeats.
@@ -391,20 +399,29 @@ class Execution:
             except DatabaseError as exc:  # the writer decides when storage is gone
                 logger.warning("run %s: heartbeat failed: %s", self.spec.id, exc)
                 continue
-            if cancelled:
+            if signal.cancelled:
                 self.request_stop(Stop.CANCEL)
+            elif signal.stopped:
+                self.request_stop(Stop.OTHER_SHARD, signal.stopped)
 
-    async def beat(self, limit: int | None) -> bool:
+    async def beat(self, limit: int | None) -> RunSignal:
         if self.shard_id is None:
-            return await heartbeat(
+            cancelled = await heartbeat(
                 self.spec.id, throttle_limit=limit, in_flight=self.in_flight
             )
+            return RunSignal(cancelled=cancelled)
         return await shard_heartbeat(
             self.shard_id,
             run_id=self.spec.id,
             throttle_limit=limit,
             in_flight=self.in_flight,
         )
+
+    async def listen(self) -> RunSignal:
+        """Whether the run must stop, between heartbeats."""
+        if self.shard_id is None:
+            return RunSignal(cancelled=await cancel_requested(self.spec.id))
+        return await run_signal(self.spec.id)
 
     def throttle_limit(self) -> int | None:
         concurrency = self.runner.concurrency if self.runner else None
@@ -524,7 +541,8 @@ class Execution:
 
     async def finish(self, *, error: str = "") -> str:
         cancelled = self.stop_reason == Stop.CANCEL
-        drained = self.draining and error == self.stop_error
+        # Drained only when nothing stopped it after the drain began.
+        drained = self.stop_reason == Stop.BUDGET and error == self.stop_error
         if self.shard_id is not None:
             shard_id = self.shard_id
             status = await self.with_storage(

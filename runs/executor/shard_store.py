@@ -2,7 +2,7 @@
 
 The companion of ``store.py`` for runs split into shards (``RunShard``), each
 executed by whichever worker holds its procrastinate job. Each function is
-one transaction. Three rules make many workers on one run safe:
+one transaction. Four rules make many workers on one run safe:
 
 - the claim, the heartbeat and the end are per shard: workers never fight
   over ``Run.executor_id``, and their heartbeats never clobber each other;
@@ -10,16 +10,22 @@ one transaction. Three rules make many workers on one run safe:
   counts through ``F()``), so ``processed + skipped == total`` holds at every
   moment, and an item executed twice (after a crash) is stored once;
 - a shard ends under the run's row lock: the run ends exactly once, with the
-  shard that leaves no other pending or running.
+  shard that leaves no other pending or running;
+- a shard that stops the run with an error (``STOPPED``) stops them all: the
+  running ones hear it with their heartbeat, the pending ones are refused
+  their claim, and the first stop's error is the run's. Shards are replaced
+  when the run is executed again (a retry, a resume), so an old stop never
+  stops a new execution.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.executor import store
@@ -28,6 +34,42 @@ from runs.models import Item, Result, Run, RunShard, RunStatus
 from runs.pricing import price_table
 
 ACTIVE = (RunShard.Status.PENDING, RunShard.Status.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSignal:
+    """What an executor of a shard hears of its run: go on, or stop and why."""
+
+    cancelled: bool = False
+    # The error another shard stopped the run with; it stays the run's.
+    stopped: str = ""
+
+
+def _stopped(run_id: int) -> bool:
+    return RunShard.objects.filter(
+        run_id=run_id, status=RunShard.Status.STOPPED
+    ).exists()
+
+
+def run_signal(run_id: int) -> RunSignal:
+    """Whether the shards of the run must stop: a cancel, or another shard's
+    stop (fail fast, its deadline, storage, an executor error)."""
+    row = (
+        Run.objects.filter(pk=run_id)
+        .annotate(
+            stopped=Exists(
+                RunShard.objects.filter(
+                    run_id=OuterRef("pk"), status=RunShard.Status.STOPPED
+                )
+            )
+        )
+        .values_list("cancel_requested", "stopped", "error")
+        .first()
+    )
+    if row is None:
+        return RunSignal()
+    cancelled, stopped, error = row
+    return RunSignal(cancelled=cancelled, stopped=error if stopped else "")
 
 
 def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
@@ -93,13 +135,14 @@ def shard_claim(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | N
         if shard is None:
             return None
         run = Run.objects.select_for_update().get(pk=shard.run_id)
-        if run.is_final or run.cancel_requested:
+        if run.is_final or run.cancel_requested or _stopped(run.pk):
             return None
         claimed = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).update(
             status=RunShard.Status.RUNNING,
             worker=executor_id,
             heartbeat_at=now,
             in_flight=0,
+            throttle_limit=None,
             claims=F("claims") + 1,
         )
         if not claimed:
@@ -121,27 +164,30 @@ def shard_heartbeat(
     throttle_limit: int | None = None,
     in_flight: int = 0,
     executor_id: str = EXECUTOR_ID,
-) -> bool:
-    """Record that the shard is alive; returns whether a cancel was requested.
+) -> RunSignal:
+    """Record that the shard is alive; returns whether it must stop.
 
-    The run's heartbeat and in-flight count are its shards': any live shard
-    keeps the run alive, and what they hold adds up.
+    The run's heartbeat, in-flight count and throttle are its shards': any
+    live shard keeps the run alive, what they hold adds up, and the run backs
+    off as far as its most throttled shard.
     """
     now = timezone.now()
     with transaction.atomic():
         RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
-            heartbeat_at=now, in_flight=in_flight
+            heartbeat_at=now, in_flight=in_flight, throttle_limit=throttle_limit
         )
         # Shards whose worker went silent hold nothing any more (it died, or
         # it will be seen as stalled and its items run again).
         alive = now - timedelta(seconds=settings.EVALSITE_STALL_SECONDS)
-        held = RunShard.objects.filter(
+        live = RunShard.objects.filter(
             run_id=run_id, status=RunShard.Status.RUNNING, heartbeat_at__gte=alive
-        ).aggregate(n=Sum("in_flight"))["n"]
+        ).aggregate(held=Sum("in_flight"), limit=Min("throttle_limit"))
         Run.objects.filter(
             pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
-        ).update(heartbeat_at=now, throttle_limit=throttle_limit, in_flight=held or 0)
-    return store.cancel_requested(run_id)
+        ).update(
+            heartbeat_at=now, throttle_limit=live["limit"], in_flight=live["held"] or 0
+        )
+        return run_signal(run_id)
 
 
 def shard_finish(
@@ -156,35 +202,70 @@ def shard_finish(
     """End the shard; the last shard of the run ends the run. Returns the
     run's status ("running" while other shards remain).
 
-    Only the shard's holder ends it (``executor_id``; None: whoever holds
-    it): an executor whose shard was taken over (it was seen as stalled)
-    leaves the end to the one that took it.
+    An ``error`` (but a drain's, ``drained``: the shared spent figure drains
+    the other shards already) stops the run: its other shards stop, and the
+    first such error is the run's. Only the shard's holder ends it
+    (``executor_id``; None: whoever holds it): an executor whose shard was
+    taken over (it was seen as stalled) leaves the end to the one that took it.
     """
     with transaction.atomic():
         run = Run.objects.select_for_update().get(pk=run_id)
-        shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE)
-        if executor_id is not None:
-            shard = shard.filter(worker__in=[executor_id, ""])
-        ended = shard.update(
-            status=RunShard.Status.CANCELLED if cancelled else RunShard.Status.DONE,
-            heartbeat_at=timezone.now(),
-            in_flight=0,
-        )
-        if run.is_final:
-            return run.status
-        if not ended and RunShard.objects.filter(pk=shard_id, status__in=ACTIVE):
-            return RunStatus.RUNNING  # another executor holds it now
-        if error and not run.error:
-            # The run fails when it ends; its other shards go on meanwhile.
-            Run.objects.filter(pk=run_id).update(error=error)
-        if RunShard.objects.filter(run_id=run_id, status__in=ACTIVE).exists():
-            return RunStatus.RUNNING
-        return store.run_finish(
-            run_id,
+        return _shard_end(
+            run,
+            shard_id,
             cancelled=cancelled,
-            error=error or run.error,
+            error=error,
             drained=drained,
+            executor_id=executor_id,
         )
+
+
+def _shard_end(
+    run: Run,
+    shard_id: int,
+    *,
+    cancelled: bool,
+    error: str,
+    drained: bool,
+    executor_id: str | None,
+) -> str:
+    """``shard_finish`` under the run's row lock (``run`` is locked)."""
+    stops = bool(error) and not (cancelled or drained)
+    stopped_before = _stopped(run.pk)
+    shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE)
+    if executor_id is not None:
+        shard = shard.filter(worker__in=[executor_id, ""])
+    ended = shard.update(
+        status=RunShard.Status.CANCELLED
+        if cancelled
+        else RunShard.Status.STOPPED
+        if stops
+        else RunShard.Status.DONE,
+        heartbeat_at=timezone.now(),
+        in_flight=0,
+        throttle_limit=None,
+    )
+    if run.is_final:
+        return run.status
+    if not ended and RunShard.objects.filter(pk=shard_id, status__in=ACTIVE):
+        return RunStatus.RUNNING  # another executor holds it now
+    if ended and stops and not stopped_before:
+        # The first stop is why the run fails, even after a drain's message.
+        run.error = error
+        Run.objects.filter(pk=run.pk).update(error=error)
+    elif error and not run.error:
+        # The run fails with it when it ends (a drain lets the others go on).
+        run.error = error
+        Run.objects.filter(pk=run.pk).update(error=error)
+    if RunShard.objects.filter(run_id=run.pk, status__in=ACTIVE).exists():
+        return RunStatus.RUNNING
+    return store.run_finish(
+        run.pk,
+        cancelled=cancelled,
+        error=run.error,
+        # A run that a shard stopped fails with that stop, drained or not.
+        drained=drained and not stopped_before,
+    )
 
 
 def shard_release(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
@@ -194,7 +275,11 @@ def shard_release(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> bool:
         RunShard.objects.filter(
             pk=shard_id, worker=executor_id, status=RunShard.Status.RUNNING
         ).update(
-            status=RunShard.Status.PENDING, worker="", heartbeat_at=None, in_flight=0
+            status=RunShard.Status.PENDING,
+            worker="",
+            heartbeat_at=None,
+            in_flight=0,
+            throttle_limit=None,
         )
     )
 
@@ -232,15 +317,27 @@ def run_shard_counts(run_id: int) -> dict[str, int]:
 
 
 def shard_settle(shard_id: int) -> str | None:
-    """End a shard its job could not claim because its run was cancelled (or
-    has ended); returns the run's status then, else None."""
-    shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).first()
-    if shard is None:
-        return None
-    run = Run.objects.get(pk=shard.run_id)
-    if not (run.cancel_requested or run.is_final):
-        return None
-    return shard_finish(shard_id, run_id=run.pk, cancelled=True, executor_id=None)
+    """End a shard its job could not claim because its run was cancelled,
+    stopped by another shard, or has ended; returns the run's status then,
+    else None."""
+    with transaction.atomic():
+        shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).first()
+        if shard is None:
+            return None
+        run = Run.objects.select_for_update().get(pk=shard.run_id)
+        cancelled = run.cancel_requested or run.status == RunStatus.CANCELLED
+        stopped = not cancelled and _stopped(run.pk)
+        if not (cancelled or stopped or run.is_final):
+            return None
+        return _shard_end(
+            run,
+            shard_id,
+            cancelled=cancelled,
+            # It never ran because its run stopped: it ends as stopped too.
+            error=run.error if stopped else "",
+            drained=False,
+            executor_id=None,
+        )
 
 
 def shards_settle_stalled(*, stale_seconds: float) -> list[int]:

@@ -168,6 +168,58 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
     wait_for(lambda: jobs_left() == 0, what="every job ended")
 
 
+def test_a_shard_failing_fast_stops_every_shard_of_the_run(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    # The second shard's items all fail; the others answer, slowly.
+    items = arithmetic_items(6 * SHARD_SIZE)
+    for index, item in enumerate(items):
+        failing = SHARD_SIZE <= index < 2 * SHARD_SIZE
+        item["input"] += "[[status:400]]" if failing else "[[latency:1500]]"
+    workers.start(1)
+    workers.wait_registered(1)
+    run = distributed_run(
+        project,
+        fake_openai,
+        items,
+        concurrency=2,
+        max_attempts=1,
+        fail_fast_error_rate=0.5,
+        fail_fast_min_items=10,
+    )
+    # The first shard is under way on one worker; a second worker takes the
+    # failing shard, the others wait in the queue.
+    wait_for(lambda: fake_openai.stats.in_flight >= 2, what="the first shard busy")
+    workers.start(1)
+
+    wait_final(run)
+
+    assert run.status == RunStatus.FAILED
+    assert run.error.startswith("stopped early: "), run.error
+    assert "fail-fast threshold 50%" in run.error
+    assert run.processed + run.skipped == run.total == len(items)
+    one_result_per_item(run)
+    print(f"calls made: {fake_openai.stats.requests} for {len(items)} items")
+    # Well below the run's items: it stopped with its failing shard.
+    assert fake_openai.stats.requests < 2 * SHARD_SIZE
+    first, _, *queued = RunShard.objects.filter(run=run).order_by("start")
+    # The running shard stopped early, its calls in flight kept as a stop does.
+    assert first.status == RunShard.Status.STOPPED
+    stopped = Result.objects.filter(
+        run=run,
+        item_index__lt=SHARD_SIZE,
+        status=Result.Status.CANCELLED,
+        error_message=f"in flight when the run stopped: {run.error}",
+    )
+    assert stopped.count() >= 1
+    assert run.results.filter(item_index__lt=SHARD_SIZE).count() < SHARD_SIZE
+    # The queued shards ended without a call.
+    for shard in queued:
+        assert (shard.status, shard.claims) == (RunShard.Status.STOPPED, 0)
+    assert not run.results.filter(item_index__gte=2 * SHARD_SIZE).exists()
+    wait_for(lambda: jobs_left() == 0, what="every job ended")
+
+
 def jobs_left() -> int:
     with connection.cursor() as cursor:
         cursor.execute(

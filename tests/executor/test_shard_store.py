@@ -210,3 +210,139 @@ def test_a_handed_back_shard_holds_nothing_in_flight(run: Run) -> None:
 
     only.refresh_from_db()
     assert only.in_flight == 0
+
+
+FAIL_FAST = "stopped early: 12 of 20 items failed (60%, fail-fast threshold 50%)"
+
+
+@pytest.mark.django_db
+def test_a_shard_that_stops_the_run_stops_its_other_running_shards(run: Run) -> None:
+    first, second = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(first.pk, executor_id="host:1:a")
+    shard_store.shard_claim(second.pk, executor_id="host:2:b")
+    before = shard_store.shard_heartbeat(
+        second.pk, run_id=run.pk, executor_id="host:2:b"
+    )
+
+    shard_store.shard_finish(
+        first.pk,
+        run_id=run.pk,
+        cancelled=False,
+        error=FAIL_FAST,
+        executor_id="host:1:a",
+    )
+    after = shard_store.shard_heartbeat(
+        second.pk, run_id=run.pk, executor_id="host:2:b"
+    )
+
+    assert before == shard_store.RunSignal()
+    assert after == shard_store.RunSignal(stopped=FAIL_FAST)
+    run.refresh_from_db()
+    assert run.status == RunStatus.RUNNING  # it ends with its last shard
+
+
+@pytest.mark.django_db
+def test_a_stopped_runs_pending_shard_is_not_claimed_and_ends_the_run_once(
+    run: Run,
+) -> None:
+    first, second = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(first.pk)
+    store_outcomes(run, [{"error": ("http", "HTTPStatusError", "400")}] * 5)
+    shard_store.shard_finish(first.pk, run_id=run.pk, cancelled=False, error=FAIL_FAST)
+
+    assert shard_store.shard_claim(second.pk) is None
+    assert shard_store.shard_settle(second.pk) == RunStatus.FAILED
+    run.refresh_from_db()
+    ended_at = run.finished_at
+    # Its job run again (a retry) ends nothing twice.
+    assert shard_store.shard_claim(second.pk) is None
+    assert shard_store.shard_settle(second.pk) is None
+
+    run.refresh_from_db()
+    assert (run.status, run.error) == (RunStatus.FAILED, FAIL_FAST)
+    assert run.finished_at == ended_at
+    assert (run.processed, run.skipped, run.total) == (5, 5, 10)
+    second.refresh_from_db()
+    assert (second.status, second.claims) == (RunShard.Status.STOPPED, 0)
+
+
+@pytest.mark.django_db
+def test_a_later_shards_error_does_not_replace_the_first(run: Run) -> None:
+    first, second = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(first.pk)
+    shard_store.shard_claim(second.pk)
+    shard_store.shard_finish(first.pk, run_id=run.pk, cancelled=False, error=FAIL_FAST)
+
+    status = shard_store.shard_finish(
+        second.pk,
+        run_id=run.pk,
+        cancelled=False,
+        error="executor error: RuntimeError: it broke while stopping",
+    )
+
+    run.refresh_from_db()
+    assert (status, run.error) == (RunStatus.FAILED, FAIL_FAST)
+
+
+@pytest.mark.django_db
+def test_a_cost_budget_drain_does_not_stop_the_other_shards(run: Run) -> None:
+    first, second, third = shards(run, (0, 4), (4, 8), (8, 10))
+    shard_store.shard_claim(first.pk, executor_id="host:1:a")
+    shard_store.shard_claim(second.pk, executor_id="host:2:b")
+    shard_store.shard_finish(
+        first.pk,
+        run_id=run.pk,
+        cancelled=False,
+        error="cost budget of $0.01 reached",
+        drained=True,
+        executor_id="host:1:a",
+    )
+
+    heard = shard_store.shard_heartbeat(
+        second.pk, run_id=run.pk, executor_id="host:2:b"
+    )
+
+    assert heard == shard_store.RunSignal()
+    assert shard_store.shard_claim(third.pk) is not None
+
+
+@pytest.mark.django_db
+def test_a_resumed_run_is_not_stopped_by_its_old_stop(run: Run) -> None:
+    from runs.resuming import run_resume
+
+    first, second = shards(run, (0, 5), (5, 10))
+    shard_store.shard_claim(first.pk)
+    store_outcomes(run, [{}] * 5)
+    shard_store.shard_finish(first.pk, run_id=run.pk, cancelled=False, error=FAIL_FAST)
+    shard_store.shard_settle(second.pk)
+    run.refresh_from_db()
+    assert run.status == RunStatus.FAILED
+
+    run_resume(run=run, user=None, launch=False)
+    (again,) = shards(run, *shard_store.shard_ranges(run.pk, size=5))
+
+    assert shard_store.shard_claim(again.pk) is not None
+    assert shard_store.run_signal(run.pk) == shard_store.RunSignal()
+    assert shard_store.shard_heartbeat(again.pk, run_id=run.pk) == (
+        shard_store.RunSignal()
+    )
+
+
+@pytest.mark.django_db
+def test_the_run_backs_off_as_far_as_its_most_throttled_live_shard(
+    run: Run,
+) -> None:
+    first, second, third = shards(run, (0, 4), (4, 8), (8, 10))
+    for shard in (first, second, third):
+        shard_store.shard_claim(shard.pk)
+    # The last to beat is not backing off.
+    for shard, limit in ((first, 4), (second, 2), (third, None)):
+        shard_store.shard_heartbeat(shard.pk, run_id=run.pk, throttle_limit=limit)
+    run.refresh_from_db()
+    assert run.throttle_limit == 2
+
+    # The tightest shard ends: the run backs off as far as the others now.
+    shard_store.shard_finish(second.pk, run_id=run.pk, cancelled=False)
+    shard_store.shard_heartbeat(third.pk, run_id=run.pk)
+    run.refresh_from_db()
+    assert run.throttle_limit == 4
