@@ -175,7 +175,7 @@ def test_a_shard_failing_fast_stops_every_shard_of_the_run(
     items = arithmetic_items(6 * SHARD_SIZE)
     for index, item in enumerate(items):
         failing = SHARD_SIZE <= index < 2 * SHARD_SIZE
-        item["input"] += "[[status:400]]" if failing else "[[latency:1500]]"
+        item["input"] += "[[status:400]]" if failing else "[[latency:4000]]"
     workers.start(1)
     workers.wait_registered(1)
     run = distributed_run(
