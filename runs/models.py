@@ -363,7 +363,11 @@ class Result(models.Model):
 
     Status = ResultStatus
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="results")
+    # No index of its own: every index below starts with the run (one B-tree
+    # less to update for each result stored).
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="results", db_index=False
+    )
     item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="results")
     item_index = models.PositiveIntegerField()
     epoch = models.PositiveIntegerField(default=0)
@@ -425,7 +429,10 @@ class Result(models.Model):
 
 
 class Score(models.Model):
-    result = models.ForeignKey(Result, on_delete=models.CASCADE, related_name="scores")
+    # No index of its own: the unique (result, scorer) constraint's serves.
+    result = models.ForeignKey(
+        Result, on_delete=models.CASCADE, related_name="scores", db_index=False
+    )
     scorer = models.CharField(max_length=100)
     value = models.FloatField(null=True, blank=True)
     passed = models.BooleanField(null=True, blank=True)

@@ -10,8 +10,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
-from django.db import connection, connections
+from django.db import connections
 
+from runs import plain_rows
 from runs.importers import store as import_store
 from runs.models import Dataset, Item, Membership, Project
 
@@ -240,6 +241,7 @@ def test_command_commits_items_in_batches(
         )
     )
     committed: list[int] = []
+    insert = plain_rows.insert
     inserts = 0
 
     def count_committed() -> None:
@@ -248,18 +250,19 @@ def test_command_commits_items_in_batches(
         finally:
             connections.close_all()
 
-    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    def counted(table: plain_rows.Table, rows: Any, **kwargs: Any) -> Any:
+        # Before the third batch of items (an INSERT, or COPY on PostgreSQL).
         nonlocal inserts
-        if sql.startswith('INSERT INTO "runs_item"'):
+        if table.table == Item._meta.db_table:
             inserts += 1
             if inserts == 3:
                 reader = threading.Thread(target=count_committed)
                 reader.start()
                 reader.join()
-        return execute(sql, params, many, context)
+        return insert(table, rows, **kwargs)
 
-    with connection.execute_wrapper(wrapper):
-        _run(str(path), "--project", "Research")
+    monkeypatch.setattr(plain_rows, "insert", counted)
+    _run(str(path), "--project", "Research")
 
     assert committed == [20]
     assert Dataset.objects.get().items.count() == 25

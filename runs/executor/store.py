@@ -247,12 +247,22 @@ def item_page(
     if not page:
         return []
     done: dict[int, set[int]] = {}
-    for item_id, epoch in Result.objects.filter(
-        run_id=run_id, item_id__in=[item.pk for item in page], retry_pending=False
-    ).values_list("item_id", "epoch"):
-        done.setdefault(item_id, set()).add(epoch)
+    # By the page's range of indexes (the run's results carry their item's
+    # index), not a list of its 500 ids: two parameters instead of 500, which
+    # PostgreSQL's driver would otherwise merge into the query text each page.
+    for index, epoch in (
+        Result.objects.filter(
+            run_id=run_id,
+            item_index__gte=page[0].index,
+            item_index__lte=page[-1].index,
+            retry_pending=False,
+        )
+        .order_by()
+        .values_list("item_index", "epoch")
+    ):
+        done.setdefault(index, set()).add(epoch)
     return [
-        (item, [e for e in range(epochs) if e not in done.get(item.pk, ())])
+        (item, [e for e in range(epochs) if e not in done.get(item.index, ())])
         for item in page
     ]
 
@@ -362,6 +372,10 @@ def _rewrite(
     are new results. A row is rewritten only while it still waits (a
     conditional UPDATE), so it is never rewritten twice for one retry.
     """
+    if not Result.objects.filter(run_id=run_id, retry_pending=True).exists():
+        # The usual case, answered by a partial index: nothing waits for a
+        # retry, so no lookup of the batch's 500 items.
+        return [], records
     keys = {(r.item_id, r.epoch) for r in records}
     waiting = {
         (row[1], row[2]): row

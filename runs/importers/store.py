@@ -256,7 +256,7 @@ def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dat
         for batch in itertools.batched(parsed.read_rows(), BATCH_SIZE):
             rows = _item_rows(draft.pk, batch)
             with transaction.atomic():
-                plain_rows.insert_values(plain_rows.table(Item, ITEM_FIELDS), rows)
+                plain_rows.insert(plain_rows.table(Item, ITEM_FIELDS), rows)
                 Dataset.all_objects.filter(pk=draft.pk).update(
                     import_touched_at=timezone.now()
                 )

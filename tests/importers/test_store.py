@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import OperationalError, connection, connections
+from django.db import OperationalError, connections
 from django.test import Client
 from django.utils import timezone
 
-from runs import selectors
+from runs import plain_rows, selectors
 from runs.errors import InvalidInput
 from runs.importers import dataset_import, dataset_imports_clean
 from runs.importers import store as import_store
@@ -54,19 +55,23 @@ def _committed_items() -> int:
     return seen[0]
 
 
-def _on_item_insert(batch: int, action: Any) -> Any:
-    """An execute wrapper that calls ``action`` before the ``batch``-th item insert."""
+def _on_item_insert(
+    monkeypatch: pytest.MonkeyPatch, batch: int, action: Callable[[], None]
+) -> None:
+    """Call ``action`` before the ``batch``-th batch of items is inserted (a
+    multi-row INSERT on SQLite, COPY on PostgreSQL)."""
+    insert = plain_rows.insert
     inserts = 0
 
-    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+    def counted(table: plain_rows.Table, rows: Any, **kwargs: Any) -> Any:
         nonlocal inserts
-        if sql.startswith('INSERT INTO "runs_item"'):
+        if table.table == Item._meta.db_table:
             inserts += 1
             if inserts == batch:
                 action()
-        return execute(sql, params, many, context)
+        return insert(table, rows, **kwargs)
 
-    return wrapper
+    monkeypatch.setattr(plain_rows, "insert", counted)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -83,8 +88,8 @@ def test_items_are_committed_in_batches_while_the_dataset_stays_hidden(
             status=Dataset.Status.IMPORTING
         ).count()
 
-    with connection.execute_wrapper(_on_item_insert(3, look)):
-        dataset = _import(project)
+    _on_item_insert(monkeypatch, 3, look)
+    dataset = _import(project)
 
     # Two batches were already committed: another writer was not kept waiting.
     assert during == {"committed": 20, "visible": [], "importing": 1}
@@ -103,10 +108,8 @@ def test_a_failure_while_writing_leaves_nothing(
     def fail() -> None:
         raise OperationalError("disk I/O error")
 
-    with (
-        connection.execute_wrapper(_on_item_insert(3, fail)),
-        pytest.raises(OperationalError),
-    ):
+    _on_item_insert(monkeypatch, 3, fail)
+    with pytest.raises(OperationalError):
         _import(project)
 
     assert Dataset.all_objects.count() == 0
