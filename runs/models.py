@@ -400,8 +400,9 @@ class Result(models.Model):
                 fields=["run", "item", "epoch"], name="result_run_item_epoch_unique"
             )
         ]
+        # Each index costs every result stored an update: none is a prefix of
+        # another ((run, status) is served by (run, status, latency_ms)).
         indexes = [
-            models.Index(fields=["run", "status"]),
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
             # A run's error clusters: counted, and their first items read, on it.
