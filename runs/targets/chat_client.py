@@ -29,6 +29,7 @@ from runs.secrets import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import TargetError, TargetOutput
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
+    Answer,
     PolicyClient,
     redact,
     status_error,
@@ -221,7 +222,7 @@ class ChatClient:
         self.secrets = tuple(value for value in context.secrets.values() if value)
         self.client = PolicyClient()
 
-    async def post(self, payload: dict[str, Any]) -> httpx.Response:
+    async def post(self, payload: dict[str, Any]) -> Answer:
         """POST the payload; a refusal or a connection failure is a TargetError."""
         return await self.client.send(
             "POST", self.url, headers=self.headers, body=payload
@@ -240,7 +241,7 @@ class ChatClient:
 
 
 def parse_chat_response(
-    response: httpx.Response, *, secrets: tuple[str, ...] = ()
+    response: Answer, *, secrets: tuple[str, ...] = ()
 ) -> ChatReply:
     """The reply of a 200, or a TargetError classified by status (body kept,
     with every secret replaced)."""

@@ -17,6 +17,7 @@ from runs.secrets import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import TargetError, TargetInput, TargetOutput, register
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
+    Answer,
     PolicyClient,
     redact,
     status_error,
@@ -337,7 +338,7 @@ class HttpTarget(Plugin):
         )
         return self.parse_response(response)
 
-    def parse_response(self, response: httpx.Response) -> TargetOutput:
+    def parse_response(self, response: Answer) -> TargetOutput:
         if response.status_code >= 300:
             raise status_error(response, secrets=self.secrets)
         # An agent that echoes its request headers must not store the secret.
@@ -369,7 +370,7 @@ class HttpTarget(Plugin):
             )
         return TargetOutput(output=output, http_status=response.status_code)
 
-    def check_status(self, data: Any, response: httpx.Response, text: str) -> None:
+    def check_status(self, data: Any, response: Answer, text: str) -> None:
         try:
             status = lookup(data, self.status_field)
         except Missing:
@@ -384,9 +385,7 @@ class HttpTarget(Plugin):
                 error_type="Suspended",
             )
 
-    def malformed(
-        self, text: str, response: httpx.Response, message: str
-    ) -> TargetError:
+    def malformed(self, text: str, response: Answer, message: str) -> TargetError:
         return TargetError(
             f"malformed response: {message}",
             kind=ErrorKind.PERMANENT,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar
 
-import httpx
 from pydantic import Field, field_validator, model_validator
 
 from runs.models import ErrorKind
@@ -25,6 +24,7 @@ from runs.targets.chat_client import (
 )
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
+    Answer,
     classify_status,
     parse_retry_after,
 )
@@ -313,7 +313,7 @@ class OpenAIChatTarget(Plugin):
         payload = self.build_payload(item)
         return self.parse_response(await self.client.post(payload))
 
-    def parse_response(self, response: httpx.Response) -> TargetOutput:
+    def parse_response(self, response: Answer) -> TargetOutput:
         reply = parse_chat_response(response, secrets=self.client.secrets)
         tool_calls = reply.message.get("tool_calls")
         keep_raw = self.config.get("keep_raw_response", True)

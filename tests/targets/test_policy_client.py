@@ -15,7 +15,7 @@ import pytest
 
 from runs.models import ErrorKind
 from runs.targets import TargetError
-from runs.targets.http_client import PolicyClient
+from runs.targets.http_client import PlainAnswer, PolicyClient
 from tests.local_http import serve
 
 CAFE = "café ✓"
@@ -117,3 +117,62 @@ async def test_a_refused_connection_is_a_transient_target_error() -> None:
         await post(f"http://127.0.0.1:{port}/v1/x", {})
     assert caught.value.kind == ErrorKind.TRANSIENT
     assert "Connect" in caught.value.error_type
+
+
+PLAIN_BODIES = [
+    b'{"choices": [{"message": {"content": "caf\xc3\xa9 \xe2\x9c\x93"}}]}',
+    b"",
+    b"not json \xff\xfe broken utf-8",
+    b'"\xef\xbb\xbfa string after a byte order mark"',
+    b"[1, 2.5, null, true]",
+]
+PLAIN_TYPES = [
+    b"application/json",
+    b"application/json; charset=utf-8",
+    b'text/plain; charset="UTF-8"',
+    b"text/html;charset=utf8; boundary=x",
+]
+
+
+@pytest.mark.parametrize("body", PLAIN_BODIES)
+@pytest.mark.parametrize("content_type", PLAIN_TYPES)
+def test_a_plain_answer_reads_as_httpx_reads_it(
+    body: bytes, content_type: bytes
+) -> None:
+    raw = (
+        (b"Content-Type", content_type),
+        (b"Content-Length", str(len(body)).encode()),
+        (b"Retry-After", b"7"),
+    )
+    assert PlainAnswer.fits(raw)
+    plain = PlainAnswer(503, raw, body)
+    response = httpx.Response(503, headers=raw, content=body)
+    if b"charset" not in content_type:
+        response.encoding = "utf-8"  # what the client sets without a charset
+    assert (plain.status_code, plain.content) == (response.status_code, body)
+    assert plain.text == response.text
+    assert plain.headers == response.headers
+    assert plain.headers.get("retry-after") == "7"
+    try:
+        expected = response.json()
+    except ValueError as exc:
+        with pytest.raises(type(exc)):
+            plain.json()
+    else:
+        assert plain.json() == expected
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        (b"Content-Encoding", b"gzip"),
+        (b"Content-Encoding", b"br"),
+        (b"Content-Type", b"application/json; charset=ISO-8859-1"),
+        (b"Content-Type", b"text/plain; charset=utf-16"),
+        (b"Content-Type", b"text/plain; charset"),
+    ],
+)
+def test_an_answer_needing_decoding_is_left_to_httpx(
+    header: tuple[bytes, bytes],
+) -> None:
+    assert not PlainAnswer.fits(((b"Content-Length", b"2"), header))
