@@ -53,6 +53,8 @@ def render_prompt(template: str, item: TargetInput) -> str:
     (``{question}``). Only dictionary and list look-ups are done, never
     attribute access, so a template cannot reach into Python objects.
     """
+    if template == "{input}" and isinstance(item.input, str):
+        return item.input  # the default template: nothing to look up
     fields = item_fields(item)
     if isinstance(item.input, dict):
         fields = {**item.input, **fields}
