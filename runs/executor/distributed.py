@@ -113,15 +113,16 @@ async def execute_shard(
     except (ShardHandedBack, DatabaseError, StorageUnavailable):
         raise  # the job is retried; the shard goes on where it stopped
     except Exception as exc:
-        # A bug must not leave the shard running forever: the run fails when
-        # its last shard ends, with the error.
+        # A bug must not leave the shard running forever: it stops the run,
+        # which fails with the error. Only while this worker holds the shard
+        # (or nobody does): a shard another worker took over is its own.
         logger.error("shard %s of run %s crashed", shard_id, run_id, exc_info=exc)
         await end_shard(
             shard_id,
             run_id=run_id,
             cancelled=False,
             error=f"executor error: {type(exc).__name__}: {exc}",
-            executor_id=None,
+            executor_id=store.EXECUTOR_ID,
         )
         raise
     finally:

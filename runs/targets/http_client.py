@@ -102,10 +102,13 @@ class PlainAnswer:
                 if value.strip().lower() not in (b"", b"identity"):
                     return False
             elif name == b"content-type" and b"charset" in value.lower():
-                charset = value.lower().partition(b"charset=")[2]
-                charset = charset.partition(b";")[0].strip().strip(b"\"'")
-                if charset not in (b"utf-8", b"utf8"):
-                    return False
+                # Any parameter named charset but UTF-8 goes to httpx.
+                for parameter in value.lower().split(b";")[1:]:
+                    key, _, charset = parameter.partition(b"=")
+                    if key.strip() == b"charset" and charset.strip().strip(
+                        b"\"'"
+                    ) not in (b"utf-8", b"utf8"):
+                        return False
         return True
 
 

@@ -170,6 +170,8 @@ def test_a_plain_answer_reads_as_httpx_reads_it(
         (b"Content-Type", b"application/json; charset=ISO-8859-1"),
         (b"Content-Type", b"text/plain; charset=utf-16"),
         (b"Content-Type", b"text/plain; charset"),
+        (b"Content-Type", b"text/plain; xcharset=utf-8; charset=latin-1"),
+        (b"Content-Type", b'text/plain; name="charset=utf-8"; charset=latin-1'),
     ],
 )
 def test_an_answer_needing_decoding_is_left_to_httpx(
