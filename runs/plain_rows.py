@@ -91,14 +91,14 @@ def insert(
             raise ValueError("COPY returns no columns: read them back")
         _copy(table, rows)
         return []
-    return insert_values(table, rows, returning=returning)
+    return _insert_values(table, rows, returning=returning)
 
 
-def insert_values(
+def _insert_values(
     table: Table, rows: list[tuple[Any, ...]], *, returning: Sequence[str] = ()
 ) -> list[tuple[Any, ...]]:
-    """Multi-row INSERTs on either database (executemany would run one
-    statement a row); the ``returning`` columns of each row inserted."""
+    """SQLite: multi-row INSERTs (executemany would run one statement a row);
+    the ``returning`` columns of each row inserted."""
     quote = connection.ops.quote_name
     marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
     tail = f" RETURNING {', '.join(map(quote, returning))}" if returning else ""

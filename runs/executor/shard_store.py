@@ -249,12 +249,11 @@ def _shard_end(
         return run.status
     if not ended and RunShard.objects.filter(pk=shard_id, status__in=ACTIVE):
         return RunStatus.RUNNING  # another executor holds it now
-    if ended and stops and not stopped_before:
-        # The first stop is why the run fails, even after a drain's message.
-        run.error = error
-        Run.objects.filter(pk=run.pk).update(error=error)
-    elif error and not run.error:
-        # The run fails with it when it ends (a drain lets the others go on).
+    first_stop = ended and stops and not stopped_before
+    if first_stop or (error and not run.error):
+        # The first stop is why the run fails, even after a drain's message;
+        # any other error is kept when the run has none (a drain lets the
+        # other shards go on).
         run.error = error
         Run.objects.filter(pk=run.pk).update(error=error)
     if RunShard.objects.filter(run_id=run.pk, status__in=ACTIVE).exists():

@@ -486,9 +486,9 @@ def build_parser() -> argparse.ArgumentParser:
         "POST <base>/v1/chat/completions (any path ending in /chat/completions) "
         "and GET <base>/v1/stats (its counters of calls, as JSON; any path ending "
         "in /stats); other routes answer 404. It accepts any API key, answers "
-        "two-number "
-        'arithmetic in the last message ("What is 12 * 7?" gets "84"), judges '
-        'a request that asks to grade (the text after a line "Answer:" against '
+        'two-number arithmetic in the last message ("What is 12 * 7?" gets '
+        '"84"), judges a request that asks to grade (the text after a line '
+        '"Answer:" against '
         'the one after "Reference answer:"; the verdict as the prompt asks: '
         '"Verdict: PASS" or "FAIL", a 1 to 5 or 0 to 10 score, or JSON) and '
         "echoes anything else. The options make every request misbehave at "

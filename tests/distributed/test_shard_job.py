@@ -21,6 +21,19 @@ class _Context:
         return None
 
 
+def run_job(shard: RunShard) -> None:
+    """The shard's job, as a worker runs it."""
+    asyncio.run(
+        distributed.execute_shard.func(
+            _Context(),
+            run_id=shard.run_id,
+            shard_id=shard.pk,
+            start=shard.start,
+            stop=shard.stop,
+        )
+    )
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_crash_after_a_takeover_leaves_the_shard_to_its_new_holder(
     project: Project, monkeypatch: pytest.MonkeyPatch
@@ -35,11 +48,7 @@ def test_a_crash_after_a_takeover_leaves_the_shard_to_its_new_holder(
 
     monkeypatch.setattr(distributed, "execute_run", crash)
     with pytest.raises(RuntimeError):
-        asyncio.run(
-            distributed.execute_shard.func(
-                _Context(), run_id=run.pk, shard_id=shard.pk, start=0, stop=10
-            )
-        )
+        run_job(shard)
     connection.close()  # the job's thread had its own
 
     shard.refresh_from_db()
@@ -66,11 +75,7 @@ def test_a_crash_of_the_shards_holder_stops_the_run_with_its_error(
 
     monkeypatch.setattr(distributed, "execute_run", claim_then_crash)
     with pytest.raises(RuntimeError):
-        asyncio.run(
-            distributed.execute_shard.func(
-                _Context(), run_id=run.pk, shard_id=shard.pk, start=0, stop=10
-            )
-        )
+        run_job(shard)
     connection.close()
 
     shard.refresh_from_db()
