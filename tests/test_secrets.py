@@ -406,3 +406,104 @@ def test_processes_starting_at_once_read_the_same_whole_key(tmp_path) -> None:
         ]
         keys = {reader.communicate(timeout=60)[0].strip() for reader in readers}
         assert keys == {"k" * 44}
+
+
+# -- hosts -----------------------------------------------------------------------
+
+
+def stored_hosts() -> list[list[str]]:
+    return list(ProjectSecret.objects.values_list("hosts", flat=True))
+
+
+def test_api_a_new_secret_needs_its_hosts(
+    alice_client: Client, project: Project
+) -> None:
+    response = put(alice_client, project, "K", hosts=None)
+    assert response.status_code == 400
+    assert response.json()["field"] == "hosts"
+    assert not ProjectSecret.objects.exists()
+
+
+@pytest.mark.parametrize("hosts", [[], ["api.openai.com", "ftp://files.example"]])
+def test_api_bad_hosts_are_refused_naming_the_entry(
+    alice_client: Client, project: Project, hosts: list[str]
+) -> None:
+    response = put(alice_client, project, "K", hosts=hosts)
+    assert response.status_code == 400
+    assert response.json()["field"] == ("hosts[1]" if hosts else "hosts")
+    assert not ProjectSecret.objects.exists()
+
+
+def test_api_hosts_are_changed_without_the_value_and_the_value_without_hosts(
+    alice_client: Client, project: Project
+) -> None:
+    put(alice_client, project, "K")
+    rebound = put(alice_client, project, "K", None, ["http://127.0.0.1:8000"])
+    assert rebound.status_code == 200
+    assert rebound.json()["hosts"] == ["http://127.0.0.1:8000"]
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+    assert put(alice_client, project, "K", "sk-new", None).status_code == 200
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "sk-new"
+    assert stored_hosts() == [["http://127.0.0.1:8000"]]
+    empty = alice_client.put(
+        f"{API}/projects/{project.pk}/secrets/K", {}, content_type="application/json"
+    )
+    assert empty.status_code == 400
+
+
+def test_api_lists_hosts_in_their_canonical_form(
+    alice_client: Client, victor_client: Client, project: Project
+) -> None:
+    put(alice_client, project, "K", hosts=["HTTPS://API.openai.com:443/", "*.x.org"])
+    listed = victor_client.get(f"{API}/projects/{project.pk}/secrets").json()
+    assert [s["hosts"] for s in listed] == [["api.openai.com", "*.x.org"]]
+
+
+@pytest.mark.parametrize("persona", ["bob_client", "victor_client"])
+def test_api_members_below_admin_cannot_rebind_hosts(
+    request: pytest.FixtureRequest, alice: User, project: Project, persona: str
+) -> None:
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    client = request.getfixturevalue(persona)
+    response = put(client, project, "K", None, ["evil.example"])
+    assert response.status_code == 403
+    assert stored_hosts() == [HOSTS]
+
+
+def test_admin_binds_and_rebinds_hosts_on_the_page(
+    alice_client: Client, project: Project
+) -> None:
+    alice_client.post(
+        page_url(project),
+        {"name": "K", "value": VALUE, "hosts": "api.openai.com, http://127.0.0.1:8000"},
+    )
+    assert stored_hosts() == [["api.openai.com", "http://127.0.0.1:8000"]]
+    response = alice_client.post(
+        page_url(project), {"name": "K", "value": "", "hosts": "*.x.org"}, follow=True
+    )
+    page = response.content.decode()
+    assert "Secret K updated." in page
+    assert "<code>*.x.org</code>" in page
+    assert stored_hosts() == [["*.x.org"]]
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+
+
+def test_a_bad_host_on_the_page_is_shown_on_its_field(
+    alice_client: Client, project: Project
+) -> None:
+    response = alice_client.post(
+        page_url(project), {"name": "K", "value": VALUE, "hosts": "https://x.org/v1"}
+    )
+    assert response.status_code == 200
+    assert "without a path" in str(response.context["form"].errors["hosts"])
+    assert VALUE not in response.content.decode()
+    assert not ProjectSecret.objects.exists()
+
+
+def test_the_page_says_a_secret_bound_nowhere_is_sent_nowhere(
+    alice: User, victor_client: Client, project: Project
+) -> None:
+    secrets.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
+    ProjectSecret.objects.update(hosts=[])  # as the upgrade leaves an unused one
+    page = victor_client.get(page_url(project)).content.decode()
+    assert "none: sent nowhere until an admin binds it to a host" in page

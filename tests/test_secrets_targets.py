@@ -138,6 +138,52 @@ def test_a_listed_variable_is_refused_for_another_host(
 
 
 @pytest.mark.django_db
+def test_a_variable_bound_to_a_host_is_not_sent_over_plain_http(
+    bob_client: Client, project: Project, fake_openai: FakeOpenAIServer, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    config = {"base_url": fake_openai.base_url, "api_key_env": "MODEL_KEY"}
+    refused = create_target(bob_client, project, config)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == (
+        "field 'config.api_key_env': MODEL_KEY may only be sent to 127.0.0.1, "
+        f"not to http://127.0.0.1:{fake_openai.port}"
+    )
+    settings.EVALSITE_ENV_SECRETS = {
+        "MODEL_KEY": (f"http://127.0.0.1:{fake_openai.port}",)
+    }
+    assert create_target(bob_client, project, config).status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_variable_bound_to_a_host_is_not_sent_to_another_port(
+    bob_client: Client, project: Project, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("api.example.org",)}
+    config = {"base_url": "https://api.example.org:8443/v1", "api_key_env": "MODEL_KEY"}
+    refused = create_target(bob_client, project, config)
+    assert refused.status_code == 400
+    assert "not to https://api.example.org:8443" in refused.json()["detail"]
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("https://api.example.org:8443",)}
+    assert create_target(bob_client, project, config).status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stored_run_sending_a_variable_over_plain_http_sends_nothing(
+    project: Project, fake_openai: FakeOpenAIServer, monkeypatch, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    monkeypatch.setenv("MODEL_KEY", PROVIDER_KEY)
+    run = await sync_to_async(new_run)(project, {"base_url": fake_openai.base_url})
+    run.target_config = {**run.target_config, "api_key_env": "MODEL_KEY"}
+    await run.asave()
+    assert await execute_run(run.pk) == RunStatus.FAILED
+    await run.arefresh_from_db()
+    assert f"not to http://127.0.0.1:{fake_openai.port}" in run.error
+    assert fake_openai.stats.requests == 0
+
+
+@pytest.mark.django_db
 def test_a_wildcard_binding_covers_subdomains_only(
     bob_client: Client, project: Project, settings
 ) -> None:
