@@ -34,12 +34,12 @@ from channels.db import database_sync_to_async
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from runs import destinations
 from runs.access import require_role
-from runs.errors import ConfigError, InvalidInput, NotFound
+from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.models import Membership, Project, ProjectSecret, Run
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -159,14 +159,20 @@ def secret_set(
                 raise InvalidInput("is required", field="value")
             if patterns is None:
                 raise InvalidInput(NO_HOSTS, field="hosts")
-            secret = ProjectSecret.objects.create(
-                project=project,
-                name=name,
-                ciphertext=ciphertext,
-                hosts=patterns,
-                created_by=user,
-                updated_by=user,
-            )
+            try:
+                secret = ProjectSecret.objects.create(
+                    project=project,
+                    name=name,
+                    ciphertext=ciphertext,
+                    hosts=patterns,
+                    created_by=user,
+                    updated_by=user,
+                )
+            except IntegrityError:
+                raise Conflict(
+                    f"secret {name} was set by another request at the same "
+                    "moment; look at it and set it again if need be"
+                ) from None
             return secret, True
         if ciphertext is None and patterns is None:
             raise InvalidInput("give a new value, new hosts or both", field="value")
@@ -229,8 +235,10 @@ class SecretRef:
     """One secret a plug-in uses, and the configuration fields that name it.
 
     ``secret_field`` names a project secret; ``env_field`` (if any) an
-    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``,
-    which may only be sent to the host of the URL in ``url_field``.
+    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``.
+    Either is sent only if one of its host patterns matches the URL in
+    ``url_field``, the base of every request the plug-in makes with it: a
+    plug-in that declares no ``url_field`` cannot use a project secret.
     """
 
     key: str  # the plug-in reads the value as ``context.secrets[key]``
