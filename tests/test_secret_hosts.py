@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import Client
+from django.urls import reverse
 
 from runs import services
 from runs.executor.engine import execute_run
@@ -371,3 +372,24 @@ def test_a_secret_bound_by_the_api_reaches_its_host(
     run = forced_run(project, fake_openai, target_config=chat(fake_openai))
     assert run_to_the_end(run).status == RunStatus.COMPLETED
     assert fake_openai.stats.authorization == {f"Bearer {KEY}"}
+
+
+@pytest.mark.django_db
+def test_the_targets_page_shows_the_refusal_on_the_secrets_field(
+    bob_client: Client, project: Project, bound_key: None, evil: FakeOpenAIServer
+) -> None:
+    response = bob_client.post(
+        reverse("runs:target_list"),
+        {
+            "project": project.pk,
+            "name": "t",
+            "kind": "openai_chat",
+            "openai_chat__base_url": evil.base_url,
+            "openai_chat__model": "m",
+            "openai_chat__api_key_secret": NAME,
+        },
+    )
+    assert response.status_code == 200
+    errors = response.context["form"].errors["openai_chat__api_key_secret"]
+    assert refusal(evil) in errors[0]
+    assert not Target.objects.exists()
