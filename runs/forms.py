@@ -459,15 +459,15 @@ class SecretForm(forms.Form):
         widget=forms.PasswordInput(
             render_value=False, attrs={"autocomplete": "new-password"}
         ),
-        help_text="Stored encrypted; it is never shown again. Leave empty to "
-        "keep an existing secret's value.",
+        help_text="Required for a new secret; stored encrypted and never shown "
+        "again. Leave empty to keep an existing secret's value.",
     )
     hosts = forms.CharField(
         max_length=2000,
         required=False,
-        help_text="Where the secret may be sent, separated by commas: a host "
-        "(https on port 443), *.suffix for the names below it, or "
-        "scheme://host:port, e.g. api.openai.com, http://127.0.0.1:8000. "
+        help_text="Required for a new secret: where it may be sent, separated "
+        "by commas: a host (https on port 443), *.suffix for the names below "
+        "it, or scheme://host:port, e.g. api.openai.com, http://127.0.0.1:8000. "
         "Leave empty to keep an existing secret's hosts.",
     )
 
