@@ -355,16 +355,21 @@ _SERVER_SECRETS = frozenset(
 
 
 def env_secret_bindings(name: str) -> dict[str, tuple[str, ...]]:
-    """``VAR=host|*.suffix,VAR2=host``: variables targets may use, and where to.
+    """``VAR=host|*.suffix,VAR2=http://host:port``: variables targets may use,
+    and where to.
 
-    A variable may only be sent to a host matching one of its patterns: an
-    exact host name or address, or ``*.suffix`` for any name below suffix.
+    A variable may only be sent to a URL one of its patterns matches
+    (``runs.destinations``): a host name or address, or ``*.suffix`` for any
+    name below suffix, over https on its port 443 unless the pattern says
+    ``http://`` or another port.
     """
+    from runs.destinations import clean_patterns  # no Django in it
+
     bindings: dict[str, tuple[str, ...]] = {}
     for entry in env_list(name, []):
         var, sep, hosts = entry.partition("=")
         var = var.strip()
-        patterns = tuple(h.strip().lower() for h in hosts.split("|") if h.strip())
+        patterns = tuple(h.strip() for h in hosts.split("|") if h.strip())
         if not sep or not patterns:
             raise ImproperlyConfigured(
                 f"{name}: {entry!r} must be VARIABLE=host, several hosts separated "
@@ -374,12 +379,10 @@ def env_secret_bindings(name: str) -> dict[str, tuple[str, ...]]:
             raise ImproperlyConfigured(f"{name}: {var!r} is not a variable name")
         if var in _SERVER_SECRETS:
             raise ImproperlyConfigured(f"{name}: {var} is the server's own secret")
-        for pattern in patterns:
-            if not re.fullmatch(r"(\*\.)?[a-z0-9_.:\[\]-]+", pattern):
-                raise ImproperlyConfigured(
-                    f"{name}: {pattern!r} (for {var}) is not a host name or *.suffix"
-                )
-        bindings[var] = patterns
+        try:
+            bindings[var] = tuple(clean_patterns(patterns))
+        except ValueError as exc:
+            raise ImproperlyConfigured(f"{name}: {exc} (for {var})") from None
     return bindings
 
 

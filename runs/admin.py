@@ -227,10 +227,18 @@ class ProjectSecretAdmin(admin.ModelAdmin):
     """Names only: values are set by project admins on the dashboard or the API,
     and neither the value nor its ciphertext is ever shown here."""
 
-    list_display = ["name", "project", "updated_at", "updated_by"]
+    list_display = ["name", "project", "hosts", "updated_at", "updated_by"]
     list_filter = ["project"]
     search_fields = ["name", "project__name"]
-    fields = ["project", "name", "created_at", "created_by", "updated_at", "updated_by"]
+    fields = [
+        "project",
+        "name",
+        "hosts",
+        "created_at",
+        "created_by",
+        "updated_at",
+        "updated_by",
+    ]
     readonly_fields = fields
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -497,7 +497,7 @@ secret_router = Router(tags=["secrets"])
     "/{project_id}/secrets", response={200: list[SecretOut], **READ_ERRORS}
 )
 def list_secrets(request: HttpRequest, project_id: DbId) -> QuerySet[ProjectSecret]:
-    """The project's secrets: names and times, never values (any member)."""
+    """The project's secrets: names, hosts and times, never values (any member)."""
     project = project_get(user=request.auth, project_id=project_id)
     return secret_list(project=project, user=request.auth)
 
@@ -509,14 +509,19 @@ def list_secrets(request: HttpRequest, project_id: DbId) -> QuerySet[ProjectSecr
 def set_secret(
     request: HttpRequest, project_id: DbId, name: str, payload: SecretIn
 ) -> Status[ProjectSecret]:
-    """Create (201) or replace (200) a secret; project admins only.
+    """Create (201) or change (200) a secret; project admins only.
 
     The value is stored encrypted and never returned; targets name the secret
-    in their configuration (``api_key_secret``).
+    in their configuration (``api_key_secret``), and it is sent only to the
+    hosts it is bound to. A new secret needs both; a change may give either.
     """
     project = project_get(user=request.auth, project_id=project_id)
     secret, created = secret_set(
-        project=project, user=request.auth, name=name, value=payload.value
+        project=project,
+        user=request.auth,
+        name=name,
+        value=payload.value,
+        hosts=payload.hosts,
     )
     return Status(201 if created else 200, secret)
 

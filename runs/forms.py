@@ -441,13 +441,13 @@ def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetF
 
 
 class SecretForm(forms.Form):
-    """Set a project secret; the value is never rendered back."""
+    """Set a project secret or its hosts; the value is never rendered back."""
 
     name = forms.RegexField(
         regex=r"^[A-Za-z_][A-Za-z0-9_]*\Z",
         max_length=100,
         help_text="Letters, digits and underscores, e.g. OPENAI_API_KEY. "
-        "Setting an existing name replaces its value.",
+        "Setting an existing name replaces what you give of it.",
         error_messages={
             "invalid": "Use letters, digits and underscores, not starting with a digit."
         },
@@ -455,8 +455,25 @@ class SecretForm(forms.Form):
     value = forms.CharField(
         max_length=8192,
         strip=True,
+        required=False,
         widget=forms.PasswordInput(
             render_value=False, attrs={"autocomplete": "new-password"}
         ),
-        help_text="Stored encrypted; it is never shown again.",
+        help_text="Required for a new secret; stored encrypted and never shown "
+        "again. Leave empty to keep an existing secret's value.",
     )
+    hosts = forms.CharField(
+        max_length=2000,
+        required=False,
+        help_text="Required for a new secret: where it may be sent, separated "
+        "by commas: a host (https on port 443), *.suffix for the names below "
+        "it, or scheme://host:port, e.g. api.openai.com, http://127.0.0.1:8000. "
+        "Leave empty to keep an existing secret's hosts.",
+    )
+
+    def clean_value(self) -> str | None:
+        return self.cleaned_data["value"] or None
+
+    def clean_hosts(self) -> list[str] | None:
+        text = self.cleaned_data["hosts"]
+        return [h for h in re.split(r"[,\s]+", text) if h] or None

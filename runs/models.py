@@ -517,6 +517,8 @@ class ProjectSecret(models.Model):
     )
     name = models.CharField(max_length=100)
     ciphertext = models.TextField(editable=False)
+    # Where the value may be sent (``runs.destinations`` patterns); none: nowhere.
+    hosts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     created_by = models.ForeignKey(

@@ -14,6 +14,12 @@ A connection to host H at address A is decided as follows:
 3. an ALLOW rule that matches H or A permits it;
 4. anything else is refused.
 
+An IPv6 address that reaches an IPv4 host through a translator (IPv4-mapped,
+-translated or -compatible, NAT64's ``64:ff9b::/96``, 6to4's ``2002::/16``) is
+judged as that IPv4 host; a local-use NAT64 address (``64:ff9b:1::/48``) is
+refused when any place an IPv4 address may sit in it holds a link-local or
+metadata address.
+
 The check runs on the resolved address when the connection is made
 (``PolicyResolver`` and ``PolicyConnector``), so a name that resolves to an
 allowed address when a target is saved and to a forbidden one later (DNS
@@ -56,6 +62,18 @@ ALWAYS_REFUSED_NETWORKS: tuple[IPNetwork, ...] = tuple(
         "::/128",
     )
 )
+# Any IPv4 position of a local-use NAT64 address holding one of these is
+# refused (not "this host": the other positions of a valid address hold zeros).
+_METADATA_NETWORKS = (
+    ipaddress.IPv4Network("169.254.0.0/16"),
+    ipaddress.IPv4Network("100.100.100.200/32"),
+)
+_EMBEDDING_PREFIXES = (
+    ipaddress.IPv6Network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT)
+    ipaddress.IPv6Network("64:ff9b::/96"),  # NAT64, well-known prefix
+)
+_IPV4_COMPATIBLE = ipaddress.IPv6Network("::/96")
+_LOCAL_NAT64 = ipaddress.IPv6Network("64:ff9b:1::/48")
 ALWAYS_REFUSED_NAMES = frozenset(
     {"metadata.google.internal", "metadata.goog", "metadata"}
 )
@@ -94,15 +112,67 @@ def normalise_host(host: str) -> str:
     return host.strip().strip("[]").rstrip(".").lower()
 
 
+def embedded_ipv4(address: ipaddress.IPv6Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address reaches through a translator, if any.
+
+    IPv4-mapped (``::ffff:a.b.c.d``), IPv4-translated (``::ffff:0:a.b.c.d``),
+    IPv4-compatible (``::a.b.c.d``), NAT64's well-known prefix
+    (``64:ff9b::a.b.c.d``) and 6to4 (``2002:AABB:CCDD::``): a packet to such an
+    address goes to the IPv4 host, so the address is judged as that host.
+    """
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    if any(address in prefix for prefix in _EMBEDDING_PREFIXES):
+        return low
+    if address in _IPV4_COMPATIBLE and int(address) > 1:  # not :: nor ::1
+        return low
+    return None
+
+
+def local_nat64_ipv4s(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a local-use NAT64 address (``64:ff9b:1::/48``) may embed.
+
+    Its translator chooses where the IPv4 address sits (RFC 6052: after a
+    prefix of 48, 56, 64 or 96 bits, bits 64 to 71 left out), which is not
+    known here: every position is a candidate.
+    """
+    if address not in _LOCAL_NAT64:
+        return []
+    value = int(address)
+    # The 120 bits without bits 64 to 71, where no IPv4 address ever sits.
+    bits = (value >> 64 << 56) | (value & (1 << 56) - 1)
+    return [
+        ipaddress.IPv4Address(bits >> (120 - offset - 32) & 0xFFFFFFFF)
+        for offset in (48, 56, 64, 88)
+    ]
+
+
 def parse_ip(host: str) -> IPAddress | None:
-    """The address a literal host names, IPv4-mapped IPv6 unwrapped; else None."""
+    """The address a literal host names, an embedded IPv4 address unwrapped
+    (``embedded_ipv4``); else None."""
     try:
         address = ipaddress.ip_address(normalise_host(host))
     except ValueError:
         return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
-        return address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address):
+        return embedded_ipv4(address) or address
     return address
+
+
+def always_refused(address: IPAddress) -> bool:
+    """Link-local, metadata and "this host" addresses, also behind local NAT64."""
+    if any(address in network for network in ALWAYS_REFUSED_NETWORKS):
+        return True
+    if isinstance(address, ipaddress.IPv6Address):
+        return any(
+            candidate in network
+            for candidate in local_nat64_ipv4s(address)
+            for network in _METADATA_NETWORKS
+        )
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,9 +264,7 @@ class NetworkPolicy:
         address = parse_ip(str(address)) if address is not None else literal
         if name is not None and name in ALWAYS_REFUSED_NAMES:
             return False
-        if address is not None and any(
-            address in net for net in ALWAYS_REFUSED_NETWORKS
-        ):
+        if address is not None and always_refused(address):
             return False
         if (name is not None and self.deny.matches_name(name)) or (
             address is not None and self.deny.matches_address(address)

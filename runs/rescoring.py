@@ -26,7 +26,7 @@ from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Membership, Run, Score, ScoringPass
 from runs.scorers import clean_scorer_specs
-from runs.services import _require_expected_answers
+from runs.services import _require_expected_answers, check_scorer_secrets
 
 NAME_MAX = Score._meta.get_field("scorer").max_length
 INTERRUPTED = (
@@ -182,6 +182,7 @@ def run_rescore(
                 field=f"scorers[{position}].name",
             )
     _require_expected_answers(run.dataset, specs)
+    check_scorer_secrets(project=run.project, specs=specs)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         _check_not_busy(locked)

@@ -613,11 +613,23 @@ class TargetTryOut(Schema):
 
 
 class SecretIn(BodyIn):
-    value: str = Field(
+    value: str | None = Field(
+        None,
         description=(
             "the secret's value (at most 8192 characters, no control characters); "
-            "stored encrypted and never returned"
-        )
+            "stored encrypted and never returned. Required for a new secret; "
+            "left out, an existing secret keeps its value"
+        ),
+    )
+    hosts: list[str] | None = Field(
+        None,
+        max_length=100,
+        description=(
+            "where the secret may be sent: host (https on port 443), *.suffix "
+            "(names below suffix), or scheme://host:port (http must be written "
+            'out), e.g. ["api.openai.com", "http://127.0.0.1:8000"]. Required '
+            "for a new secret; left out, an existing secret keeps its hosts"
+        ),
     )
 
 
@@ -625,9 +637,14 @@ class SecretOut(Schema):
     """A project secret's name and history; its value is never returned."""
 
     name: str
+    hosts: list[str] = Field(
+        description="where the secret may be sent; none: nowhere until bound"
+    )
     created_at: datetime
     updated_at: datetime
-    updated_by: str | None = Field(None, description="who set the current value")
+    updated_by: str | None = Field(
+        None, description="who last set the value or the hosts"
+    )
 
     @staticmethod
     def resolve_updated_by(obj: ProjectSecret) -> str | None:

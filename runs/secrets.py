@@ -12,8 +12,13 @@ saved, and resolves them to values only when the executor builds the plug-in
 for a run (``TargetContext``). Values never enter a stored configuration, an
 attempt log, an error message or a log line.
 
-Environment variables remain possible for names the operator lists in
-``EVALSITE_ENV_SECRETS``, each bound to the hosts it may be sent to.
+Every secret is bound to the hosts it may be sent to (``runs.destinations``):
+a project secret by a project admin, with its value; an environment variable,
+possible only for names the operator lists in ``EVALSITE_ENV_SECRETS``, by the
+operator. ``bound_secret`` is the one check, made when a configuration that
+names a secret is saved, when a run is created or re-scored, and when the
+value is resolved for a request (a run, a re-scoring pass, the try button):
+the URL the plug-in sends to must match one of the secret's patterns.
 """
 
 from __future__ import annotations
@@ -25,21 +30,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from channels.db import database_sync_to_async
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
+from runs import destinations
 from runs.access import require_role
-from runs.errors import ConfigError, InvalidInput, NotFound
+from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.models import Membership, Project, ProjectSecret, Run
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 100
 MAX_VALUE_LENGTH = 8192
+NO_HOSTS = (
+    "name at least one host the secret may be sent to, such as api.openai.com "
+    "(https, port 443) or http://127.0.0.1:8000"
+)
 
 
 class SecretUnavailable(Exception):
@@ -103,28 +112,77 @@ def _clean_value(value: Any) -> str:
     return value
 
 
+def clean_hosts(hosts: Any) -> list[str]:
+    """The patterns a secret is bound to, canonical; InvalidInput naming one."""
+    if isinstance(hosts, str) or not isinstance(hosts, Sequence):
+        raise InvalidInput("must be a list of hosts", field="hosts")
+    cleaned: list[str] = []
+    for position, host in enumerate(hosts):
+        try:
+            pattern = str(destinations.HostPattern.parse(str(host)))
+        except ValueError as exc:
+            raise InvalidInput(str(exc), field=f"hosts[{position}]") from None
+        if pattern not in cleaned:
+            cleaned.append(pattern)
+    if not cleaned:
+        raise InvalidInput(NO_HOSTS, field="hosts")
+    if len(cleaned) > destinations.MAX_PATTERNS:
+        raise InvalidInput(f"at most {destinations.MAX_PATTERNS} hosts", field="hosts")
+    return cleaned
+
+
 def secret_set(
-    *, project: Project, user: AbstractBaseUser, name: str, value: str
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    name: str,
+    value: str | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> tuple[ProjectSecret, bool]:
-    """Create or replace a project secret (admins only); True when created."""
+    """Create or change a project secret (admins only); True when created.
+
+    A new secret needs its value and its hosts; an existing one keeps what is
+    not given (None), so its hosts can be changed without its value.
+    """
     require_role(user, project, Membership.Role.ADMIN)
     name = clean_secret_name(name)
-    ciphertext = encrypt(_clean_value(value))
+    ciphertext = encrypt(_clean_value(value)) if value is not None else None
+    patterns = clean_hosts(hosts) if hosts is not None else None
     with transaction.atomic():
-        secret, created = ProjectSecret.objects.select_for_update().get_or_create(
-            project=project,
-            name=name,
-            defaults={
-                "ciphertext": ciphertext,
-                "created_by": user,
-                "updated_by": user,
-            },
+        secret = (
+            ProjectSecret.objects.select_for_update()
+            .filter(project=project, name=name)
+            .first()
         )
-        if not created:
+        if secret is None:
+            if ciphertext is None:
+                raise InvalidInput("is required", field="value")
+            if patterns is None:
+                raise InvalidInput(NO_HOSTS, field="hosts")
+            try:
+                secret = ProjectSecret.objects.create(
+                    project=project,
+                    name=name,
+                    ciphertext=ciphertext,
+                    hosts=patterns,
+                    created_by=user,
+                    updated_by=user,
+                )
+            except IntegrityError:
+                raise Conflict(
+                    f"secret {name} was set by another request at the same "
+                    "moment; look at it and set it again if need be"
+                ) from None
+            return secret, True
+        if ciphertext is None and patterns is None:
+            raise InvalidInput("give a new value, new hosts or both", field="value")
+        if ciphertext is not None:
             secret.ciphertext = ciphertext
-            secret.updated_by = user
-            secret.save(update_fields=["ciphertext", "updated_by", "updated_at"])
-    return secret, created
+        if patterns is not None:
+            secret.hosts = patterns
+        secret.updated_by = user
+        secret.save(update_fields=["ciphertext", "hosts", "updated_by", "updated_at"])
+    return secret, False
 
 
 def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> None:
@@ -138,7 +196,7 @@ def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> Non
 def secret_list(
     *, project: Project, user: AbstractBaseUser | AnonymousUser
 ) -> QuerySet[ProjectSecret]:
-    """The project's secrets, names and times only (any member may see them)."""
+    """The project's secrets: names, hosts and times (any member may see them)."""
     require_role(user, project, Membership.Role.VIEWER)
     return (
         ProjectSecret.objects.filter(project=project)
@@ -177,8 +235,10 @@ class SecretRef:
     """One secret a plug-in uses, and the configuration fields that name it.
 
     ``secret_field`` names a project secret; ``env_field`` (if any) an
-    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``,
-    which may only be sent to the host of the URL in ``url_field``.
+    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``.
+    Either is sent only if one of its host patterns matches the URL in
+    ``url_field``, the base of every request the plug-in makes with it: a
+    plug-in that declares no ``url_field`` cannot use a project secret.
     """
 
     key: str  # the plug-in reads the value as ``context.secrets[key]``
@@ -225,12 +285,13 @@ def secret_scope(
     return getattr(plugin, "secrets", ()), config, ""
 
 
-def host_matches(host: str, pattern: str) -> bool:
-    host = host.strip("[]").rstrip(".").lower()
-    pattern = pattern.strip("[]").lower()
-    if pattern.startswith("*."):
-        return host.endswith(pattern[1:])
-    return host == pattern
+def _url_of(ref: SecretRef, config: dict[str, Any]) -> str:
+    return str(config.get(ref.url_field) or "") if ref.url_field else ""
+
+
+def _where(url: str) -> str:
+    destination = destinations.Destination.of(url)
+    return str(destination) if destination is not None else "an undeclared URL"
 
 
 def _env_refusal(name: str, ref: SecretRef) -> ConfigError:
@@ -243,13 +304,58 @@ def _env_refusal(name: str, ref: SecretRef) -> ConfigError:
     )
 
 
+def _check_env_destination(name: str, ref: SecretRef, config: dict[str, Any]) -> None:
+    bindings: Mapping[str, Sequence[str]] = settings.EVALSITE_ENV_SECRETS
+    if name not in bindings:
+        raise _env_refusal(name, ref)
+    url = _url_of(ref, config)
+    if not destinations.permits(bindings[name], url):
+        raise _config_error(
+            ref.env_field or ref.secret_field,
+            f"{name} may only be sent to {' or '.join(bindings[name])}, "
+            f"not to {_where(url)}",
+        )
+
+
+def secret_refusal(name: str, url: str) -> str:
+    """Why a project secret may not go to ``url``: one text whether the secret
+    exists or not, so that it tells nothing of the project's secrets."""
+    return (
+        f"project secret {name} may not be sent to {_where(url)}: it is not "
+        "bound to that host (a project admin sets a secret with the hosts it "
+        "may be sent to, on the project's secrets page)"
+    )
+
+
+def bound_secret(
+    *, project_id: int, ref: SecretRef, config: dict[str, Any], field: str
+) -> str:
+    """The ciphertext of the project secret ``ref`` names in ``config``, if it
+    may be sent to the URL the configuration sends it to; else ConfigError.
+
+    The URL is the plug-in's ``url_field``, the base of every request it makes
+    with the secret (redirects are never followed); a plug-in that declares
+    none may not use a project secret.
+    """
+    name = config.get(ref.secret_field) or ""
+    url = _url_of(ref, config)
+    stored = (
+        ProjectSecret.objects.filter(project_id=project_id, name=name)
+        .values_list("ciphertext", "hosts")
+        .first()
+    )
+    if stored is None or not url or not destinations.permits(stored[1] or (), url):
+        raise ConfigError(secret_refusal(name, url), field=field)
+    return stored[0]
+
+
 def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None:
     """Validate (and normalise in place) the fields that name secrets.
 
-    Needs no database: a project secret's existence is checked when a run is
-    created (``check_secrets_exist``) and again when it starts.
+    Needs no database: a project secret's binding is checked when a
+    configuration is saved, when a run is created (``check_secrets_bound``)
+    and when the value is resolved.
     """
-    bindings: Mapping[str, Sequence[str]] = settings.EVALSITE_ENV_SECRETS
     for ref in refs:
         secret_name = str(config.get(ref.secret_field) or "").strip()
         if secret_name and (
@@ -270,41 +376,28 @@ def clean_secret_refs(refs: Sequence[SecretRef], config: dict[str, Any]) -> None
             raise _config_error(
                 ref.env_field, f"give either {ref.secret_field} or {ref.env_field}"
             )
-        if env_name not in bindings:
-            raise _env_refusal(env_name, ref)
-        try:
-            host = httpx.URL(str(config.get(ref.url_field) or "")).raw_host.decode()
-        except httpx.InvalidURL:
-            host = ""
-        if not any(host_matches(host, pattern) for pattern in bindings[env_name]):
-            raise _config_error(
-                ref.env_field,
-                f"{env_name} may only be sent to {' or '.join(bindings[env_name])}, "
-                f"not to {host or 'this URL'}",
-            )
+        _check_env_destination(env_name, ref, config)
 
 
-def check_secrets_exist(*, project: Project, kind: str, config: dict[str, Any]) -> None:
-    """Raise InvalidInput naming a project secret the configuration needs but lacks."""
-    check_plugin_secrets_exist(
+def check_secrets_bound(*, project: Project, kind: str, config: dict[str, Any]) -> None:
+    """Raise ConfigError naming a project secret the (cleaned) configuration
+    would send where the secret is not bound (or that does not exist)."""
+    check_plugin_secrets_bound(
         project=project, plugin=_target_class(kind), config=config
     )
 
 
-def check_plugin_secrets_exist(
+def check_plugin_secrets_bound(
     *, project: Project, plugin: Any, config: dict[str, Any]
 ) -> None:
-    """``check_secrets_exist`` for any plug-in class (a target or a scorer)."""
+    """``check_secrets_bound`` for any plug-in class (a target or a scorer)."""
     refs, config, path = secret_scope(plugin, config)
     for ref in refs:
-        name = config.get(ref.secret_field)
-        if (
-            name
-            and not ProjectSecret.objects.filter(project=project, name=name).exists()
-        ):
-            raise InvalidInput(
-                f"project secret {name!r} is not set in {project}; a project admin "
-                "can set it on the project's secrets page",
+        if config.get(ref.secret_field):
+            bound_secret(
+                project_id=project.pk,
+                ref=ref,
+                config=config,
                 field=f"{path}.{ref.secret_field}" if path else ref.secret_field,
             )
 
@@ -312,28 +405,22 @@ def check_plugin_secrets_exist(
 def resolve_secrets(
     *, project_id: int, refs: Sequence[SecretRef], config: dict[str, Any]
 ) -> dict[str, str]:
-    """The values of the secrets a (cleaned) configuration names."""
+    """The values of the secrets a (cleaned) configuration names, each checked
+    against the URL the configuration sends it to."""
     values: dict[str, str] = {}
     for ref in refs:
         secret_name = config.get(ref.secret_field)
         env_name = config.get(ref.env_field) if ref.env_field else None
         if secret_name:
-            stored = (
-                ProjectSecret.objects.filter(project_id=project_id, name=secret_name)
-                .values_list("ciphertext", flat=True)
-                .first()
+            stored = bound_secret(
+                project_id=project_id, ref=ref, config=config, field=ref.secret_field
             )
-            if stored is None:
-                raise _config_error(
-                    ref.secret_field, f"project secret {secret_name!r} is not set"
-                )
             try:
                 values[ref.key] = decrypt(stored, name=secret_name)
             except SecretUnavailable as exc:
                 raise _config_error(ref.secret_field, str(exc)) from None
         elif env_name:
-            if env_name not in settings.EVALSITE_ENV_SECRETS:
-                raise _env_refusal(env_name, ref)
+            _check_env_destination(env_name, ref, config)
             value = os.environ.get(env_name, "")
             if not value:
                 # Only said of a variable the operator listed.

@@ -39,8 +39,8 @@ from runs.models import (
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets import (
-    check_plugin_secrets_exist,
-    check_secrets_exist,
+    check_plugin_secrets_bound,
+    check_secrets_bound,
     target_context,
 )
 from runs.selectors import SKIPPED, run_items_lacking
@@ -96,6 +96,7 @@ def target_create(
     if not name:
         raise InvalidInput("is required", field="name")
     cleaned = clean_target_config(kind, config, path="config")
+    check_target_secrets(project=project, kind=kind, config=cleaned, path="config")
     try:
         with transaction.atomic():
             return Target.objects.create(
@@ -133,10 +134,9 @@ def run_create(
     config = clean_target_config(
         target_kind, target_config or {}, path="target_config", kind_field="target"
     )
-    try:
-        check_secrets_exist(project=project, kind=target_kind, config=config)
-    except InvalidInput as exc:
-        raise InvalidInput(exc.message, field=f"target_config.{exc.field}") from None
+    check_target_secrets(
+        project=project, kind=target_kind, config=config, path="target_config"
+    )
     # A kind that builds on the project's data (chain: another run) checks it
     # here and freezes what it refers to; the run it builds on is its parent.
     prepare = getattr(get_target_class(target_kind), "prepare_for_run", None)
@@ -149,14 +149,7 @@ def run_create(
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
     _require_expected_answers(dataset, scorer_specs)
-    for position, spec in enumerate(scorer_specs):
-        try:
-            check_plugin_secrets_exist(
-                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
-            )
-        except InvalidInput as exc:
-            field = f"scorers[{position}].params.{exc.field}"
-            raise InvalidInput(exc.message, field=field) from None
+    check_scorer_secrets(project=project, specs=scorer_specs)
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
     run = Run.objects.create(
@@ -177,6 +170,29 @@ def run_create(
     if launch:
         transaction.on_commit(lambda: run_launch(run=run))
     return run
+
+
+def check_target_secrets(
+    *, project: Project, kind: str, config: dict[str, Any], path: str
+) -> None:
+    """Refuse a (cleaned) target configuration that would send a project
+    secret where the secret is not bound; the error names ``path.field``."""
+    try:
+        check_secrets_bound(project=project, kind=kind, config=config)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=f"{path}.{exc.field}") from None
+
+
+def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> None:
+    """``check_target_secrets`` for cleaned scorer specs (``scorers[i].params``)."""
+    for position, spec in enumerate(specs):
+        try:
+            check_plugin_secrets_bound(
+                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
+            )
+        except InvalidInput as exc:
+            field = f"scorers[{position}].params.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
 
 
 def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
@@ -437,6 +453,12 @@ def target_update(
         changed.append("name")
     if config is not None:
         target.config = clean_target_config(target.kind, config, path="config")
+        check_target_secrets(
+            project=target.project,
+            kind=target.kind,
+            config=target.config,
+            path="config",
+        )
         changed.append("config")
     if not changed:
         return target

@@ -375,7 +375,7 @@ def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
         except InvalidInput as exc:
             add_domain_error(form, exc)
         else:
-            verb = "added" if created else "replaced"
+            verb = "added" if created else "updated"
             messages.success(request, f"Secret {secret.name} {verb}.")
             return redirect("runs:project_secrets", project_id=project.pk)
     context = {

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from runs.models import Dataset, Item, Project
+from runs.models import Dataset, Item, Project, ProjectSecret
 
 
 def make_dataset(
@@ -113,3 +113,20 @@ def store_outcomes(
     results_write(run.pk, records)
     run.refresh_from_db()
     return run
+
+
+def set_bound_secret(
+    project: Project, user: Any, name: str, value: str, *, url: str
+) -> ProjectSecret:
+    """A project secret bound to the scheme, host and port of ``url``."""
+    from runs.destinations import Destination
+    from runs.secrets import secret_set
+
+    secret, _ = secret_set(
+        project=project,
+        user=user,
+        name=name,
+        value=value,
+        hosts=[str(Destination.of(url))],
+    )
+    return secret

@@ -9,6 +9,7 @@ from django.test import Client
 
 from runs.models import Project, Target
 from runs.services import target_create
+from tests.factories import set_bound_secret
 
 pytestmark = pytest.mark.django_db
 
@@ -34,8 +35,9 @@ def target(project: Project, alice: User) -> Target:
 
 @pytest.mark.parametrize("persona", ["alice_client", "bob_client"])
 def test_editor_creates_a_target(
-    request: pytest.FixtureRequest, project: Project, persona: str
+    request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
+    set_bound_secret(project, alice, "OPENAI_API_KEY", "sk-x", url=CONFIG["base_url"])
     response = create(
         request.getfixturevalue(persona),
         project,

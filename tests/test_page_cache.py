@@ -104,7 +104,9 @@ def test_page_with_a_message_is_rendered_and_shows_it(
     _finished_run(project)
     alice_client.get("/")
     alice_client.get("/")
-    secrets.secret_set(project=project, user=alice, name="OLD_KEY", value="x")
+    secrets.secret_set(
+        project=project, user=alice, name="OLD_KEY", value="x", hosts=["x.example"]
+    )
     # Leaves "Secret OLD_KEY deleted." for the next page.
     alice_client.post(f"/projects/{project.pk}/secrets/OLD_KEY/delete/")
 

@@ -21,6 +21,7 @@ from runs.models import Project, ProjectSecret
 
 API = "/api/v1"
 VALUE = "sk-live-0123456789abcdef"
+HOSTS = ["api.openai.com"]
 
 
 def raw_ciphertexts() -> list[str]:
@@ -29,10 +30,17 @@ def raw_ciphertexts() -> list[str]:
         return [row[0] for row in cursor.fetchall()]
 
 
-def put(client: Client, project: Project, name: str, value: str = VALUE):
+def put(
+    client: Client,
+    project: Project,
+    name: str,
+    value: str | None = VALUE,
+    hosts: list[str] | None = HOSTS,
+):
+    data = {"value": value, "hosts": hosts}
     return client.put(
         f"{API}/projects/{project.pk}/secrets/{name}",
-        data={"value": value},
+        data={key: item for key, item in data.items() if item is not None},
         content_type="application/json",
     )
 
@@ -41,7 +49,9 @@ def put(client: Client, project: Project, name: str, value: str = VALUE):
 
 
 def test_value_is_never_stored_in_plain_text(alice: User, project: Project) -> None:
-    secrets.secret_set(project=project, user=alice, name="OPENAI_API_KEY", value=VALUE)
+    secrets.secret_set(
+        project=project, user=alice, name="OPENAI_API_KEY", value=VALUE, hosts=HOSTS
+    )
     (stored,) = raw_ciphertexts()
     assert VALUE not in stored
     assert base64.urlsafe_b64encode(VALUE.encode()).decode() not in stored
@@ -51,7 +61,9 @@ def test_value_is_never_stored_in_plain_text(alice: User, project: Project) -> N
 def test_another_key_cannot_read_the_values(
     alice: User, project: Project, settings
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="KEY", value=VALUE)
+    secrets.secret_set(
+        project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS
+    )
     settings.EVALSITE_SECRETS_KEYS = [Fernet.generate_key().decode()]
     with pytest.raises(secrets.SecretUnavailable, match="KEY"):
         secrets.decrypt(raw_ciphertexts()[0], name="KEY")
@@ -62,7 +74,9 @@ def test_rotation_re_encrypts_with_the_first_key(
 ) -> None:
     old = settings.EVALSITE_SECRETS_KEYS[0]
     new = Fernet.generate_key().decode()
-    secrets.secret_set(project=project, user=alice, name="KEY", value=VALUE)
+    secrets.secret_set(
+        project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS
+    )
     settings.EVALSITE_SECRETS_KEYS = [new, old]
     assert secrets.secrets_rotate() == 1
     settings.EVALSITE_SECRETS_KEYS = [new]
@@ -93,8 +107,12 @@ def test_keys_from_the_environment_are_checked(
 
 
 def test_admin_sets_and_replaces_a_secret(alice: User, project: Project) -> None:
-    _, created = secrets.secret_set(project=project, user=alice, name="K", value="a")
-    _, again = secrets.secret_set(project=project, user=alice, name="K", value="b")
+    _, created = secrets.secret_set(
+        project=project, user=alice, name="K", value="a", hosts=HOSTS
+    )
+    _, again = secrets.secret_set(
+        project=project, user=alice, name="K", value="b", hosts=HOSTS
+    )
     assert (created, again) == (True, False)
     assert ProjectSecret.objects.count() == 1
     assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "b"
@@ -105,9 +123,11 @@ def test_members_below_admin_cannot_set_or_delete(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     user = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a")
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     with pytest.raises(Forbidden):
-        secrets.secret_set(project=project, user=user, name="K", value="mine")
+        secrets.secret_set(
+            project=project, user=user, name="K", value="mine", hosts=HOSTS
+        )
     with pytest.raises(Forbidden):
         secrets.secret_delete(project=project, user=user, name="K")
     assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "a"
@@ -135,7 +155,9 @@ def test_bad_names_and_values_are_refused(
     alice: User, project: Project, name: str, value: str, field: str
 ) -> None:
     with pytest.raises(InvalidInput) as caught:
-        secrets.secret_set(project=project, user=alice, name=name, value=value)
+        secrets.secret_set(
+            project=project, user=alice, name=name, value=value, hosts=HOSTS
+        )
     assert caught.value.field == field
     assert not ProjectSecret.objects.exists()
 
@@ -159,8 +181,12 @@ def test_api_put_creates_then_replaces_and_never_returns_the_value(
 def test_api_lists_names_to_members(
     alice: User, victor_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="B_KEY", value=VALUE)
-    secrets.secret_set(project=project, user=alice, name="A_KEY", value=VALUE)
+    secrets.secret_set(
+        project=project, user=alice, name="B_KEY", value=VALUE, hosts=HOSTS
+    )
+    secrets.secret_set(
+        project=project, user=alice, name="A_KEY", value=VALUE, hosts=HOSTS
+    )
     response = victor_client.get(f"{API}/projects/{project.pk}/secrets")
     assert response.status_code == 200
     assert [s["name"] for s in response.json()] == ["A_KEY", "B_KEY"]
@@ -173,7 +199,7 @@ def test_api_refuses_writes_below_admin(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     client = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a")
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     assert put(client, project, "K").status_code == 403
     deleted = client.delete(f"{API}/projects/{project.pk}/secrets/K")
     assert deleted.status_code == 403
@@ -183,7 +209,7 @@ def test_api_refuses_writes_below_admin(
 def test_api_outsider_gets_404_everywhere(
     alice: User, mallory_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="a")
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     url = f"{API}/projects/{project.pk}/secrets"
     assert mallory_client.get(url).status_code == 404
     assert put(mallory_client, project, "K").status_code == 404
@@ -235,7 +261,9 @@ def test_admin_adds_a_secret_on_the_page_and_never_sees_it_again(
     alice_client: Client, project: Project
 ) -> None:
     response = alice_client.post(
-        page_url(project), {"name": "OPENAI_API_KEY", "value": VALUE}, follow=True
+        page_url(project),
+        {"name": "OPENAI_API_KEY", "value": VALUE, "hosts": "api.openai.com"},
+        follow=True,
     )
     page = response.content.decode()
     assert response.redirect_chain[-1][0] == page_url(project)
@@ -259,7 +287,7 @@ def test_a_refused_value_is_not_rendered_back(
 def test_admin_deletes_a_secret_on_the_page(
     alice: User, alice_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="a")
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     url = reverse("runs:project_secret_delete", args=[project.pk, "K"])
     assert alice_client.get(url).status_code == 405
     response = alice_client.post(url)
@@ -270,7 +298,7 @@ def test_admin_deletes_a_secret_on_the_page(
 def test_viewer_sees_names_but_no_form(
     alice: User, victor_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value=VALUE)
+    secrets.secret_set(project=project, user=alice, name="K", value=VALUE, hosts=HOSTS)
     page = victor_client.get(page_url(project)).content.decode()
     assert "<code>K</code>" in page
     assert "Only project admins" in page
@@ -283,8 +311,10 @@ def test_page_refuses_writes_below_admin(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     client = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a")
-    posted = client.post(page_url(project), {"name": "K", "value": "mine"})
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    posted = client.post(
+        page_url(project), {"name": "K", "value": "mine", "hosts": "evil.example"}
+    )
     deleted = client.post(reverse("runs:project_secret_delete", args=[project.pk, "K"]))
     assert (posted.status_code, deleted.status_code) == (403, 403)
     assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "a"
@@ -299,7 +329,9 @@ def test_page_outsider_gets_404(mallory_client: Client, project: Project) -> Non
 def test_page_needs_csrf(alice: User, project: Project) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(alice)
-    response = client.post(page_url(project), {"name": "K", "value": "v"})
+    response = client.post(
+        page_url(project), {"name": "K", "value": "v", "hosts": "x.example"}
+    )
     assert response.status_code == 403
     assert not ProjectSecret.objects.exists()
 
@@ -307,7 +339,7 @@ def test_page_needs_csrf(alice: User, project: Project) -> None:
 def test_page_has_no_inline_script_handlers(
     alice_client: Client, alice: User, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="v")
+    secrets.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
     page = alice_client.get(page_url(project)).content.decode()
     assert " onclick=" not in page and " onsubmit=" not in page
 
@@ -316,7 +348,9 @@ def test_page_has_no_inline_script_handlers(
 
 
 def test_admin_site_shows_names_only(alice: User, project: Project) -> None:
-    secret, _ = secrets.secret_set(project=project, user=alice, name="K", value=VALUE)
+    secret, _ = secrets.secret_set(
+        project=project, user=alice, name="K", value=VALUE, hosts=HOSTS
+    )
     root = User.objects.create_superuser("root", "root@example.org", "pw-root-123")
     client = Client()
     client.force_login(root)
@@ -372,3 +406,104 @@ def test_processes_starting_at_once_read_the_same_whole_key(tmp_path) -> None:
         ]
         keys = {reader.communicate(timeout=60)[0].strip() for reader in readers}
         assert keys == {"k" * 44}
+
+
+# -- hosts -----------------------------------------------------------------------
+
+
+def stored_hosts() -> list[list[str]]:
+    return list(ProjectSecret.objects.values_list("hosts", flat=True))
+
+
+def test_api_a_new_secret_needs_its_hosts(
+    alice_client: Client, project: Project
+) -> None:
+    response = put(alice_client, project, "K", hosts=None)
+    assert response.status_code == 400
+    assert response.json()["field"] == "hosts"
+    assert not ProjectSecret.objects.exists()
+
+
+@pytest.mark.parametrize("hosts", [[], ["api.openai.com", "ftp://files.example"]])
+def test_api_bad_hosts_are_refused_naming_the_entry(
+    alice_client: Client, project: Project, hosts: list[str]
+) -> None:
+    response = put(alice_client, project, "K", hosts=hosts)
+    assert response.status_code == 400
+    assert response.json()["field"] == ("hosts[1]" if hosts else "hosts")
+    assert not ProjectSecret.objects.exists()
+
+
+def test_api_hosts_are_changed_without_the_value_and_the_value_without_hosts(
+    alice_client: Client, project: Project
+) -> None:
+    put(alice_client, project, "K")
+    rebound = put(alice_client, project, "K", None, ["http://127.0.0.1:8000"])
+    assert rebound.status_code == 200
+    assert rebound.json()["hosts"] == ["http://127.0.0.1:8000"]
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+    assert put(alice_client, project, "K", "sk-new", None).status_code == 200
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "sk-new"
+    assert stored_hosts() == [["http://127.0.0.1:8000"]]
+    empty = alice_client.put(
+        f"{API}/projects/{project.pk}/secrets/K", {}, content_type="application/json"
+    )
+    assert empty.status_code == 400
+
+
+def test_api_lists_hosts_in_their_canonical_form(
+    alice_client: Client, victor_client: Client, project: Project
+) -> None:
+    put(alice_client, project, "K", hosts=["HTTPS://API.openai.com:443/", "*.x.org"])
+    listed = victor_client.get(f"{API}/projects/{project.pk}/secrets").json()
+    assert [s["hosts"] for s in listed] == [["api.openai.com", "*.x.org"]]
+
+
+@pytest.mark.parametrize("persona", ["bob_client", "victor_client"])
+def test_api_members_below_admin_cannot_rebind_hosts(
+    request: pytest.FixtureRequest, alice: User, project: Project, persona: str
+) -> None:
+    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    client = request.getfixturevalue(persona)
+    response = put(client, project, "K", None, ["evil.example"])
+    assert response.status_code == 403
+    assert stored_hosts() == [HOSTS]
+
+
+def test_admin_binds_and_rebinds_hosts_on_the_page(
+    alice_client: Client, project: Project
+) -> None:
+    alice_client.post(
+        page_url(project),
+        {"name": "K", "value": VALUE, "hosts": "api.openai.com, http://127.0.0.1:8000"},
+    )
+    assert stored_hosts() == [["api.openai.com", "http://127.0.0.1:8000"]]
+    response = alice_client.post(
+        page_url(project), {"name": "K", "value": "", "hosts": "*.x.org"}, follow=True
+    )
+    page = response.content.decode()
+    assert "Secret K updated." in page
+    assert "<code>*.x.org</code>" in page
+    assert stored_hosts() == [["*.x.org"]]
+    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+
+
+def test_a_bad_host_on_the_page_is_shown_on_its_field(
+    alice_client: Client, project: Project
+) -> None:
+    response = alice_client.post(
+        page_url(project), {"name": "K", "value": VALUE, "hosts": "https://x.org/v1"}
+    )
+    assert response.status_code == 200
+    assert "without a path" in str(response.context["form"].errors["hosts"])
+    assert VALUE not in response.content.decode()
+    assert not ProjectSecret.objects.exists()
+
+
+def test_the_page_says_a_secret_bound_nowhere_is_sent_nowhere(
+    alice: User, victor_client: Client, project: Project
+) -> None:
+    secrets.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
+    ProjectSecret.objects.update(hosts=[])  # as the upgrade leaves an unused one
+    page = victor_client.get(page_url(project)).content.decode()
+    assert "none: sent nowhere until an admin binds it to a host" in page

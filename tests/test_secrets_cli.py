@@ -14,7 +14,7 @@ def test_evalrun_names_a_missing_secret(
         evalrun_args(dataset, fake_openai, "--api-key-secret", "NOPE"), data_dir
     )
     assert done.returncode == 2
-    assert "project secret 'NOPE' is not set" in done.stderr
+    assert "project secret NOPE may not be sent to" in done.stderr
     assert fake_openai.stats.requests == 0
 
 

@@ -12,12 +12,12 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from evalsite.settings import env_secret_bindings
-from runs import secrets, services
+from runs import services
 from runs.errors import InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Target
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.factories import arithmetic_items, make_dataset
+from tests.factories import arithmetic_items, make_dataset, set_bound_secret
 
 API = "/api/v1"
 SERVER_SECRET = "server-only-s3cr3t-value"
@@ -110,7 +110,9 @@ async def test_a_stored_run_naming_a_server_variable_sends_nothing(
 async def test_a_listed_variable_is_sent_to_its_bound_host(
     project: Project, fake_openai: FakeOpenAIServer, monkeypatch, settings
 ) -> None:
-    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    settings.EVALSITE_ENV_SECRETS = {
+        "MODEL_KEY": (f"http://127.0.0.1:{fake_openai.port}",)
+    }
     monkeypatch.setenv("MODEL_KEY", PROVIDER_KEY)
     config = {"base_url": fake_openai.base_url, "api_key_env": "MODEL_KEY"}
     run = await sync_to_async(new_run)(project, config)
@@ -131,8 +133,54 @@ def test_a_listed_variable_is_refused_for_another_host(
     assert response.status_code == 400
     assert response.json()["detail"] == (
         "field 'config.api_key_env': OPENAI_API_KEY may only be sent to "
-        "api.openai.com, not to attacker.example"
+        "api.openai.com, not to https://attacker.example"
     )
+
+
+@pytest.mark.django_db
+def test_a_variable_bound_to_a_host_is_not_sent_over_plain_http(
+    bob_client: Client, project: Project, fake_openai: FakeOpenAIServer, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    config = {"base_url": fake_openai.base_url, "api_key_env": "MODEL_KEY"}
+    refused = create_target(bob_client, project, config)
+    assert refused.status_code == 400
+    assert refused.json()["detail"] == (
+        "field 'config.api_key_env': MODEL_KEY may only be sent to 127.0.0.1, "
+        f"not to http://127.0.0.1:{fake_openai.port}"
+    )
+    settings.EVALSITE_ENV_SECRETS = {
+        "MODEL_KEY": (f"http://127.0.0.1:{fake_openai.port}",)
+    }
+    assert create_target(bob_client, project, config).status_code == 201
+
+
+@pytest.mark.django_db
+def test_a_variable_bound_to_a_host_is_not_sent_to_another_port(
+    bob_client: Client, project: Project, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("api.example.org",)}
+    config = {"base_url": "https://api.example.org:8443/v1", "api_key_env": "MODEL_KEY"}
+    refused = create_target(bob_client, project, config)
+    assert refused.status_code == 400
+    assert "not to https://api.example.org:8443" in refused.json()["detail"]
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("https://api.example.org:8443",)}
+    assert create_target(bob_client, project, config).status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stored_run_sending_a_variable_over_plain_http_sends_nothing(
+    project: Project, fake_openai: FakeOpenAIServer, monkeypatch, settings
+) -> None:
+    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    monkeypatch.setenv("MODEL_KEY", PROVIDER_KEY)
+    run = await sync_to_async(new_run)(project, {"base_url": fake_openai.base_url})
+    run.target_config = {**run.target_config, "api_key_env": "MODEL_KEY"}
+    await run.asave()
+    assert await execute_run(run.pk) == RunStatus.FAILED
+    await run.arefresh_from_db()
+    assert f"not to http://127.0.0.1:{fake_openai.port}" in run.error
+    assert fake_openai.stats.requests == 0
 
 
 @pytest.mark.django_db
@@ -157,7 +205,9 @@ def test_a_wildcard_binding_covers_subdomains_only(
 async def test_a_listed_but_unset_variable_fails_the_run_without_its_value(
     project: Project, fake_openai: FakeOpenAIServer, monkeypatch, settings
 ) -> None:
-    settings.EVALSITE_ENV_SECRETS = {"MODEL_KEY": ("127.0.0.1",)}
+    settings.EVALSITE_ENV_SECRETS = {
+        "MODEL_KEY": (f"http://127.0.0.1:{fake_openai.port}",)
+    }
     monkeypatch.delenv("MODEL_KEY", raising=False)
     config = {"base_url": fake_openai.base_url, "api_key_env": "MODEL_KEY"}
     run = await sync_to_async(new_run)(project, config)
@@ -190,7 +240,10 @@ def test_env_secrets_setting_is_parsed(
         ("OPENAI_API_KEY", "must be VARIABLE=host"),
         ("OPENAI_API_KEY=", "must be VARIABLE=host"),
         ("1KEY=api.openai.com", "is not a variable name"),
-        ("KEY=http://api.openai.com/", "is not a host name"),
+        ("KEY=https://api.openai.com/v1", "without a path"),
+        ("KEY=ftp://api.openai.com", "scheme must be https or http"),
+        ("KEY=*", "every host"),
+        ("KEY=api.openai.com:99999", "port must be 1 to 65535"),
         ("EVALSITE_SECRET_KEY=api.openai.com", "the server's own secret"),
         ("DATABASE_URL=db.example", "the server's own secret"),
     ],
@@ -213,8 +266,8 @@ async def test_a_project_secret_is_sent_and_never_recorded(
     fake_openai: FakeOpenAIServer,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="OPENAI_API_KEY", value=PROVIDER_KEY
+    await sync_to_async(set_bound_secret)(
+        project, alice, "OPENAI_API_KEY", PROVIDER_KEY, url=fake_openai.base_url
     )
     config = {"base_url": fake_openai.base_url, "api_key_secret": "OPENAI_API_KEY"}
     run = await sync_to_async(new_run)(project, config, user=alice)
@@ -233,8 +286,8 @@ async def test_a_project_secret_is_sent_and_never_recorded(
 async def test_a_secret_failing_at_the_endpoint_is_not_echoed(
     alice: User, project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="K", value=PROVIDER_KEY
+    await sync_to_async(set_bound_secret)(
+        project, alice, "K", PROVIDER_KEY, url=fake_openai.base_url
     )
     dataset = await sync_to_async(make_dataset)(
         project, [{"id": "1", "input": "[[status:401]]", "expected": "x"}]
@@ -274,9 +327,9 @@ def test_another_projects_secret_cannot_be_used(
     mallory: User,
     fake_openai: FakeOpenAIServer,
 ) -> None:
-    secrets.secret_set(project=other_project, user=mallory, name="K", value="theirs")
+    set_bound_secret(other_project, mallory, "K", "theirs", url=fake_openai.base_url)
     config = {"base_url": fake_openai.base_url, "api_key_secret": "K"}
-    with pytest.raises(InvalidInput, match="project secret 'K' is not set"):
+    with pytest.raises(InvalidInput, match="project secret K may not be sent to"):
         new_run(project, config)
 
 
@@ -301,7 +354,10 @@ def test_api_run_creation_names_the_missing_secret(
     )
     assert response.status_code == 400
     assert response.json()["field"] == "target_config.api_key_secret"
-    assert "'OPENAI_API_KEY' is not set" in response.json()["detail"]
+    assert (
+        "project secret OPENAI_API_KEY may not be sent to "
+        f"http://127.0.0.1:{fake_openai.port}: it is not bound to that host"
+    ) in response.json()["detail"]
 
 
 @pytest.mark.django_db
@@ -324,8 +380,9 @@ def test_both_a_secret_and_a_variable_is_refused(
 
 @pytest.mark.django_db
 def test_target_config_keeps_only_the_name(
-    bob_client: Client, project: Project
+    alice: User, bob_client: Client, project: Project
 ) -> None:
+    set_bound_secret(project, alice, "OPENAI_API_KEY", "v", url="http://127.0.0.1:9")
     response = create_target(
         bob_client,
         project,

@@ -16,8 +16,8 @@ from django.utils.html import escape
 
 from runs import services
 from runs.models import Dataset, Project, Target
-from runs.secrets import secret_set
 from runs.testing.fake_openai import FakeOpenAIServer
+from tests.factories import set_bound_secret
 from tests.local_http import serve
 
 pytestmark = pytest.mark.django_db
@@ -354,7 +354,7 @@ def test_try_never_shows_the_secret_the_target_sends(
     bob_client: Client, alice: User, target: Target, header_echo: str
 ) -> None:
     secret = "sk-live-0123456789abcdef"
-    secret_set(project=target.project, user=alice, name="TRY_KEY", value=secret)
+    set_bound_secret(target.project, alice, "TRY_KEY", secret, url=header_echo)
     Target.objects.filter(pk=target.pk).update(
         config={**target.config, "base_url": header_echo, "api_key_secret": "TRY_KEY"}
     )

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import re
 
+import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
 from runs.models import Project, Target
+from tests.factories import set_bound_secret
+
+
+@pytest.fixture
+def openai_key(alice: User, project: Project) -> None:
+    """The secret the form's targets name, bound to their host."""
+    set_bound_secret(
+        project, alice, "OPENAI_API_KEY", "sk-x", url="https://api.example.org"
+    )
 
 
 def _target(project: Project, **changes: object) -> dict:
@@ -65,7 +76,9 @@ def test_targets_page_hides_other_projects_targets(
     assert "secret-sauce" not in page
 
 
-def test_create_target_stores_it(bob_client: Client, project: Project) -> None:
+def test_create_target_stores_it(
+    bob_client: Client, project: Project, openai_key: None
+) -> None:
     response = bob_client.post(reverse("runs:target_list"), _target(project))
 
     assert response.status_code == 302
@@ -150,7 +163,7 @@ def test_create_target_rejects_bad_json_in_a_free_form_parameter(
 
 
 def test_create_target_keeps_free_form_json(
-    bob_client: Client, project: Project
+    bob_client: Client, project: Project, openai_key: None
 ) -> None:
     data = _target(project, openai_chat__extra_body='{"seed": 7}')
 
@@ -160,7 +173,7 @@ def test_create_target_keeps_free_form_json(
 
 
 def test_create_target_reports_a_duplicate_name(
-    bob_client: Client, project: Project
+    bob_client: Client, project: Project, openai_key: None
 ) -> None:
     bob_client.post(reverse("runs:target_list"), _target(project))
 

@@ -16,6 +16,7 @@ epoch that has one) is a permanent error.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from channels.db import database_sync_to_async
@@ -24,8 +25,14 @@ from pydantic import Field, field_validator, model_validator
 from runs.errors import ConfigError, InvalidInput
 from runs.models import Dataset, ErrorKind, Project, Result, Run
 from runs.models import Target as SavedTarget
-from runs.plugins import FieldError, Params, Plugin
-from runs.secrets import TargetContext, check_secrets_exist, target_context
+from runs.plugins import FieldError, Params, Plugin, join
+from runs.secrets import (
+    SecretRef,
+    TargetContext,
+    check_secrets_bound,
+    secret_scope,
+    target_context,
+)
 from runs.targets.base import (
     Target,
     TargetError,
@@ -33,6 +40,7 @@ from runs.targets.base import (
     TargetOutput,
     build_target,
     clean_target_config,
+    get_target_class,
     register,
 )
 from runs.targets.templating import (
@@ -165,6 +173,23 @@ class ChainTarget(Plugin):
         return cls(cls.clean(config), context)
 
     @classmethod
+    def secret_scope(
+        cls, config: dict[str, Any]
+    ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
+        """The chained target's secrets, named in ``target.config``.
+
+        A saved target's (``{"id": N}``) are checked when its configuration
+        is frozen into a run (``prepare_for_run``).
+        """
+        target = config.get("target") or {}
+        if "kind" not in target:
+            return (), {}, "target.config"
+        refs, inner, path = secret_scope(
+            get_target_class(target["kind"]), target.get("config") or {}
+        )
+        return refs, inner, join("target.config", path) if path else "target.config"
+
+    @classmethod
     def prepare_for_run(
         cls, config: dict[str, Any], *, project: Project, dataset: Dataset, path: str
     ) -> tuple[dict[str, Any], Run]:
@@ -203,7 +228,7 @@ class ChainTarget(Plugin):
             target = {"kind": saved.kind, "config": saved.config}
             config = {**config, "target": target}
         try:
-            check_secrets_exist(
+            check_secrets_bound(
                 project=project, kind=target["kind"], config=target["config"]
             )
         except InvalidInput as exc:

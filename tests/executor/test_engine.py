@@ -170,7 +170,7 @@ async def test_bad_target_configuration_fails_the_run_with_a_reason(make_run):
     status = await execute_run(run.pk)
     await run.arefresh_from_db()
     assert status == RunStatus.FAILED
-    assert "project secret 'MISSING_KEY' is not set" in run.error
+    assert "project secret MISSING_KEY may not be sent to" in run.error
     assert run.skipped == 2
 
 

@@ -11,7 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import secrets, services
+from runs import services
 from runs.errors import ConfigError, InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Score
@@ -19,7 +19,7 @@ from runs.scorers import clean_scorer_specs
 from runs.scorers.llm_judge import LLMJudge
 from runs.targets import TargetInput
 from runs.testing.fake_openai import FakeOpenAIServer, judge_reply
-from tests.factories import make_dataset
+from tests.factories import make_dataset, set_bound_secret
 from tests.local_http import serve
 
 KEY = "sk-judge-key-0123456789abcdef"
@@ -218,8 +218,8 @@ async def test_retries_stop_at_max_attempts_with_a_scorer_error(
 async def test_a_permanent_failure_is_not_retried(
     project: Project, alice: User, fake_openai: FakeOpenAIServer
 ) -> None:
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="JUDGE_KEY", value=KEY
+    await sync_to_async(set_bound_secret)(
+        project, alice, "JUDGE_KEY", KEY, url=fake_openai.base_url
     )
     items = [{"id": "1", "input": "Paris [[status:401]]", "expected": "Paris"}]
     spec = judge(fake_openai.base_url, api_key_secret="JUDGE_KEY")
@@ -285,8 +285,8 @@ def header_echo() -> Iterator[str]:
 async def test_the_key_never_reaches_a_reason_or_an_error(
     project: Project, alice: User, header_echo: str
 ) -> None:
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="JUDGE_KEY", value=KEY
+    await sync_to_async(set_bound_secret)(
+        project, alice, "JUDGE_KEY", KEY, url=header_echo
     )
     items = [
         {"id": "echo", "input": "Paris", "expected": "Paris"},
@@ -354,7 +354,7 @@ def test_a_missing_judge_secret_is_named_at_run_creation(
     with pytest.raises(InvalidInput) as caught:
         echo_run(project, [{"input": "a", "expected": "a"}], [spec])
     assert caught.value.field == "scorers[0].params.api_key_secret"
-    assert "'NOT_SET' is not set" in caught.value.message
+    assert "project secret NOT_SET may not be sent to" in caught.value.message
 
 
 @pytest.mark.django_db(transaction=True)

@@ -176,7 +176,7 @@ def test_a_saved_target_is_frozen_into_the_run(
     assert caught.value.field == "target_config.target.id"
 
 
-def test_the_chained_targets_secret_must_exist(project, fake_openai):
+def test_the_chained_targets_secret_must_be_bound(project, fake_openai):
     dataset = make_dataset(project, questions(1))
     source = first_run(dataset, fake_openai)
     target = model(fake_openai)

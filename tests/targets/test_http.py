@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs import secrets, selectors, services
+from runs import selectors, services
 from runs.analysis.clusters import run_clusters
 from runs.analysis.summary import run_summary
+from runs.destinations import Destination
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, Run, RunStatus, Target
@@ -23,7 +24,7 @@ from runs.selectors import ResultFilters
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.targets.http import HttpTarget
 from runs.targets.templating import render_json
-from tests.factories import make_dataset
+from tests.factories import make_dataset, set_bound_secret
 from tests.local_http import serve
 from tests.targets.agent_server import AgentHandler, fresh_handler
 
@@ -290,9 +291,7 @@ async def test_a_project_secret_is_sent_in_the_auth_header_and_never_stored(
     alice: User, project: Project, agent
 ):
     url, handler = agent
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="AGENT_TOKEN", value=TOKEN
-    )
+    await sync_to_async(set_bound_secret)(project, alice, "AGENT_TOKEN", TOKEN, url=url)
     config = {
         "url": url,
         "body": {"q": "{input}", "mode": "{metadata.mode}"},
@@ -345,7 +344,11 @@ def test_an_environment_variable_only_if_allowed_and_for_its_host(
     settings.EVALSITE_ENV_SECRETS = {"AGENT_KEY": ("agent.example.org",)}
     with pytest.raises(ConfigError, match=r"may only be sent to agent\.example\.org"):
         clean_target_config("http", {"url": url, "auth_env": "AGENT_KEY"})
+    # Bound to the host alone: https on port 443, not this http://...:port.
     settings.EVALSITE_ENV_SECRETS = {"AGENT_KEY": ("127.0.0.1",)}
+    with pytest.raises(ConfigError, match=r"not to http://127\.0\.0\.1:"):
+        clean_target_config("http", {"url": url, "auth_env": "AGENT_KEY"})
+    settings.EVALSITE_ENV_SECRETS = {"AGENT_KEY": (str(Destination.of(url)),)}
     assert clean_target_config("http", {"url": url, "auth_env": "AGENT_KEY"})
 
 
@@ -354,7 +357,7 @@ async def test_an_allowed_environment_variable_is_sent(
     project: Project, agent, settings, monkeypatch
 ):
     url, handler = agent
-    settings.EVALSITE_ENV_SECRETS = {"AGENT_KEY": ("127.0.0.1",)}
+    settings.EVALSITE_ENV_SECRETS = {"AGENT_KEY": (str(Destination.of(url)),)}
     monkeypatch.setenv("AGENT_KEY", TOKEN)
     config = {"url": url, "auth_env": "AGENT_KEY", "output_path": "status"}
     run = await sync_to_async(http_run)(
@@ -501,8 +504,11 @@ def test_suspended_results_are_filtered_counted_and_shown(
 
 @pytest.mark.django_db
 def test_an_http_target_is_created_from_the_targets_form(
-    bob_client: Client, project: Project
+    alice: User, bob_client: Client, project: Project
 ):
+    set_bound_secret(
+        project, alice, "AGENT_TOKEN", TOKEN, url="https://agent.example.org"
+    )
     data = {
         "project": project.pk,
         "name": "agent",

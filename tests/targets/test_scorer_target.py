@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import secrets, services
+from runs import services
 from runs.analysis.summary import run_summary
 from runs.errors import ConfigError, InvalidInput
 from runs.executor.engine import execute_run
@@ -16,7 +16,7 @@ from runs.models import Project, Result, Run, RunStatus
 from runs.plugins import catalogue_entry
 from runs.targets import REGISTRY, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.factories import make_dataset
+from tests.factories import make_dataset, set_bound_secret
 
 KEY = "sk-judge-target-0123456789"
 FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
@@ -118,8 +118,8 @@ async def test_an_unreadable_verdict_is_a_permanent_target_error_keeping_the_rep
 async def test_the_judge_key_is_a_project_secret_of_the_target(
     project: Project, alice: User, fake_openai: FakeOpenAIServer
 ) -> None:
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="JUDGE", value=KEY
+    await sync_to_async(set_bound_secret)(
+        project, alice, "JUDGE", KEY, url=fake_openai.base_url
     )
     run = await sync_to_async(judge_run)(
         project,
