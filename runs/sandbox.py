@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import marshal
 import os
 import secrets
 import shutil
@@ -53,6 +54,7 @@ import stat
 import sys
 import tempfile
 import weakref
+from asyncio import FIRST_COMPLETED
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,59 +67,27 @@ INNER_UID = 65534
 # signed numbers), one random uid per program.
 UID_RANGE = (1_500_000_000, 2_000_000_000)
 TMPFS_BYTES = 64 * 1024 * 1024
+# /dev/shm under bubblewrap: POSIX shared memory and semaphores need little.
+SHM_BYTES = 16 * 1024 * 1024
+# World-writable places a program of the limits mode could leave files in.
+SWEPT = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 
-# Runs first in the child, as ``python -I -S -c HARNESS <limits> <verdict fd>``.
-# Kept free of secrets: the program can read its own command line.
-HARNESS = r"""
-import os, resource, sys
-def _count_mine():
-    uid, n = os.getuid(), 0
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                n += os.stat("/proc/" + name).st_uid == uid
-            except OSError:
-                pass
-    return n
-def _main():
-    cpu, mem, nproc, fsize, nofile, verdict = map(int, sys.argv[1:7])
-    R = resource
-    for which, soft, hard in (
-        (R.RLIMIT_CPU, cpu, cpu + 1), (R.RLIMIT_AS, mem, mem),
-        (R.RLIMIT_FSIZE, fsize, fsize), (R.RLIMIT_NOFILE, nofile, nofile),
-        (R.RLIMIT_CORE, 0, 0), (R.RLIMIT_NPROC, _count_mine() + nproc, 0),
-    ):
-        ceiling = R.getrlimit(which)[1]
-        if ceiling != R.RLIM_INFINITY:
-            soft, hard = min(soft, ceiling), min(hard, ceiling)
-        R.setrlimit(which, (soft, max(hard, soft)))
-    nonce, _, source = sys.stdin.buffer.read().partition(b"\n")
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    text = source.decode("utf-8", "replace")
-    del source
-    try:
-        exec(compile(text, "<program>", "exec"), {"__name__": "program"})
-    except SystemExit:
-        raise
-    except MemoryError:
-        # Its frames still hold what it allocated: no imports now.
-        os.write(2, b"MemoryError: out of its memory limit\n")
-        os._exit(1)
-    except BaseException as exc:
-        # The program's frames only, with their source lines (imported only
-        # now: they cost a fifth of a short program's start).
-        import linecache, traceback
-        lines = text.splitlines(True)
-        linecache.cache["<program>"] = (len(text), None, lines, "<program>")
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
-        sys.exit(1)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.write(verdict, nonce)
-_main()
-"""
+# Runs first in the child, as ``python -I -S -c HARNESS <limits> <verdict fd>
+# <no network>``: the trusted tests' side (runs/sandbox_harness.py).
+HARNESS = (Path(__file__).parent / "sandbox_harness.py").read_text()
+# The harness's status when the sandbox itself could not be set up.
+HARNESS_REFUSED = 125
+
+ENABLE_BUBBLEWRAP = (
+    "Install bubblewrap (apt-get install bubblewrap) and let it create user "
+    "namespaces: sysctl kernel.unprivileged_userns_clone=1 (Debian), "
+    "kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile "
+    "for bwrap (Ubuntu), and in a container a seccomp profile that allows "
+    "them (docker run --security-opt seccomp=... or --privileged). Or set "
+    "EVALSITE_SANDBOX=limits, which needs the server to run as root and "
+    "libseccomp: each program then runs as a fresh unprivileged uid, with "
+    "sockets denied, and everything it started or wrote removed."
+)
 
 
 class SandboxUnavailable(Exception):
@@ -134,13 +104,40 @@ class Limits:
     open_files: int = 64
     output_kb: int = 64
 
+    def within_ceilings(self) -> Limits:
+        """These limits, none above the operator's ceiling (settings)."""
+        top = settings.EVALSITE_SANDBOX_MAX_SECONDS
+        return Limits(
+            wall_seconds=min(self.wall_seconds, top),
+            cpu_seconds=min(self.cpu_seconds, top),
+            memory_mb=min(self.memory_mb, settings.EVALSITE_SANDBOX_MAX_MEMORY_MB),
+            processes=min(self.processes, settings.EVALSITE_SANDBOX_MAX_PROCESSES),
+            file_size_mb=min(
+                self.file_size_mb, settings.EVALSITE_SANDBOX_MAX_FILE_SIZE_MB
+            ),
+            open_files=min(self.open_files, settings.EVALSITE_SANDBOX_MAX_OPEN_FILES),
+            output_kb=min(self.output_kb, settings.EVALSITE_SANDBOX_MAX_OUTPUT_KB),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What runs: the candidate's module, and the tests that call into it.
+
+    ``candidate`` is executed in a process of its own; ``tests`` (which must
+    define ``check``) in the harness's, as ``check(<entry_point>)``.
+    """
+
+    candidate: str
+    tests: str
+    entry_point: str
+
 
 @dataclass(slots=True)
 class Outcome:
     """How one program ended. ``passed`` only for a clean run with the verdict."""
 
     mode: str  # "bubblewrap" or "limits"
-    note: str  # why limits only, or ""
     returncode: int | None = None
     timed_out: bool = False
     output_exceeded: bool = False
@@ -156,13 +153,6 @@ class Outcome:
             and not self.timed_out
             and not self.output_exceeded
         )
-
-    @property
-    def sandbox_note(self) -> str:
-        """What a reason says about the sandbox: only when it is limits only."""
-        if self.mode == "bubblewrap":
-            return ""
-        return f"sandbox: resource limits only ({self.note})"
 
     def tail(self, chars: int = 600) -> str:
         text = self.output.decode("utf-8", "replace").rstrip()
@@ -189,6 +179,8 @@ class Outcome:
                 "exited with status 0 before its tests finished (sys.exit or "
                 "os._exit before check returned)" + self._with_tail()
             )
+        if code == HARNESS_REFUSED:
+            return "the sandbox could not be set up" + self._with_tail()
         return f"exit status {code}" + self._with_tail()
 
     def _with_tail(self) -> str:
@@ -215,7 +207,6 @@ def _signal_reason(number: int, limits: Limits) -> str:
 class Mode:
     name: str  # "bubblewrap" or "limits"
     python: str
-    note: str = ""
 
 
 _mode: Mode | None = None
@@ -308,6 +299,8 @@ def bwrap_command(python: str) -> list[str]:
     command += [
         "--proc", "/proc",
         "--dev", "/dev",
+        # --dev's own tmpfs has no size: /dev/shm gets a bounded one.
+        "--size", str(SHM_BYTES), "--tmpfs", "/dev/shm",
         "--size", str(TMPFS_BYTES), "--tmpfs", "/tmp",
         "--chdir", "/tmp",
         "--setenv", "HOME", "/tmp",
@@ -318,29 +311,62 @@ def bwrap_command(python: str) -> list[str]:
 
 
 async def mode() -> Mode:
-    """How this process runs programs; probed once, on first use."""
+    """How this process runs programs; probed once, on first use.
+
+    SandboxUnavailable, saying how to make it work, where the configured
+    sandbox cannot run: code is never run less confined than configured.
+    """
     global _mode
     if _mode is not None:
         return _mode
     wanted = settings.EVALSITE_SANDBOX
     python = _python()
     if wanted == "limits":
-        found = Mode("limits", python, "forced by EVALSITE_SANDBOX=limits")
+        problem = limits_problem(as_root=_as_root())
+        if problem:
+            raise SandboxUnavailable(f"EVALSITE_SANDBOX=limits: {problem}")
+        found = Mode("limits", python)
+        problem = await _probe(found)
+        if problem:
+            raise SandboxUnavailable(f"EVALSITE_SANDBOX=limits: {problem}")
     else:
         problem = await _probe_bwrap(python)
-        if problem and wanted == "bubblewrap":
-            raise SandboxUnavailable(f"bubblewrap is required but {problem}")
-        found = (
-            Mode("limits", python, problem) if problem else Mode("bubblewrap", python)
-        )
+        if problem:
+            raise SandboxUnavailable(
+                f"code execution is refused: {problem}. {ENABLE_BUBBLEWRAP}"
+            )
+        found = Mode("bubblewrap", python)
     _mode = found
     return found
+
+
+def limits_problem(*, as_root: bool) -> str:
+    """Why the limits mode cannot run programs safely here, or "" when it can."""
+    if not as_root:
+        return (
+            "the server must run as root, to start each program as a fresh "
+            "unprivileged uid (as the server's own user a program could read "
+            "the server's files and environment and signal it); run it as "
+            "root, or make bubblewrap work and use EVALSITE_SANDBOX=auto"
+        )
+    return ""
+
+
+async def _probe(current: Mode) -> str:
+    """Run a trivial program as the mode would; why it failed, or ""."""
+    program = Program(
+        candidate="def f():\n    return 1\n",
+        tests="def check(candidate):\n    assert candidate() == 1\n",
+        entry_point="f",
+    )
+    outcome = await _run(program, Limits(wall_seconds=20), current)
+    return "" if outcome.passed else f"a test program failed: {outcome.describe()}"
 
 
 async def _probe_bwrap(python: str) -> str:
     """Why bubblewrap cannot run a program here, or "" when it can."""
     if shutil.which("bwrap") is None:
-        return "bubblewrap not available"
+        return "bubblewrap is not installed (no bwrap on the PATH)"
     try:
         process = await asyncio.create_subprocess_exec(
             *bwrap_command(python),
@@ -361,7 +387,7 @@ async def _probe_bwrap(python: str) -> str:
         return f"bubblewrap did not start: {exc}"
     if process.returncode != 0:
         line = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-        return f"bubblewrap cannot create its namespaces: {line[0][:200]}"
+        return f"bubblewrap cannot create its namespaces ({line[0][:200]})"
     return ""
 
 
@@ -376,24 +402,36 @@ def _outside_user() -> dict[str, object]:
 # -- running ----------------------------------------------------------------------
 
 
-async def run_program(source: str, limits: Limits) -> Outcome:
-    """Run ``source`` confined and bounded; never raises for what the program does."""
+async def run_program(program: Program, limits: Limits) -> Outcome:
+    """Run ``program`` confined and bounded; never raises for what it does."""
     current = await mode()
     async with _slots():
-        return await _run(source, limits, current)
+        return await _run(program, limits.within_ceilings(), current)
 
 
-async def _run(source: str, limits: Limits, current: Mode) -> Outcome:
+class _Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's, told when the harness exits even while others hold its pipes."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=65536, loop=loop)
+        self.exited = asyncio.Event()
+
+    def process_exited(self) -> None:
+        self.exited.set()
+        super().process_exited()
+
+
+async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
     nonce = secrets.token_hex(16).encode()
-    outcome = Outcome(mode=current.name, note=current.note, limits=limits)
+    outcome = Outcome(mode=current.name, limits=limits)
     identity = _outside_user()
+    limited = current.name == "limits"
     workdir = None
     if current.name == "bubblewrap":
         command = bwrap_command(current.python)
     else:
         workdir = tempfile.mkdtemp(prefix="evalsite-sandbox-")
-        if identity:
-            os.chown(workdir, identity["user"], identity["group"])  # type: ignore[arg-type]
+        os.chown(workdir, identity["user"], identity["group"])  # type: ignore[arg-type]
         command = []
     read_end, write_end = os.pipe()
     numbers = (
@@ -403,11 +441,17 @@ async def _run(source: str, limits: Limits, current: Mode) -> Outcome:
         limits.file_size_mb * 1024 * 1024,
         limits.open_files,
         write_end,
+        int(limited),
     )
     command += [current.python, "-I", "-S", "-c", HARNESS, *map(str, numbers)]
+    payload = (program.candidate, program.tests, program.entry_point)
+    stdin = nonce + b"\n" + marshal.dumps(payload)
     process = None
+    chunks: list[bytes] = []
     try:
-        process = await asyncio.create_subprocess_exec(
+        loop = asyncio.get_running_loop()
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _Protocol(loop),
             *command,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
@@ -418,18 +462,22 @@ async def _run(source: str, limits: Limits, current: Mode) -> Outcome:
             start_new_session=True,
             **identity,
         )
+        process = asyncio.subprocess.Process(transport, protocol, loop)
         os.close(write_end)
         write_end = -1
-        await _supervise(process, nonce + b"\n" + source.encode(), outcome)
+        await _supervise(process, protocol.exited, stdin, outcome, chunks)
     finally:
         if write_end >= 0:
             os.close(write_end)
         if process is not None:
             await _kill_tree(process, identity, current)
+        outcome.output = b"".join(chunks)[: limits.output_kb * 1024]
         outcome.verdict = _read_verdict(read_end) == nonce
         os.close(read_end)
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
+        if limited:
+            await asyncio.to_thread(_sweep, identity["user"])  # type: ignore[arg-type]
     return outcome
 
 
@@ -439,11 +487,18 @@ def _environment(workdir: str | None) -> dict[str, str]:
 
 
 async def _supervise(
-    process: asyncio.subprocess.Process, stdin: bytes, outcome: Outcome
+    process: asyncio.subprocess.Process,
+    exited: asyncio.Event,
+    stdin: bytes,
+    outcome: Outcome,
+    chunks: list[bytes],
 ) -> None:
-    """Feed the program, read its output up to the cap, wait up to the wall time."""
+    """Feed the program, read its output up to the cap, wait up to the wall time.
+
+    The run ends when the harness exits, though what it started may still
+    hold its output open (they are killed next).
+    """
     cap = outcome.limits.output_kb * 1024
-    chunks: list[bytes] = []
 
     async def feed() -> None:
         assert process.stdin is not None
@@ -462,14 +517,25 @@ async def _supervise(
                 outcome.output_exceeded = True
                 return
 
+    reading = asyncio.ensure_future(read())
+    ending = asyncio.ensure_future(exited.wait())
     try:
         async with asyncio.timeout(outcome.limits.wall_seconds):
-            await asyncio.gather(feed(), read())
+            await feed()
+            await asyncio.wait({reading, ending}, return_when=FIRST_COMPLETED)
             if not outcome.output_exceeded:
-                outcome.returncode = await process.wait()
+                await ending
+                # What it printed before it exited is still in the pipe.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(0.2):
+                        await reading
+                outcome.returncode = process.returncode
     except TimeoutError:
         outcome.timed_out = True
-    outcome.output = b"".join(chunks)[:cap]
+    finally:
+        for task in (reading, ending):
+            task.cancel()
+        await asyncio.gather(reading, ending, return_exceptions=True)
 
 
 async def _kill_tree(
@@ -517,6 +583,31 @@ def _processes_of(uid: int) -> list[int]:
 def _zombie(pid: str) -> bool:
     with open(f"/proc/{pid}/stat", "rb") as stat_file:
         return stat_file.read().rpartition(b")")[2].split()[0] == b"Z"
+
+
+def _sweep(uid: int) -> None:
+    """Remove what ``uid`` (gone: no process of it is left) made where all may write.
+
+    It could create entries only in world-writable directories (it has no
+    group, and what it owns goes whole), so only those are searched.
+    """
+    pending = [root for root in SWEPT if os.path.isdir(root)]
+    while pending:
+        directory = pending.pop()
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if info.st_uid == uid:
+                    if stat.S_ISDIR(info.st_mode):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+                elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH:
+                    pending.append(entry.path)
 
 
 def _read_verdict(read_end: int) -> bytes:
