@@ -6,6 +6,7 @@ import pytest
 
 from runs.errors import ConfigError
 from runs.executor.scoring import ScorerCall, runs_on_loop
+from runs.sandbox import Limits, Program, run_program
 from runs.scorers import build_scorer, clean_scorer_specs
 from tests.sandboxes import (  # noqa: F401  (fixtures)
     CORRECT,
@@ -113,6 +114,65 @@ def test_bad_limits_are_refused_naming_the_parameter():
     with pytest.raises(ConfigError) as caught:
         clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 1}}])
     assert caught.value.field == "scorers[0].params.memory_mb"
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "setting"),
+    [
+        ("memory_mb", 4096, "EVALSITE_SANDBOX_MAX_MEMORY_MB"),
+        ("processes", 1024, "EVALSITE_SANDBOX_MAX_PROCESSES"),
+        ("timeout_seconds", 300, "EVALSITE_SANDBOX_MAX_SECONDS"),
+        ("cpu_seconds", 600, "EVALSITE_SANDBOX_MAX_SECONDS"),
+        ("file_size_mb", 1024, "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB"),
+        ("open_files", 4096, "EVALSITE_SANDBOX_MAX_OPEN_FILES"),
+        ("max_output_kb", 10240, "EVALSITE_SANDBOX_MAX_OUTPUT_KB"),
+    ],
+)
+def test_limits_above_the_operators_ceiling_are_refused_naming_the_parameter(
+    param, value, setting
+):
+    specs = [
+        "exact_match",
+        {"kind": "code_exec", "params": {param: value}},
+    ]
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs(specs)
+    assert caught.value.field == f"scorers[1].params.{param}"
+    assert setting in caught.value.message
+
+
+def test_the_ceilings_are_settings(settings):
+    settings.EVALSITE_SANDBOX_MAX_MEMORY_MB = 256
+    with pytest.raises(ConfigError, match="at most 256"):
+        clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 512}}])
+    settings.EVALSITE_SANDBOX_MAX_MEMORY_MB = 8192
+    spec = clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 4096}}])
+    assert spec[0]["params"]["memory_mb"] == 4096
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_run_above_a_ceiling_naming_the_field(alice_client, dataset):
+    from runs.models import Run
+    from tests.test_api_runs import post_run
+
+    scorers = [{"kind": "code_exec", "params": {"memory_mb": 16384}}]
+    response = post_run(alice_client, dataset, scorers=scorers)
+    assert response.status_code == 400
+    assert response.json()["field"] == "scorers[0].params.memory_mb"
+    assert "EVALSITE_SANDBOX_MAX_MEMORY_MB" in response.json()["detail"]
+    assert not Run.objects.exists()
+
+
+async def test_the_sandbox_holds_any_limits_to_the_ceilings(settings):
+    settings.EVALSITE_SANDBOX_MAX_SECONDS = 1
+    program = Program(
+        candidate="import time\ntime.sleep(20)\n",
+        tests="def check(candidate):\n    pass\n",
+        entry_point="f",
+    )
+    outcome = await run_program(program, Limits(wall_seconds=30, cpu_seconds=30))
+    assert outcome.timed_out is True
+    assert outcome.describe() == "timed out after 1 s (wall time); killed"
 
 
 def test_code_exec_does_not_need_an_expected_answer():
