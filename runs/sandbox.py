@@ -45,6 +45,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import functools
+import logging
 import marshal
 import os
 import secrets
@@ -59,6 +62,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+
+logger = logging.getLogger(__name__)
 
 # The uid the program has inside the bubblewrap namespace ("nobody").
 INNER_UID = 65534
@@ -329,6 +334,11 @@ async def mode() -> Mode:
         problem = await _probe(found)
         if problem:
             raise SandboxUnavailable(f"EVALSITE_SANDBOX=limits: {problem}")
+        if not landlock_abi():
+            logger.warning(
+                "code execution, limits mode: the kernel has no Landlock, so "
+                "programs can read every file a local user can read"
+            )
     else:
         problem = await _probe_bwrap(python)
         if problem:
@@ -442,6 +452,7 @@ async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
         limits.open_files,
         write_end,
         int(limited),
+        int(limited and landlock_abi() > 0),
     )
     command += [current.python, "-I", "-S", "-c", HARNESS, *map(str, numbers)]
     payload = (program.candidate, program.tests, program.entry_point)
@@ -483,7 +494,16 @@ async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
 
 def _environment(workdir: str | None) -> dict[str, str]:
     home = workdir or "/tmp"
-    return {"PATH": "/usr/bin:/bin", "HOME": home, "LANG": "C.UTF-8"}
+    return {"PATH": "/usr/bin:/bin", "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8"}
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock version (Linux 5.13 and later), 0 without it."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    return max(0, libc.syscall(444, None, 0, 1))
 
 
 async def _supervise(

@@ -1,13 +1,16 @@
 """The trusted start of every sandboxed program (runs inside the sandbox).
 
-Run as ``python -I -S -c <this file> <limits...> <verdict fd> <no network>`` by
+Run as ``python -I -S -c <this file> <limits...> <verdict fd> <no network>
+<landlock>`` by
 ``runs/sandbox.py``, on whatever interpreter the sandbox uses (the standard
 library only, no Django), so it keeps to what Python 3.9 has. It is public:
 the program can read it from its command line.
 
 1. Sets the resource limits, and in the limits mode a seccomp filter that
    denies creating sockets, System V IPC objects and io_uring rings, for good
-   (with ``no_new_privs``); both are inherited by everything started after.
+   (with ``no_new_privs``), and where the kernel has Landlock a ruleset that
+   lets it read only the system's directories and write only its own; all
+   are inherited by everything started after.
 2. Forks the candidate's process, which first replaces its standard input by
    ``/dev/null`` and closes the verdict pipe, then waits for its source.
 3. Makes itself undumpable, so the candidate's process (same uid) can neither
@@ -132,6 +135,70 @@ def _deny_network():
     except PermissionError:
         return
     _refuse("the seccomp filter did not deny socket()")
+
+
+# Landlock (Linux 5.13): the files a process and its children may open.
+LANDLOCK_READ = 1 | 4 | 8  # EXECUTE, READ_FILE, READ_DIR
+LANDLOCK_FILE = 1 | 2 | 4  # EXECUTE, WRITE_FILE, READ_FILE (+ TRUNCATE, IOCTL_DEV)
+READABLE = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin")
+DEVICES = ("/dev/null", "/dev/zero", "/dev/random", "/dev/urandom")
+
+
+def _confine_files(workdir):
+    """Read only the system's directories and the interpreter's, write only
+    ``workdir`` (the server asks for it where the kernel has Landlock)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+    abi = syscall(444, None, 0, 1)  # landlock_create_ruleset(VERSION)
+    if abi < 1:
+        _refuse("Landlock is not available")
+    handled = (1 << 13) - 1  # ABI 1: execute .. make_sym
+    file_rights = LANDLOCK_FILE
+    if abi >= 2:
+        handled |= 1 << 13  # REFER
+    if abi >= 3:
+        handled |= 1 << 14  # TRUNCATE
+        file_rights |= 1 << 14
+    if abi >= 5:
+        handled |= 1 << 15  # IOCTL_DEV
+        file_rights |= 1 << 15
+
+    class Ruleset(ctypes.Structure):
+        _fields_ = [
+            ("fs", ctypes.c_uint64),
+            ("net", ctypes.c_uint64),
+            ("scoped", ctypes.c_uint64),
+        ]
+
+    class PathBeneath(ctypes.Structure):
+        _pack_ = 1
+        _fields_ = [("allowed", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+    # ABI 6: no signals to, nor abstract unix sockets of, processes outside.
+    ruleset = Ruleset(handled, 0, 3 if abi >= 6 else 0)
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    fd = syscall(444, ctypes.byref(ruleset), size, 0)
+    if fd < 0:
+        _refuse(f"landlock_create_ruleset: {os.strerror(ctypes.get_errno())}")
+    roots = [(path, LANDLOCK_READ) for path in READABLE]
+    roots += [(sys.base_prefix, LANDLOCK_READ), (sys.prefix, LANDLOCK_READ)]
+    roots += [(path, file_rights) for path in DEVICES] + [(workdir, handled)]
+    for path, rights in roots:
+        try:
+            target = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            continue  # not on this system
+        rule = PathBeneath(rights, target)
+        code = syscall(445, fd, 1, ctypes.byref(rule), 0)  # PATH_BENEATH
+        os.close(target)
+        if code < 0:
+            _refuse(f"landlock_add_rule({path}): {os.strerror(ctypes.get_errno())}")
+    if syscall(446, fd, 0) < 0:  # landlock_restrict_self (after no_new_privs)
+        _refuse(f"landlock_restrict_self: {os.strerror(ctypes.get_errno())}")
+    os.close(fd)
 
 
 def _undumpable():
@@ -469,10 +536,14 @@ def _tests(candidate, tests, entry_point):
 
 
 def _main():
-    cpu, mem, nproc, fsize, nofile, verdict, no_network = map(int, sys.argv[1:8])
+    cpu, mem, nproc, fsize, nofile, verdict, no_network, landlock = map(
+        int, sys.argv[1:9]
+    )
     _limit(cpu, mem, nproc, fsize, nofile)
     if no_network:
         _deny_network()
+    if landlock:
+        _confine_files(os.getcwd())
     _flush()
     requests_in, requests_out = os.pipe()
     replies_in, replies_out = os.pipe()

@@ -165,27 +165,68 @@ async def test_a_double_forked_sleeper_is_gone_after_the_run():
     assert sandbox_processes() == []
 
 
-async def test_files_written_where_anyone_may_write_are_removed():
-    places = ["/tmp", "/var/tmp", "/dev/shm"]
-    write = (
-        CORRECT + "import os\n"
-        f"for place in {places!r}:\n"
-        "    with open(f'{place}/left-by-a-program-{os.getuid()}', 'w') as out:\n"
-        "        out.write('x')\n"
-        "    os.makedirs(f'{place}/left-dir-{os.getuid()}/inner')\n"
-        "print('uid', os.getuid())\n"
-    )
-    before = {place: set(os.listdir(place)) for place in places}
-    outcome = await score(write)
+PLACES = ["/tmp", "/var/tmp", "/dev/shm"]
+LEAVE_FILES = (
+    CORRECT + "import os\n"
+    f"for place in {PLACES!r}:\n"
+    "    try:\n"
+    "        with open(f'{place}/left-by-a-program-{os.getuid()}', 'w') as out:\n"
+    "            out.write('x')\n"
+    "        os.makedirs(f'{place}/left-dir-{os.getuid()}/inner')\n"
+    "    except PermissionError:\n"
+    "        print('refused', place)\n"
+)
+
+
+def left_behind(before: dict[str, set[str]]) -> list[str]:
+    return [
+        f"{place}/{name}"
+        for place in PLACES
+        for name in set(os.listdir(place)) - before[place]
+        if name.startswith(("left-by-a-program-", "left-dir-"))
+    ]
+
+
+async def test_files_written_where_anyone_may_write_are_removed(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)  # a kernel without it
+    before = {place: set(os.listdir(place)) for place in PLACES}
+    outcome = await score(LEAVE_FILES)
     assert outcome.passed is True, outcome.reason
-    for place in places:
-        left = {
-            name
-            for name in set(os.listdir(place)) - before[place]
-            if name.startswith(("left-by-a-program-", "left-dir-"))
-        }
-        assert left == set(), place
+    assert "refused" not in outcome.reason
+    assert left_behind(before) == []
     assert work_directories() == []
+
+
+@pytest.fixture
+def landlock() -> None:
+    if not sandbox.landlock_abi():
+        pytest.skip("this kernel has no Landlock")
+
+
+@pytest.mark.usefixtures("landlock")
+async def test_with_landlock_it_writes_only_in_its_directory():
+    before = {place: set(os.listdir(place)) for place in PLACES}
+    outcome = await score(LEAVE_FILES + "raise SystemExit(1)\n")
+    assert outcome.passed is False
+    assert [f"refused {place}" in outcome.reason for place in PLACES] == [True] * len(
+        PLACES
+    )
+    assert left_behind(before) == []
+
+
+@pytest.mark.usefixtures("landlock")
+async def test_with_landlock_a_world_readable_file_of_the_server_cannot_be_read(
+    shared_dir: Path,
+):
+    database = shared_dir / "db.sqlite3"
+    database.write_text("password hashes")
+    database.chmod(0o644)
+    read = CORRECT + f"open({str(database)!r}).read()\n"
+    outcome = await score(read)
+    assert outcome.passed is False
+    assert "PermissionError" in outcome.reason
 
 
 async def test_its_directory_is_empty_writable_and_removed_afterwards():
