@@ -2,43 +2,57 @@
 
 Model-generated code never runs in the web or executor process. Each program
 runs in its own process tree, started here with asyncio (the loop only waits),
-at most ``EVALSITE_SANDBOX_WORKERS`` at a time per process:
+at most ``EVALSITE_SANDBOX_WORKERS`` at a time per process. Where the
+configured sandbox cannot run, nothing runs: ``mode()`` raises
+SandboxUnavailable saying how to enable it (never a quieter fallback).
 
-- **bubblewrap** (``bwrap``), where it is installed and can create namespaces:
+- **bubblewrap** (``EVALSITE_SANDBOX=auto``, the default, or ``bubblewrap``):
   fresh user, PID, network, IPC and UTS namespaces (``--unshare-all``), so no
   network at all; a root that holds only read-only binds of ``/usr`` (and the
   interpreter's own prefix when it lives elsewhere), a minimal ``/proc`` and
-  ``/dev``, and an empty, size-limited tmpfs on ``/tmp`` as the only writable
-  place; ``--die-with-parent`` and ``--new-session``. The program runs as uid
-  65534 inside the namespace. When the server runs as root, bubblewrap itself
-  runs as a fresh unprivileged uid, because the kernel does not apply the
-  process-count limit to processes that are root outside their namespace.
-- **resource limits only** (no bubblewrap, or ``EVALSITE_SANDBOX=limits``):
-  the same limits, in a new session, as a fresh unprivileged uid when the
-  server runs as root, in an empty temporary directory that is removed
-  afterwards. There is no network or filesystem isolation: the program can
-  connect out and read what any local user can. Every score's reason says so.
+  ``/dev``, a 16 MB tmpfs on ``/dev/shm`` and a 64 MB one on ``/tmp``, the
+  only writable places; ``--die-with-parent`` and ``--new-session``. The
+  program runs as uid 65534 inside the namespace. When the server runs as
+  root, bubblewrap itself runs as a fresh unprivileged uid, because the
+  kernel does not apply the process-count limit to processes that are root
+  outside their namespace.
+- **limits** (``EVALSITE_SANDBOX=limits``, an operator's choice where user
+  namespaces are unavailable; the server must run as root): each program as
+  a fresh unprivileged uid with no groups, so it can neither read the
+  server's own files (0600/0700), nor its ``/proc/<pid>/environ``, nor signal
+  it; a seccomp filter (``no_new_privs``, inherited, not removable) denies
+  ``socket()`` of every family, io_uring and System V IPC objects; where the
+  kernel has Landlock, it reads only the system's directories and writes only
+  its own empty directory. Afterwards every process of the uid is killed,
+  its directory removed, and whatever the uid owns in ``/tmp``, ``/var/tmp``,
+  ``/dev/shm`` and ``/run/lock`` deleted. Without Landlock it can read what
+  any local user can (world-readable files) and write in world-writable
+  directories while it runs.
 
-In both modes the harness (trusted code that runs first in the child) sets
-the limits: wall time (enforced from outside: the whole tree is killed), CPU
-seconds (``RLIMIT_CPU``), address space (``RLIMIT_AS``), processes
-(``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``) and open files
-(``RLIMIT_NOFILE``); the output read back is capped, and a program that
-prints more is stopped.
+In both modes the harness (``sandbox_harness.py``, trusted code that runs
+first in the child) sets the limits: wall time (enforced from outside: the
+whole tree is killed), CPU seconds (``RLIMIT_CPU``), address space
+(``RLIMIT_AS``), processes (``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``)
+and open files (``RLIMIT_NOFILE``), each held to the operator's ceilings
+(``EVALSITE_SANDBOX_MAX_*``); the output read back is capped, and a program
+that prints more is stopped.
 
-**What counts as a clean run.** The harness reads a random nonce and the
-program from its standard input (then replaced by ``/dev/null``), executes the
-program, and writes the nonce to a pipe of its own only after the program (its
-last statement is ``check(entry_point)``) returned. A pass needs exit status 0
-and that nonce: a program that calls ``sys.exit(0)`` or ``os._exit(0)`` before
-its tests, or that prints a verdict of its own, fails.
+**What counts as a clean run.** The completion and the tests run in two
+processes: the candidate's (forked before the harness reads anything
+secret) executes the prompt and the completion as a module; the harness's
+makes itself undumpable, reads a random nonce, runs the tests, and calls
+into the candidate's process across pipes with plain data only (marshal of
+None, bool, numbers, str, bytes, tuples, lists, dicts, sets), so what comes
+back is a value, never one of the candidate's objects. The nonce is written
+to a pipe the candidate's process does not hold, only after ``check``
+returned; a pass needs exit status 0 and that nonce.
 
-**What it cannot stop.** The completion runs in the same interpreter as the
-tests, so code written to defeat the harness can: return an object whose
-``__eq__`` is always true, trace and skip the test's statements, or dig the
-nonce out of the harness's frame and write it to the verdict pipe. The
-sandbox bounds what such code can do to the machine, not whether its score
-is honest.
+**What it cannot stop.** The candidate's own process is the candidate's: it
+can hard-code answers it knows (public test sets), detect that it is being
+tested, or misbehave only on inputs the tests do not use. Arguments it
+mutates are not seen by the tests (they get copies), and a candidate that
+must return something other than plain data (a class instance, a function,
+a generator of objects) cannot be tested this way.
 """
 
 from __future__ import annotations
