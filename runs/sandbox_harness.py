@@ -202,10 +202,22 @@ def _confine_files(workdir):
 
 
 def _undumpable():
-    import ctypes
+    # _ctypes, not ctypes: a tenth of its import time, on every program.
+    import _ctypes
 
-    if ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0) != 0:  # DUMPABLE
-        _refuse(f"prctl(PR_SET_DUMPABLE): {os.strerror(ctypes.get_errno())}")
+    class Long(_ctypes._SimpleCData):
+        _type_ = "l"
+
+    class Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Long
+
+    class Libc:
+        _handle = _ctypes.dlopen(None, 0)
+
+    prctl = Function(("prctl", Libc))
+    if prctl(4, 0, 0, 0, 0) != 0 or prctl(3, 0, 0, 0, 0) != 0:  # SET/GET_DUMPABLE
+        _refuse(f"prctl(PR_SET_DUMPABLE): {os.strerror(_ctypes.get_errno())}")
 
 
 def _refuse(message):
@@ -339,9 +351,10 @@ def _answer(module, request):
                     continue
         return ("names", found)
     _, name, args, kwargs = request  # from the tests: well formed
-    function = module.get(name)
     try:
-        result = function(*args, **kwargs)
+        if name not in module:
+            raise NameError(f"name {name!r} is not defined")
+        result = module[name](*args, **kwargs)
         iterator = hasattr(result, "__next__") and hasattr(result, "__iter__")
         if iterator:
             result = list(result)

@@ -83,6 +83,27 @@ async def test_invalid_python_fails_with_the_syntax_error():
     assert "SyntaxError" in outcome.reason
 
 
+async def test_an_entry_point_the_completion_does_not_define_fails_naming_it():
+    outcome = await score(CORRECT, item(entry_point="subtract"))
+    assert outcome.passed is False
+    assert "NameError: name 'subtract' is not defined" in outcome.reason
+
+
+async def test_an_iterator_comes_back_as_an_iterator_over_its_values():
+    target = item(
+        prompt="def evens(n):\n",
+        test=(
+            "def check(candidate):\n"
+            "    result = candidate(5)\n"
+            "    assert result != [0, 2, 4]\n"
+            "    assert list(result) == [0, 2, 4]\n"
+        ),
+        entry_point="evens",
+    )
+    outcome = await score("    return (i for i in range(n) if i % 2 == 0)\n", target)
+    assert outcome.passed is True, outcome.reason
+
+
 async def test_field_names_are_parameters():
     target = item()
     target.metadata["tests_v2"] = target.metadata.pop("test")
