@@ -184,6 +184,21 @@ def test_the_api_refuses_a_run_above_a_ceiling_naming_the_field(alice_client, da
     assert not Run.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_evalrun_refuses_a_scorer_above_a_ceiling_naming_the_field(alice, tmp_path):
+    from django.core.management import CommandError
+
+    from runs.models import Run
+    from tests.test_evalrun_scorer_json import evalrun, write_items
+
+    dataset = write_items(tmp_path / "items.jsonl")
+    with pytest.raises(CommandError) as caught:
+        evalrun(dataset, 'code_exec:{"processes": 512}')
+    assert "'scorers[0].params.processes'" in str(caught.value)
+    assert "EVALSITE_SANDBOX_MAX_PROCESSES" in str(caught.value)
+    assert not Run.objects.exists()
+
+
 async def test_the_sandbox_holds_any_limits_to_the_ceilings(settings):
     settings.EVALSITE_SANDBOX_MAX_SECONDS = 1
     program = Program(
