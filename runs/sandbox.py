@@ -74,6 +74,7 @@ import weakref
 from asyncio import FIRST_COMPLETED
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
@@ -415,7 +416,7 @@ async def _probe_bwrap(python: str) -> str:
     return ""
 
 
-def _outside_user() -> dict[str, object]:
+def _outside_user() -> dict[str, Any]:
     """As root: a fresh unprivileged uid for the process tree (Popen arguments)."""
     if not _as_root():
         return {}
@@ -455,7 +456,7 @@ async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
         command = bwrap_command(current.python)
     else:
         workdir = tempfile.mkdtemp(prefix="evalsite-sandbox-")
-        os.chown(workdir, identity["user"], identity["group"])  # type: ignore[arg-type]
+        os.chown(workdir, identity["user"], identity["group"])
         command = []
     read_end, write_end = os.pipe()
     numbers = (
@@ -502,7 +503,7 @@ async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
         if workdir is not None:
             shutil.rmtree(workdir, ignore_errors=True)
         if limited:
-            await asyncio.to_thread(_sweep, identity["user"])  # type: ignore[arg-type]
+            await asyncio.to_thread(_sweep, identity["user"])
     return outcome
 
 
@@ -573,7 +574,7 @@ async def _supervise(
 
 
 async def _kill_tree(
-    process: asyncio.subprocess.Process, identity: dict[str, object], current: Mode
+    process: asyncio.subprocess.Process, identity: dict[str, Any], current: Mode
 ) -> None:
     """Leave nothing of the program running, whatever it did."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -598,7 +599,7 @@ async def _kill_tree(
         uid = identity["user"]
         pause = 0.001
         deadline = asyncio.get_running_loop().time() + 5
-        while _processes_of(uid) and asyncio.get_running_loop().time() < deadline:  # type: ignore[arg-type]
+        while _processes_of(uid) and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(pause)
             pause = min(pause * 2, 0.05)
 
