@@ -5,8 +5,9 @@ from typing import Any, ClassVar
 from django.conf import settings
 from pydantic import Field, model_validator
 
+from runs.errors import ConfigError
 from runs.plugins import FieldError, Params
-from runs.sandbox import Limits, Program, run_program
+from runs.sandbox import Limits, Program, SandboxUnavailable, mode, run_program
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.targets.base import TargetInput
 
@@ -112,8 +113,8 @@ class CodeExec(ScorerPlugin):
     memory, processes, file size, open files, output size. It runs in a
     sandbox (runs/sandbox.py): the completion in a process of its own, the
     tests in another that calls it with plain data; no network, no server
-    data. Where the sandbox cannot run, the score is an error saying how to
-    enable it. The reason names what happened: the failing assertion, a
+    data. Where the sandbox cannot run, a run fails before its first item,
+    saying how to enable it. The reason names what happened: the failing assertion, a
     timeout, a limit, an exit status.
     """
 
@@ -140,6 +141,13 @@ class CodeExec(ScorerPlugin):
             open_files=params["open_files"],
             output_kb=params["max_output_kb"],
         )
+
+    async def prepare(self) -> None:
+        """Refuse the run before any item when the sandbox cannot run here."""
+        try:
+            await mode()
+        except SandboxUnavailable as exc:
+            raise ConfigError(f"scorer {self.name!r}: {exc}") from None
 
     def program(self, *, output: Any, item: TargetInput) -> Program:
         """The program to run; ValueError naming a missing field."""
