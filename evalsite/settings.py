@@ -542,7 +542,7 @@ EVALSITE_PYTHON_SCORERS = env_list(
     ["runs.scorers.examples.non_empty", "runs.scorers.examples.starts_with_expected"],
 )
 
-# -- code execution (runs/sandbox.py) ------------------------------------------------
+# -- code execution (runs/sandbox/) -------------------------------------------------
 # auto and bubblewrap: bubblewrap, and code_exec refuses to run where it cannot
 # create its namespaces (never a silent fallback); limits: chosen by the
 # operator, for a server running as root where namespaces are unavailable:

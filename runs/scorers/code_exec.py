@@ -111,7 +111,7 @@ class CodeExec(ScorerPlugin):
     ``humaneval`` import format. It passes only when the tests run to their end
     and the program exits cleanly, within its limits: wall time, CPU seconds,
     memory, processes, file size, open files, output size. It runs in a
-    sandbox (runs/sandbox.py): the completion in a process of its own, the
+    sandbox (runs/sandbox/): the completion in a process of its own, the
     tests in another that calls it with plain data; no network, no server
     data. Where the sandbox cannot run, a run fails before its first item,
     saying how to enable it. The reason names what happened: the failing assertion, a

@@ -1,10 +1,9 @@
 """The trusted start of every sandboxed program (runs inside the sandbox).
 
 Run as ``python -I -S -c <this file> <limits...> <verdict fd> <no network>
-<landlock>`` by
-``runs/sandbox.py``, on whatever interpreter the sandbox uses (the standard
-library only, no Django), so it keeps to what Python 3.9 has. It is public:
-the program can read it from its command line.
+<landlock>`` by ``runs/sandbox/__init__.py``, on whatever interpreter the
+sandbox uses (the standard library only, no Django), so it keeps to what
+Python 3.9 has. It is public: the program can read it from its command line.
 
 1. Sets the resource limits, and in the limits mode a seccomp filter that
    denies creating sockets, System V IPC objects and io_uring rings, for good
