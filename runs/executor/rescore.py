@@ -32,7 +32,7 @@ from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
 from runs.pricing import PriceTable, use_prices
 from runs.scorers import build_scorer
-from runs.scorers.base import conditions_of
+from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts
 from runs.targets import TargetInput, TargetOutput
 
@@ -72,6 +72,7 @@ class PassExecution:
                 build_scorer(spec, context=contexts.get(spec["name"]))
                 for spec in self.spec.scorers
             ]
+            await scorers_prepare(scorers)
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         self.runner = ItemRunner(

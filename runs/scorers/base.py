@@ -157,6 +157,16 @@ class ScorerPlugin(Plugin):
         """Whether these parameters make the scorer read the expected answer."""
         return cls.needs_expected
 
+    async def prepare(self) -> None:
+        """ConfigError when it cannot work in this process, before any item runs."""
+
+
+async def scorers_prepare(scorers: Collection[object]) -> None:
+    """Each plug-in scorer's ``prepare``: a run that cannot score stops first."""
+    for scorer in scorers:
+        if isinstance(scorer, ScorerPlugin):
+            await scorer.prepare()
+
 
 REGISTRY: dict[str, type[ScorerFactory]] = {}
 

@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import Field
+from django.conf import settings
+from pydantic import Field, model_validator
 
-from runs.plugins import Params
-from runs.sandbox import Limits, run_program
+from runs.errors import ConfigError
+from runs.plugins import FieldError, Params
+from runs.sandbox import Limits, Program, SandboxUnavailable, mode, run_program
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.targets.base import TargetInput
 
@@ -74,6 +76,29 @@ class CodeExecParams(Params):
         description="A program that prints more is stopped and fails.",
     )
 
+    @model_validator(mode="after")
+    def _within_ceilings(self) -> CodeExecParams:
+        """The operator's ceilings (settings), checked when a scorer is made."""
+        for name, setting in CEILINGS.items():
+            ceiling = getattr(settings, setting)
+            if getattr(self, name) > ceiling:
+                raise FieldError(
+                    name, f"must be at most {ceiling} on this server ({setting})"
+                )
+        return self
+
+
+# Each limit and the setting that caps it.
+CEILINGS = {
+    "timeout_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
+    "cpu_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
+    "memory_mb": "EVALSITE_SANDBOX_MAX_MEMORY_MB",
+    "processes": "EVALSITE_SANDBOX_MAX_PROCESSES",
+    "file_size_mb": "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB",
+    "open_files": "EVALSITE_SANDBOX_MAX_OPEN_FILES",
+    "max_output_kb": "EVALSITE_SANDBOX_MAX_OUTPUT_KB",
+}
+
 
 @register
 class CodeExec(ScorerPlugin):
@@ -86,10 +111,11 @@ class CodeExec(ScorerPlugin):
     ``humaneval`` import format. It passes only when the tests run to their end
     and the program exits cleanly, within its limits: wall time, CPU seconds,
     memory, processes, file size, open files, output size. It runs in a
-    separate process, under bubblewrap where available: no network, a
-    read-only filesystem, an empty temporary directory. Without bubblewrap the
-    limits still apply and every reason says so. The reason names what
-    happened: the failing assertion, a timeout, a limit, an exit status.
+    sandbox (runs/sandbox/): the completion in a process of its own, the
+    tests in another that calls it with plain data; no network, no server
+    data. Where the sandbox cannot run, a run fails before its first item,
+    saying how to enable it. The reason names what happened: the failing assertion, a
+    timeout, a limit, an exit status.
     """
 
     kind: ClassVar[str] = "code_exec"
@@ -116,8 +142,15 @@ class CodeExec(ScorerPlugin):
             output_kb=params["max_output_kb"],
         )
 
-    def program(self, *, output: Any, item: TargetInput) -> tuple[str, str]:
-        """The program to run and its entry point; ValueError naming a missing field."""
+    async def prepare(self) -> None:
+        """Refuse the run before any item when the sandbox cannot run here."""
+        try:
+            await mode()
+        except SandboxUnavailable as exc:
+            raise ConfigError(f"scorer {self.name!r}: {exc}") from None
+
+    def program(self, *, output: Any, item: TargetInput) -> Program:
+        """The program to run; ValueError naming a missing field."""
         metadata = item.metadata or {}
         test = metadata.get(self.params["test_field"])
         entry_point = metadata.get(self.params["entry_point_field"])
@@ -131,14 +164,13 @@ class CodeExec(ScorerPlugin):
         if not entry_point.strip().isidentifier():
             raise ValueError(f"entry point {entry_point!r} is not a Python name")
         prompt = as_text(item.input) if self.params["include_input"] else ""
-        parts = [prompt, as_text(output), "", test, "", f"check({entry_point.strip()})"]
-        return "\n".join(parts) + "\n", entry_point.strip()
+        candidate = "\n".join([prompt, as_text(output)]) + "\n"
+        return Program(candidate=candidate, tests=test, entry_point=entry_point.strip())
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        source, entry_point = self.program(output=output, item=item)
-        outcome = await run_program(source, self.limits)
-        what = outcome.describe()
+        program = self.program(output=output, item=item)
+        outcome = await run_program(program, self.limits)
+        reason = outcome.describe()
         if outcome.passed:
-            what = f"check({entry_point}) passed"
-        reason = "; ".join(part for part in (what, outcome.sandbox_note) if part)
+            reason = f"check({program.entry_point}) passed"
         return ScoreOutcome(1.0 if outcome.passed else 0.0, outcome.passed, reason)

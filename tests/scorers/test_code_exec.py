@@ -6,6 +6,7 @@ import pytest
 
 from runs.errors import ConfigError
 from runs.executor.scoring import ScorerCall, runs_on_loop
+from runs.sandbox import Limits, Program, run_program
 from runs.scorers import build_scorer, clean_scorer_specs
 from tests.sandboxes import (  # noqa: F401  (fixtures)
     CORRECT,
@@ -82,6 +83,27 @@ async def test_invalid_python_fails_with_the_syntax_error():
     assert "SyntaxError" in outcome.reason
 
 
+async def test_an_entry_point_the_completion_does_not_define_fails_naming_it():
+    outcome = await score(CORRECT, item(entry_point="subtract"))
+    assert outcome.passed is False
+    assert "NameError: name 'subtract' is not defined" in outcome.reason
+
+
+async def test_an_iterator_comes_back_as_an_iterator_over_its_values():
+    target = item(
+        prompt="def evens(n):\n",
+        test=(
+            "def check(candidate):\n"
+            "    result = candidate(5)\n"
+            "    assert result != [0, 2, 4]\n"
+            "    assert list(result) == [0, 2, 4]\n"
+        ),
+        entry_point="evens",
+    )
+    outcome = await score("    return (i for i in range(n) if i % 2 == 0)\n", target)
+    assert outcome.passed is True, outcome.reason
+
+
 async def test_field_names_are_parameters():
     target = item()
     target.metadata["tests_v2"] = target.metadata.pop("test")
@@ -113,6 +135,80 @@ def test_bad_limits_are_refused_naming_the_parameter():
     with pytest.raises(ConfigError) as caught:
         clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 1}}])
     assert caught.value.field == "scorers[0].params.memory_mb"
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "setting"),
+    [
+        ("memory_mb", 4096, "EVALSITE_SANDBOX_MAX_MEMORY_MB"),
+        ("processes", 1024, "EVALSITE_SANDBOX_MAX_PROCESSES"),
+        ("timeout_seconds", 300, "EVALSITE_SANDBOX_MAX_SECONDS"),
+        ("cpu_seconds", 600, "EVALSITE_SANDBOX_MAX_SECONDS"),
+        ("file_size_mb", 1024, "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB"),
+        ("open_files", 4096, "EVALSITE_SANDBOX_MAX_OPEN_FILES"),
+        ("max_output_kb", 10240, "EVALSITE_SANDBOX_MAX_OUTPUT_KB"),
+    ],
+)
+def test_limits_above_the_operators_ceiling_are_refused_naming_the_parameter(
+    param, value, setting
+):
+    specs = [
+        "exact_match",
+        {"kind": "code_exec", "params": {param: value}},
+    ]
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs(specs)
+    assert caught.value.field == f"scorers[1].params.{param}"
+    assert setting in caught.value.message
+
+
+def test_the_ceilings_are_settings(settings):
+    settings.EVALSITE_SANDBOX_MAX_MEMORY_MB = 256
+    with pytest.raises(ConfigError, match="at most 256"):
+        clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 512}}])
+    settings.EVALSITE_SANDBOX_MAX_MEMORY_MB = 8192
+    spec = clean_scorer_specs([{"kind": "code_exec", "params": {"memory_mb": 4096}}])
+    assert spec[0]["params"]["memory_mb"] == 4096
+
+
+@pytest.mark.django_db
+def test_the_api_refuses_a_run_above_a_ceiling_naming_the_field(alice_client, dataset):
+    from runs.models import Run
+    from tests.test_api_runs import post_run
+
+    scorers = [{"kind": "code_exec", "params": {"memory_mb": 16384}}]
+    response = post_run(alice_client, dataset, scorers=scorers)
+    assert response.status_code == 400
+    assert response.json()["field"] == "scorers[0].params.memory_mb"
+    assert "EVALSITE_SANDBOX_MAX_MEMORY_MB" in response.json()["detail"]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_evalrun_refuses_a_scorer_above_a_ceiling_naming_the_field(alice, tmp_path):
+    from django.core.management import CommandError
+
+    from runs.models import Run
+    from tests.test_evalrun_scorer_json import evalrun, write_items
+
+    dataset = write_items(tmp_path / "items.jsonl")
+    with pytest.raises(CommandError) as caught:
+        evalrun(dataset, 'code_exec:{"processes": 512}')
+    assert "'scorers[0].params.processes'" in str(caught.value)
+    assert "EVALSITE_SANDBOX_MAX_PROCESSES" in str(caught.value)
+    assert not Run.objects.exists()
+
+
+async def test_the_sandbox_holds_any_limits_to_the_ceilings(settings):
+    settings.EVALSITE_SANDBOX_MAX_SECONDS = 1
+    program = Program(
+        candidate="import time\ntime.sleep(20)\n",
+        tests="def check(candidate):\n    pass\n",
+        entry_point="f",
+    )
+    outcome = await run_program(program, Limits(wall_seconds=30, cpu_seconds=30))
+    assert outcome.timed_out is True
+    assert outcome.describe() == "timed out after 1 s (wall time); killed"
 
 
 def test_code_exec_does_not_need_an_expected_answer():

@@ -1,0 +1,117 @@
+"""What a sandboxed program is given and how it ended."""
+
+from __future__ import annotations
+
+import signal
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+# The harness's status when the sandbox itself could not be set up.
+HARNESS_REFUSED = 125
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    wall_seconds: float = 10.0
+    cpu_seconds: int = 10
+    memory_mb: int = 512
+    processes: int = 32
+    file_size_mb: int = 10
+    open_files: int = 64
+    output_kb: int = 64
+
+    def within_ceilings(self) -> Limits:
+        """These limits, none above the operator's ceiling (settings)."""
+        top = settings.EVALSITE_SANDBOX_MAX_SECONDS
+        return Limits(
+            wall_seconds=min(self.wall_seconds, top),
+            cpu_seconds=min(self.cpu_seconds, top),
+            memory_mb=min(self.memory_mb, settings.EVALSITE_SANDBOX_MAX_MEMORY_MB),
+            processes=min(self.processes, settings.EVALSITE_SANDBOX_MAX_PROCESSES),
+            file_size_mb=min(
+                self.file_size_mb, settings.EVALSITE_SANDBOX_MAX_FILE_SIZE_MB
+            ),
+            open_files=min(self.open_files, settings.EVALSITE_SANDBOX_MAX_OPEN_FILES),
+            output_kb=min(self.output_kb, settings.EVALSITE_SANDBOX_MAX_OUTPUT_KB),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """What runs: the candidate's module, and the tests that call into it.
+
+    ``candidate`` is executed in a process of its own; ``tests`` (which must
+    define ``check``) in the harness's, as ``check(<entry_point>)``.
+    """
+
+    candidate: str
+    tests: str
+    entry_point: str
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How one program ended. ``passed`` only for a clean run with the verdict."""
+
+    mode: str  # "bubblewrap" or "limits"
+    returncode: int | None = None
+    timed_out: bool = False
+    output_exceeded: bool = False
+    verdict: bool = False
+    output: bytes = b""
+    limits: Limits = field(default_factory=Limits)
+
+    @property
+    def passed(self) -> bool:
+        return (
+            self.verdict
+            and self.returncode == 0
+            and not self.timed_out
+            and not self.output_exceeded
+        )
+
+    def tail(self, chars: int = 600) -> str:
+        text = self.output.decode("utf-8", "replace").rstrip()
+        lines = [line for line in text.splitlines() if line.strip()]
+        tail = "\n".join(lines[-6:])
+        return tail if len(tail) <= chars else "…" + tail[-chars:]
+
+    def describe(self) -> str:
+        """Why the program did not pass (or that it did), for a score's reason."""
+        limits = self.limits
+        if self.timed_out:
+            return f"timed out after {limits.wall_seconds:g} s (wall time); killed"
+        if self.output_exceeded:
+            return f"printed more than {limits.output_kb} KB; stopped"
+        code = self.returncode
+        if code is not None and self.mode == "bubblewrap" and 128 < code <= 192:
+            code = 128 - code  # bubblewrap reports a signal as 128 + its number
+        if code is not None and code < 0:
+            return _signal_reason(-code, limits) + self._with_tail()
+        if self.passed:
+            return "tests passed"
+        if code == 0:
+            return (
+                "exited with status 0 before its tests finished (sys.exit or "
+                "os._exit before check returned)" + self._with_tail()
+            )
+        if code == HARNESS_REFUSED:
+            return "the sandbox could not be set up" + self._with_tail()
+        return f"exit status {code}" + self._with_tail()
+
+    def _with_tail(self) -> str:
+        tail = self.tail()
+        return f": {tail}" if tail else ""
+
+
+def _signal_reason(number: int, limits: Limits) -> str:
+    if number == signal.SIGXCPU:
+        return f"CPU time limit of {limits.cpu_seconds} s exceeded (SIGXCPU)"
+    if number == signal.SIGXFSZ:
+        return f"file size limit of {limits.file_size_mb} MB exceeded (SIGXFSZ)"
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    return f"killed by {name}"
