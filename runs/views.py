@@ -10,6 +10,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import iscoroutinefunction
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
@@ -53,6 +54,20 @@ View = Callable[..., HttpResponse]
 
 def domain_errors(view: View) -> View:
     """Show NotFound as 404 and Forbidden as 403, once for every page."""
+    if iscoroutinefunction(view):
+
+        @functools.wraps(view)
+        async def async_wrapper(
+            request: HttpRequest, *args: Any, **kwargs: Any
+        ) -> HttpResponse:
+            try:
+                return await view(request, *args, **kwargs)
+            except NotFound as exc:
+                raise Http404(str(exc)) from exc
+            except Forbidden as exc:
+                raise PermissionDenied(str(exc)) from exc
+
+        return async_wrapper
 
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

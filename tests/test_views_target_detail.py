@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from django.urls import reverse
@@ -373,7 +374,9 @@ def test_try_gives_up_after_its_timeout(
 ) -> None:
     _point_at(target, fake_openai.base_url)
 
-    outcome = services.target_try(target=target, user=bob, text="[[hang]]", timeout=0.2)
+    outcome = async_to_sync(services.target_try)(
+        target_id=target.pk, user=bob, text="[[hang]]", seconds=0.2
+    )
 
     assert not outcome.ok
     assert outcome.error_type == "Timeout"
@@ -398,8 +401,7 @@ def test_try_a_python_target(bob_client: Client, project: Project, bob: User) ->
 async def test_try_through_the_asgi_handler(
     project: Project, bob: User, fake_openai: FakeOpenAIServer
 ) -> None:
-    # The view is sync: under ASGI it runs in a thread and the request goes
-    # out on the server's loop, as with Daphne.
+    # The view is a coroutine: under ASGI it runs on the server's loop.
     target = await Target.objects.acreate(
         project=project,
         name="local",
