@@ -3,6 +3,7 @@ request" through the real target code path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from runs import services
-from runs.models import Dataset, Project, Target
+from runs.models import Dataset, ModelPrice, Project, Target
 from runs.secrets import secret_set
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.local_http import serve
@@ -417,3 +418,44 @@ async def test_try_through_the_asgi_handler(
 
     assert response.status_code == 200
     assert response.context["outcome"].output == "2"
+
+
+@pytest.mark.parametrize("surface", ["page", "api"])
+def test_try_a_judge_as_the_target(
+    surface: str,
+    bob_client: Client,
+    project: Project,
+    bob: User,
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    # The judge prices its tokens: the price table is read before the try
+    # goes out, never from the event loop.
+    ModelPrice.objects.create(
+        model="fake-judge", prompt_per_million=1, completion_per_million=2
+    )
+    target = services.target_create(
+        project=project,
+        user=bob,
+        name="judge",
+        kind="scorer",
+        config={
+            "scorer_kind": "llm_judge",
+            "params": {"base_url": fake_openai.base_url, "model": "fake-judge"},
+        },
+    )
+
+    if surface == "api":
+        response = bob_client.post(
+            f"/api/v1/targets/{target.pk}/try",
+            {"input": "Paris"},
+            content_type="application/json",
+        )
+        outcome = response.json()
+    else:
+        response = bob_client.post(_url("target_try", target), {"input": "Paris"})
+        outcome = dataclasses.asdict(response.context["outcome"])
+
+    assert response.status_code == 200
+    assert (outcome["ok"], outcome["error"]) == (True, ""), outcome["error"]
+    assert outcome["output"] in {"pass", "fail"}
+    assert fake_openai.stats.requests == 1
