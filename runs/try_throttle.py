@@ -125,7 +125,8 @@ def _refusal(reason: str, wait: float, *, lease: float) -> TooManyRequests:
     per_minute = settings.EVALSITE_TRY_PER_MINUTE
     seconds = max(1, math.ceil(wait))
     return TooManyRequests(
-        f"at most {per_minute} tries a minute; try again in {seconds} seconds",
+        f"at most {per_minute} {'try' if per_minute == 1 else 'tries'} a minute; "
+        f"try again in {seconds} seconds",
         retry_after=seconds,
     )
 
