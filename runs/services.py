@@ -36,6 +36,7 @@ from runs.models import (
     ScoringPass,
     Target,
 )
+from runs.names import clean_name
 from runs.pricing import PriceTable, price_table, use_prices
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
@@ -56,9 +57,7 @@ def project_create(
     *, name: str, owner: AbstractBaseUser, description: str = ""
 ) -> Project:
     """Create a project with ``owner`` as its admin."""
-    name = name.strip()
-    if not name:
-        raise InvalidInput("is required", field="name")
+    name = clean_name(name, model=Project)
     with transaction.atomic():
         project, created = Project.objects.get_or_create(
             name=name, defaults={"description": description}
@@ -94,9 +93,7 @@ def target_create(
 ) -> Target:
     """Validate a target configuration and store it (secrets only as env names)."""
     require_role(user, project, Membership.Role.EDITOR)
-    name = name.strip()
-    if not name:
-        raise InvalidInput("is required", field="name")
+    name = clean_name(name, model=Target)
     cleaned = clean_target_config(kind, config, path="config")
     try:
         with transaction.atomic():
@@ -124,6 +121,7 @@ def run_create(
     project = dataset.project
     if user is not None:
         require_role(user, project, Membership.Role.EDITOR)
+    name = clean_name(name, model=Run, required=False)
     if target is not None:
         if target.project_id != project.pk:
             raise InvalidInput(
@@ -163,7 +161,7 @@ def run_create(
         options = RunOptions.from_dict(options, path="options")
     run = Run.objects.create(
         project=project,
-        name=name.strip(),
+        name=name,
         dataset=dataset,
         dataset_hash=dataset.content_hash,
         target=target,
@@ -236,15 +234,13 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
 
 def api_key_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiKey, str]:
     """Create an API key; the plain key is returned once and never stored."""
-    limit = ApiKey._meta.get_field("name").max_length
-    if len(name.strip()) > limit:
-        raise InvalidInput(f"must be at most {limit} characters", field="name")
+    name = clean_name(name, model=ApiKey, required=False)
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     plain = f"{API_KEY_PREFIX}{prefix}_{secret}"
     key = ApiKey.objects.create(
         user=user,
-        name=name.strip() or "default",
+        name=name or "default",
         prefix=prefix,
         key_hash=api_key_hash(plain),
     )
@@ -432,9 +428,7 @@ def target_update(
     require_role(user, target.project, Membership.Role.EDITOR)
     changed: list[str] = []
     if name is not None:
-        name = name.strip()
-        if not name:
-            raise InvalidInput("is required", field="name")
+        name = clean_name(name, model=Target)
         target.name = name
         changed.append("name")
     if config is not None:
