@@ -19,7 +19,6 @@ from django.test import Client
 from django.urls import reverse
 
 from evalsite.handlers import SyncChainASGIHandler, serves_async_view
-from runs import services
 from runs.models import Project, Target
 from runs.testing.fake_openai import FakeOpenAIServer
 
@@ -40,29 +39,21 @@ def _try_request(
     surface: str, user: User, target: Target
 ) -> tuple[str, list[tuple[bytes, bytes]], bytes]:
     """The path, headers and body of a try that never gets its answer."""
-    if surface == "api":
-        _key, plain = services.api_key_create(user=user, name="try")
-        headers = [
-            (b"authorization", f"Bearer {plain}".encode()),
-            (b"content-type", b"application/json"),
-        ]
-        body = json.dumps({"input": "[[hang]]"}).encode()
-        return f"/api/v1/targets/{target.pk}/try", headers, body
     client = Client()
     client.force_login(user)
     csrf = _get_new_csrf_string()
     cookies = f"sessionid={client.cookies['sessionid'].value}; csrftoken={csrf}"
-    headers = [
-        (b"cookie", cookies.encode()),
-        (b"x-csrftoken", csrf.encode()),
+    headers = [(b"cookie", cookies.encode()), (b"x-csrftoken", csrf.encode())]
+    if surface == "api":
+        headers.append((b"content-type", b"application/json"))
+        body = json.dumps({"input": "[[hang]]"}).encode()
+        return f"/api/v1/targets/{target.pk}/try", headers, body
+    headers += [
         (b"hx-request", b"true"),
         (b"content-type", b"application/x-www-form-urlencoded"),
     ]
-    return (
-        reverse("runs:target_try", args=[target.pk]),
-        headers,
-        b"input=%5B%5Bhang%5D%5D",
-    )
+    path = reverse("runs:target_try", args=[target.pk])
+    return path, headers, b"input=%5B%5Bhang%5D%5D"
 
 
 async def _wait_for_in_flight(fake: FakeOpenAIServer, count: int) -> None:
