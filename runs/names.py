@@ -13,8 +13,9 @@ from runs.errors import InvalidInput
 
 def max_length(model: type[Model], column: str = "name") -> int:
     """The longest value ``model.column`` holds."""
-    limit = model._meta.get_field(column).max_length
-    assert limit is not None, f"{model.__name__}.{column} has no max_length"
+    limit = getattr(model._meta.get_field(column), "max_length", None)
+    if limit is None:
+        raise TypeError(f"{model.__name__}.{column} has no max_length")
     return int(limit)
 
 

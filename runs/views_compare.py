@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -131,7 +131,7 @@ def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_GET
-def compare_items_csv(request: HttpRequest) -> HttpResponse:
+def compare_items_csv(request: HttpRequest) -> HttpResponseBase:
     """Every paired item of one (candidate, scorer), as on the page, as CSV.
 
     A bad parameter is a 400 page naming it, as on the comparison page.
