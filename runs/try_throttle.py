@@ -118,7 +118,8 @@ def _refusal(reason: str, wait: float, *, lease: float) -> TooManyRequests:
     if reason == "concurrency":
         # A try ends within its timeout: by then a slot is free.
         return TooManyRequests(
-            f"you have {concurrency} tries waiting for an answer already; "
+            f"you have {concurrency} {'try' if concurrency == 1 else 'tries'} "
+            "waiting for an answer already; "
             "wait for one to finish",
             retry_after=max(1, math.ceil(lease)),
         )
