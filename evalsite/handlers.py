@@ -24,6 +24,12 @@ each sent before the next is read: memory stays flat and a slow download
 holds none of the pool's threads. That thread is also where the response is
 closed and its database connection released.
 
+A view that is a coroutine function (one that waits on the network, such as
+sending one request to a target) is the exception: in that one thread it would
+hold a worker for as long as it waits. Its request goes through Django's own
+async handler instead (``AsyncViewHandler``): the middleware chain in async
+mode, the view on the event loop, no worker thread held while it waits.
+
 The rule that follows, enforced here and by tests/test_http_performance_shape.py:
 every entry of ``MIDDLEWARE`` must be able to run synchronously. Code that must
 act before Django reads the request (a body-size limit, for instance) belongs
@@ -34,13 +40,14 @@ no thread switch.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from typing import Any
 
 import django
-from asgiref.sync import sync_to_async
+from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import ImproperlyConfigured, RequestAborted
@@ -48,7 +55,7 @@ from django.core.handlers import base
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.db import connections
 from django.http import FileResponse, HttpResponseBase, StreamingHttpResponse
-from django.urls import set_script_prefix
+from django.urls import Resolver404, get_resolver, set_script_prefix
 from django.utils.module_loading import import_string
 
 Receive = Any
@@ -77,8 +84,12 @@ class SyncChainASGIHandler(ASGIHandler):
         self._respond_in_thread = sync_to_async(
             self._respond, thread_sensitive=False, executor=self.executor
         )
+        self.async_views = AsyncViewHandler()
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if serves_async_view(scope):
+            await self.async_views(scope, receive, send)
+            return
         try:
             body_file = await self.read_body(receive)
         except RequestAborted:
@@ -116,6 +127,45 @@ class SyncChainASGIHandler(ASGIHandler):
             # database connection, through request_finished) on this thread.
             response.close()
         return response
+
+
+def serves_async_view(scope: Scope) -> bool:
+    """Whether the request's URL leads to a view that is a coroutine function."""
+    path = scope["path"]
+    prefix = get_script_prefix(scope).rstrip("/")
+    if prefix and path.startswith(prefix):
+        path = path.removeprefix(prefix)
+    if len(path) > CACHED_PATH_LENGTH:
+        return _async_view_at(path)
+    return _async_view_at_cached(path)
+
+
+def _async_view_at(path: str) -> bool:
+    try:
+        match = get_resolver().resolve(path or "/")
+    except Resolver404:
+        return False
+    return iscoroutinefunction(match.func)
+
+
+# Resolving a path costs about 60 us on the event loop; a page's path repeats.
+# Short paths only: the cache's memory stays small whatever is requested.
+CACHED_PATH_LENGTH = 256
+_async_view_at_cached = functools.lru_cache(maxsize=4096)(_async_view_at)
+
+
+class AsyncViewHandler(ASGIHandler):
+    """Django's async handler, for coroutine views.
+
+    Its sync middleware runs on a thread of the request's own, which ends with
+    the request: so does that thread's database connection, closed here.
+    """
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().handle(scope, receive, send)
+        finally:
+            await sync_to_async(connections.close_all)()
 
 
 class _ThreadedBody:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
-from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponseBase, JsonResponse
 from django.utils.csp import CSP, build_policy
+from whitenoise.middleware import WhiteNoiseMiddleware  # type: ignore[import-untyped]
 
 GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
@@ -103,3 +104,41 @@ class ContentSecurityPolicy(_ResponseMiddleware):
             if config and header not in response:
                 response.headers[str(header)] = build_policy(config)
         return response
+
+
+class StaticFiles(WhiteNoiseMiddleware):
+    """WhiteNoise, able to run in async mode too.
+
+    WhiteNoise is sync-only: in an async middleware chain Django would run it
+    on a thread and keep that thread until the view's response came back. The
+    async chain serves only coroutine views (evalsite/handlers.py), so a
+    request passes straight through, and a static file, if one matched, is
+    served from a worker thread.
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse) -> None:
+        super().__init__(get_response)
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        if self.is_async:
+            return self._acall(request)  # type: ignore[return-value]
+        return super().__call__(request)  # type: ignore[no-any-return]
+
+    async def _acall(self, request: HttpRequest) -> HttpResponseBase:
+        if self.autorefresh:
+            static_file = await sync_to_async(self.find_file, thread_sensitive=False)(
+                request.path_info
+            )
+        else:
+            static_file = self.files.get(request.path_info)
+        if static_file is None:
+            return await self.get_response(request)  # type: ignore[misc,no-any-return]
+        return await sync_to_async(self.serve, thread_sensitive=False)(
+            static_file, request
+        )

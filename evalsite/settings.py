@@ -138,7 +138,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Daphne serves no files: WhiteNoise serves static files, before the login check.
-    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "evalsite.middleware.StaticFiles",  # WhiteNoise, async-capable
     # Below WhiteNoise: static files keep their own headers.
     "evalsite.middleware.ContentSecurityPolicy",
     "evalsite.middleware.PrivateCacheControl",
@@ -163,6 +163,10 @@ ASGI_APPLICATION = "evalsite.asgi.application"
 # enough of them keep pages answering while some requests wait on the
 # database's write lock or parse an upload.
 EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 8, minimum=1)
+# "Send one request" to a target, per user: at most this many waiting at a
+# time and this many a minute (runs/try_throttle.py; shared through Redis).
+EVALSITE_TRY_CONCURRENCY = env_int("EVALSITE_TRY_CONCURRENCY", 2, minimum=1)
+EVALSITE_TRY_PER_MINUTE = env_int("EVALSITE_TRY_PER_MINUTE", 20, minimum=1)
 
 TEMPLATES = [
     {
@@ -521,6 +525,12 @@ SECURE_CSP_REPORT_ONLY = _CSP_POLICY if EVALSITE_CSP == "report-only" else {}
 
 # The largest item a dataset may hold, measured as its compact JSON.
 EVALSITE_MAX_ITEM_BYTES = env_int("EVALSITE_MAX_ITEM_BYTES", 1024 * 1024, minimum=1024)
+# What an editor can save: scorers per run, and a target's configuration
+# (measured as compact JSON), so that no page or figure grows without bound.
+EVALSITE_MAX_SCORERS = env_int("EVALSITE_MAX_SCORERS", 50, minimum=1)
+EVALSITE_MAX_TARGET_CONFIG_BYTES = env_int(
+    "EVALSITE_MAX_TARGET_CONFIG_BYTES", 64 * 1024, minimum=1024
+)
 # An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
 # confirmation of its field mapping; each user keeps at most a few such files.
 EVALSITE_UPLOAD_TTL_SECONDS = env_int("EVALSITE_UPLOAD_TTL_SECONDS", 3600, minimum=60)

@@ -54,7 +54,7 @@ from runs.downloads import (
     comparison_csv_response,
     export_response,
 )
-from runs.errors import DomainError, Forbidden, InvalidInput
+from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
 from runs.models import (
     ApiKey,
     Dataset,
@@ -268,7 +268,10 @@ def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
         body = exc.as_dict()
     else:
         body = {"detail": str(exc), "field": None, "line": None}
-    return api.create_response(request, body, status=exc.status_code)
+    response = api.create_response(request, body, status=exc.status_code)
+    if isinstance(exc, TooManyRequests):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 @api.exception_handler(Exception)
@@ -671,13 +674,18 @@ def delete_target(request: HttpRequest, target_id: DbId) -> Status[None]:
     return Status(204, None)
 
 
-@target_router.post("/{target_id}/try", response={200: TargetTryOut, **ERRORS})
-def try_target(
+@target_router.post(
+    "/{target_id}/try", response={200: TargetTryOut, 429: ErrorOut, **ERRORS}
+)
+async def try_target(
     request: HttpRequest, target_id: DbId, payload: TargetTryIn
 ) -> TargetTry:
-    """Send one input to the target; the answer or the error, never a secret."""
-    target = target_get(user=request.auth, target_id=target_id)
-    return target_try(target=target, user=request.auth, text=payload.input)
+    """Send one input to the target; the answer or the error, never a secret.
+
+    Each user has a few tries at a time and a few a minute; one more is
+    answered 429 with `Retry-After`.
+    """
+    return await target_try(target_id=target_id, user=request.auth, text=payload.input)
 
 
 api.add_router("/projects", project_router)

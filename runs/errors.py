@@ -46,3 +46,15 @@ class Forbidden(DomainError):
 
 class Conflict(DomainError):
     status_code = 409
+
+
+class TooManyRequests(DomainError):
+    """A person's limit is reached; ``retry_after`` says in how many seconds to
+    try again (the ``Retry-After`` header)."""
+
+    status_code = 429
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        self.message = message
+        self.retry_after = retry_after
+        super().__init__(message)

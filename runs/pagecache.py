@@ -10,14 +10,17 @@ cached entry lives only bounds the memory it holds.
 What the key always holds besides the view's data: the template, the user's
 id and name (the page header), and the query string (pagination links repeat
 it). What a page shows that differs on every request is left out of the
-cached bytes: the CSRF token is rendered as a placeholder and filled in per
-response. A page with messages to show is rendered and not cached (showing
-them uses them up).
+cached bytes: the CSRF token is rendered as a placeholder, a random one for
+each rendering, and the page is kept as the parts between its placeholders;
+each response joins them with its own token. No text on the page (a run's
+name, say) can stand for the token: it cannot know the placeholder. A page
+with messages to show is rendered and not cached (showing them uses them up).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +34,8 @@ if TYPE_CHECKING:
     from ninja import NinjaAPI, Schema
 
 # Letters and digits only: the same after HTML escaping, in an attribute or a
-# JSON string, and never in a page by chance.
-CSRF_PLACEHOLDER = "evalsiteCsrfPlaceholder0a1f5c9e2b7d"
+# JSON string. The random part is new for every rendering.
+CSRF_PLACEHOLDER_PREFIX = "evalsiteCsrf"
 PAGE_CACHE_SECONDS = 300
 
 
@@ -73,18 +76,15 @@ def render_cached(
     cached = cache.get(key) if cacheable else None
     if cached is None:
         context, status = build()
+        placeholder = CSRF_PLACEHOLDER_PREFIX + secrets.token_hex(16)
         body = render_to_string(
-            template_name,
-            {**context, "csrf_token": CSRF_PLACEHOLDER},
-            request=request,
+            template_name, {**context, "csrf_token": placeholder}, request=request
         )
-        cached = (body, status)
+        cached = (tuple(body.split(placeholder)), status)
         if cacheable and (still_current is None or still_current() == key_data):
             cache.set(key, cached, PAGE_CACHE_SECONDS)
-    body, status = cached
-    return HttpResponse(
-        body.replace(CSRF_PLACEHOLDER, get_token(request)), status=status
-    )
+    parts, status = cached
+    return HttpResponse(get_token(request).join(parts), status=status)
 
 
 def json_cached(

@@ -8,14 +8,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from runs import events, hot_reads
+from runs import events, hot_reads, try_throttle
 from runs.access import require_role
 from runs.analysis.clusters import cluster_filter
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
@@ -36,14 +36,17 @@ from runs.models import (
     ScoringPass,
     Target,
 )
+from runs.names import clean_name
+from runs.pricing import PriceTable, price_table, use_prices
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets import (
+    TargetContext,
     check_plugin_secrets_bound,
     check_secrets_bound,
     target_context,
 )
-from runs.selectors import SKIPPED, run_items_lacking
+from runs.selectors import SKIPPED, run_items_lacking, target_get
 from runs.targets import clean_target_config, trial
 from runs.targets.base import get_target_class
 
@@ -54,9 +57,7 @@ def project_create(
     *, name: str, owner: AbstractBaseUser, description: str = ""
 ) -> Project:
     """Create a project with ``owner`` as its admin."""
-    name = name.strip()
-    if not name:
-        raise InvalidInput("is required", field="name")
+    name = clean_name(name, model=Project)
     with transaction.atomic():
         project, created = Project.objects.get_or_create(
             name=name, defaults={"description": description}
@@ -92,9 +93,7 @@ def target_create(
 ) -> Target:
     """Validate a target configuration and store it (secrets only as env names)."""
     require_role(user, project, Membership.Role.EDITOR)
-    name = name.strip()
-    if not name:
-        raise InvalidInput("is required", field="name")
+    name = clean_name(name, model=Target)
     cleaned = clean_target_config(kind, config, path="config")
     check_target_secrets(project=project, kind=kind, config=cleaned, path="config")
     try:
@@ -123,6 +122,7 @@ def run_create(
     project = dataset.project
     if user is not None:
         require_role(user, project, Membership.Role.EDITOR)
+    name = clean_name(name, model=Run, required=False)
     if target is not None:
         if target.project_id != project.pk:
             raise InvalidInput(
@@ -154,7 +154,7 @@ def run_create(
         options = RunOptions.from_dict(options, path="options")
     run = Run.objects.create(
         project=project,
-        name=name.strip(),
+        name=name,
         dataset=dataset,
         dataset_hash=dataset.content_hash,
         target=target,
@@ -250,15 +250,13 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
 
 def api_key_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiKey, str]:
     """Create an API key; the plain key is returned once and never stored."""
-    limit = ApiKey._meta.get_field("name").max_length
-    if len(name.strip()) > limit:
-        raise InvalidInput(f"must be at most {limit} characters", field="name")
+    name = clean_name(name, model=ApiKey, required=False)
     secret = secrets.token_urlsafe(32)
     prefix = secrets.token_hex(4)
     plain = f"{API_KEY_PREFIX}{prefix}_{secret}"
     key = ApiKey.objects.create(
         user=user,
-        name=name.strip() or "default",
+        name=name or "default",
         prefix=prefix,
         key_hash=api_key_hash(plain),
     )
@@ -446,9 +444,7 @@ def target_update(
     require_role(user, target.project, Membership.Role.EDITOR)
     changed: list[str] = []
     if name is not None:
-        name = name.strip()
-        if not name:
-            raise InvalidInput("is required", field="name")
+        name = clean_name(name, model=Target)
         target.name = name
         changed.append("name")
     if config is not None:
@@ -477,18 +473,45 @@ def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
         target.delete()
 
 
-def target_try(
+async def target_try(
     *,
-    target: Target,
+    target_id: int,
     user: AbstractBaseUser,
     text: str = TARGET_TRY_DEFAULT_INPUT,
-    timeout: float = TARGET_TRY_TIMEOUT_SECONDS,
+    seconds: float = TARGET_TRY_TIMEOUT_SECONDS,
 ) -> trial.TargetTry:
-    """Send one input through the target's real code path, under a timeout.
+    """Send one input through the target's real code path, for at most ``seconds``.
 
-    The answer or the error is returned with every secret the target was
-    given replaced, so a server that echoes its headers cannot reveal one.
+    Runs on the event loop: a slow target holds no server thread while it is
+    waited for. Each user has a few tries at a time and a few a minute
+    (``try_throttle``); one more raises TooManyRequests. The answer or the
+    error is returned with every secret the target was given replaced, so a
+    server that echoes its headers cannot reveal one.
     """
+    plan = await _try_prepare(target_id=target_id, user=user, text=text)
+    if plan.context is None:
+        return trial.TargetTry(ok=False, error=plan.error, error_type="ConfigError")
+    async with try_throttle.try_slot(user_id=user.pk, lease=seconds + 5):
+        # A judge (a scorer target) prices its tokens from this table.
+        with use_prices(plan.prices):
+            outcome = await trial.send_one(
+                plan.target.kind, plan.target.config, text, seconds, plan.context
+            )
+    return trial.redacted(outcome, plan.context.secrets.values())
+
+
+@dataclass(frozen=True, slots=True)
+class _TryPlan:
+    target: Target
+    prices: PriceTable
+    context: TargetContext | None  # None: its secrets cannot be had (``error``)
+    error: str = ""
+
+
+@sync_to_async
+def _try_prepare(*, target_id: int, user: AbstractBaseUser, text: str) -> _TryPlan:
+    """What a try reads from the database, read before it goes out."""
+    target = target_get(user=user, target_id=target_id)
     require_role(user, target.project, Membership.Role.EDITOR)
     if not text.strip():
         raise InvalidInput("is required", field="input")
@@ -496,15 +519,12 @@ def target_try(
         raise InvalidInput(
             f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
         )
-    # Sync callers (pages, the API) wait here; the request itself is async.
+    prices = price_table()
     try:
         context = target_context(target.project_id, target.kind, target.config)
     except ConfigError as exc:
-        return trial.TargetTry(ok=False, error=str(exc), error_type="ConfigError")
-    outcome = async_to_sync(trial.send_one)(
-        target.kind, target.config, text, timeout, context
-    )
-    return trial.redacted(outcome, context.secrets.values())
+        return _TryPlan(target, prices, None, str(exc))
+    return _TryPlan(target, prices, context)
 
 
 # -- failure clusters ------------------------------------------------------------

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+from asgiref.sync import iscoroutinefunction
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
@@ -48,22 +49,34 @@ BASELINE_CHOICES = 50
 MAX_PAGE = 1_000_000
 MAX_PAGE_DIGITS = len(str(MAX_PAGE))
 
-View = Callable[..., HttpResponse]
 
-
-def domain_errors(view: View) -> View:
+def domain_errors[View: Callable[..., Any]](view: View) -> View:
     """Show NotFound as 404 and Forbidden as 403, once for every page."""
+    if iscoroutinefunction(view):
+
+        @functools.wraps(view)
+        async def async_wrapper(
+            request: HttpRequest, *args: Any, **kwargs: Any
+        ) -> HttpResponseBase:
+            try:
+                return await view(request, *args, **kwargs)  # type: ignore[no-any-return]
+            except NotFound as exc:
+                raise Http404(str(exc)) from exc
+            except Forbidden as exc:
+                raise PermissionDenied(str(exc)) from exc
+
+        return cast(View, async_wrapper)
 
     @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
-            return view(request, *args, **kwargs)
+            return view(request, *args, **kwargs)  # type: ignore[no-any-return]
         except NotFound as exc:
             raise Http404(str(exc)) from exc
         except Forbidden as exc:
             raise PermissionDenied(str(exc)) from exc
 
-    return wrapper
+    return cast(View, wrapper)
 
 
 def _page(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:

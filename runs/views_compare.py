@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -131,21 +131,31 @@ def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_GET
-def compare_items_csv(request: HttpRequest) -> StreamingHttpResponse:
-    """Every paired item of one (candidate, scorer), as on the page, as CSV."""
-    baseline, candidate = selectors.comparison_pair(
-        user=request.user,
-        baseline_id=selectors.run_ids_parse(
-            request.GET.get("baseline"), field="baseline"
-        )[0],
-        candidate_id=selectors.run_ids_parse(
-            request.GET.get("candidate"), field="candidate"
-        )[0],
-        scorer=request.GET.get("scorer", ""),
-    )
-    return comparison_csv_response(
-        baseline=baseline,
-        candidate=candidate,
-        scorer=request.GET.get("scorer", ""),
-        change=request.GET.get("change") or None,
-    )
+def compare_items_csv(request: HttpRequest) -> HttpResponseBase:
+    """Every paired item of one (candidate, scorer), as on the page, as CSV.
+
+    A bad parameter is a 400 page naming it, as on the comparison page.
+    """
+    try:
+        scorer = request.GET.get("scorer", "")
+        baseline, candidate = selectors.comparison_pair(
+            user=request.user,
+            baseline_id=_one_run_id(request, "baseline"),
+            candidate_id=_one_run_id(request, "candidate"),
+            scorer=scorer,
+        )
+        return comparison_csv_response(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=scorer,
+            change=request.GET.get("change") or None,
+        )
+    except InvalidInput as exc:
+        return render(request, "runs/compare.html", {"error": exc}, status=400)
+
+
+def _one_run_id(request: HttpRequest, field: str) -> int:
+    ids = selectors.run_ids_parse(request.GET.get(field), field=field)
+    if len(ids) != 1:
+        raise InvalidInput("give one run id", field=field)
+    return ids[0]

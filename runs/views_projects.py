@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -17,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from runs import selectors, services
 from runs.access import ROLE_RANK, require_role, role_of
-from runs.errors import Conflict, InvalidInput
+from runs.errors import Conflict, InvalidInput, TooManyRequests
 from runs.forms import add_domain_error, target_edit_form
 from runs.forms_projects import (
     ApiKeyForm,
@@ -241,20 +242,47 @@ def target_delete(request: HttpRequest, target_id: int) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
-    """Send one test input to the target and show the answer or the error."""
-    target = selectors.target_get(user=request.user, target_id=target_id)
-    require_role(request.user, target.project, Membership.Role.EDITOR)
+async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
+    """Send one test input to the target and show the answer or the error.
+
+    A coroutine: the server's worker threads are not held while the target
+    answers (evalsite/handlers.py serves it on the event loop).
+    """
     form = TargetTryForm(request.POST)
-    outcome = None
+    outcome, refused = None, None
     if form.is_valid():
         try:
-            outcome = services.target_try(
-                target=target, user=request.user, text=form.cleaned_data["input"]
+            outcome = await services.target_try(
+                target_id=target_id,
+                user=await request.auser(),
+                text=form.cleaned_data["input"],
             )
         except InvalidInput as exc:
             add_domain_error(form, exc)
+        except TooManyRequests as exc:
+            form.add_error(None, exc.message)
+            refused = exc
+    return await _try_response(request, target_id, form, outcome, refused)
+
+
+@sync_to_async
+def _try_response(
+    request: HttpRequest,
+    target_id: int,
+    form: TargetTryForm,
+    outcome: TargetTry | None,
+    refused: TooManyRequests | None,
+) -> HttpResponse:
+    target = selectors.target_get(user=request.user, target_id=target_id)
+    require_role(request.user, target.project, Membership.Role.EDITOR)
+    status = refused.status_code if refused else 200
     if request.headers.get("HX-Request"):
         context = {"target": target, "try_form": form, "outcome": outcome}
-        return render(request, "runs/_target_try.html", context)
-    return _target_page(request, target, try_form=form, outcome=outcome)
+        response = render(request, "runs/_target_try.html", context, status=status)
+    else:
+        response = _target_page(
+            request, target, try_form=form, outcome=outcome, status=status
+        )
+    if refused:
+        response["Retry-After"] = str(refused.retry_after)
+    return response

@@ -194,3 +194,21 @@ def _empty_page_cache() -> None:
     from django.core.cache import caches
 
     caches["default"].clear()
+
+
+@pytest.fixture(autouse=True)
+def _fresh_try_counts() -> None:
+    """Each test starts with no tries counted against its users (ids repeat
+    from test to test: the rate of one would refuse the next)."""
+    from django.conf import settings
+
+    from runs import try_throttle
+
+    try_throttle.PROCESS.clear()
+    if settings.REDIS_URL:
+        import redis
+
+        with redis.Redis.from_url(settings.REDIS_URL) as client:
+            keys = list(client.scan_iter(f"{try_throttle.REDIS_PREFIX}*"))
+            if keys:
+                client.delete(*keys)

@@ -51,6 +51,31 @@ def test_projects_keys_and_target_try_in_a_browser(server: str, tmp_path: Path) 
         assert problems == []
 
 
+@pytest.fixture
+def one_try_a_minute(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server started after this allows each user one try a minute."""
+    monkeypatch.setenv("EVALSITE_TRY_PER_MINUTE", "1")
+
+
+def test_a_refused_try_says_why_in_place(
+    one_try_a_minute: None, server: str, tmp_path: Path
+) -> None:
+    with signed_in_page(server) as (page, problems):
+        page.click("nav >> text=Targets")
+        page.click("text=Demo model")
+        page.fill("#id_input", "What is 2 + 2?")
+        page.click("#try-form button[type=submit]")
+        page.wait_for_selector("#try-outcome")
+
+        page.click("#try-form button[type=submit]")
+        page.wait_for_selector("#try-area .error")
+
+        assert "at most 1 try a minute" in page.inner_text("#try-area .error")
+        shot(page, tmp_path, "target-try-refused")
+        # The refusal is a 429: the browser logs it, and nothing else.
+        assert all("429" in problem for problem in problems), problems
+
+
 def shot(page: object, tmp_path: Path, name: str) -> None:
     page.screenshot(path=str(tmp_path / f"{name}.png"), full_page=True)  # type: ignore[attr-defined]
     if folder := os.environ.get("EVALSITE_SCREENSHOTS"):

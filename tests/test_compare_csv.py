@@ -9,8 +9,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs.models import Dataset, Result, Run
-from tests.comparisons import paired_runs
+from runs.models import Dataset, Project, Result, Run
+from tests.comparisons import finish, make_run, paired_runs
+from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -106,3 +107,61 @@ def test_page_links_the_csv_of_what_it_shows(
 
     assert f"{PAGE}?baseline={baseline.pk}&amp;candidate={candidate.pk}" in page
     assert "change=regressions" in page
+
+
+def _bad_queries(baseline: Run, candidate: Run, elsewhere: Run) -> dict[str, tuple]:
+    """Each bad query of the CSV, with the field its error names."""
+    good = _query(baseline, candidate)
+    return {
+        "no baseline": ({k: v for k, v in good.items() if k != "baseline"}, "baseline"),
+        "baseline not a number": ({**good, "baseline": "first"}, "baseline"),
+        "two baselines": (
+            {**good, "baseline": f"{baseline.pk},{candidate.pk}"},
+            "baseline",
+        ),
+        "no candidate": (
+            {k: v for k, v in good.items() if k != "candidate"},
+            "candidate",
+        ),
+        "candidate out of range": ({**good, "candidate": "9" * 30}, "candidate"),
+        "unknown scorer": ({**good, "scorer": "judge"}, "scorer"),
+        "unknown change": ({**good, "change": "sideways"}, "change"),
+        "the baseline as candidate": ({**good, "candidate": baseline.pk}, "candidates"),
+        "a run over another dataset": (
+            {**good, "candidate": elsewhere.pk},
+            "candidates",
+        ),
+    }
+
+
+BAD = [
+    "no baseline",
+    "baseline not a number",
+    "two baselines",
+    "no candidate",
+    "candidate out of range",
+    "unknown scorer",
+    "unknown change",
+    "the baseline as candidate",
+    "a run over another dataset",
+]
+
+
+@pytest.mark.parametrize("bad", BAD)
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_a_bad_parameter_is_refused_naming_it_never_a_server_error(
+    alice_client: Client, runs: tuple[Run, Run], project: Project, bad: str, url: str
+) -> None:
+    other = make_dataset(project, arithmetic_items(2), name="other")
+    elsewhere = finish(make_run(other, scorers=["exact_match"], name="elsewhere"))
+    query, field = _bad_queries(*runs, elsewhere)[bad]
+
+    response = alice_client.get(url, query)
+
+    body = response.content.decode()
+    if url == PAGE:
+        assert response.status_code == 400
+        assert f"field &#x27;{field}&#x27;" in body
+    else:  # the API checks types and choices first (422), then the rest (400)
+        assert response.status_code in (400, 422)
+        assert field in body

@@ -97,6 +97,25 @@ def test_cached_runs_page_carries_a_csrf_token_valid_for_its_session(
     assert client.get("/").status_code == 302
 
 
+# What the placeholder for the CSRF token was, fixed, before it was made random.
+FORMER_PLACEHOLDER = "evalsiteCsrfPlaceholder0a1f5c9e2b7d"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("page", ["runs", "run"])
+def test_a_run_named_like_the_token_placeholder_shows_its_name(
+    page: str, alice_client: Client, bob_client: Client, project: Project
+) -> None:
+    run = _finished_run(project, name=FORMER_PLACEHOLDER)
+    url = "/" if page == "runs" else f"/runs/{run.pk}/"
+
+    for client in (alice_client, bob_client, alice_client):  # the last: cached
+        html = client.get(url).content.decode()
+
+        assert f">{FORMER_PLACEHOLDER}<" in html or f"{FORMER_PLACEHOLDER} <" in html
+        assert f">{_csrf_token(html)}<" not in html
+
+
 @pytest.mark.django_db
 def test_page_with_a_message_is_rendered_and_shows_it(
     alice: User, alice_client: Client, project: Project

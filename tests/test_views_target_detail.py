@@ -3,19 +3,21 @@ request" through the real target code path."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils.html import escape
 
 from runs import services
-from runs.models import Dataset, Project, Target
+from runs.models import Dataset, ModelPrice, Project, Target
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import set_bound_secret
 from tests.local_http import serve
@@ -373,7 +375,9 @@ def test_try_gives_up_after_its_timeout(
 ) -> None:
     _point_at(target, fake_openai.base_url)
 
-    outcome = services.target_try(target=target, user=bob, text="[[hang]]", timeout=0.2)
+    outcome = async_to_sync(services.target_try)(
+        target_id=target.pk, user=bob, text="[[hang]]", seconds=0.2
+    )
 
     assert not outcome.ok
     assert outcome.error_type == "Timeout"
@@ -398,8 +402,7 @@ def test_try_a_python_target(bob_client: Client, project: Project, bob: User) ->
 async def test_try_through_the_asgi_handler(
     project: Project, bob: User, fake_openai: FakeOpenAIServer
 ) -> None:
-    # The view is sync: under ASGI it runs in a thread and the request goes
-    # out on the server's loop, as with Daphne.
+    # The view is a coroutine: under ASGI it runs on the server's loop.
     target = await Target.objects.acreate(
         project=project,
         name="local",
@@ -415,3 +418,44 @@ async def test_try_through_the_asgi_handler(
 
     assert response.status_code == 200
     assert response.context["outcome"].output == "2"
+
+
+@pytest.mark.parametrize("surface", ["page", "api"])
+def test_try_a_judge_as_the_target(
+    surface: str,
+    bob_client: Client,
+    project: Project,
+    bob: User,
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    # The judge prices its tokens: the price table is read before the try
+    # goes out, never from the event loop.
+    ModelPrice.objects.create(
+        model="fake-judge", prompt_per_million=1, completion_per_million=2
+    )
+    target = services.target_create(
+        project=project,
+        user=bob,
+        name="judge",
+        kind="scorer",
+        config={
+            "scorer_kind": "llm_judge",
+            "params": {"base_url": fake_openai.base_url, "model": "fake-judge"},
+        },
+    )
+
+    if surface == "api":
+        response = bob_client.post(
+            f"/api/v1/targets/{target.pk}/try",
+            {"input": "Paris"},
+            content_type="application/json",
+        )
+        outcome = response.json()
+    else:
+        response = bob_client.post(_url("target_try", target), {"input": "Paris"})
+        outcome = dataclasses.asdict(response.context["outcome"])
+
+    assert response.status_code == 200
+    assert (outcome["ok"], outcome["error"]) == (True, ""), outcome["error"]
+    assert outcome["output"] in {"pass", "fail"}
+    assert fake_openai.stats.requests == 1

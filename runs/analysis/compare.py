@@ -55,7 +55,7 @@ from django.core.cache import cache
 from django.db import connection
 
 from runs.analysis.stats import wilson_interval
-from runs.analysis.verdicts import paired_columns, run_verdicts
+from runs.analysis.verdicts import JOINED_SCORERS, paired_columns, run_verdicts
 from runs.errors import InvalidInput
 from runs.models import Item, Result, Run, Score
 
@@ -482,28 +482,35 @@ def single_scan(
             )
             for name, one in paired.items()
         }
-    params = [name for name in scorers for _ in range(2)]
+    # Each scorer's columns come from one query; a query joins the scores of
+    # at most JOINED_SCORERS scorers (SQLite joins at most 64 tables).
+    columns: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with connection.cursor() as cursor:
-        cursor.execute(_single_scan_sql(baseline, candidate, len(scorers)), params)
-        rows = cursor.fetchall()
+        for start in range(0, len(scorers), JOINED_SCORERS):
+            chunk = scorers[start : start + JOINED_SCORERS]
+            params = [name for name in chunk for _ in range(2)]
+            cursor.execute(_single_scan_sql(baseline, candidate, len(chunk)), params)
+            rows = cursor.fetchall()
+            table = np.array(rows, dtype=float).reshape(len(rows), 3 * len(chunk))
+            for j, name in enumerate(chunk):
+                columns[name] = (
+                    table[:, 3 * j].astype(np.int64),
+                    table[:, 3 * j + 1],
+                    table[:, 3 * j + 2],
+                )
         cursor.execute(
             f"SELECT run_id, COUNT(*) FROM {_RESULT} WHERE run_id IN (%s, %s) "
             "GROUP BY run_id",
             [baseline.pk, candidate.pk],
         )
         items = dict(cursor.fetchall())
-    table = np.array(rows, dtype=float).reshape(len(rows), 3 * len(scorers))
     return {
         name: _scanned(
-            (
-                table[:, 3 * j].astype(np.int64),
-                table[:, 3 * j + 1],
-                table[:, 3 * j + 2],
-            ),
+            columns[name],
             baseline_items=int(items.get(baseline.pk, 0)),
             candidate_items=int(items.get(candidate.pk, 0)),
         )
-        for j, name in enumerate(scorers)
+        for name in scorers
     }
 
 

@@ -37,6 +37,10 @@ FORMAT = 1
 SKIPPED = 4
 PASSED = 2
 
+# Scorers whose scores one query joins: SQLite joins at most 64 tables, and
+# the comparison's scan joins two a scorer (compare.py).
+JOINED_SCORERS = 24
+
 _RESULT = Result._meta.db_table
 _SCORE = Score._meta.db_table
 
@@ -80,17 +84,30 @@ def _sql(run: Run, count: int) -> str:
 
 
 def compute(run: Run) -> Verdicts:
-    """The run's verdicts, read from its results and scores."""
+    """The run's verdicts, read from its results and scores.
+
+    A query joins the scores of at most ``JOINED_SCORERS`` scorers (SQLite
+    joins at most 64 tables); each gives every result of the run, in item
+    order, so their columns line up.
+    """
     scorers = tuple(run.scorer_names)
+    chunks = [
+        scorers[start : start + JOINED_SCORERS]
+        for start in range(0, len(scorers), JOINED_SCORERS)
+    ] or [()]
+    tables = []
     with connection.cursor() as cursor:
-        cursor.execute(_sql(run, len(scorers)), list(scorers))
-        rows = cursor.fetchall()
-    table = np.array(rows, dtype=float).reshape(len(rows), 1 + 2 * len(scorers))
+        for chunk in chunks:
+            cursor.execute(_sql(run, len(chunk)), list(chunk))
+            rows = cursor.fetchall()
+            tables.append(
+                np.array(rows, dtype=float).reshape(len(rows), 1 + 2 * len(chunk))
+            )
     return Verdicts(
-        items=table[:, 0].astype(np.int64),
+        items=tables[0][:, 0].astype(np.int64),
         scorers=scorers,
-        states=table[:, 1::2].astype(np.uint8),
-        values=table[:, 2::2].copy(),
+        states=np.hstack([table[:, 1::2] for table in tables]).astype(np.uint8),
+        values=np.hstack([table[:, 2::2] for table in tables]),
     )
 
 

@@ -22,6 +22,7 @@ from runs.errors import InvalidInput
 from runs.importers.parsers import Records, Where, kind_of
 
 ID_MAX_LENGTH = 255
+EXPECTED_FIELD_MAX_LENGTH = 255  # Dataset.expected_field
 PREVIEW_ROWS = 10
 # Guesses for the preview, best first; compared without regard to case.
 ID_NAMES = ("id", "task_id", "uid", "qid", "question_id", "problem_id", "idx")
@@ -57,6 +58,12 @@ class FieldMap:
     def of(
         cls, *, id_field: str, input_field: str, expected_field: str | None
     ) -> FieldMap:
+        # The dataset keeps the expected answer's field name.
+        if expected_field and len(expected_field) > EXPECTED_FIELD_MAX_LENGTH:
+            raise InvalidInput(
+                f"must be at most {EXPECTED_FIELD_MAX_LENGTH} characters",
+                field="expected_field",
+            )
         return cls(id=id_field, input=input_field, expected=expected_field or None)
 
     def validate(self) -> None:

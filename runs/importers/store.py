@@ -47,8 +47,8 @@ from runs.importers.parsers import (
     resolve_format,
 )
 from runs.models import Dataset, Item, Membership, Project
+from runs.names import clean_name
 
-NAME_MAX_LENGTH = 200
 BATCH_SIZE = 250
 # What an import fills of each item, in this order (plain_rows).
 ITEM_FIELDS = ("dataset_id", "index", "external_id", "input", "expected", "metadata")
@@ -222,13 +222,7 @@ def _draft(
     # No user means a trusted caller: the command line or the demo seeder.
     if user is not None:
         require_role(user, project, Membership.Role.EDITOR)
-    name = name.strip()
-    if not name:
-        raise InvalidInput("is required", field="name")
-    if len(name) > NAME_MAX_LENGTH:
-        raise InvalidInput(
-            f"must be at most {NAME_MAX_LENGTH} characters", field="name"
-        )
+    name = clean_name(name, model=Dataset)
     return Dataset(project=project, name=name, description=description, created_by=user)
 
 

@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from django.conf import settings
 from pydantic import BaseModel
 
 from runs.errors import ConfigError
@@ -196,6 +197,12 @@ def clean_scorer_specs(
     """
     if not isinstance(specs, list):
         raise ConfigError("must be a list", field=path)
+    limit = settings.EVALSITE_MAX_SCORERS
+    if len(specs) > limit:
+        raise ConfigError(
+            f"has {len(specs)} scorers; at most {limit} (EVALSITE_MAX_SCORERS)",
+            field=path,
+        )
     cleaned: list[dict[str, Any]] = []
     seen: set[str] = set()
     for position, spec in enumerate(specs):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from django.conf import settings
 from pydantic import BaseModel
 
 from runs.errors import ConfigError
@@ -120,8 +122,24 @@ def get_target_class(kind: str | None, *, field: str = "kind") -> type[TargetFac
 def clean_target_config(
     kind: str | None, config: Any, *, path: str = "config", kind_field: str = "kind"
 ) -> dict[str, Any]:
-    """A target kind's configuration, validated against its declaration."""
-    return get_target_class(kind, field=kind_field).clean(config, path=path)
+    """A target kind's configuration, validated against its declaration, and
+    at most ``EVALSITE_MAX_TARGET_CONFIG_BYTES`` as compact JSON, as it is
+    stored (with its defaults)."""
+    cleaned = get_target_class(kind, field=kind_field).clean(config, path=path)
+    _check_config_size(cleaned, path=path)
+    return cleaned
+
+
+def _check_config_size(config: dict[str, Any], *, path: str) -> None:
+    limit = settings.EVALSITE_MAX_TARGET_CONFIG_BYTES
+    text = json.dumps(config, separators=(",", ":"), ensure_ascii=False, default=str)
+    size = len(text.encode())
+    if size > limit:
+        raise ConfigError(
+            f"is {size:,} bytes as compact JSON; at most {limit:,} "
+            "(EVALSITE_MAX_TARGET_CONFIG_BYTES)",
+            field=path,
+        )
 
 
 def build_target(

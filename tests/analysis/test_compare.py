@@ -567,3 +567,44 @@ def test_differences_equal_but_for_floating_point_are_one_value(
 
     assert values.tolist() == [pytest.approx(0.217)]
     assert counts.tolist() == [2]
+
+
+@pytest.mark.parametrize(
+    ("epochs", "finished"),
+    # Finished single-epoch runs pair their stored verdicts; running ones,
+    # and runs of several epochs, are paired in SQL.
+    [(1, True), (1, False), (2, True)],
+)
+def test_runs_sharing_seventy_scorers_compare_scorer_by_scorer(
+    dataset, epochs: int, finished: bool
+) -> None:
+    # SQLite joins at most 64 tables in one query; each scorer is two joins.
+    scorers = [f"s{n:02}" for n in range(70)]
+    baseline = make_run(dataset, scorers=scorers, name="baseline", epochs=epochs)
+    candidate = make_run(dataset, scorers=scorers, name="candidate", epochs=epochs)
+    items = list(dataset.items.order_by("index")[:3])
+    for epoch in range(epochs):
+        for position, item in enumerate(items):
+            # Scorer n: the candidate passes item 0 when n is even (an
+            # improvement); both pass the others.
+            add_result(baseline, item, dict.fromkeys(scorers, 1.0 if position else 0.0),
+                       epoch=epoch)  # fmt: skip
+            add_result(
+                candidate,
+                item,
+                {
+                    name: 1.0 if position or n % 2 == 0 else 0.0
+                    for n, name in enumerate(scorers)
+                },
+                epoch=epoch,
+            )
+    if finished:
+        baseline, candidate = finish(baseline), finish(candidate)
+
+    rows = compare.compare_runs(baseline=baseline, candidates=[candidate]).scorers
+
+    assert [row.scorer for row in rows] == scorers
+    assert [row.improvements for row in rows] == [
+        1 if n % 2 == 0 else 0 for n in range(70)
+    ]
+    assert {row.both_passed for row in rows} == {2}
