@@ -141,7 +141,7 @@ def main() -> None:
         database_ensure(conn, admin_url, name)
     where = conninfo_to_dict(admin_url)
     # A socket directory is written as a percent-encoded host.
-    host = quote(where.get("host") or "127.0.0.1", safe="")
+    host = quote(str(where.get("host") or "127.0.0.1"), safe="")
     port = where.get("port") or 5432
     print(f"postgres://{name}:{quote(password, safe='')}@{host}:{port}/{name}")
 
