@@ -78,15 +78,14 @@ def tighten(path: Path, mode: int) -> None:
     current = stat.S_IMODE(info.st_mode)
     if not current & 0o077:
         return
-    if info.st_uid != os.geteuid():
+    # A directory shared on purpose (sticky, like /tmp) is never taken over.
+    if info.st_uid != os.geteuid() or info.st_mode & stat.S_ISVTX:
         logger.warning(
-            "%s is open to other accounts (mode %04o) and not owned by this one: "
-            "make it %04o (chmod %o %s)",
+            "%s is open to other accounts (mode %04o) and not this account's "
+            "own: give evalsite a directory of its own, mode %04o",
             path,
             current,
             mode,
-            mode,
-            path,
         )
         return
     os.chmod(path, mode)

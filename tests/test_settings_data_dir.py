@@ -106,6 +106,21 @@ def test_a_data_directory_of_another_account_is_left_with_a_warning(
     done = manage(tmp_path, "check")
 
     assert mode(tmp_path) == 0o755
-    assert f"{tmp_path} is open to other accounts (mode 0755) and not owned" in (
+    assert f"{tmp_path} is open to other accounts (mode 0755) and not this" in (
         done.stderr
     )
+
+
+def test_a_shared_scratch_directory_is_never_taken_over(tmp_path: Path) -> None:
+    """EVALSITE_DATA_DIR=/tmp, say: the server warns and leaves it as it is."""
+    shared = tmp_path / "scratch"
+    shared.mkdir()
+    shared.chmod(0o1777)
+
+    done = manage(shared, "check")
+
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    assert f"{shared} is open to other accounts (mode 1777) and not this" in (
+        done.stderr
+    )
+    assert mode(shared / "evalsite.sqlite3") == 0o600
