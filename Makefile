@@ -40,6 +40,8 @@ run: demo
 
 # The distributed mode on this machine's PostgreSQL and Redis: a web server and
 # two workers (WORKERS=N for more; DATABASE_URL, REDIS_URL to choose others).
+# Without DATABASE_URL it runs as a PostgreSQL role of its own, with a password
+# kept in the data directory; the local superuser only creates it.
 distributed: install
 	BIN=$(BIN) HOST=$(HOST) PORT=$(PORT) ./scripts/distributed.sh
 

@@ -20,6 +20,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from evalsite.private_files import FILE_MODE, private_dir, private_sqlite, tighten
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -74,13 +76,17 @@ def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 
 
 DATA_DIR = Path(env_str("EVALSITE_DATA_DIR", str(BASE_DIR / "var")))
+# The database, keys and uploads live here: no other account may look in
+# (a sandboxed program, any local user). Tightened if an earlier start left
+# it open.
+private_dir(DATA_DIR)
 
 
 def local_key(path: Path, make: Callable[[], str]) -> str:
     """A key made once for this installation (``make()``), kept in a file only
     its owner may read; whichever process writes it first wins."""
     if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
         # Written aside, then linked into place: the file appears whole, so
         # a process starting at the same moment never reads it empty.
         fd, aside = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
@@ -91,6 +97,7 @@ def local_key(path: Path, make: Callable[[], str]) -> str:
                 os.link(aside, path)
         finally:
             os.unlink(aside)
+    tighten(path, FILE_MODE)  # one copied in, or made by hand
     return path.read_text().strip()
 
 
@@ -197,7 +204,9 @@ if DATABASE_URL:
             f"DATABASE_URL is not a database URL: {exc}"
         ) from None
 else:
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # Made owner-only before Django first connects: SQLite gives its -wal and
+    # -shm files the database's mode.
+    private_sqlite(DATA_DIR / "evalsite.sqlite3")
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
@@ -255,6 +264,11 @@ CACHES = {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "evalsite-session",
+            # Signed JSON under keyed names, never pickles: whatever else
+            # reaches the Redis server can neither run code in this process
+            # nor read session ids off its keys (evalsite/signed_cache.py).
+            "KEY_FUNCTION": "evalsite.signed_cache.hashed_key",
+            "OPTIONS": {"serializer": "evalsite.signed_cache.SessionCacheSerializer"},
         }
         if REDIS_URL
         else {
@@ -405,9 +419,10 @@ def env_network_rules(name: str, default: tuple[str, ...]) -> list[str]:
 # Project secrets are encrypted with these keys, kept out of the database.
 EVALSITE_SECRETS_KEYS = env_fernet_keys("EVALSITE_SECRETS_KEY", DATA_DIR)
 EVALSITE_ENV_SECRETS = env_secret_bindings("EVALSITE_ENV_SECRETS")
-EVALSITE_TARGET_ALLOW = env_network_rules(
-    "EVALSITE_TARGET_ALLOW", ("loopback", "public")
-)
+# Public addresses only: services on this machine's loopback (a status page,
+# the server's own pages) are out of targets' reach unless the operator adds
+# "loopback" (a model server on this machine) or an address of it.
+EVALSITE_TARGET_ALLOW = env_network_rules("EVALSITE_TARGET_ALLOW", ("public",))
 EVALSITE_TARGET_DENY = env_network_rules("EVALSITE_TARGET_DENY", ())
 
 _VALIDATORS = "django.contrib.auth.password_validation"

@@ -5,7 +5,8 @@ separated: a network in CIDR notation (``10.1.0.0/16``, ``fd12::/48``), a
 single address, a host name (``api.openai.com``), a ``*.suffix`` wildcard that
 matches every name below the suffix (not the suffix itself), ``*`` for every
 host name, or one of the words ``loopback``, ``private`` and ``public`` (the
-address classes of Python's ``ipaddress``). The default allows ``loopback,public``.
+address classes of Python's ``ipaddress``). The default allows ``public`` only:
+a model server on this machine needs ``loopback`` (or its address) added.
 
 A connection to host H at address A is decided as follows:
 
@@ -47,7 +48,7 @@ from aiohttp.resolver import DefaultResolver
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-DEFAULT_ALLOW = ("loopback", "public")
+DEFAULT_ALLOW = ("public",)
 KEYWORDS = frozenset({"loopback", "private", "public"})
 # Refused whatever the operator allows: instance metadata hands out cloud
 # credentials, and nothing a model server needs lives on a link-local address.

@@ -1,30 +1,36 @@
 #!/usr/bin/env bash
 # `make distributed`: the distributed mode on this machine, as a working
-# example: a web server and $WORKERS workers (default 2) on PostgreSQL
-# ($DATABASE_URL, default the local server's "evalsite" database, made when
-# missing) and Redis ($REDIS_URL). Ctrl-C stops them all, the workers gracefully.
+# example: a web server and $WORKERS workers (default 2) on PostgreSQL and
+# Redis ($REDIS_URL). Ctrl-C stops them all, the workers gracefully.
+#
+# Without $DATABASE_URL it runs as a PostgreSQL role of its own, not as a
+# superuser: the role $PG_NAME (default evalsite), with a password made once
+# and kept in $EVALSITE_DATA_DIR/postgres_password (mode 0600), owning the
+# database $PG_NAME. $PG_ADMIN_URL (default the local server's passwordless
+# postgres superuser) is used only to create them, or to hand over a database
+# an earlier version made as the superuser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 WORKERS=${WORKERS:-2}
-export DATABASE_URL=${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/evalsite}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export EVALSITE_EXECUTOR=procrastinate
 
-"$BIN/python" - <<'PY'
-import os
-import psycopg
-from psycopg import sql
+if [ -z "${DATABASE_URL:-}" ]; then
+    DATABASE_URL=$(
+        PG_ADMIN_URL=${PG_ADMIN_URL:-postgres://postgres@127.0.0.1:5432/postgres} \
+        PG_NAME=${PG_NAME:-evalsite} "$BIN/python" scripts/postgres_role.py
+    )
+fi
+export DATABASE_URL
+case $REDIS_URL in
+    *://:*@* | *://*:*@*) ;;
+    *) echo "warning: $REDIS_URL has no password: anything that reaches it can read" \
+        "and write live progress and signed-in sessions (README, Scaling out)" >&2 ;;
+esac
 
-url = os.environ["DATABASE_URL"]
-base, _, name = url.rpartition("/")
-with psycopg.connect(f"{base}/postgres", autocommit=True) as conn:
-    if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        print(f"created database {name}")
-PY
 "$BIN/python" manage.py migrate --no-input
 "$BIN/python" manage.py seed_demo --host "$HOST" --port "$PORT"
 "$BIN/python" manage.py collectstatic --no-input --verbosity 0

@@ -7,9 +7,11 @@ her.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.test import Client
 
@@ -20,6 +22,14 @@ from tests.factories import arithmetic_items, make_dataset
 from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
 
 PASSWORD = "correct-horse-battery-staple"
+
+# The suite's model servers (runs/testing/fake_openai.py, tests/local_http.py)
+# listen on loopback, which the shipped network policy refuses: the suite
+# allows it, in this process (whose settings are already read) and in every
+# process it starts. tests/test_netpolicy_default.py checks the shipped default.
+SUITE_TARGET_ALLOW = ["loopback", "public"]
+os.environ["EVALSITE_TARGET_ALLOW"] = ",".join(SUITE_TARGET_ALLOW)
+django_settings.EVALSITE_TARGET_ALLOW = SUITE_TARGET_ALLOW
 
 
 def _user(username: str) -> User:

@@ -18,7 +18,7 @@ from runs.demo import (
     run_demo_choice,
     run_demo_offer,
 )
-from runs.models import Dataset, Project, Run, Target
+from runs.models import Dataset, Project, Run, RunStatus, Target
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
@@ -67,6 +67,25 @@ def test_start_the_demo_run_starts_it_and_opens_its_live_page(
         run.refresh_from_db()
     assert run.is_final
     assert run.processed == dataset.item_count
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_demo_run_needs_no_network(
+    bob_client: Client, dataset: Dataset, demo_target: Target, settings
+) -> None:
+    """`make run` allows no address for its demo: the demo model answers from
+    inside the server."""
+    settings.EVALSITE_TARGET_ALLOW = []  # nowhere at all
+
+    bob_client.post(START)
+
+    run = Run.objects.get()
+    deadline = time.monotonic() + 30
+    while not run.is_final and time.monotonic() < deadline:
+        time.sleep(0.05)
+        run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED
+    assert run.succeeded == dataset.item_count
 
 
 def test_the_demo_run_uses_the_largest_arithmetic_dataset(

@@ -25,7 +25,7 @@ from runs.netpolicy import (
 from runs.targets import clean_target_config
 from runs.targets.openai_chat import OpenAIChatTarget
 
-DEFAULT = NetworkPolicy.parse(["loopback", "public"], [])
+DEFAULT = NetworkPolicy.parse(netpolicy.DEFAULT_ALLOW, [])
 EVERYTHING = NetworkPolicy.parse(["*", "0.0.0.0/0", "::/0", "private"], [])
 
 
@@ -66,8 +66,9 @@ class FakeDNS(AbstractResolver):
 @pytest.mark.parametrize(
     ("address", "permitted"),
     [
-        ("127.0.0.1", True),
-        ("::1", True),
+        ("127.0.0.1", False),
+        ("::1", False),
+        ("127.0.0.2", False),
         ("93.184.216.34", True),
         ("2606:2800:220:1:248:1893:25c8:1946", True),
         ("10.0.0.5", False),
@@ -77,9 +78,7 @@ class FakeDNS(AbstractResolver):
         ("100.64.0.1", False),
     ],
 )
-def test_default_allows_loopback_and_public_addresses_only(
-    address: str, permitted: bool
-) -> None:
+def test_default_allows_public_addresses_only(address: str, permitted: bool) -> None:
     assert DEFAULT.permits("model.example", ip(address)) is permitted
 
 
@@ -149,7 +148,9 @@ def test_rules_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def test_resolver_keeps_only_the_permitted_addresses() -> None:
-    dns = FakeDNS({"mixed.example": ["10.0.0.5", "93.184.216.34", "169.254.169.254"]})
+    dns = FakeDNS(
+        {"mixed.example": ["10.0.0.5", "127.0.0.1", "93.184.216.34", "169.254.169.254"]}
+    )
     resolver = PolicyResolver(DEFAULT, inner=dns)
     results = await resolver.resolve("mixed.example", 443)
     assert [r["host"] for r in results] == ["93.184.216.34"]
@@ -306,7 +307,8 @@ async def test_policy_session_ignores_proxy_variables(
 
 def test_httpx_url_of_an_ipv6_literal_is_checked_unbracketed() -> None:
     assert httpx.URL("http://[::1]:8/v1").host == "::1"
-    assert DEFAULT.permits("[::1]", None)
+    assert NetworkPolicy.parse(["public", "loopback"], []).permits("[::1]", None)
+    assert not DEFAULT.permits("[::1]", None)
 
 
 def test_names_are_judged_in_the_ascii_form_that_is_resolved() -> None:

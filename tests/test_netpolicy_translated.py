@@ -12,7 +12,8 @@ from runs.netpolicy import NetworkPolicy, PolicyRefused, PolicyResolver, policy_
 from runs.targets import clean_target_config
 from tests.test_netpolicy import FakeDNS
 
-DEFAULT = NetworkPolicy.parse(["loopback", "public"], [])
+# The suite's policy: loopback (its fake servers) and public addresses.
+SUITE = NetworkPolicy.parse(["loopback", "public"], [])
 EVERYTHING = NetworkPolicy.parse(["*", "0.0.0.0/0", "::/0", "private"], [])
 PRIVATE_ONLY = NetworkPolicy.parse(["private"], [])
 
@@ -46,18 +47,18 @@ def test_a_translated_metadata_address_is_refused_as_a_literal(address: str) -> 
 )
 def test_a_translated_private_address_is_private(address: str) -> None:
     # 10.0.0.1 inside: refused by the default policy, allowed by "private".
-    assert not DEFAULT.permits("model.example", ipaddress.ip_address(address))
+    assert not SUITE.permits("model.example", ipaddress.ip_address(address))
     assert PRIVATE_ONLY.permits("model.example", ipaddress.ip_address(address))
 
 
 @pytest.mark.parametrize("address", ["64:ff9b::808:808", "2002:808:808::1"])
 def test_a_translated_public_address_is_public(address: str) -> None:
-    assert DEFAULT.permits("model.example", ipaddress.ip_address(address))
+    assert SUITE.permits("model.example", ipaddress.ip_address(address))
     assert not PRIVATE_ONLY.permits("model.example", ipaddress.ip_address(address))
 
 
 def test_loopback_and_a_valid_local_nat64_address_stay_usable() -> None:
-    assert DEFAULT.permits("localhost", ipaddress.ip_address("::1"))
+    assert SUITE.permits("localhost", ipaddress.ip_address("::1"))
     assert PRIVATE_ONLY.permits("gw.example", ipaddress.ip_address("64:ff9b:1::a00:1"))
 
 

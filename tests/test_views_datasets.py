@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -155,6 +156,24 @@ def test_upload_shows_the_fields_found_and_guesses_the_mapping(
     assert "answer (1 of 2)" in page
     assert "none: the items have no expected answer" in page
     assert '<td class="cell-text">1+1</td>' in page
+
+
+def test_a_staged_upload_is_readable_by_its_owner_only(
+    bob_client: Client, project: Project, tmp_path: Path
+) -> None:
+    old = os.umask(0)  # one that would leave everything open
+    try:
+        _stage(bob_client, project, _jsonl(ANSWER_NOT_EXPECTED))
+    finally:
+        os.umask(old)
+
+    staged = list((tmp_path / "uploads").rglob("*"))
+    modes = {
+        path: stat.S_IMODE(path.stat().st_mode)
+        for path in [tmp_path / "uploads", *staged]
+    }
+    assert len(staged) == 4  # the user's folder, the upload's, two files
+    assert modes == {path: 0o600 if path.is_file() else 0o700 for path in modes}
 
 
 def test_confirming_the_mapping_imports_and_forgets_the_file(

@@ -259,7 +259,9 @@ def _store_errors(store: Store) -> tuple[type[BaseException], ...]:
         # Imported only with Redis: the import costs a run's start 45 ms.
         from redis.exceptions import RedisError
 
-        errors = (RedisError, *errors)
+        # ValueError: a value that is not a number, which only another writer
+        # to the Redis server can have put there.
+        errors = (RedisError, ValueError, *errors)
     return errors
 
 

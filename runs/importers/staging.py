@@ -26,6 +26,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
+from evalsite.private_files import private_dir, private_opener
 from runs.access import require_role
 from runs.errors import NotFound
 from runs.importers.items import FieldMap, Preview
@@ -78,8 +79,8 @@ def upload_stage(
     uploads_clean(user=user, keep=MAX_PER_USER - 1)
     token = secrets.token_urlsafe(24)
     directory = _root() / str(user.pk) / token
-    directory.mkdir(parents=True, mode=0o700)
-    with (directory / _DATA).open("wb") as out:
+    private_dir(directory)
+    with open(directory / _DATA, "wb", opener=private_opener) as out:
         for chunk in upload.chunks():
             out.write(chunk)
     staged = StagedUpload(
@@ -94,7 +95,8 @@ def upload_stage(
     )
     meta = asdict(staged)
     meta["preview"]["guess"] = preview.guess.as_dict()
-    (directory / _META).write_text(json.dumps(meta))
+    with open(directory / _META, "w", opener=private_opener) as out:
+        out.write(json.dumps(meta))
     return staged
 
 

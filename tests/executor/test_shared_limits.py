@@ -324,6 +324,32 @@ def test_a_run_goes_on_with_local_limits_when_redis_goes_away(
     assert "shared limits in redis are unavailable" in caplog.text
 
 
+@needs_redis
+@pytest.mark.parametrize("method", ["backoff_level", "backoff_raise", "reserve"])
+def test_a_value_planted_in_redis_fails_the_store_not_the_run(method: str) -> None:
+    """Another writer's values under a target's keys: the call is paced by
+    this process, as when Redis is away."""
+    import redis
+
+    key = f"planted-{uuid.uuid4().hex}"
+    server = redis.Redis.from_url(REDIS_URL)
+    where = shared_limits.REDIS_PREFIX + key
+    server.set(where + ":rate", "not a number", ex=60)
+    server.hset(where + ":backoff", mapping={"level": "x", "last": "y"})
+    server.expire(where + ":backoff", 60)
+    server.close()
+    args = {"reserve": (key, 0.1, 1.0)}.get(method, (key,))
+
+    async def call() -> object:
+        degrading = Degrading(RedisStore(REDIS_URL), run_id=0)
+        try:
+            return await degrading.call(method, *args)
+        finally:
+            await degrading.aclose()
+
+    assert asyncio.run(call()) == asyncio.run(getattr(LocalStore(), method)(*args))
+
+
 # -- processes ---------------------------------------------------------------------
 
 

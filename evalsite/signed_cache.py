@@ -1,0 +1,72 @@
+"""What evalsite keeps in a Redis cache: signed JSON, under keyed names.
+
+Django's Redis cache pickles its values, and unpickling runs code: a process
+that can write to the Redis server (anything that reaches it, when it has no
+password) could plant a value that runs a command in the web server the next
+time it is read. Here every value is JSON signed with the secret key (one
+salt per purpose), and a value that is not ours, altered, or not JSON reads
+as a cache miss: it is never decoded, let alone unpickled.
+
+The names of the entries are keyed hashes of the cache's own keys, so that
+listing the server's keys does not hand out what the keys hold (a session's
+cache key holds the session's id, which signs its owner in).
+
+Set in ``CACHES`` (settings.py) for every Redis cache:
+
+    "KEY_FUNCTION": "evalsite.signed_cache.hashed_key",
+    "OPTIONS": {"serializer": "evalsite.signed_cache.SessionCacheSerializer"},
+
+Only JSON values can be stored (a session's data is JSON), and ``incr`` is
+not supported: a signed number is not a Redis integer.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core import signing
+from django.utils.crypto import salted_hmac
+
+logger = logging.getLogger("evalsite")
+
+
+class SignedJSONSerializer:
+    """JSON signed with the secret key; anything else loads as ``None``.
+
+    ``None`` is how Django's cache-backed sessions (and any ``cache.get(key)``
+    without a default) see a miss; refused values are also logged.
+    """
+
+    # Each cache signs with its own salt: a value signed for one purpose is
+    # refused by every other.
+    salt = "evalsite.signed_cache"
+
+    def dumps(self, obj: Any) -> bytes:
+        return signing.Signer(salt=self.salt).sign_object(obj).encode("ascii")
+
+    def loads(self, data: bytes | str) -> Any:
+        try:
+            text = data.decode("ascii") if isinstance(data, bytes) else data
+            return signing.Signer(salt=self.salt).unsign_object(text)
+        except (signing.BadSignature, ValueError) as exc:
+            # ValueError: not ASCII, not base64 or not JSON (the last two only
+            # under a valid signature, i.e. never from another writer).
+            logger.warning(
+                "a cache value failed its check (%s: %s): read as a miss",
+                type(exc).__name__,
+                str(exc)[:100],
+            )
+            return None
+
+
+class SessionCacheSerializer(SignedJSONSerializer):
+    salt = "evalsite.signed_cache.sessions"
+
+
+def hashed_key(key: str, key_prefix: str, version: int | str) -> str:
+    """A cache's ``KEY_FUNCTION``: the key hashed with the secret key."""
+    digest = salted_hmac(
+        "evalsite.signed_cache.key", f"{version}:{key}", algorithm="sha256"
+    ).hexdigest()
+    return f"{key_prefix}:{version}:{digest}"
