@@ -518,6 +518,14 @@ SECURE_CSP_REPORT_ONLY = _CSP_POLICY if EVALSITE_CSP == "report-only" else {}
 
 # The largest item a dataset may hold, measured as its compact JSON.
 EVALSITE_MAX_ITEM_BYTES = env_int("EVALSITE_MAX_ITEM_BYTES", 1024 * 1024, minimum=1024)
+# A dataset's columns (CSV) or distinct fields (any format) at most.
+EVALSITE_MAX_COLUMNS = env_int("EVALSITE_MAX_COLUMNS", 2000, minimum=10)
+# A YAML file is parsed whole, at several times its size in memory: smaller.
+EVALSITE_MAX_YAML_BYTES = env_int(
+    "EVALSITE_MAX_YAML_BYTES", 10 * 1024 * 1024, minimum=1024
+)
+# Reading (parsing and checking) one dataset file stops after this long.
+EVALSITE_MAX_PARSE_SECONDS = env_int("EVALSITE_MAX_PARSE_SECONDS", 120, minimum=1)
 # An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
 # confirmation of its field mapping; each user keeps at most a few such files.
 EVALSITE_UPLOAD_TTL_SECONDS = env_int("EVALSITE_UPLOAD_TTL_SECONDS", 3600, minimum=60)
