@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from runs.errors import InvalidInput
-from runs.importers import FieldMap, Source, parse_items, preview_file, yaml_records
+from runs.importers import FieldMap, Source, parse_items, preview_file
 
 NO_EXPECTED = FieldMap(expected=None)
 MB = 1024 * 1024
@@ -151,6 +151,8 @@ def test_yaml_over_the_yaml_limit_is_refused_suggesting_json_lines(settings) -> 
 
 @pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml")
 def test_yaml_is_parsed_by_libyaml_when_pyyaml_has_it() -> None:
+    from runs.importers import yaml_records
+
     assert issubclass(yaml_records._YamlLoader, yaml.cyaml.CParser)
     preview = preview_file(
         source=Source.from_bytes(b"- {input: a}\n- {input: b}\n", name="x.yaml")
