@@ -112,6 +112,18 @@ def preview_file(*, source: Source, format: str | None = None) -> Preview:
     return preview(_records(source, fmt, ReadBudget.start()), fmt=fmt)
 
 
+def dataset_preview(
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    source: Source,
+    format: str | None = None,
+) -> Preview:
+    """``preview_file`` for someone who may import into ``project`` (an editor)."""
+    require_role(user, project, Membership.Role.EDITOR)
+    return preview_file(source=source, format=format)
+
+
 def _records(source: Source, fmt: str, budget: ReadBudget) -> Any:
     """The source's records, made into items first for a benchmark layout."""
     read = record_reader(source, fmt, budget=budget)
