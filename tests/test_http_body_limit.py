@@ -162,6 +162,19 @@ async def test_forged_session_cookie_does_not_lift_the_anonymous_limit() -> None
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_made_up_key_does_not_lift_the_anonymous_limit() -> None:
+    exchange = await post(
+        UPLOAD,
+        [b"x" * MB] * 2,
+        length=2 * MB,
+        headers=[(b"authorization", b"Bearer made-up-key")],
+    )
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_key_holder_uploads_a_body_over_the_anonymous_limit(
     alice: User, project: Project
 ) -> None:
@@ -232,3 +245,78 @@ def test_daphne_answers_413_from_the_headers_without_waiting_for_the_body(
 
     assert answer.startswith(b"HTTP/1.1 413")
     assert b"application/json" in answer
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [b"Authorization: Bearer made-up-key", b"Cookie: sessionid=made-up-session"],
+    ids=["key", "session"],
+)
+def test_daphne_refuses_made_up_credentials_without_waiting_for_the_body(
+    daphne: int, credential: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", daphne), timeout=20) as sock:
+        sock.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+            f"Content-Length: {2 * MB}\r\n".encode()
+            + credential
+            + b"\r\n\r\n"
+            + b"x" * 1000  # and not one byte more
+        )
+        answer = _answer(sock, "a 413 before the rest of the body")
+
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert b"API key" in answer
+
+
+KEY_HOLDER = """
+from django.contrib.auth import get_user_model
+from runs.services import api_key_create, project_create
+user = get_user_model().objects.get(username="researcher")
+project = project_create(name="Uploads", owner=user)
+print(project.pk, api_key_create(user=user, name="ci")[1])
+"""
+
+
+def test_daphne_reads_a_large_body_once_the_key_is_checked(
+    data_dir: Path, daphne: int
+) -> None:
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", KEY_HOLDER],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    project, key = made.stdout.splitlines()[-1].split()
+    line = b'{"id": "ID", "input": "' + b"a" * 200 + b'", "expected": "a"}\n'
+    content = b"".join(line.replace(b"ID", b"%d" % n) for n in range(6000))
+    body = multipart(int(project), content)
+    assert len(body) > MB  # over the anonymous limit
+
+    with socket.create_connection(("127.0.0.1", daphne), timeout=60) as sock:
+        sock.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+            f"Authorization: Bearer {key}\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        answer = _answer(sock, "the answer to an upload with a real key")
+
+    assert answer.startswith(b"HTTP/1.1 201"), answer[:500]
+    assert b'"item_count": 6000' in answer
+
+
+def _answer(sock: socket.socket, waiting_for: str) -> bytes:
+    """The server's answer: what it sent until it closed the connection."""
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except TimeoutError:
+        if not chunks:
+            pytest.fail(f"no answer in {sock.gettimeout()} s: waited for {waiting_for}")
+    return b"".join(chunks)
