@@ -199,7 +199,7 @@ def record_reader(
     A YAML document is parsed here, once; lines, CSV rows and the records of a
     JSON array are read lazily on every call.
     """
-    read = _reader(source, fmt)
+    read = _reader(source, fmt, budget)
     if budget is None:
         return read
 
@@ -211,13 +211,15 @@ def record_reader(
     return timed
 
 
-def _reader(source: Source, fmt: str) -> Callable[[], Records]:
+def _reader(
+    source: Source, fmt: str, budget: ReadBudget | None
+) -> Callable[[], Records]:
     if fmt in ("jsonl", "humaneval"):
         return lambda: _jsonl_records(source)
     if fmt == "csv":
         return lambda: _csv_records(source)
     if fmt == "yaml":
-        records = _yaml_records(source)
+        records = _yaml_records(source, budget)
         return lambda: iter(records)
     if fmt in LAYOUT_FORMATS and not _one_document(source):
         return lambda: _jsonl_records(source)
@@ -404,10 +406,15 @@ def _csv_row(reader: Any, line: int) -> list[str] | None:
 # -- YAML ---------------------------------------------------------------------------
 
 
-def _yaml_records(source: Source) -> list[tuple[Where, Any]]:
+def _yaml_records(source: Source, budget: ReadBudget | None) -> list[tuple[Where, Any]]:
     """The records of a YAML list, each with the line it starts on."""
+
+    def on_line(line: int) -> None:
+        if budget is not None:
+            budget.check(Where(line=line))
+
     with source.open() as stream:
-        data, lines = yaml_document(stream)
+        data, lines = yaml_document(stream, on_line=on_line)
     if lines is None:
         raise InvalidInput(f"expected a YAML list of objects, got {kind_of(data)}")
     return [

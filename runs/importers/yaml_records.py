@@ -15,6 +15,7 @@ refused before anything is expanded), nor nest deeper than ``MAX_DEPTH``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any, BinaryIO
 
 import yaml
@@ -40,6 +41,8 @@ except ImportError:  # PyYAML built without libyaml
 MAX_DEPTH = 100
 # What YAML aliases may repeat at least, whatever the file's size.
 ALIAS_BYTES_FLOOR = 1024 * 1024
+# How often (in values composed) the parse reports its progress.
+CHECK_EVERY = 1000
 BOM = b"\xef\xbb\xbf"
 # libyaml's parser stops at 1,000 levels itself.
 _LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
@@ -49,7 +52,9 @@ _LONG_NUMBER = f"a number has more than {sys.get_int_max_str_digits()} digits"
 class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore[misc]
     """Safe YAML that keeps dates as written and bounds nesting and aliases."""
 
-    def __init__(self, stream: str, *, alias_budget: int) -> None:
+    def __init__(
+        self, stream: str, *, alias_budget: int, on_line: Callable[[int], None]
+    ) -> None:
         _Parser.__init__(self, stream)
         Composer.__init__(self)
         SafeConstructor.__init__(self)
@@ -59,10 +64,15 @@ class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore
         self.alias_budget = alias_budget
         self.repeated = 0
         self.measures: dict[int, tuple[int, int]] = {}
+        self.on_line = on_line
+        self.nodes = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
         line = event.start_mark.line + 1
+        self.nodes += 1
+        if self.nodes % CHECK_EVERY == 0:
+            self.on_line(line)
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self.open_anchors:
                 raise InvalidInput(
@@ -136,10 +146,18 @@ _YamlLoader.yaml_implicit_resolvers = {
 _YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)
 
 
-def yaml_document(stream: BinaryIO) -> tuple[Any, list[int] | None]:
-    """The value of a YAML file and, if it is a list, the line of each item."""
+def yaml_document(
+    stream: BinaryIO, *, on_line: Callable[[int], None] = lambda line: None
+) -> tuple[Any, list[int] | None]:
+    """The value of a YAML file and, if it is a list, the line of each item.
+
+    ``on_line`` is called with the line reached every ``CHECK_EVERY`` values
+    composed; it may raise to stop the parse.
+    """
     text = _read_text(stream)
-    loader = _YamlLoader(text, alias_budget=max(len(text), ALIAS_BYTES_FLOOR))
+    loader = _YamlLoader(
+        text, alias_budget=max(len(text), ALIAS_BYTES_FLOOR), on_line=on_line
+    )
     try:
         node = loader.get_single_node()
         if node is None:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from runs.errors import InvalidInput
-from runs.importers import FieldMap, Source, parse_items, preview_file
+from runs.importers import FieldMap, InvalidRecord, Source, parse_items, preview_file
 
 NO_EXPECTED = FieldMap(expected=None)
 MB = 1024 * 1024
@@ -180,3 +180,18 @@ def test_reading_a_file_stops_when_its_time_is_up(settings, filename: str) -> No
         "the file took longer than 0 s to read (EVALSITE_MAX_PARSE_SECONDS); "
         "split it into smaller files"
     )
+
+
+def test_a_yaml_parse_stops_when_its_time_is_up_before_reaching_the_end(
+    settings,
+) -> None:
+    settings.EVALSITE_MAX_PARSE_SECONDS = 0
+    content = b"".join(b"- {input: question %d}\n" % n for n in range(3000))
+
+    with pytest.raises(InvalidInput) as info:
+        parse_items(content=content, filename="x.yaml", fields=NO_EXPECTED)
+
+    assert "took longer than 0 s to read" in info.value.message
+    # Stopped while the document was parsed, not at its first record.
+    assert not isinstance(info.value, InvalidRecord)
+    assert info.value.line is not None and 1 < info.value.line < 3000
