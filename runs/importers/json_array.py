@@ -105,7 +105,8 @@ class JsonText:
     def skip_space(self) -> str:
         """The next character after whitespace, or "" at the end of the file."""
         while True:
-            self.position = _SPACE.match(self.text, self.position).end()
+            match = _SPACE.match(self.text, self.position)
+            self.position = match.end() if match else self.position
             if self.position < len(self.text) or self.eof:
                 return self.text[self.position : self.position + 1]
             self.fill()

@@ -27,7 +27,7 @@ from yaml.resolver import Resolver
 from runs.errors import InvalidInput
 
 try:
-    from yaml.cyaml import CParser as _Parser
+    from yaml._yaml import CParser as _Parser
 except ImportError:  # PyYAML built without libyaml
 
     class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
