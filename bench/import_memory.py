@@ -72,6 +72,10 @@ def _json_objects(size: int) -> bytes:
     return b"[" + b",\n".join(_records(size)) + b"]"
 
 
+def _json_one_line(size: int) -> bytes:
+    return b"[" + b", ".join(_records(size)) + b"]"
+
+
 def _jsonl(size: int) -> bytes:
     return b"\n".join(_records(size)) + b"\n"
 
@@ -85,6 +89,7 @@ def _yaml(size: int) -> bytes:
 CASES: dict[str, tuple[str, Callable[[int], bytes]]] = {
     "json-zeros": ("x.json", _json_zeros),
     "json-objects": ("x.json", _json_objects),
+    "json-one-line": ("x.json", _json_one_line),
     "jsonl": ("x.jsonl", _jsonl),
     "yaml": ("x.yaml", _yaml),
 }

@@ -54,9 +54,9 @@ def too_large(limit: int) -> str:
 class JsonText:
     """The text of a binary stream, decoded as UTF-8 a chunk at a time.
 
-    ``text`` starts at the beginning of line ``first_line``, so that the line
-    and column of a decoding error are right; what was read before the
-    current position is dropped at each refill.
+    What was read before the current position is dropped at each refill (a
+    JSON array is often one long line); ``first_line`` and ``first_column``
+    say where in the file ``text`` starts, for the lines and columns of errors.
     """
 
     def __init__(self, stream: BinaryIO) -> None:
@@ -65,6 +65,7 @@ class JsonText:
         self.text = ""
         self.position = 0
         self.first_line = 1
+        self.first_column = 1
         self.counted = 0  # newlines are counted up to here
         self.counted_line = 1  # the line at ``counted``
         self.eof = False
@@ -77,10 +78,15 @@ class JsonText:
         return self.counted_line
 
     def fill(self, size: int = CHUNK) -> None:
-        """Read about ``size`` more bytes, dropping the lines already read."""
-        cut = self.text.rfind("\n", 0, min(self.position, self.counted)) + 1
+        """Read about ``size`` more bytes, dropping the text already read."""
+        cut = min(self.position, self.counted)
         if cut:
-            self.first_line += self.text.count("\n", 0, cut)
+            last_newline = self.text.rfind("\n", 0, cut)
+            if last_newline < 0:
+                self.first_column += cut
+            else:
+                self.first_line += self.text.count("\n", 0, cut)
+                self.first_column = cut - last_newline
             self.text = self.text[cut:]
             self.position -= cut
             self.counted -= cut
@@ -119,7 +125,8 @@ class JsonText:
                 value, end = decoder.raw_decode(self.text, start)
             except json.JSONDecodeError as exc:
                 if self.eof or not self._maybe_cut(exc):
-                    raise self.error(json_error(exc), exc.pos) from None
+                    message = f"invalid JSON: {exc.msg} (column {self.column(exc.pos)})"
+                    raise self.error(message, exc.pos) from None
             except RecursionError:
                 raise self.error(
                     "invalid JSON: nested too deeply", self._deepest(start)
@@ -146,6 +153,12 @@ class JsonText:
         """An error at ``position`` of the buffer, naming its line in the file."""
         line = self.first_line + self.text.count("\n", 0, position)
         return InvalidInput(message, line=line)
+
+    def column(self, position: int) -> int:
+        """The 1-based column in the file of ``position`` in the buffer."""
+        line_start = self.text.rfind("\n", 0, position) + 1
+        first = self.first_column if line_start == 0 else 1
+        return first + position - line_start
 
     def _deepest(self, start: int) -> int:
         """Where the value at ``start`` first reaches its deepest nesting."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import tracemalloc
 
 import pytest
 
@@ -84,3 +85,32 @@ def test_errors_name_their_line_however_the_file_arrives(
 
 def test_a_document_that_is_not_an_array_is_one_value_without_a_number() -> None:
     assert _records(b'\n {"problem": "p"}\n', 3) == [(None, 2, {"problem": "p"})]
+
+
+@pytest.mark.parametrize("piece", [3, 64 * 1024])
+def test_an_error_far_along_one_long_line_names_its_column(piece: int) -> None:
+    content = b"[" + b'{"a": 1}, ' * 20_000 + b'{"a": 1,,}]'
+    with pytest.raises(json.JSONDecodeError) as expected:
+        json.loads(content)
+
+    with pytest.raises(InvalidInput) as info:
+        _records(content, piece)
+
+    assert info.value.line == 1
+    assert info.value.message == (
+        f"invalid JSON: {expected.value.msg} (column {expected.value.colno})"
+    )
+
+
+def test_a_long_one_line_array_is_read_in_memory_that_does_not_grow_with_it() -> None:
+    record = json.dumps({"id": 0, "input": "x" * 100, "expected": "y"}).encode()
+    content = b"[" + b", ".join([record] * 40_000) + b"]"  # 5 MB on one line
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in json_records(io.BytesIO(content)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert count == 40_000
+    assert peak < 1024 * 1024
