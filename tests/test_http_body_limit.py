@@ -279,8 +279,9 @@ print(project.pk, api_key_create(user=user, name="ci")[1])
 """
 
 
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
 def test_daphne_reads_a_large_body_once_the_key_is_checked(
-    data_dir: Path, daphne: int
+    data_dir: Path, daphne: int, chunked: bool
 ) -> None:
     made = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", KEY_HOLDER],
@@ -291,22 +292,31 @@ def test_daphne_reads_a_large_body_once_the_key_is_checked(
         text=True,
     )
     project, key = made.stdout.splitlines()[-1].split()
-    line = b'{"id": "ID", "input": "' + b"a" * 200 + b'", "expected": "a"}\n'
-    content = b"".join(line.replace(b"ID", b"%d" % n) for n in range(6000))
-    body = multipart(int(project), content)
-    assert len(body) > MB  # over the anonymous limit
+    items = [{"id": str(n), "input": "a" * 200, "expected": "a"} for n in range(6000)]
+    if chunked:  # Django reads no multipart body without a length: JSON items
+        path, content_type = "/api/v1/datasets", "application/json"
+        body = json.dumps({"project": int(project), "name": "d", "items": items})
+        data = body.encode()
+        pieces = [data[i : i + 100_000] for i in range(0, len(data), 100_000)]
+        data = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+        framing = "Transfer-Encoding: chunked"
+    else:
+        path, content_type = UPLOAD, f"multipart/form-data; boundary={BOUNDARY}"
+        lines = b"".join(json.dumps(item).encode() + b"\n" for item in items)
+        data = multipart(int(project), lines)
+        framing = f"Content-Length: {len(data)}"
+    assert len(data) > MB  # over the anonymous limit
 
     with socket.create_connection(("127.0.0.1", daphne), timeout=60) as sock:
         sock.sendall(
-            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
-            f"Authorization: Bearer {key}\r\n"
-            f"Content-Length: {len(body)}\r\n\r\n".encode()
-            + body
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Content-Type: {content_type}\r\nAuthorization: Bearer {key}\r\n"
+            f"{framing}\r\n\r\n".encode()
+            + data
         )
         answer = _answer(sock, "the answer to an upload with a real key")
 
-    assert answer.startswith(b"HTTP/1.1 201"), answer[:500]
+    assert answer.startswith(b"HTTP/1.1 201"), answer[-800:]
     assert b'"item_count": 6000' in answer
 
 
