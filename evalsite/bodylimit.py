@@ -310,7 +310,10 @@ def install_under_daphne() -> None:
         original_received(self, command, path, version)
 
     def _hold_until_verified(
-        request: Any, headers: dict[bytes, bytes], anonymous_limit: int, length: Any
+        request: Any,
+        headers: dict[bytes, bytes],
+        anonymous_limit: int,
+        length: int | None,
     ) -> None:
         request._evalsite_held = []
         request.channel._networkProducer.pauseProducing()
@@ -318,7 +321,9 @@ def install_under_daphne() -> None:
         checked.addErrback(_unverified)
         checked.addCallback(_verified, request, anonymous_limit, length)
 
-    def _verified(valid: bool, request: Any, anonymous_limit: int, length: Any) -> None:
+    def _verified(
+        valid: bool, request: Any, anonymous_limit: int, length: int | None
+    ) -> None:
         held, request._evalsite_held = request._evalsite_held, None
         channel = request.channel
         if request._disconnected or channel is None:
@@ -335,7 +340,8 @@ def install_under_daphne() -> None:
             return
         if request._evalsite_received_call is not None:
             requestReceived(request, *request._evalsite_received_call)
-        if not channel._waitingForTransport:
+        # While the request is handled, Twisted resumes reading when it is done.
+        if not channel._waitingForTransport and not channel._handlingRequest:
             channel._networkProducer.resumeProducing()
 
     def create_application(self: Any, protocol: Any, scope: Scope) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -208,11 +209,25 @@ async def _key(user: User) -> tuple[Any, str]:
 
 @pytest.fixture
 def daphne(data_dir: Path) -> Iterator[int]:
+    with _daphne(env_for(data_dir)) as port:
+        yield port
+
+
+@pytest.fixture
+def daphne_1k_anonymous(data_dir: Path) -> Iterator[int]:
+    """Daphne with the smallest anonymous limit: a body over it fits one read."""
+    env = env_for(data_dir) | {"EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES": "1024"}
+    with _daphne(env) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def _daphne(env: dict[str, str]) -> Iterator[int]:
     port = free_port()
     server = subprocess.Popen(
         [*DAPHNE, "-p", str(port), "evalsite.asgi:application"],
         cwd=ROOT,
-        env=env_for(data_dir),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -283,15 +298,7 @@ print(project.pk, api_key_create(user=user, name="ci")[1])
 def test_daphne_reads_a_large_body_once_the_key_is_checked(
     data_dir: Path, daphne: int, chunked: bool
 ) -> None:
-    made = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", KEY_HOLDER],
-        cwd=ROOT,
-        env=env_for(data_dir),
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    project, key = made.stdout.splitlines()[-1].split()
+    project, key = _key_holder(data_dir)
     items = [{"id": str(n), "input": "a" * 200, "expected": "a"} for n in range(6000)]
     if chunked:  # Django reads no multipart body without a length: JSON items
         path, content_type = "/api/v1/datasets", "application/json"
@@ -318,6 +325,43 @@ def test_daphne_reads_a_large_body_once_the_key_is_checked(
 
     assert answer.startswith(b"HTTP/1.1 201"), answer[-800:]
     assert b'"item_count": 6000' in answer
+
+
+def test_daphne_handles_a_body_that_came_whole_while_the_key_was_checked(
+    data_dir: Path, daphne_1k_anonymous: int
+) -> None:
+    project, key = _key_holder(data_dir)
+    items = [{"id": str(n), "input": "question", "expected": "a"} for n in range(200)]
+    body = json.dumps({"project": int(project), "name": "d", "items": items})
+    assert 1024 < len(body) < 16 * 1024  # over the limit, in the first read
+
+    with socket.create_connection(
+        ("127.0.0.1", daphne_1k_anonymous), timeout=60
+    ) as sock:
+        sock.sendall(
+            f"POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Connection: close\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"{body}".encode()
+        )
+        answer = _answer(sock, "the answer to a small body with a real key")
+
+    assert answer.startswith(b"HTTP/1.1 201"), answer[-800:]
+    assert b'"item_count": 200' in answer
+
+
+def _key_holder(data_dir: Path) -> tuple[str, str]:
+    """A project and an API key of its owner, made in the server's database."""
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", KEY_HOLDER],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    project, key = made.stdout.splitlines()[-1].split()
+    return project, key
 
 
 def _answer(sock: socket.socket, waiting_for: str) -> bytes:
