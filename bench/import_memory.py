@@ -2,7 +2,8 @@
 
 Each case writes one file and previews it (as the upload page and the
 preview endpoint do) in a child process of its own, then reports what the
-child answered, how long the preview took, and the child's peak resident
+child answered, how long the preview took (wall and CPU time), and the
+child's peak resident
 memory (``VmHWM``, which starts afresh at exec, unlike ``ru_maxrss``) above
 that of a child that previews a one-line file.
 
@@ -39,17 +40,19 @@ import django
 django.setup()
 from pathlib import Path
 from runs.importers import Source, preview_file
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 try:
     found = preview_file(source=Source.from_path(Path({path!r})))
     outcome = f"{{found.count:,}} records"
 except Exception as exc:
     outcome = f"{{type(exc).__name__}}: {{str(exc)[:160]}}"
 seconds = time.perf_counter() - started
+cpu_seconds = time.process_time() - cpu
 status = Path("/proc/self/status").read_text()
 peak = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
 peak_kib = int(peak.split()[1])
-print(json.dumps({{"outcome": outcome, "seconds": seconds, "peak_kib": peak_kib}}))
+report = {{"outcome": outcome, "seconds": seconds, "cpu_seconds": cpu_seconds}}
+print(json.dumps({{**report, "peak_kib": peak_kib}}))
 """
 
 
