@@ -3,9 +3,8 @@
 Each case writes one file and previews it (as the upload page and the
 preview endpoint do) in a child process of its own, then reports what the
 child answered, how long the preview took (wall and CPU time), and the
-child's peak resident
-memory (``VmHWM``, which starts afresh at exec, unlike ``ru_maxrss``) above
-that of a child that previews a one-line file.
+child's peak resident memory (``VmHWM``, which starts afresh at exec, unlike
+``ru_maxrss``) above that of a child that previews a one-line file.
 
     .venv/bin/python bench/import_memory.py                  # every case, 20 MB
     .venv/bin/python bench/import_memory.py json-zeros json-objects --mb 5
