@@ -57,6 +57,7 @@ class Case:
     authenticated: bool
     chunked: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    made_up_key: bool = False
     what: str = ""
 
 
@@ -69,6 +70,13 @@ CASES = [
         False,
         chunked=True,
         what="anonymous, API, chunked (no Content-Length)",
+    ),
+    Case(
+        "bearer_made_up",
+        "/api/v1/datasets/upload",
+        True,
+        made_up_key=True,
+        what="a made-up bearer key, API",
     ),
     Case(
         "bearer_over_limit",
@@ -187,7 +195,9 @@ def send_large(port: int, case: Case, project: int, key: str, size: int) -> int 
         "Transfer-Encoding: chunked" if case.chunked else f"Content-Length: {size}"
     )
     if case.authenticated:
-        headers.append(f"Authorization: Bearer {key}")
+        headers.append(
+            f"Authorization: Bearer {'made-up' if case.made_up_key else key}"
+        )
     sock = socket.create_connection(("127.0.0.1", port), timeout=600)
     try:
         sock.sendall(("\r\n".join(headers) + "\r\n\r\n").encode())

@@ -15,7 +15,10 @@ Daphne needs three more things, installed by ``install_under_daphne``:
   seconds, whoever sent it. That parsing is switched off;
 - Twisted reads a whole request body into a temporary file before Daphne
   starts the application, so the size check by headers also happens there,
-  when the headers have arrived, and the connection is closed unread;
+  when the headers have arrived, and the connection is closed unread. A body
+  over the anonymous limit with a key or a session cookie waits, unread (the
+  connection paused), until a worker thread has checked that the key or the
+  session is real: a made-up one is refused as anonymous;
 - Daphne then copies that whole file into the application's input queue in
   8 KB messages, in one go on the event loop (for 200 MB, 25,600 messages held
   in memory at once). Instead, the application reads the file lazily, a chunk
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
@@ -43,6 +47,8 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 # Scope extension under which the Daphne integration hands over the body file.
 BODY_FILE_EXTENSION = "evalsite.body_file"
 FILE_CHUNK = 1024 * 1024
+
+logger = logging.getLogger(__name__)
 
 
 def limits() -> tuple[int, int]:
@@ -248,12 +254,14 @@ def install_under_daphne() -> None:
     """Refuse oversized bodies in Twisted and hand bodies over lazily (idempotent)."""
     from daphne.http_protocol import WebRequest
     from daphne.server import Server
+    from twisted.internet.threads import deferToThread
 
     if getattr(WebRequest, "_evalsite_body_limit", False):
         return
     WebRequest._evalsite_body_limit = True
     original_got_length = WebRequest.gotLength
     original_chunk = WebRequest.handleContentChunk
+    original_received = WebRequest.requestReceived
     original_create = Server.create_application
 
     def gotLength(self: Any, length: int | None) -> None:
@@ -270,17 +278,71 @@ def install_under_daphne() -> None:
         self._evalsite_anonymous = not has_credentials(headers)
         self._evalsite_allowed = anonymous_limit if self._evalsite_anonymous else limit
         self._evalsite_received = 0
+        self._evalsite_held = None
+        self._evalsite_received_call = None
         if length is not None and length > self._evalsite_allowed:
             _refuse_in_twisted(self)
+        elif not self._evalsite_anonymous and (
+            length is None or length > anonymous_limit
+        ):
+            _hold_until_verified(self, headers, anonymous_limit, length)
 
     def handleContentChunk(self: Any, data: bytes) -> None:
         if getattr(self, "_evalsite_refused", False):
+            return
+        if self._evalsite_held is not None:
+            # Only what one read brought: the connection is paused again.
+            self._evalsite_held.append(data)
+            self.channel._networkProducer.pauseProducing()
             return
         self._evalsite_received += len(data)
         if self._evalsite_received > self._evalsite_allowed:
             _refuse_in_twisted(self)
             return
         original_chunk(self, data)
+
+    def requestReceived(self: Any, command: bytes, path: bytes, version: bytes) -> None:
+        if getattr(self, "_evalsite_refused", False):
+            return
+        if self._evalsite_held is not None:  # a small body that came whole
+            self._evalsite_received_call = (command, path, version)
+            return
+        original_received(self, command, path, version)
+
+    def _hold_until_verified(
+        request: Any,
+        headers: dict[bytes, bytes],
+        anonymous_limit: int,
+        length: int | None,
+    ) -> None:
+        request._evalsite_held = []
+        request.channel._networkProducer.pauseProducing()
+        checked = deferToThread(credentials_valid, headers)
+        checked.addErrback(_unverified)
+        checked.addCallback(_verified, request, anonymous_limit, length)
+
+    def _verified(
+        valid: bool, request: Any, anonymous_limit: int, length: int | None
+    ) -> None:
+        held, request._evalsite_held = request._evalsite_held, None
+        channel = request.channel
+        if request._disconnected or channel is None:
+            return
+        if not valid:
+            request._evalsite_anonymous = True
+            request._evalsite_allowed = anonymous_limit
+            if length is not None:
+                _refuse_in_twisted(request)
+                return
+        for chunk in held:
+            handleContentChunk(request, chunk)
+        if getattr(request, "_evalsite_refused", False):
+            return
+        if request._evalsite_received_call is not None:
+            requestReceived(request, *request._evalsite_received_call)
+        # While the request is handled, Twisted resumes reading when it is done.
+        if not channel._waitingForTransport and not channel._handlingRequest:
+            channel._networkProducer.resumeProducing()
 
     def create_application(self: Any, protocol: Any, scope: Scope) -> Any:
         content = getattr(protocol, "content", None)
@@ -297,7 +359,16 @@ def install_under_daphne() -> None:
 
     WebRequest.gotLength = gotLength
     WebRequest.handleContentChunk = handleContentChunk
+    WebRequest.requestReceived = requestReceived
     Server.create_application = create_application
+
+
+def _unverified(failure: Any) -> bool:
+    """A check that failed (the database away): the request counts as anonymous."""
+    logger.warning(
+        "could not check a request's credentials: %s", failure.getErrorMessage()
+    )
+    return False
 
 
 def _refuse_in_twisted(request: Any) -> None:

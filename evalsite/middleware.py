@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
-from django.http import HttpRequest, HttpResponseBase, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonResponse
+from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.utils.csp import CSP, build_policy
+from django.utils.html import escape
 from whitenoise.middleware import WhiteNoiseMiddleware  # type: ignore[import-untyped]
 
 GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
@@ -142,3 +145,57 @@ class StaticFiles(WhiteNoiseMiddleware):
         return await sync_to_async(self.serve, thread_sensitive=False)(
             static_file, request
         )
+
+
+class MultipartHeader:
+    """A multipart/form-data request whose Content-Type Django cannot parse by
+    (no boundary, a malformed one) gets 400 and a message, before any view.
+
+    Django finds out only when a view first reads the form; django-ninja
+    turned that into a server error. The check is Django's own (its parser's
+    constructor reads nothing).
+    """
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: GetResponse) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+        refused = _multipart_refusal(request)
+        if refused is None:
+            return self.get_response(request)  # type: ignore[return-value]
+        return _ready(refused) if self.is_async else refused  # type: ignore[return-value]
+
+
+async def _ready(response: HttpResponseBase) -> HttpResponseBase:
+    return response
+
+
+MULTIPART_HELP = (
+    "the request's Content-Type is multipart/form-data without a valid "
+    "boundary parameter; let the HTTP client encode the form (e.g. curl -F)"
+)
+
+
+def _multipart_refusal(request: HttpRequest) -> HttpResponseBase | None:
+    if request.content_type != "multipart/form-data":
+        return None
+    try:
+        MultiPartParser(request.META, io.BytesIO(), [])
+    except MultiPartParserError as exc:
+        detail = MULTIPART_HELP if "boundary" in str(exc) else str(exc)
+    else:
+        return None
+    if request.path_info.startswith("/api/"):
+        return JsonResponse({"detail": detail}, status=400)
+    page = (
+        "<!doctype html><html lang=en><meta charset=utf-8>"
+        "<title>Bad request</title><h1>Bad request</h1>"
+        f"<p>{escape(detail.capitalize())}.</p></html>"
+    )
+    return HttpResponse(page, status=400)

@@ -150,6 +150,7 @@ MIDDLEWARE = [
     "evalsite.middleware.ContentSecurityPolicy",
     "evalsite.middleware.PrivateCacheControl",
     "evalsite.middleware.ApiJsonErrors",
+    "evalsite.middleware.MultipartHeader",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -546,6 +547,18 @@ EVALSITE_MAX_SCORERS = env_int("EVALSITE_MAX_SCORERS", 50, minimum=1)
 EVALSITE_MAX_TARGET_CONFIG_BYTES = env_int(
     "EVALSITE_MAX_TARGET_CONFIG_BYTES", 64 * 1024, minimum=1024
 )
+# A dataset's columns (CSV) or distinct fields (any format) at most.
+EVALSITE_MAX_COLUMNS = env_int("EVALSITE_MAX_COLUMNS", 2000, minimum=10)
+# A YAML file is parsed whole, at about 40 times its size in memory and some
+# seconds per MiB even with libyaml: far smaller than other files.
+EVALSITE_MAX_YAML_BYTES = env_int(
+    "EVALSITE_MAX_YAML_BYTES", 4 * 1024 * 1024, minimum=1024
+)
+# Reading (parsing and checking) one dataset file stops after this long: a
+# bound on the work of one request, even after its client left. Checking a
+# JSON Lines file costs about 0.2 s of CPU per MiB, so 300 s leaves a file at
+# the dataset limit room on a busy server.
+EVALSITE_MAX_PARSE_SECONDS = env_int("EVALSITE_MAX_PARSE_SECONDS", 300, minimum=1)
 # An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
 # confirmation of its field mapping; each user keeps at most a few such files.
 EVALSITE_UPLOAD_TTL_SECONDS = env_int("EVALSITE_UPLOAD_TTL_SECONDS", 3600, minimum=60)

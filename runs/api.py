@@ -321,8 +321,12 @@ def preview_dataset(
 
     Nothing is stored. `guess` names the likeliest id, input and expected fields.
     """
-    return importers.preview_file(
-        source=importers.Source.from_upload(file), format=form.format
+    project = project_get(user=request.auth, project_id=form.project)
+    return importers.dataset_preview(
+        project=project,
+        user=request.auth,
+        source=importers.Source.from_upload(file),
+        format=form.format,
     )
 
 

@@ -191,6 +191,9 @@ class DatasetUploadForm(Schema):
 
 
 class DatasetPreviewForm(Schema):
+    project: DbId = Field(
+        description="the project the file is for; previewing needs the editor role"
+    )
     format: str | None = Field(
         None,
         description=(

@@ -386,15 +386,18 @@ def test_items_may_say_there_is_no_expected_answer(
     assert accepted.json()["expected_count"] == 0
 
 
-def preview(client: Client, content: bytes, filename: str, **form: str) -> HttpResponse:
+def preview(
+    client: Client, project: Project, content: bytes, filename: str, **form: str
+) -> HttpResponse:
     file = SimpleUploadedFile(filename, content, content_type="text/plain")
-    return client.post(f"{API}/datasets/preview", {"file": file, **form})
+    data = {"file": file, "project": project.pk, **form}
+    return client.post(f"{API}/datasets/preview", data)
 
 
 def test_preview_lists_fields_with_counts_first_rows_and_a_guess(
-    victor_client: Client, project: Project
+    bob_client: Client, project: Project
 ) -> None:
-    response = preview(victor_client, ANSWER_CSV, "sums.csv")
+    response = preview(bob_client, project, ANSWER_CSV, "sums.csv")
 
     assert response.status_code == 200
     assert response.json() == {
@@ -415,7 +418,7 @@ def test_preview_lists_fields_with_counts_first_rows_and_a_guess(
 
 
 def test_preview_shows_at_most_ten_rows(alice_client: Client, project: Project) -> None:
-    response = preview(alice_client, jsonl(arithmetic_items(25)), "a.jsonl")
+    response = preview(alice_client, project, jsonl(arithmetic_items(25)), "a.jsonl")
 
     body = response.json()
     assert (body["count"], len(body["rows"])) == (25, 10)
@@ -425,16 +428,41 @@ def test_preview_shows_at_most_ten_rows(alice_client: Client, project: Project) 
 def test_preview_of_a_bad_file_names_the_line(
     alice_client: Client, project: Project
 ) -> None:
-    response = preview(alice_client, b'id,input\n1,"open\n2,b\n', "x.csv")
+    response = preview(alice_client, project, b'id,input\n1,"open\n2,b\n', "x.csv")
 
     assert response.status_code == 400
     assert response.json()["line"] == 2
 
 
-def test_preview_needs_authentication(client: Client) -> None:
-    response = preview(client, ANSWER_CSV, "sums.csv")
+def test_preview_needs_authentication(client: Client, project: Project) -> None:
+    response = preview(client, project, ANSWER_CSV, "sums.csv")
 
     assert response.status_code == 401
+
+
+def test_preview_needs_a_project(alice_client: Client, project: Project) -> None:
+    file = SimpleUploadedFile("sums.csv", ANSWER_CSV, content_type="text/plain")
+    response = alice_client.post(f"{API}/datasets/preview", {"file": file})
+
+    assert response.status_code == 422
+    assert "project" in json.dumps(response.json())
+
+
+def test_preview_is_forbidden_to_a_viewer(
+    victor_client: Client, project: Project
+) -> None:
+    response = preview(victor_client, project, ANSWER_CSV, "sums.csv")
+
+    assert response.status_code == 403
+    assert "editor" in response.json()["detail"]
+
+
+def test_preview_in_an_outsiders_project_is_not_found(
+    mallory_client: Client, project: Project
+) -> None:
+    response = preview(mallory_client, project, ANSWER_CSV, "sums.csv")
+
+    assert response.status_code == 404
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import subprocess
@@ -162,6 +163,19 @@ async def test_forged_session_cookie_does_not_lift_the_anonymous_limit() -> None
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_made_up_key_does_not_lift_the_anonymous_limit() -> None:
+    exchange = await post(
+        UPLOAD,
+        [b"x" * MB] * 2,
+        length=2 * MB,
+        headers=[(b"authorization", b"Bearer made-up-key")],
+    )
+
+    assert exchange.status == 413
+    assert exchange.reads == 0
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_key_holder_uploads_a_body_over_the_anonymous_limit(
     alice: User, project: Project
 ) -> None:
@@ -195,11 +209,25 @@ async def _key(user: User) -> tuple[Any, str]:
 
 @pytest.fixture
 def daphne(data_dir: Path) -> Iterator[int]:
+    with _daphne(env_for(data_dir)) as port:
+        yield port
+
+
+@pytest.fixture
+def daphne_1k_anonymous(data_dir: Path) -> Iterator[int]:
+    """Daphne with the smallest anonymous limit: a body over it fits one read."""
+    env = env_for(data_dir) | {"EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES": "1024"}
+    with _daphne(env) as port:
+        yield port
+
+
+@contextlib.contextmanager
+def _daphne(env: dict[str, str]) -> Iterator[int]:
     port = free_port()
     server = subprocess.Popen(
         [*DAPHNE, "-p", str(port), "evalsite.asgi:application"],
         cwd=ROOT,
-        env=env_for(data_dir),
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -232,3 +260,117 @@ def test_daphne_answers_413_from_the_headers_without_waiting_for_the_body(
 
     assert answer.startswith(b"HTTP/1.1 413")
     assert b"application/json" in answer
+
+
+@pytest.mark.parametrize(
+    "credential",
+    [b"Authorization: Bearer made-up-key", b"Cookie: sessionid=made-up-session"],
+    ids=["key", "session"],
+)
+def test_daphne_refuses_made_up_credentials_without_waiting_for_the_body(
+    daphne: int, credential: bytes
+) -> None:
+    with socket.create_connection(("127.0.0.1", daphne), timeout=20) as sock:
+        sock.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+            f"Content-Length: {2 * MB}\r\n".encode()
+            + credential
+            + b"\r\n\r\n"
+            + b"x" * 1000  # and not one byte more
+        )
+        answer = _answer(sock, "a 413 before the rest of the body")
+
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert b"API key" in answer
+
+
+KEY_HOLDER = """
+from django.contrib.auth import get_user_model
+from runs.services import api_key_create, project_create
+user = get_user_model().objects.get(username="researcher")
+project = project_create(name="Uploads", owner=user)
+print(project.pk, api_key_create(user=user, name="ci")[1])
+"""
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["length", "chunked"])
+def test_daphne_reads_a_large_body_once_the_key_is_checked(
+    data_dir: Path, daphne: int, chunked: bool
+) -> None:
+    project, key = _key_holder(data_dir)
+    items = [{"id": str(n), "input": "a" * 200, "expected": "a"} for n in range(6000)]
+    if chunked:  # Django reads no multipart body without a length: JSON items
+        path, content_type = "/api/v1/datasets", "application/json"
+        body = json.dumps({"project": int(project), "name": "d", "items": items})
+        data = body.encode()
+        pieces = [data[i : i + 100_000] for i in range(0, len(data), 100_000)]
+        data = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces) + b"0\r\n\r\n"
+        framing = "Transfer-Encoding: chunked"
+    else:
+        path, content_type = UPLOAD, f"multipart/form-data; boundary={BOUNDARY}"
+        lines = b"".join(json.dumps(item).encode() + b"\n" for item in items)
+        data = multipart(int(project), lines)
+        framing = f"Content-Length: {len(data)}"
+    assert len(data) > MB  # over the anonymous limit
+
+    with socket.create_connection(("127.0.0.1", daphne), timeout=60) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+            f"Content-Type: {content_type}\r\nAuthorization: Bearer {key}\r\n"
+            f"{framing}\r\n\r\n".encode()
+            + data
+        )
+        answer = _answer(sock, "the answer to an upload with a real key")
+
+    assert answer.startswith(b"HTTP/1.1 201"), answer[-800:]
+    assert b'"item_count": 6000' in answer
+
+
+def test_daphne_handles_a_body_that_came_whole_while_the_key_was_checked(
+    data_dir: Path, daphne_1k_anonymous: int
+) -> None:
+    project, key = _key_holder(data_dir)
+    items = [{"id": str(n), "input": "question", "expected": "a"} for n in range(200)]
+    body = json.dumps({"project": int(project), "name": "d", "items": items})
+    assert 1024 < len(body) < 16 * 1024  # over the limit, in the first read
+
+    with socket.create_connection(
+        ("127.0.0.1", daphne_1k_anonymous), timeout=60
+    ) as sock:
+        sock.sendall(
+            f"POST /api/v1/datasets HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            f"Connection: close\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Length: {len(body)}\r\n\r\n"
+            f"{body}".encode()
+        )
+        answer = _answer(sock, "the answer to a small body with a real key")
+
+    assert answer.startswith(b"HTTP/1.1 201"), answer[-800:]
+    assert b'"item_count": 200' in answer
+
+
+def _key_holder(data_dir: Path) -> tuple[str, str]:
+    """A project and an API key of its owner, made in the server's database."""
+    made = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", KEY_HOLDER],
+        cwd=ROOT,
+        env=env_for(data_dir),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    project, key = made.stdout.splitlines()[-1].split()
+    return project, key
+
+
+def _answer(sock: socket.socket, waiting_for: str) -> bytes:
+    """The server's answer: what it sent until it closed the connection."""
+    chunks = []
+    try:
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    except TimeoutError:
+        if not chunks:
+            pytest.fail(f"no answer in {sock.gettimeout()} s: waited for {waiting_for}")
+    return b"".join(chunks)

@@ -158,7 +158,7 @@ def normalise(
     counts: dict[str, int] = {}
     for where, record in records():
         _check(where, record, fields)
-        _count_fields(record, counts)
+        _count_new_fields(where, record, counts)
         if first_with_id is None and fields.id and fields.id in record:
             first_with_id = where
         if fields.expected and record.get(fields.expected) is not None:
@@ -242,7 +242,7 @@ def preview(records: Callable[[], Records], *, fmt: str) -> Preview:
         if not isinstance(record, dict):
             raise where.error(f"expected an object, got {kind_of(record)}")
         canonical(record, where)
-        _count_fields(record, counts)
+        _count_new_fields(where, record, counts)
         if len(rows) < PREVIEW_ROWS:
             rows.append(record)
         count += 1
@@ -298,6 +298,19 @@ def _count_fields(record: dict[Any, Any], counts: dict[str, int]) -> None:
         if value is not None:
             name = str(key)
             counts[name] = counts.get(name, 0) + 1
+
+
+def _count_new_fields(
+    where: Where, record: dict[Any, Any], counts: dict[str, int]
+) -> None:
+    """``_count_fields`` for a file's record: the fields of a file are bounded."""
+    _count_fields(record, counts)
+    limit = settings.EVALSITE_MAX_COLUMNS
+    if len(counts) > limit:
+        raise where.error(
+            f"the records have more than {limit:,} different fields "
+            "(EVALSITE_MAX_COLUMNS)"
+        )
 
 
 def _check(where: Where, record: Any, fields: FieldMap) -> None:

@@ -1,12 +1,12 @@
 """Reading dataset files into records, safely.
 
 Every failure of a parser becomes an ``InvalidInput`` naming the line (or the
-record of a JSON/YAML array). JSON Lines and CSV are read a line at a time from
-the file, so memory does not grow with the file; a JSON or YAML document is one
-value and is parsed whole, once. YAML aliases are measured while the document
-is composed: a file may not repeat more than a bounded amount of data through
-them (a "billion laughs" file is refused before anything is expanded), nor nest
-deeper than ``MAX_DEPTH``.
+record of a JSON/YAML array). JSON Lines and CSV are read a line at a time, and
+a JSON array a record at a time (``json_array``), so memory does not grow with
+the file, and reading stops at the first bad record. A YAML document is parsed
+whole, once, so YAML files have a lower size limit (``yaml_records``). Reading
+a file may take ``EVALSITE_MAX_PARSE_SECONDS`` at most (``ReadBudget``), and a
+line or a record of text at most ``raw_record_limit()`` bytes.
 """
 
 from __future__ import annotations
@@ -17,18 +17,25 @@ import gzip
 import importlib.resources
 import io
 import json
-import re
 import sys
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any, BinaryIO
 
-import yaml
 from django.conf import settings
 
 from runs.errors import InvalidInput
+from runs.importers.json_array import (
+    json_error,
+    json_records,
+    raw_record_limit,
+    too_large,
+)
+from runs.importers.yaml_records import yaml_document
 
 FORMATS = ("jsonl", "csv", "json", "yaml", "humaneval", "math", "gsm8k")
 # Benchmark layouts (``layouts.py``): JSON Lines or one JSON array or object.
@@ -36,10 +43,6 @@ LAYOUT_FORMATS = ("math", "gsm8k")
 EXTENSIONS = {".ndjson": "jsonl", ".yml": "yaml"} | {
     f".{fmt}": fmt for fmt in ("jsonl", "csv", "json", "yaml")
 }
-# Nesting of a YAML value; PyYAML composes and constructs recursively.
-MAX_DEPTH = 100
-# What YAML aliases may repeat at least, whatever the file's size.
-ALIAS_BYTES_FLOOR = 1024 * 1024
 BOM = b"\xef\xbb\xbf"
 _LONG_NUMBER = f"a number has more than {sys.get_int_max_str_digits()} digits"
 
@@ -161,35 +164,76 @@ def humaneval_content() -> bytes:
     return gzip.decompress(data.read_bytes())
 
 
-def record_reader(source: Source, fmt: str) -> Callable[[], Records]:
+class ReadBudget:
+    """How long reading one file may take, checked as its records are read.
+
+    The limit bounds the work a request can cause, also after its client has
+    gone. Once the file is parsed and validated, ``end`` lifts it: storing the
+    rows reads them once more, at the database's pace.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.ends_at: float | None = time.monotonic() + seconds
+
+    @classmethod
+    def start(cls) -> ReadBudget:
+        return cls(settings.EVALSITE_MAX_PARSE_SECONDS)
+
+    def check(self, where: Where) -> None:
+        if self.ends_at is not None and time.monotonic() >= self.ends_at:
+            raise where.error(
+                f"the file took longer than {self.seconds:g} s to read "
+                "(EVALSITE_MAX_PARSE_SECONDS); split it into smaller files"
+            )
+
+    def end(self) -> None:
+        self.ends_at = None
+
+
+def record_reader(
+    source: Source, fmt: str, *, budget: ReadBudget | None = None
+) -> Callable[[], Records]:
     """A function that reads the source's records afresh each time it is called.
 
-    JSON and YAML documents are parsed here, once; lines and CSV rows are read
-    lazily on every call.
+    A YAML document is parsed here, once; lines, CSV rows and the records of a
+    JSON array are read lazily on every call.
     """
+    read = _reader(source, fmt, budget)
+    if budget is None:
+        return read
+
+    def timed() -> Iterator[tuple[Where, Any]]:
+        for where, record in read():
+            budget.check(where)
+            yield where, record
+
+    return timed
+
+
+def _reader(
+    source: Source, fmt: str, budget: ReadBudget | None
+) -> Callable[[], Records]:
     if fmt in ("jsonl", "humaneval"):
         return lambda: _jsonl_records(source)
     if fmt == "csv":
         return lambda: _csv_records(source)
+    if fmt == "yaml":
+        records = _yaml_records(source, budget)
+        return lambda: iter(records)
     if fmt in LAYOUT_FORMATS and not _one_document(source):
         return lambda: _jsonl_records(source)
-    text = _read_text(source)
-    if not text.strip():
-        raise InvalidInput("the file has no items")
-    if fmt in LAYOUT_FORMATS and not text.lstrip().startswith("["):
-        records = [(Where(line=1), _loads(text, line=None))]
-    else:
-        records = _json_array(text) if fmt != "yaml" else _yaml_list(text)
-    return lambda: iter(records)
+    return lambda: _json_records(source, single=fmt in LAYOUT_FORMATS)
 
 
 def _one_document(source: Source) -> bool:
     """Whether a JSON file is one document (an array, or one pretty-printed
     object, as MATH ships a problem per file) rather than JSON Lines."""
+    limit = raw_record_limit()
     with source.open() as stream:
-        first = stream.readline().removeprefix(BOM)
+        first = stream.readline(limit).removeprefix(BOM)
         while first and not first.strip():
-            first = stream.readline()
+            first = stream.readline(limit)
     if first.lstrip().startswith(b"["):
         return True
     try:
@@ -224,11 +268,16 @@ def _lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
 
     UTF-8 never uses the byte 0x0A inside a character, so each line decodes on
     its own; splitting at U+2028 and the like (as str.splitlines does) would
-    cut JSON strings that hold them.
+    cut JSON strings that hold them. A line may not be longer than a record.
     """
-    for number, raw in enumerate(stream, start=1):
+    limit = raw_record_limit()
+    number = 0
+    while raw := stream.readline(limit + 2):
+        number += 1
         if number == 1:
             raw = raw.removeprefix(BOM)  # spreadsheet programs write one
+        if len(raw.rstrip(b"\r\n")) > limit:
+            raise InvalidInput(too_large(limit), line=number)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -236,40 +285,19 @@ def _lines(stream: BinaryIO) -> Iterator[tuple[int, str]]:
         yield number, line
 
 
-def _read_text(source: Source) -> str:
-    with source.open() as stream:
-        content = stream.read().removeprefix(BOM)
-    try:
-        return content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = content[: exc.start].count(b"\n") + 1
-        raise _not_utf8(content, exc, line) from None
-
-
-def _line_at(text: str, position: int) -> int:
-    return text.count("\n", 0, position) + 1
-
-
 # -- JSON ---------------------------------------------------------------------------
 
 
-def _json_error(exc: json.JSONDecodeError) -> str:
-    return f"invalid JSON: {exc.msg} (column {exc.colno})"
-
-
-def _loads(text: str, *, line: int | None) -> Any:
-    """``json.loads``, with every failure an InvalidInput."""
+def _loads(text: str, *, line: int) -> Any:
+    """``json.loads`` of one line, with every failure an InvalidInput."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        where = exc.lineno if line is None else line
-        raise InvalidInput(_json_error(exc), line=where) from None
+        raise InvalidInput(json_error(exc), line=line) from None
     except RecursionError:
-        where = _deepest_line(text) if line is None else line
-        raise InvalidInput("invalid JSON: nested too deeply", line=where) from None
+        raise InvalidInput("invalid JSON: nested too deeply", line=line) from None
     except ValueError:  # an integer with too many digits
-        where = _long_number_line(text) if line is None else line
-        raise InvalidInput(f"invalid JSON: {_LONG_NUMBER}", line=where) from None
+        raise InvalidInput(f"invalid JSON: {_LONG_NUMBER}", line=line) from None
 
 
 def _jsonl_records(source: Source) -> Iterator[tuple[Where, Any]]:
@@ -279,78 +307,18 @@ def _jsonl_records(source: Source) -> Iterator[tuple[Where, Any]]:
                 yield Where(line=number), _loads(line, line=number)
 
 
-_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-def _json_array(text: str) -> list[tuple[Where, Any]]:
-    """The records of a JSON array, each with the line it starts on."""
-    decoder = json.JSONDecoder()
-    position = _SPACE.match(text).end()
-    if not text.startswith("[", position):
-        data = _loads(text, line=None)
-        raise InvalidInput(f"expected a JSON array of objects, got {kind_of(data)}")
-    position = _SPACE.match(text, position + 1).end()
-    records: list[tuple[Where, Any]] = []
-    line, counted = 1, 0
-    closed = text.startswith("]", position)
-    while not closed:
-        line += text.count("\n", counted, position)
-        counted = position
-        value, position = _decode_at(decoder, text, position)
-        records.append((Where(record=len(records) + 1, line=line), value))
-        position = _SPACE.match(text, position).end()
-        closed = text.startswith("]", position)
-        if not closed:
-            if not text.startswith(",", position):
+def _json_records(source: Source, *, single: bool) -> Iterator[tuple[Where, Any]]:
+    """The records of a JSON array or, with ``single``, of one object."""
+    with source.open() as stream:
+        for number, line, value in json_records(stream):
+            if number is not None:
+                yield Where(record=number, line=line), value
+            elif single:
+                yield Where(line=line), value
+            else:
                 raise InvalidInput(
-                    "invalid JSON: expecting ',' or ']' after a record",
-                    line=_line_at(text, position),
+                    f"expected a JSON array of objects, got {kind_of(value)}"
                 )
-            position = _SPACE.match(text, position + 1).end()
-    end = _SPACE.match(text, position + 1).end()
-    if end != len(text):
-        raise InvalidInput(
-            "invalid JSON: more data after the array", line=_line_at(text, end)
-        )
-    return records
-
-
-def _decode_at(decoder: json.JSONDecoder, text: str, position: int) -> tuple[Any, int]:
-    try:
-        return decoder.raw_decode(text, position)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(_json_error(exc), line=exc.lineno) from None
-    except RecursionError:
-        raise InvalidInput(
-            "invalid JSON: nested too deeply", line=_deepest_line(text)
-        ) from None
-    except ValueError:
-        raise InvalidInput(
-            f"invalid JSON: {_LONG_NUMBER}", line=_long_number_line(text)
-        ) from None
-
-
-_JSON_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
-
-
-def _deepest_line(text: str) -> int | None:
-    """The line where a JSON document first reaches its deepest nesting."""
-    depth = deepest = 0
-    position = None
-    for match in _JSON_TOKENS.finditer(text):
-        token = match.group()
-        if token in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest, position = depth, match.start()
-        elif token in "]}":
-            depth -= 1
-    return None if position is None else _line_at(text, position)
-
-
-def _long_number_line(text: str) -> int | None:
-    match = re.search(rf"\d{{{sys.get_int_max_str_digits() + 1},}}", text)
-    return None if match is None else _line_at(text, match.start())
 
 
 # -- CSV ----------------------------------------------------------------------------
@@ -373,11 +341,7 @@ def _csv_records(source: Source) -> Iterator[tuple[Where, Any]]:
             return
         if not any(header):
             raise InvalidInput("the header row is empty", line=1)
-        for position, name in enumerate(header, start=1):
-            if not name:
-                raise InvalidInput(f"column {position} has no name", line=1)
-            if header.count(name) > 1:
-                raise InvalidInput("the column appears twice", line=1, field=name)
+        _check_header(header)
         while True:
             # A quoted cell may span lines: the row starts after the previous one.
             line = reader.line_num + 1
@@ -400,6 +364,30 @@ def _csv_records(source: Source) -> Iterator[tuple[Where, Any]]:
             )
 
 
+def _check_header(header: list[str]) -> None:
+    limit = settings.EVALSITE_MAX_COLUMNS
+    if len(header) > limit:
+        raise InvalidInput(
+            f"the header has {len(header):,} columns; the limit is {limit:,} "
+            "(EVALSITE_MAX_COLUMNS)",
+            line=1,
+        )
+    for position, name in enumerate(header, start=1):
+        if not name:
+            raise InvalidInput(f"column {position} has no name", line=1)
+    repeated = [(name, n) for name, n in Counter(header).items() if n > 1]
+    if repeated:
+        (name, times), others = repeated[0], [repr(name) for name, _ in repeated[1:]]
+        message = "the column appears " + ("twice" if times == 2 else f"{times} times")
+        if len(others) > 5:
+            others[5:] = [f"{len(others) - 5:,} more"]
+        if others:
+            message += "; so do " + " and ".join(
+                [", ".join(others[:-1]), others[-1]] if len(others) > 1 else others
+            )
+        raise InvalidInput(message, line=1, field=name)
+
+
 def _csv_row(reader: Any, line: int) -> list[str] | None:
     try:
         return next(reader)
@@ -418,116 +406,18 @@ def _csv_row(reader: Any, line: int) -> list[str] | None:
 # -- YAML ---------------------------------------------------------------------------
 
 
-class _YamlLoader(yaml.SafeLoader):
-    """Safe YAML that keeps dates as written and bounds nesting and aliases."""
-
-    def __init__(self, stream: str, *, alias_budget: int) -> None:
-        super().__init__(stream)
-        self.depth = 0
-        self.open_anchors: list[str | None] = []
-        self.alias_budget = alias_budget
-        self.repeated = 0
-        self.measures: dict[int, tuple[int, int]] = {}
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        event = self.peek_event()
-        line = event.start_mark.line + 1
-        if isinstance(event, yaml.AliasEvent):
-            if event.anchor in self.open_anchors:
-                raise InvalidInput(
-                    f"the alias *{event.anchor} refers to a value that contains it",
-                    line=line,
-                )
-            node = self.anchors.get(event.anchor)
-            if node is not None:
-                self._count_alias(node, event.anchor, line)
-            return super().compose_node(parent, index)
-        if self.depth >= MAX_DEPTH:
-            raise InvalidInput(f"values nest deeper than {MAX_DEPTH} levels", line=line)
-        self.depth += 1
-        self.open_anchors.append(getattr(event, "anchor", None))
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-            self.open_anchors.pop()
-
-    def _count_alias(self, node: yaml.Node, anchor: str, line: int) -> None:
-        size, height = self._measure(node)
-        if self.depth + height >= MAX_DEPTH:
-            raise InvalidInput(
-                f"values nest deeper than {MAX_DEPTH} levels through the alias "
-                f"*{anchor}",
-                line=line,
-            )
-        self.repeated += size
-        if self.repeated > self.alias_budget:
-            raise InvalidInput(
-                f"aliases would repeat more than {self.alias_budget:,} bytes "
-                f"(at *{anchor}); write the values out instead",
-                line=line,
-            )
-
-    def _measure(self, node: yaml.Node) -> tuple[int, int]:
-        """About how many bytes the node takes as JSON, and its nesting height."""
-        known = self.measures.get(id(node))
-        if known is not None:
-            return known
-        if isinstance(node, yaml.ScalarNode):
-            result = (len(node.value) + 3, 0)
-        else:
-            children = (
-                node.value
-                if isinstance(node, yaml.SequenceNode)
-                else [child for pair in node.value for child in pair]
-            )
-            measured = [self._measure(child) for child in children]
-            result = (
-                2 + sum(size for size, _ in measured),
-                1 + max((height for _, height in measured), default=0),
-            )
-        self.measures[id(node)] = result
-        return result
-
-    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:
-        try:
-            return super().construct_yaml_int(node)
-        except ValueError:  # more digits than Python converts
-            raise yaml.constructor.ConstructorError(
-                None, None, _LONG_NUMBER, node.start_mark
-            ) from None
-
-
-_YamlLoader.yaml_implicit_resolvers = {
-    first: [(tag, rx) for tag, rx in resolvers if not tag.endswith(":timestamp")]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)
-
-
-def _yaml_list(text: str) -> list[tuple[Where, Any]]:
+def _yaml_records(source: Source, budget: ReadBudget | None) -> list[tuple[Where, Any]]:
     """The records of a YAML list, each with the line it starts on."""
-    loader = _YamlLoader(text, alias_budget=max(len(text), ALIAS_BYTES_FLOOR))
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            raise InvalidInput("the file has no items")
-        data = loader.construct_document(node)
-        if not isinstance(data, list):
-            raise InvalidInput(f"expected a YAML list of objects, got {kind_of(data)}")
-        return [
-            (Where(record=number, line=child.start_mark.line + 1), record)
-            for number, (child, record) in enumerate(
-                zip(node.value, data, strict=True), start=1
-            )
-        ]
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise InvalidInput(f"invalid YAML: {exc.problem or exc}", line=line) from None
-    except yaml.YAMLError as exc:
-        raise InvalidInput(f"invalid YAML: {exc}") from None
-    except RecursionError:
-        raise InvalidInput("invalid YAML: nested too deeply") from None
-    finally:
-        loader.dispose()
+
+    def on_line(line: int) -> None:
+        if budget is not None:
+            budget.check(Where(line=line))
+
+    with source.open() as stream:
+        data, lines = yaml_document(stream, on_line=on_line)
+    if lines is None:
+        raise InvalidInput(f"expected a YAML list of objects, got {kind_of(data)}")
+    return [
+        (Where(record=number, line=line), record)
+        for number, (line, record) in enumerate(zip(lines, data, strict=True), 1)
+    ]

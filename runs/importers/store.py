@@ -40,6 +40,7 @@ from runs.importers.items import (
 )
 from runs.importers.layouts import LAYOUTS, layout_records
 from runs.importers.parsers import (
+    ReadBudget,
     Source,
     Where,
     humaneval_content,
@@ -82,7 +83,10 @@ def parse_items(
         fields = HUMANEVAL_FIELDS
     fields.validate()
     source.check_size()
-    return normalise(_records(source, fmt), fields=fields, fmt=fmt)
+    budget = ReadBudget.start()
+    parsed = normalise(_records(source, fmt, budget), fields=fields, fmt=fmt)
+    budget.end()
+    return parsed
 
 
 def parse_records(
@@ -105,12 +109,24 @@ def preview_file(*, source: Source, format: str | None = None) -> Preview:
     if fmt == "humaneval" and not source.size:
         source = Source.from_bytes(humaneval_content(), name="HumanEval.jsonl")
     source.check_size()
-    return preview(_records(source, fmt), fmt=fmt)
+    return preview(_records(source, fmt, ReadBudget.start()), fmt=fmt)
 
 
-def _records(source: Source, fmt: str) -> Any:
+def dataset_preview(
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    source: Source,
+    format: str | None = None,
+) -> Preview:
+    """``preview_file`` for someone who may import into ``project`` (an editor)."""
+    require_role(user, project, Membership.Role.EDITOR)
+    return preview_file(source=source, format=format)
+
+
+def _records(source: Source, fmt: str, budget: ReadBudget) -> Any:
     """The source's records, made into items first for a benchmark layout."""
-    read = record_reader(source, fmt)
+    read = record_reader(source, fmt, budget=budget)
     return layout_records(read, fmt) if fmt in LAYOUTS else read
 
 

@@ -185,7 +185,11 @@ def test_unpaired_surrogates_are_refused_naming_the_line(
     error = _refused(project, content, filename)
 
     assert error.line == 2
-    assert "unpaired surrogate" in error.message
+    # libyaml refuses the escape itself, PyYAML's own parser leaves it to us.
+    assert any(
+        reason in error.message
+        for reason in ("unpaired surrogate", "invalid Unicode character escape")
+    )
 
 
 @pytest.mark.django_db
