@@ -36,6 +36,7 @@ from runs.models import (
     ScoringPass,
     Target,
 )
+from runs.redaction import Redactor
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets import (
@@ -482,7 +483,7 @@ def target_try(
     outcome = async_to_sync(trial.send_one)(
         target.kind, target.config, text, timeout, context
     )
-    return trial.redacted(outcome, context.secrets.values())
+    return trial.redacted(outcome, Redactor.of(context))
 
 
 # -- failure clusters ------------------------------------------------------------

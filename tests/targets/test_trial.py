@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runs.redaction import Redactor
 from runs.targets import trial
 
 
@@ -28,7 +29,7 @@ def test_redacted_replaces_secrets_and_cuts_long_texts() -> None:
         ok=False, output="x" * (trial.MAX_CHARS + 5), error="bad key s3cret"
     )
 
-    clean = trial.redacted(outcome, ["s3cret"])
+    clean = trial.redacted(outcome, Redactor([("key", "s3cret")]))
 
-    assert clean.error == "bad key [secret]"
+    assert clean.error == "bad key [redacted secret key]"
     assert len(clean.output) == trial.MAX_CHARS

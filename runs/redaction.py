@@ -1,0 +1,332 @@
+"""Secret values found and replaced in any text that is stored or shown.
+
+An endpoint may echo what it was sent, the key included, and not always as
+it was sent: reversed, base64 (standard or URL-safe, at any byte offset),
+hex, percent-encoded, as JSON ``\\uXXXX`` or HTML character references, or
+with its characters spaced out by whitespace or punctuation. A ``Redactor``
+is made once per run (or test request) from the secret values its target
+and scorers were given, and replaces each of those forms with a fixed
+marker, ``[redacted secret NAME]``, that tells neither the secret's length
+nor any part of it.
+
+All forms of all secrets are one RE2 pattern, so a text is scanned once, in
+time linear in its length, and RE2 releases the GIL meanwhile. A structure
+(a JSON output, an attempt log) is scanned as one text, its strings joined,
+and copied with its strings (keys too) replaced only when something was
+found. Texts that together are longer than ``INLINE_CHARS`` are redacted in
+a worker thread (``redacted``), never on the event loop.
+
+A secret shorter than ``MIN_ENCODED_CHARS`` is replaced only where it occurs
+as it is: a few characters spaced out or encoded are found in too much
+ordinary text. A long secret is matched piece by piece (pieces of at most
+``PIECE_CHARS``, none shorter than half that), so the pattern stays small;
+a whole copy is then replaced by one marker per piece.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import html.entities
+import itertools
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import re2
+
+if TYPE_CHECKING:
+    from runs.secrets import TargetContext
+
+MIN_ENCODED_CHARS = 8
+PIECE_CHARS = 96
+# The forms of the secrets are compiled in banks of at most this many
+# characters of pattern, each given this much memory: RE2 then scans a
+# megabyte in a few milliseconds (a larger program leaves its automaton
+# too little memory, and RE2 falls back to an engine a hundred times slower).
+BANK_PATTERN_CHARS = 100_000
+BANK_MEMORY = 32 << 20
+# Characters between two characters of a spaced-out copy, at most.
+MAX_SEPARATORS = 3
+# Texts up to this many characters in all are redacted on the event loop
+# (tens of microseconds); anything longer goes to a worker thread.
+INLINE_CHARS = 16_384
+# Strings are joined with this for one scan: no form of a secret matches it,
+# so no match spans two strings.
+_JOIN = "\x00"
+
+# One character between two of a spaced-out copy: whitespace, ASCII
+# punctuation, the Latin-1 and general punctuation blocks (spaces, dashes,
+# dots, zero-width characters), CJK and full-width punctuation, or one of
+# them encoded; an HTML tag. (Whole Unicode classes would make the pattern
+# ten times as long to compile.)
+_SEPARATOR = (
+    r"(?:[\s!-/:-@\[-`{-~\x{00A0}-\x{00BF}\x{00D7}\x{00F7}\x{2000}-\x{206F}"
+    r"\x{2190}-\x{21FF}\x{2500}-\x{257F}\x{3000}-\x{303F}\x{FE00}-\x{FE0F}"
+    r"\x{FE10}-\x{FE6F}\x{FEFF}\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF20}]"
+    r"|%[0-9A-Fa-f]{2}"
+    r"|\\[nrtbfv]"
+    r"|\\u[0-9A-Fa-f]{4}"
+    r"|&#?\w+;"
+    r"|</?[A-Za-z][^<>]*>)"
+)
+_GAP = f"{_SEPARATOR}{{0,{MAX_SEPARATORS}}}"
+# Base64 and hex may be wrapped into lines.
+_BASE64_GAP = r"(?:\s{1,2}|\\r\\n|\\n)?"
+_BASE64_EDGE = r"[A-Za-z0-9+/_-]{0,3}"
+_HEX_GAP = r"(?:[\s:,.-]{1,2}|\\n)?(?:0[xX])?"
+_URLSAFE = str.maketrans("+/", "-_")
+
+
+def _html_names() -> dict[str, list[str]]:
+    names: dict[str, list[str]] = {}
+    for name, char in html.entities.html5.items():
+        if len(char) == 1:
+            names.setdefault(char, []).append(name)
+    return names
+
+
+_HTML_NAMES = _html_names()
+
+
+def _hex(number: int, width: int) -> str:
+    """``number`` in hex, either case."""
+    return "".join(
+        f"[{digit}{digit.upper()}]" if digit.isalpha() else digit
+        for digit in f"{number:0{width}x}"
+    )
+
+
+def _char(char: str) -> str:
+    """A pattern for one character of a secret, as it is or encoded."""
+    code = ord(char)
+    forms = [
+        re2.escape(char),
+        "".join(f"%{_hex(byte, 2)}" for byte in char.encode()),
+        f"&#0*{code};?",
+        f"&#[xX]0*{_hex(code, 1)};?",
+        rf"\\u\{{0*{_hex(code, 1)}\}}",
+    ]
+    if code <= 0xFFFF:
+        forms.append(rf"\\u{_hex(code, 4)}")
+    else:  # JSON writes it as a surrogate pair
+        high, low = divmod(code - 0x10000, 0x400)
+        forms.append(rf"\\u{_hex(0xD800 + high, 4)}\\u{_hex(0xDC00 + low, 4)}")
+    if code <= 0xFF:
+        forms.append(rf"\\x{_hex(code, 2)}")
+    if not char.isalnum():
+        forms.append(r"\\" + re2.escape(char))  # \/ \" \\ and the like
+    if char == " ":
+        forms.append(r"\+")
+    forms.extend("&" + re2.escape(name) for name in _HTML_NAMES.get(char, ()))
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _pieces(text: str, size: int, unit: int = 1) -> list[str]:
+    """``text`` cut into pieces of at most ``size`` characters, as equal as
+    can be, each a whole number of ``unit``s."""
+    units = max(len(text) // unit, 1)
+    count = -(-units * unit // size)
+    cuts = [unit * (units * i // count) for i in range(count)] + [len(text)]
+    return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
+
+
+def _base64_forms(data: bytes) -> Iterator[str]:
+    """The base64 of ``data`` wherever it starts: at each of the three byte
+    offsets, the part that encodes only the secret's bytes."""
+    for skip in range(3):
+        body = data[skip:]
+        body = body[: len(body) // 3 * 3]
+        if len(body) < 6:
+            continue
+        standard = base64.b64encode(body).decode("ascii")
+        for encoded in dict.fromkeys((standard, standard.translate(_URLSAFE))):
+            pieces = _pieces(encoded, PIECE_CHARS, unit=4)
+            for number, piece in enumerate(pieces):
+                form = _BASE64_GAP.join(re2.escape(c) for c in piece)
+                # The characters that encode the secret's first and last
+                # bytes with their neighbours' go too.
+                if number == 0:
+                    form = _BASE64_EDGE + form
+                if number == len(pieces) - 1:
+                    form += _BASE64_EDGE + "=*"
+                yield form
+
+
+def _hex_forms(data: bytes) -> Iterator[str]:
+    for piece in _pieces(data.hex(), PIECE_CHARS, unit=2):
+        pairs = bytes.fromhex(piece)
+        yield _HEX_GAP.join(_hex(byte, 2) for byte in pairs)
+
+
+def secret_forms(value: str) -> list[str]:
+    """Every form of one secret that is replaced, each an RE2 pattern."""
+    if len(value) < MIN_ENCODED_CHARS:
+        return [re2.escape(value)]
+    forms = []
+    for piece in _pieces(value, PIECE_CHARS):
+        forms.append(_GAP.join(_char(c) for c in piece))
+        forms.append(_GAP.join(_char(c) for c in reversed(piece)))
+    data = value.encode()
+    forms.extend(_base64_forms(data))
+    forms.extend(_hex_forms(data))
+    return forms
+
+
+def _options() -> re2.Options:
+    options = re2.Options()
+    options.max_mem = BANK_MEMORY
+    options.log_errors = False
+    return options
+
+
+class _Bank:
+    """Some forms, as one compiled alternation; a group per form."""
+
+    __slots__ = ("markers", "pattern")
+
+    def __init__(self, forms: list[tuple[str, str]]) -> None:
+        self.markers = [marker for marker, _ in forms]
+        self.pattern = re2.compile(
+            "|".join(f"({pattern})" for _, pattern in forms), _options()
+        )
+
+    def marker(self, match: Any) -> str:
+        for number, group in enumerate(match.groups()):
+            if group is not None:
+                return self.markers[number]
+        return "[redacted secret]"  # unreachable: some form matched
+
+    def replace(self, text: str) -> str:
+        if self.pattern.search(text) is None:
+            return text  # the usual case: one scan, nothing copied
+        return self.pattern.sub(self.marker, text)
+
+
+class Redactor:
+    """Replaces the given secrets, in every form above, in texts and values."""
+
+    __slots__ = ("banks", "numeric")
+
+    def __init__(self, secrets: Iterable[tuple[str, str]] = ()) -> None:
+        labels: dict[str, str] = {}
+        for label, value in secrets:
+            if value and value not in labels:
+                labels[value] = label
+        # Longer secrets first: one that holds another is replaced whole.
+        values = sorted(labels, key=len, reverse=True)
+        self.numeric = any(value.isdigit() for value in values)
+        # Forms are packed into banks of a bounded size: past a few hundred
+        # characters of a secret, one RE2 program outgrows the memory its
+        # automaton needs to scan in linear time without falling back to
+        # its slower engine. Each bank is one more scan of a text.
+        self.banks: list[_Bank] = []
+        bank: list[tuple[str, str]] = []
+        size = 0
+        for value in values:
+            marker = f"[redacted secret {labels[value]}]"
+            for form in secret_forms(value):
+                if bank and size + len(form) > BANK_PATTERN_CHARS:
+                    self.banks.append(_Bank(bank))
+                    bank, size = [], 0
+                bank.append((marker, form))
+                size += len(form)
+        if bank:
+            self.banks.append(_Bank(bank))
+
+    @classmethod
+    def of(cls, *contexts: TargetContext | None) -> Redactor:
+        """The redactor of the secrets given to plug-ins in these contexts."""
+        return cls(
+            (key, value)
+            for context in contexts
+            if context is not None
+            for key, value in context.secrets.items()
+        )
+
+    def __bool__(self) -> bool:
+        return bool(self.banks)
+
+    def text(self, text: str) -> str:
+        """``text`` with every form of every secret replaced."""
+        if not text:
+            return text
+        for bank in self.banks:
+            text = bank.replace(text)
+        return text
+
+    def found_in(self, text: str) -> bool:
+        return any(bank.pattern.search(text) is not None for bank in self.banks)
+
+    def value(self, value: Any) -> Any:
+        """``value`` (a JSON-like structure) with every string redacted, keys
+        included; the same object when it holds no secret."""
+        if not self.banks:
+            return value
+        if isinstance(value, str):
+            return self.text(value)
+        texts = list(self._texts(value))
+        if not texts or not self.found_in(_JOIN.join(texts)):
+            return value
+        return self._copy(value)
+
+    def _texts(self, value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    yield key
+                yield from self._texts(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                yield from self._texts(item)
+        elif self.numeric and isinstance(value, int) and not isinstance(value, bool):
+            yield str(value)
+
+    def _copy(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, dict):
+            return {
+                self.text(key) if isinstance(key, str) else key: self._copy(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self._copy(item) for item in value]
+        if self.numeric and isinstance(value, int) and not isinstance(value, bool):
+            text = str(value)
+            redacted = self.text(text)
+            return value if redacted == text else redacted
+        return value
+
+    async def redacted(self, value: Any) -> Any:
+        """``value()``, in a worker thread unless its texts are short."""
+        if not self.banks:
+            return value
+        if text_chars(value, INLINE_CHARS) <= INLINE_CHARS:
+            return self.value(value)
+        return await asyncio.to_thread(self.value, value)
+
+
+def text_chars(value: Any, limit: int) -> int:
+    """The characters of the strings in ``value``, counted until past ``limit``
+    (a huge structure is not walked through on the event loop)."""
+    total = 0
+    stack = [value]
+    nodes = 0
+    while stack and total <= limit:
+        item = stack.pop()
+        nodes += 1
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+            total += sum(len(k) for k in item if isinstance(k, str))
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+        if nodes > limit // 16:
+            return limit + 1  # many small parts: walking them is the cost
+    return total
+
+
+NO_SECRETS = Redactor()
