@@ -56,17 +56,21 @@ _JOIN = "\x00"
 
 # One character between two of a spaced-out copy: whitespace, ASCII
 # punctuation, the Latin-1 and general punctuation blocks (spaces, dashes,
-# dots, zero-width characters), CJK and full-width punctuation, or one of
-# them encoded; an HTML tag. (Whole Unicode classes would make the pattern
-# ten times as long to compile.)
+# dots, zero-width characters), CJK and full-width punctuation; one of the
+# ASCII ones percent-, JSON- or HTML-encoded; a named character reference;
+# an HTML tag. (Whole Unicode classes would make the pattern ten times as
+# long to compile; an encoded letter or digit is no separator.)
+_PUNCTUATION_HEX = r"(?:0[9ADad]|2[0-9A-Fa-f]|3[A-Fa-f]|40|5[B-Fb-f]|60|7[B-Eb-e])"
 _SEPARATOR = (
     r"(?:[\s!-/:-@\[-`{-~\x{00A0}-\x{00BF}\x{00D7}\x{00F7}\x{2000}-\x{206F}"
     r"\x{2190}-\x{21FF}\x{2500}-\x{257F}\x{3000}-\x{303F}\x{FE00}-\x{FE0F}"
     r"\x{FE10}-\x{FE6F}\x{FEFF}\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF20}]"
-    r"|%[0-9A-Fa-f]{2}"
+    rf"|%{_PUNCTUATION_HEX}"
     r"|\\[nrtbfv]"
-    r"|\\u[0-9A-Fa-f]{4}"
-    r"|&#?\w+;"
+    rf"|\\u00{_PUNCTUATION_HEX}|\\u200[B-Fb-f]"
+    r"|&#0*(?:9|1[03]|3[2-9]|4[0-7]|5[89]|6[0-4]|9[1-6]|12[3-6]|160|820[3-7]);"
+    rf"|&#[xX]0*{_PUNCTUATION_HEX};"
+    r"|&[A-Za-z]+;"
     r"|</?[A-Za-z][^<>]*>)"
 )
 _GAP = f"{_SEPARATOR}{{0,{MAX_SEPARATORS}}}"
@@ -75,6 +79,11 @@ _BASE64_GAP = r"(?:\s{1,2}|\\r\\n|\\n)?"
 _BASE64_EDGE = r"[A-Za-z0-9+/_-]{0,3}"
 _HEX_GAP = r"(?:[\s:,.-]{1,2}|\\n)?(?:0[xX])?"
 _URLSAFE = str.maketrans("+/", "-_")
+_ADJACENT_MARKERS = re2.compile(
+    r"(\[redacted secret [^\]]*\])"
+    r"(?:[\s,.:;/|_-]{0,3}[0-9A-Fa-f%&#;xXuU\\]{0,8}[\s,.:;/|_-]{0,3}"
+    r"\[redacted secret [^\]]*\])+"
+)
 
 
 def _html_names() -> dict[str, list[str]]:
@@ -250,9 +259,16 @@ class Redactor:
         """``text`` with every form of every secret replaced."""
         if not text:
             return text
+        replaced = text
         for bank in self.banks:
-            text = bank.replace(text)
-        return text
+            replaced = bank.replace(replaced)
+        if replaced is not text and len(self.banks) > 1:
+            # A long secret is replaced piece by piece, a marker each: they
+            # become one, with what lies between them (a spaced-out copy's
+            # separators; the debris of an encoding where a piece's match
+            # began a character late, its last digit read as the character).
+            replaced = _ADJACENT_MARKERS.sub(r"\1", replaced)
+        return replaced
 
     def found_in(self, text: str) -> bool:
         return any(bank.pattern.search(text) is not None for bank in self.banks)

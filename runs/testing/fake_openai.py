@@ -54,7 +54,8 @@ PROMPT_MARKERS = {
     "[[unparseable]]": "a reply that holds no verdict or score, whatever was asked",
     "[[echo_key:FORM]]": "echo the request's key (after Bearer) in FORM (exact, "
     "reversed, base64, base64url, hex, spaced, url, html; unicode: \\uXXXX in "
-    "the body) in the content, the model, a tool call and a [[status]] error",
+    "the body) in the content, the model, a tool call, a [[status]] error and a "
+    "[[malformed]] answer",
 }
 # A request whose response_format asks for JSON gets {"answer": ...} as content.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
@@ -374,7 +375,10 @@ class FakeOpenAIServer:
             "malformed" in markers
             or roll < mix.error_500 + mix.error_429 + mix.malformed
         ):
-            return self.http(200, {"id": "chatcmpl-fake", "object": "chat.completion"})
+            body = {"id": "chatcmpl-fake", "object": "chat.completion"}
+            return self.http(
+                200, {**body, **({"key": echo} if echo else {})}, None, escape
+            )
         if "badjson" in markers:
             return self.raw(200, b"{not json", "application/json")
         if "tool" in markers:

@@ -94,11 +94,13 @@ async def test_a_key_echoed_in_any_form_is_stored_and_exported_nowhere(
 ) -> None:
     items: list[dict[str, Any]] = []
     for form in FORMS:
-        # The answer, a failed call's error and body, a tool call: each echoes.
+        # The answer, a failed call's error and body, a malformed answer's
+        # body, a tool call: each echoes.
         items += [
             {"id": f"{form}-answer", "input": f"hi [[echo_key:{form}]]"},
             {"id": f"{form}-error", "input": f"[[status:401]][[echo_key:{form}]]"},
             {"id": f"{form}-tool", "input": f"[[tool:find]][[echo_key:{form}]]"},
+            {"id": f"{form}-bad", "input": f"[[malformed]][[echo_key:{form}]]"},
         ]
     for item in items:
         item["expected"] = "hi"
@@ -120,7 +122,7 @@ async def test_a_key_echoed_in_any_form_is_stored_and_exported_nowhere(
     for key in (TARGET_KEY, JUDGE_KEY):
         assert leaks(stored, key) == []
         assert leaks(exported, key) == []
-    assert stored.count("[redacted secret api_key]") >= 3 * len(FORMS)
+    assert stored.count("[redacted secret api_key]") >= 4 * len(FORMS)
 
 
 class _EscapingAgent(BaseHTTPRequestHandler):
