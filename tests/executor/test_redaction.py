@@ -12,49 +12,21 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
-from django.db import connection
 
 from runs import secrets, services
-from runs.analysis.export import run_export_lines
 from runs.executor.engine import execute_run
+from runs.executor.rescore import execute_scoring_pass
 from runs.models import Project, Result, Run, RunStatus, Score
+from runs.rescoring import run_rescore
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, echoed, leaks
 from tests.factories import make_dataset
 from tests.local_http import serve
+from tests.stored_texts import exported_text, stored_text
 
 TARGET_KEY = "sk-target-Qx7vB2mN9pL4wZ8c"
 JUDGE_KEY = "sk-judge-Hf3kT6yR1sD5gJ0a"
 FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
-
-
-def stored_text(run: Run) -> str:
-    """Every text the database holds of the run, as stored (raw columns)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT output, attempts, error_message, error_type, model "
-            "FROM runs_result WHERE run_id = %s",
-            [run.pk],
-        )
-        results = cursor.fetchall()
-        cursor.execute(
-            "SELECT s.reason, s.error, s.model FROM runs_score s "
-            "JOIN runs_result r ON s.result_id = r.id WHERE r.run_id = %s",
-            [run.pk],
-        )
-        scores = cursor.fetchall()
-        cursor.execute("SELECT error FROM runs_run WHERE id = %s", [run.pk])
-        error = cursor.fetchone()
-    return "\n".join(str(cell) for row in [*results, *scores, error] for cell in row)
-
-
-def exported_text(run: Run) -> str:
-    return "".join(
-        [
-            *run_export_lines(run=run, format="jsonl"),
-            *run_export_lines(run=run, format="csv"),
-        ]
-    )
 
 
 def openai_run(
@@ -181,3 +153,46 @@ async def test_an_http_target_echoing_the_key_in_json_escapes_stores_none(
     stored = await sync_to_async(stored_text)(run)
     assert leaks(stored, TARGET_KEY) == []
     assert leaks(await sync_to_async(exported_text)(run), TARGET_KEY) == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    def create() -> Run:
+        secrets.secret_set(project=project, user=alice, name="JUDGE", value=JUDGE_KEY)
+        items = [
+            {"id": form, "input": f"hi [[echo_key:{form}]]", "expected": "hi"}
+            for form in FORMS
+        ]
+        return services.run_create(
+            user=alice,
+            dataset=make_dataset(project, items),
+            target_kind="python",
+            target_config={"callable": "runs.targets.examples.echo"},
+            scorers=["exact_match"],
+            launch=False,
+        )
+
+    run = await sync_to_async(create)()
+    assert await execute_run(run.pk) == RunStatus.COMPLETED
+    judge = {
+        "kind": "llm_judge",
+        "params": {
+            "base_url": fake_openai.base_url,
+            "model": "fake-judge",
+            "api_key_secret": "JUDGE",
+        },
+    }
+    plan = await sync_to_async(run_rescore)(
+        run=run, user=alice, scorers=[judge], launch=False
+    )
+    assert plan.scoring_pass is not None
+
+    await execute_scoring_pass(plan.scoring_pass.pk)
+
+    assert fake_openai.stats.authorization == {f"Bearer {JUDGE_KEY}"}
+    reasons = [s.reason async for s in Score.objects.filter(scorer="llm_judge")]
+    assert len(reasons) == len(FORMS)
+    assert all(r.endswith("[redacted secret api_key])") for r in reasons)
+    assert leaks(await sync_to_async(stored_text)(run), JUDGE_KEY) == []
