@@ -85,15 +85,15 @@ async def test_a_key_echoed_in_any_form_is_stored_and_exported_nowhere(
         f"Bearer {TARGET_KEY}",
         f"Bearer {JUDGE_KEY}",
     }
-    answer = await Result.objects.aget(run=run, item__external_id="spaced-answer")
-    assert answer.output.startswith("hi (your key: [redacted secret api_key]")
-    judged = await Score.objects.aget(result=answer, scorer="llm_judge")
-    assert "[redacted secret api_key]" in judged.reason
     stored = await sync_to_async(stored_text)(run)
     exported = await sync_to_async(exported_text)(run)
     for key in (TARGET_KEY, JUDGE_KEY):
         assert leaks(stored, key) == []
         assert leaks(exported, key) == []
+    answer = await Result.objects.aget(run=run, item__external_id="spaced-answer")
+    assert answer.output.startswith("hi (your key: [redacted secret api_key]")
+    judged = await Score.objects.aget(result=answer, scorer="llm_judge")
+    assert "[redacted secret api_key]" in judged.reason
     assert stored.count("[redacted secret api_key]") >= 4 * len(FORMS)
 
 
@@ -192,7 +192,7 @@ async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
     await execute_scoring_pass(plan.scoring_pass.pk)
 
     assert fake_openai.stats.authorization == {f"Bearer {JUDGE_KEY}"}
+    assert leaks(await sync_to_async(stored_text)(run), JUDGE_KEY) == []
     reasons = [s.reason async for s in Score.objects.filter(scorer="llm_judge")]
     assert len(reasons) == len(FORMS)
     assert all(r.endswith("[redacted secret api_key])") for r in reasons)
-    assert leaks(await sync_to_async(stored_text)(run), JUDGE_KEY) == []

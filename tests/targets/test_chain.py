@@ -308,6 +308,6 @@ def test_the_chained_targets_echoed_key_is_stored_in_no_form(
 
     assert fake_openai.stats.authorization == {f"Bearer {INNER_KEY}"}
     stored = stored_text(run)
-    assert stored.count("[redacted secret api_key]") >= 2 * len(FORMS)
     assert leaks(stored, INNER_KEY) == []
     assert leaks(exported_text(run), INNER_KEY) == []
+    assert stored.count("[redacted secret api_key]") >= 2 * len(FORMS)

@@ -75,9 +75,10 @@ def test_the_try_endpoint_shows_no_form_of_the_key_it_was_echoed(
     ]
 
     assert fake_openai.stats.authorization == {f"Bearer {KEY}"}
+    for response in answers:
+        assert leaks(response.content.decode(), KEY) == []
     answer, failure = (response.json() for response in answers)
     assert answer["ok"] and answer["output"].startswith("hi (your key: ")
     assert not failure["ok"] and failure["error"].startswith("HTTP 401")
     for response in answers:
-        assert leaks(response.content.decode(), KEY) == []
         assert "[redacted secret api_key]" in response.content.decode()
