@@ -9,18 +9,21 @@ and scorers were given, and replaces each of those forms with a fixed
 marker, ``[redacted secret NAME]``, that tells neither the secret's length
 nor any part of it.
 
-All forms of all secrets are one RE2 pattern, so a text is scanned once, in
-time linear in its length, and RE2 releases the GIL meanwhile. A structure
-(a JSON output, an attempt log) is scanned as one text, its strings joined,
-and copied with its strings (keys too) replaced only when something was
-found. Texts that together are longer than ``INLINE_CHARS`` are redacted in
-a worker thread (``redacted``), never on the event loop.
+The forms are RE2 patterns, so a text is scanned in time linear in its
+length, as UTF-8 bytes, and RE2 releases the GIL meanwhile: two scans per
+piece of a secret, forwards and reversed (a 164-character key and a judge's
+key make four).
+A structure (a JSON output, an attempt log) is scanned as one text, its
+strings joined, and copied with its strings (keys too) replaced only when
+something was found. Texts that together are longer than ``INLINE_CHARS``
+are redacted in a worker thread (``redacted``), never on the event loop.
 
 A secret shorter than ``MIN_ENCODED_CHARS`` is replaced only where it occurs
 as it is: a few characters spaced out or encoded are found in too much
-ordinary text. A long secret is matched piece by piece (pieces of at most
-``PIECE_CHARS``, none shorter than half that), so the pattern stays small;
-a whole copy is then replaced by one marker per piece.
+ordinary text. A secret longer than ``PIECE_CHARS`` is matched piece by piece
+(none shorter than half that), so each pattern stays small; the markers of a
+whole copy become one. One longer than ``MAX_CHARACTER_FORMS`` (a key file)
+is replaced as it is, reversed, in base64 (not wrapped) and in hex only.
 """
 
 from __future__ import annotations
@@ -38,13 +41,18 @@ if TYPE_CHECKING:
     from runs.secrets import TargetContext
 
 MIN_ENCODED_CHARS = 8
-PIECE_CHARS = 96
-# The forms of the secrets are compiled in banks of at most this many
-# characters of pattern, each given this much memory: RE2 then scans a
-# megabyte in a few milliseconds (a larger program leaves its automaton
-# too little memory, and RE2 falls back to an engine a hundred times slower).
-BANK_PATTERN_CHARS = 100_000
-BANK_MEMORY = 32 << 20
+# A secret's characters are matched in pieces of at most this many (the
+# longest provider keys are one piece), each pattern given this much memory:
+# RE2 then scans a megabyte in a few milliseconds (a larger program leaves its
+# automaton too little memory, and RE2 falls back to an engine a hundred
+# times slower).
+PIECE_CHARS = 200
+BANK_MEMORY = 64 << 20
+# A longer secret (a key file) is matched as it is, reversed, in base64 (not
+# wrapped into lines) and in hex, but not spaced out or encoded character by
+# character: its dozens of patterns would cost seconds to build and a scan
+# each.
+MAX_CHARACTER_FORMS = 1024
 # Characters between two characters of a spaced-out copy, at most.
 MAX_SEPARATORS = 3
 # Texts up to this many characters in all are redacted on the event loop
@@ -139,9 +147,11 @@ def _pieces(text: str, size: int, unit: int = 1) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
 
 
-def _base64_forms(data: bytes) -> Iterator[str]:
+def _base64_forms(data: bytes, *, wrapped: bool = True) -> Iterator[str]:
     """The base64 of ``data`` wherever it starts: at each of the three byte
-    offsets, the part that encodes only the secret's bytes."""
+    offsets, the part that encodes only the secret's bytes; ``wrapped``, with
+    line breaks anywhere in it."""
+    gap = _BASE64_GAP if wrapped else ""
     for skip in range(3):
         body = data[skip:]
         body = body[: len(body) // 3 * 3]
@@ -151,7 +161,7 @@ def _base64_forms(data: bytes) -> Iterator[str]:
         for encoded in dict.fromkeys((standard, standard.translate(_URLSAFE))):
             pieces = _pieces(encoded, PIECE_CHARS, unit=4)
             for number, piece in enumerate(pieces):
-                form = _BASE64_GAP.join(re2.escape(c) for c in piece)
+                form = gap.join(re2.escape(c) for c in piece)
                 # The characters that encode the secret's first and last
                 # bytes with their neighbours' go too.
                 if number == 0:
@@ -167,48 +177,54 @@ def _hex_forms(data: bytes) -> Iterator[str]:
         yield _HEX_GAP.join(_hex(byte, 2) for byte in pairs)
 
 
-def secret_forms(value: str) -> list[str]:
-    """Every form of one secret that is replaced, each an RE2 pattern."""
+def secret_forms(value: str) -> tuple[list[str], list[str]]:
+    """The forms of one secret that are replaced, as RE2 patterns: those of its
+    characters, spaced out or encoded one by one (two per piece: forwards and
+    reversed), and its literal encodings (base64, hex)."""
     if len(value) < MIN_ENCODED_CHARS:
-        return [re2.escape(value)]
-    forms = []
-    for piece in _pieces(value, PIECE_CHARS):
-        forms.append(_GAP.join(_char(c) for c in piece))
-        forms.append(_GAP.join(_char(c) for c in reversed(piece)))
+        return [], [re2.escape(value)]
     data = value.encode()
-    forms.extend(_base64_forms(data))
-    forms.extend(_hex_forms(data))
-    return forms
+    if len(value) > MAX_CHARACTER_FORMS:
+        # A key file rather than a key: as it is, reversed, in base64 (not
+        # wrapped) and hex.
+        literals = [*_base64_forms(data, wrapped=False), *_hex_forms(data)]
+        return [], [re2.escape(value), re2.escape(value[::-1]), *literals]
+    literals = [*_base64_forms(data), *_hex_forms(data)]
+    characters = []
+    for piece in _pieces(value, PIECE_CHARS):
+        characters.append(_GAP.join(_char(c) for c in piece))
+        characters.append(_GAP.join(_char(c) for c in reversed(piece)))
+    return characters, literals
 
 
 def _options() -> re2.Options:
     options = re2.Options()
     options.max_mem = BANK_MEMORY
     options.log_errors = False
+    options.never_capture = True
     return options
 
 
+def _encode(text: str) -> bytes:
+    # Lone surrogates (a JSON "\ud800" decodes to one) pass through as they are.
+    return text.encode("utf-8", "surrogatepass")
+
+
 class _Bank:
-    """Some forms, as one compiled alternation; a group per form."""
+    """Forms of one secret, compiled as one alternation, and its marker."""
 
-    __slots__ = ("markers", "pattern")
+    __slots__ = ("marker", "pattern")
 
-    def __init__(self, forms: list[tuple[str, str]]) -> None:
-        self.markers = [marker for marker, _ in forms]
-        self.pattern = re2.compile(
-            "|".join(f"({pattern})" for _, pattern in forms), _options()
-        )
+    def __init__(self, marker: str, forms: list[str]) -> None:
+        self.marker = marker.encode()
+        self.pattern = re2.compile("|".join(forms), _options())
 
-    def marker(self, match: Any) -> str:
-        for number, group in enumerate(match.groups()):
-            if group is not None:
-                return self.markers[number]
-        return "[redacted secret]"  # unreachable: some form matched
-
-    def replace(self, text: str) -> str:
-        if self.pattern.search(text) is None:
-            return text  # the usual case: one scan, nothing copied
-        return self.pattern.sub(self.marker, text)
+    def replace(self, data: bytes) -> bytes | None:
+        """``data`` with the forms replaced, or None when it holds none."""
+        if self.pattern.search(data) is None:
+            return None  # the usual case: one scan, nothing copied
+        marker = self.marker
+        return self.pattern.sub(lambda _: marker, data)  # type: ignore[no-any-return]
 
 
 class Redactor:
@@ -224,23 +240,16 @@ class Redactor:
         # Longer secrets first: one that holds another is replaced whole.
         values = sorted(labels, key=len, reverse=True)
         self.numeric = any(value.isdigit() for value in values)
-        # Forms are packed into banks of a bounded size: past a few hundred
-        # characters of a secret, one RE2 program outgrows the memory its
-        # automaton needs to scan in linear time without falling back to
-        # its slower engine. Each bank is one more scan of a text.
+        # A bank holds at most one form of characters: RE2 finds where a
+        # match of two such alternatives begins thirty times more slowly
+        # than where one does. Each bank is one more scan of a text.
         self.banks: list[_Bank] = []
-        bank: list[tuple[str, str]] = []
-        size = 0
         for value in values:
             marker = f"[redacted secret {labels[value]}]"
-            for form in secret_forms(value):
-                if bank and size + len(form) > BANK_PATTERN_CHARS:
-                    self.banks.append(_Bank(bank))
-                    bank, size = [], 0
-                bank.append((marker, form))
-                size += len(form)
-        if bank:
-            self.banks.append(_Bank(bank))
+            characters, literals = secret_forms(value)
+            first, *others = characters or [None]
+            self.banks.append(_Bank(marker, [*filter(None, [first]), *literals]))
+            self.banks.extend(_Bank(marker, [form]) for form in others)
 
     @classmethod
     def of(cls, *contexts: TargetContext | None) -> Redactor:
@@ -257,21 +266,28 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """``text`` with every form of every secret replaced."""
-        if not text:
+        if not text or not self.banks:
             return text
-        replaced = text
+        # Scanned as UTF-8 bytes: RE2's own text, with no offsets to map back.
+        data = _encode(text)
+        changed = False
         for bank in self.banks:
-            replaced = bank.replace(replaced)
-        if replaced is not text and len(self.banks) > 1:
+            replaced = bank.replace(data)
+            if replaced is not None:
+                data, changed = replaced, True
+        if not changed:
+            return text
+        if len(self.banks) > 1:
             # A long secret is replaced piece by piece, a marker each: they
             # become one, with what lies between them (a spaced-out copy's
             # separators; the debris of an encoding where a piece's match
             # began a character late, its last digit read as the character).
-            replaced = _ADJACENT_MARKERS.sub(r"\1", replaced)
-        return replaced
+            data = _ADJACENT_MARKERS.sub(lambda match: match.group(1), data)
+        return data.decode("utf-8", "surrogatepass")
 
     def found_in(self, text: str) -> bool:
-        return any(bank.pattern.search(text) is not None for bank in self.banks)
+        data = _encode(text)
+        return any(bank.pattern.search(data) is not None for bank in self.banks)
 
     def value(self, value: Any) -> Any:
         """``value`` (a JSON-like structure) with every string redacted, keys

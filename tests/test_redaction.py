@@ -9,7 +9,12 @@ import urllib.parse
 
 import pytest
 
-from runs.redaction import MIN_ENCODED_CHARS, Redactor
+from runs.redaction import (
+    MAX_CHARACTER_FORMS,
+    MIN_ENCODED_CHARS,
+    PIECE_CHARS,
+    Redactor,
+)
 from runs.testing.key_forms import FORMS, echoed, leaks
 
 KEY = "sk-proj-Zq81_vX0-Lm2Yw9tR4eB"
@@ -120,7 +125,8 @@ def test_a_numeric_secret_echoed_as_a_number_is_replaced() -> None:
 
 
 def test_a_long_secret_is_replaced_whole_in_every_form() -> None:
-    secret = "".join(f"{n:04d}-pem-line-" for n in range(120))  # 1,560 characters
+    secret = "".join(f"{n:04d}-pem-line-" for n in range(70))  # 980 characters
+    assert PIECE_CHARS < len(secret) <= MAX_CHARACTER_FORMS
     redactor = Redactor([("cert", secret)])
 
     for form in FORMS:
@@ -131,6 +137,20 @@ def test_a_long_secret_is_replaced_whole_in_every_form() -> None:
             "<[redacted secret cert]>",
             "<QmVhcmVyI[redacted secret cert]>",  # "Bearer " before the secret
         ), form
+
+
+@pytest.mark.parametrize("form", ["exact", "reversed", "base64", "base64url", "hex"])
+def test_a_key_file_is_replaced_as_it_is_reversed_and_in_base64_and_hex(
+    form: str,
+) -> None:
+    secret = "".join(f"{n:05d}:key-file-line\n" for n in range(200))
+    assert len(secret) > MAX_CHARACTER_FORMS
+    redactor = Redactor([("cert", secret)])
+
+    clean = redactor.text(f"<{echoed(secret, form)}>")
+
+    assert leaks(clean, secret) == []
+    assert "[redacted secret cert]" in clean
 
 
 def test_every_secret_of_the_run_is_replaced_with_its_name(
