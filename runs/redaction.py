@@ -227,10 +227,34 @@ class _Bank:
         return self.pattern.sub(lambda _: marker, data)  # type: ignore[no-any-return]
 
 
+def _detector(banks: list[_Bank], values: list[str]) -> Any:
+    """All the banks as one ``re2.Set``, which says whether any matches in one
+    scan of a text, where the banks would take one each (a quarter of the
+    time for two keys). It finds no span, so it stays as fast with a match.
+
+    A set whose automaton could not be built answers "no match" to any text
+    (RE2 does not fall back to a slower engine there): it is used only when
+    it finds each secret as it is; otherwise the banks scan alone.
+    """
+    if len(banks) < 2:
+        return None
+    detector = re2.Set.SearchSet(_options())
+    try:
+        for bank in banks:
+            detector.Add(bank.pattern.pattern)
+        detector.Compile()
+    except re2.error:
+        return None
+    for value in values:
+        if not detector.Match(_encode(f"<{value}>")):
+            return None
+    return detector
+
+
 class Redactor:
     """Replaces the given secrets, in every form above, in texts and values."""
 
-    __slots__ = ("banks", "numeric")
+    __slots__ = ("banks", "detector", "numeric")
 
     def __init__(self, secrets: Iterable[tuple[str, str]] = ()) -> None:
         labels: dict[str, str] = {}
@@ -250,6 +274,7 @@ class Redactor:
             first, *others = characters or [None]
             self.banks.append(_Bank(marker, [*filter(None, [first]), *literals]))
             self.banks.extend(_Bank(marker, [form]) for form in others)
+        self.detector = _detector(self.banks, values)
 
     @classmethod
     def of(cls, *contexts: TargetContext | None) -> Redactor:
@@ -270,6 +295,8 @@ class Redactor:
             return text
         # Scanned as UTF-8 bytes: RE2's own text, with no offsets to map back.
         data = _encode(text)
+        if not self._anywhere(data):
+            return text
         changed = False
         for bank in self.banks:
             replaced = bank.replace(data)
@@ -286,7 +313,13 @@ class Redactor:
         return data.decode("utf-8", "surrogatepass")
 
     def found_in(self, text: str) -> bool:
-        data = _encode(text)
+        return self._anywhere(_encode(text))
+
+    def _anywhere(self, data: bytes) -> bool:
+        """Whether any form of any secret is in ``data``: the usual answer,
+        no, in one scan."""
+        if self.detector is not None:
+            return self.detector.Match(data) is not None
         return any(bank.pattern.search(data) is not None for bank in self.banks)
 
     def value(self, value: Any) -> Any:
