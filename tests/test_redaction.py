@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 import urllib.parse
 
 import pytest
@@ -172,3 +173,19 @@ async def test_a_large_value_is_redacted_the_same_off_the_loop(
 
     assert clean["body"].endswith(MARKER)
     assert clean["parts"] == big["parts"]
+
+
+def test_a_key_hidden_in_noise_of_its_own_characters_is_found(
+    redactor: Redactor,
+) -> None:
+    """Noise made of the key's characters, separators and escapes keeps many
+    partial matches alive at once; the copy inside is found all the same."""
+    draw = random.Random(5)
+    alphabet = sorted(set(KEY)) + list(" -._%&#;\\u<>/=+")
+    for number in range(40):
+        noise = "".join(draw.choice(alphabet) for _ in range(draw.randint(50, 5_000)))
+        form = sorted(FORMS)[number % len(FORMS)]
+        at = draw.randint(0, len(noise))
+        text = f"{noise[:at]} {echoed(KEY, form)} {noise[at:]}"
+
+        assert leaks(redactor.text(text), KEY) == [], form
