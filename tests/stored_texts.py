@@ -1,11 +1,15 @@
-"""Every text a run leaves in the database or its export, to look for a secret."""
+"""Every text a run leaves in the database or its export, to look for a secret;
+and the secrets put there."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.db import connection
 
 from runs.analysis.export import run_export_lines
-from runs.models import Run
+from runs.models import Project, Run
+from runs.secrets import secret_set
 
 
 def stored_text(run: Run) -> str:
@@ -37,3 +41,10 @@ def exported_text(run: Run) -> str:
             *run_export_lines(run=run, format="csv"),
         ]
     )
+
+
+def store_secret(
+    project: Project, user: Any, name: str, value: str, *, url: str
+) -> None:
+    """A project secret for a target or judge that calls ``url``."""
+    secret_set(project=project, user=user, name=name, value=value)

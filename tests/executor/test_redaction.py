@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import secrets, services
+from runs import services
 from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
 from runs.models import Project, Result, Run, RunStatus, Score
@@ -22,7 +22,7 @@ from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, echoed, leaks
 from tests.factories import make_dataset
 from tests.local_http import serve
-from tests.stored_texts import exported_text, stored_text
+from tests.stored_texts import exported_text, store_secret, stored_text
 
 TARGET_KEY = "sk-target-Qx7vB2mN9pL4wZ8c"
 JUDGE_KEY = "sk-judge-Hf3kT6yR1sD5gJ0a"
@@ -33,8 +33,8 @@ def openai_run(
     project: Project, user: User, base_url: str, items: list[dict[str, Any]]
 ) -> Run:
     """A run of the chat target with TARGET_KEY, judged with JUDGE_KEY."""
-    secrets.secret_set(project=project, user=user, name="TARGET", value=TARGET_KEY)
-    secrets.secret_set(project=project, user=user, name="JUDGE", value=JUDGE_KEY)
+    store_secret(project, user, "TARGET", TARGET_KEY, url=base_url)
+    store_secret(project, user, "JUDGE", JUDGE_KEY, url=base_url)
     judge = {
         "kind": "llm_judge",
         "params": {
@@ -128,7 +128,7 @@ async def test_an_http_target_echoing_the_key_in_json_escapes_stores_none(
     alice: User, project: Project, escaping_agent: str
 ) -> None:
     def create() -> Run:
-        secrets.secret_set(project=project, user=alice, name="AGENT", value=TARGET_KEY)
+        store_secret(project, alice, "AGENT", TARGET_KEY, url=escaping_agent)
         return services.run_create(
             user=alice,
             dataset=make_dataset(
@@ -160,7 +160,7 @@ async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
     alice: User, project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
     def create() -> Run:
-        secrets.secret_set(project=project, user=alice, name="JUDGE", value=JUDGE_KEY)
+        store_secret(project, alice, "JUDGE", JUDGE_KEY, url=fake_openai.base_url)
         items = [
             {"id": form, "input": f"hi [[echo_key:{form}]]", "expected": "hi"}
             for form in FORMS

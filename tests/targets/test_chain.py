@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs import secrets, services
+from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import Dataset, ErrorKind, Project, Result, Run, RunStatus
@@ -19,7 +19,7 @@ from runs.targets import TargetInput, build_target, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, leaks
 from tests.factories import make_dataset
-from tests.stored_texts import exported_text, stored_text
+from tests.stored_texts import exported_text, store_secret, stored_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 INNER_KEY = "sk-inner-Mv5nC8xK2jP6rT1q"
@@ -287,7 +287,7 @@ def test_the_api_refuses_another_projects_run_naming_the_field(
 def test_the_chained_targets_echoed_key_is_stored_in_no_form(
     project, fake_openai, alice
 ):
-    secrets.secret_set(project=project, user=alice, name="INNER", value=INNER_KEY)
+    store_secret(project, alice, "INNER", INNER_KEY, url=fake_openai.base_url)
     items = [
         {"id": f"{form}-{n}", "input": "hi", "expected": "hi", "metadata": {"m": m}}
         for form in FORMS

@@ -24,6 +24,7 @@ from runs.targets.http import HttpTarget
 from runs.targets.templating import render_json
 from tests.factories import make_dataset
 from tests.local_http import serve
+from tests.stored_texts import store_secret
 from tests.targets.agent_server import AgentHandler, fresh_handler
 
 TOKEN = "agent-token-0123456789abcdef"
@@ -322,9 +323,7 @@ async def test_an_answer_that_echoes_the_secret_stores_it_redacted(
     alice: User, project: Project, agent
 ):
     url, handler = agent
-    await sync_to_async(secrets.secret_set)(
-        project=project, user=alice, name="AGENT_TOKEN", value=TOKEN
-    )
+    await sync_to_async(store_secret)(project, alice, "AGENT_TOKEN", TOKEN, url=url)
     config = {
         "url": url,
         "body": {"mode": "echo_headers"},

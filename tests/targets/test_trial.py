@@ -9,10 +9,10 @@ from django.test import Client
 from runs import services
 from runs.models import Project
 from runs.redaction import Redactor
-from runs.secrets import secret_set
 from runs.targets import trial
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, leaks
+from tests.stored_texts import store_secret
 
 KEY = "sk-try-Wd4pL0qZ7xN2cV9b"
 
@@ -55,7 +55,7 @@ def test_the_try_endpoint_shows_no_form_of_the_key_it_was_echoed(
     fake_openai: FakeOpenAIServer,
     form: str,
 ) -> None:
-    secret_set(project=project, user=alice, name="TRY_KEY", value=KEY)
+    store_secret(project, alice, "TRY_KEY", KEY, url=fake_openai.base_url)
     target = services.target_create(
         project=project,
         user=alice,
