@@ -480,10 +480,15 @@ def target_try(
         context = target_context(target.project_id, target.kind, target.config)
     except ConfigError as exc:
         return trial.TargetTry(ok=False, error=str(exc), error_type="ConfigError")
-    outcome = async_to_sync(trial.send_one)(
-        target.kind, target.config, text, timeout, context
-    )
-    return trial.redacted(outcome, Redactor.of(context))
+    redactor = Redactor.of(context)  # built here, off the event loop
+
+    async def send() -> trial.TargetTry:
+        outcome = await trial.send_one(
+            target.kind, target.config, text, timeout, context
+        )
+        return await trial.redacted(outcome, redactor)
+
+    return async_to_sync(send)()
 
 
 # -- failure clusters ------------------------------------------------------------

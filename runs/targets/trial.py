@@ -89,11 +89,9 @@ async def send_one(
     )
 
 
-def redacted(outcome: TargetTry, redactor: Redactor) -> TargetTry:
+async def redacted(outcome: TargetTry, redactor: Redactor) -> TargetTry:
     """The outcome with every secret replaced (in every form ``Redactor``
-    finds), then its texts cut to MAX_CHARS."""
-
-    def clean(text: str) -> str:
-        return redactor.text(text)[:MAX_CHARS]
-
-    return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))
+    finds; a long answer in a worker thread), then its texts cut to MAX_CHARS:
+    cut first, a secret's remainder could pass."""
+    output, error = await redactor.redacted([outcome.output, outcome.error])
+    return replace(outcome, output=output[:MAX_CHARS], error=error[:MAX_CHARS])

@@ -35,12 +35,12 @@ async def test_a_python_target_answers() -> None:
     assert (outcome.ok, outcome.output, outcome.error) == (True, "ping", "")
 
 
-def test_redacted_replaces_secrets_and_cuts_long_texts() -> None:
+async def test_redacted_replaces_secrets_and_cuts_long_texts() -> None:
     outcome = trial.TargetTry(
         ok=False, output="x" * (trial.MAX_CHARS + 5), error="bad key s3cret"
     )
 
-    clean = trial.redacted(outcome, Redactor([("key", "s3cret")]))
+    clean = await trial.redacted(outcome, Redactor([("key", "s3cret")]))
 
     assert clean.error == "bad key [redacted secret key]"
     assert len(clean.output) == trial.MAX_CHARS
@@ -82,3 +82,11 @@ def test_the_try_endpoint_shows_no_form_of_the_key_it_was_echoed(
     assert not failure["ok"] and failure["error"].startswith("HTTP 401")
     for response in answers:
         assert "[redacted secret api_key]" in response.content.decode()
+
+
+async def test_a_secret_across_the_cut_leaves_no_part_of_itself() -> None:
+    outcome = trial.TargetTry(ok=True, output="x" * (trial.MAX_CHARS - 6) + KEY)
+
+    clean = await trial.redacted(outcome, Redactor([("api_key", KEY)]))
+
+    assert clean.output == "x" * (trial.MAX_CHARS - 6) + "[redac"
