@@ -38,6 +38,7 @@ from runs.models import (
 )
 from runs.names import clean_name
 from runs.pricing import PriceTable, price_table, use_prices
+from runs.redaction import Redactor
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets import (
@@ -489,7 +490,7 @@ async def target_try(
     server that echoes its headers cannot reveal one.
     """
     plan = await _try_prepare(target_id=target_id, user=user, text=text)
-    if plan.context is None:
+    if plan.context is None or plan.redactor is None:
         return trial.TargetTry(ok=False, error=plan.error, error_type="ConfigError")
     async with try_throttle.try_slot(user_id=user.pk, lease=seconds + 5):
         # A judge (a scorer target) prices its tokens from this table.
@@ -497,7 +498,7 @@ async def target_try(
             outcome = await trial.send_one(
                 plan.target.kind, plan.target.config, text, seconds, plan.context
             )
-    return trial.redacted(outcome, plan.context.secrets.values())
+    return await trial.redacted(outcome, plan.redactor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -505,6 +506,7 @@ class _TryPlan:
     target: Target
     prices: PriceTable
     context: TargetContext | None  # None: its secrets cannot be had (``error``)
+    redactor: Redactor | None
     error: str = ""
 
 
@@ -523,8 +525,9 @@ def _try_prepare(*, target_id: int, user: AbstractBaseUser, text: str) -> _TryPl
     try:
         context = target_context(target.project_id, target.kind, target.config)
     except ConfigError as exc:
-        return _TryPlan(target, prices, None, str(exc))
-    return _TryPlan(target, prices, context)
+        return _TryPlan(target, prices, None, None, str(exc))
+    # Built here, off the event loop (a run's redactor costs a fraction of a second).
+    return _TryPlan(target, prices, context, Redactor.of(context))
 
 
 # -- failure clusters ------------------------------------------------------------

@@ -366,7 +366,10 @@ def test_try_never_shows_the_secret_the_target_sends(
         _url("target_try", target), {"input": "hi"}, HTTP_HX_REQUEST="true"
     )
 
-    assert response.context["outcome"].output == "you sent Bearer [secret]"
+    assert (
+        response.context["outcome"].output
+        == "you sent Bearer [redacted secret api_key]"
+    )
     assert secret not in response.content.decode()
 
 

@@ -44,6 +44,7 @@ from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
 from runs.pricing import PriceTable, configured_model, usd, use_prices
+from runs.redaction import NO_SECRETS, Redactor
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts, arun_target_context
@@ -159,6 +160,7 @@ class Execution:
         self.draining = False
         self.prices = PriceTable.from_json(spec.prices)
         self.pacing: Pacing | None = None
+        self.redactor = NO_SECRETS
 
     # -- stopping ----------------------------------------------------------------
 
@@ -247,6 +249,11 @@ class Execution:
         record.output = (
             record.output if record.status == Result.Status.SUCCEEDED else None
         )
+        if self.redactor:
+            # Cut short, perhaps while its attempt was being redacted: here,
+            # on the loop, as the stop cannot wait for a thread.
+            record.output = self.redactor.value(record.output)
+            record.attempts = self.redactor.value(record.attempts)
         record.finished_at = now()
         self.buffer.put(record)
 
@@ -453,6 +460,10 @@ class Execution:
             await scorers_prepare(scorers)
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
+        # Compiled once per execution, off the loop (tens of milliseconds).
+        self.redactor = await asyncio.to_thread(
+            Redactor.of, context, *contexts.values()
+        )
         self.runner = ItemRunner(
             target=target,
             scorers=scorers,
@@ -460,6 +471,7 @@ class Execution:
             conditions=conditions_of(self.spec.scorers),
             prices=self.prices,
             model=configured_model(self.spec.target_config),
+            redactor=self.redactor,
         )
         # The target's rate and back-off and the run's retry budget, shared
         # with every other executor of any run (shared_limits.py).
@@ -544,6 +556,7 @@ class Execution:
         cancelled = self.stop_reason == Stop.CANCEL
         # Drained only when nothing stopped it after the drain began.
         drained = self.stop_reason == Stop.BUDGET and error == self.stop_error
+        error = self.redactor.text(error)  # an executor error quotes anything
         if self.shard_id is not None:
             shard_id = self.shard_id
             status = await self.with_storage(

@@ -24,6 +24,7 @@ from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.pricing import PriceTable, token_count
+from runs.redaction import NO_SECRETS, Redactor
 from runs.scorers import ScoreOutcome, Scorer
 from runs.scorers.base import Condition, ScorerError
 from runs.targets import Target, TargetError, TargetInput, TargetOutput
@@ -85,6 +86,7 @@ class ItemRunner:
         conditions: Mapping[str, Condition] | None = None,
         prices: PriceTable | None = None,
         model: str | None = None,
+        redactor: Redactor = NO_SECRETS,
     ) -> None:
         self.target = target
         self.scorers = scorers
@@ -95,6 +97,9 @@ class ItemRunner:
         # with (priced when the endpoint's reported model has no price).
         self.prices = prices if prices is not None else PriceTable({})
         self.model = model
+        # The secrets of the run's target and scorers, replaced in every text
+        # an item leaves (``redact_attempt``, ``redact_scores``).
+        self.redactor = redactor
         self.concurrency = AdaptiveConcurrency(
             options.concurrency, adaptive=options.adaptive_concurrency
         )
@@ -129,6 +134,8 @@ class ItemRunner:
                 began = time.monotonic()
                 failure = await self.attempt(item, record, attempt)
                 latency = round((time.monotonic() - began) * 1000, 3)
+            if self.redactor:
+                failure = await self.redact_attempt(record, attempt, failure)
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
@@ -189,6 +196,26 @@ class ItemRunner:
         record.error_kind = record.error_type = record.error_message = ""
         return None
 
+    async def redact_attempt(
+        self, record: ResultRecord, attempt: dict[str, Any], failure: Failure | None
+    ) -> Failure | None:
+        """The attempt's texts with every secret replaced: its log entry (raw
+        body, model), its output or its error. Before a scorer sees the output
+        (a judge would send it on) and before anything is stored."""
+        texts = [attempt, record.output if failure is None else None]
+        if failure is not None:
+            texts += [failure.message, failure.error_type]
+        clean = await self.redactor.redacted(texts)
+        if clean is texts:
+            return failure  # the usual case: no secret, nothing copied
+        attempt.clear()
+        attempt.update(clean[0])
+        if failure is None:
+            record.output = clean[1]
+            return None
+        failure.message, failure.error_type = clean[2], clean[3]
+        return failure
+
     def account(self, attempt: dict[str, Any], usage: TargetOutput) -> None:
         """Put an attempt's tokens, model and cost in its log entry.
 
@@ -231,6 +258,24 @@ class ItemRunner:
         return self.backoff_policy.delay(number, retry_after)
 
     async def score(
+        self,
+        output: Any,
+        item: TargetInput,
+        *,
+        stored: Mapping[str, ScoreRecord] | None = None,
+    ) -> list[ScoreRecord]:
+        """Every scorer of the item (``score_all``), with every secret replaced
+        in their reasons, errors and models (a judge's reply may echo its key)."""
+        scores = await self.score_all(output, item, stored=stored)
+        if self.redactor:
+            texts = [[s.reason, s.error, s.model] for s in scores]
+            clean = await self.redactor.redacted(texts)
+            if clean is not texts:
+                for score, (reason, error, model) in zip(scores, clean, strict=True):
+                    score.reason, score.error, score.model = reason, error, model
+        return scores
+
+    async def score_all(
         self,
         output: Any,
         item: TargetInput,

@@ -31,6 +31,7 @@ from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
 from runs.pricing import PriceTable, use_prices
+from runs.redaction import Redactor
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts
@@ -80,6 +81,8 @@ class PassExecution:
             scorers=scorers,
             options=self.options,
             conditions=conditions_of(self.spec.scorers),
+            # A judge's reply may echo its key: replaced before it is stored.
+            redactor=await asyncio.to_thread(Redactor.of, *contexts.values()),
         )
         beat = asyncio.create_task(self.beat_forever())
         try:

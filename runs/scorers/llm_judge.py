@@ -313,19 +313,16 @@ class LLMJudge(ScorerPlugin):
 
     def failed(self, failure: TargetError, attempts: int) -> ScorerError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
-        body = self.redact(failure.raw_body or "")
+        # A key the endpoint echoes is replaced where the score is recorded.
         return ScorerError(
-            self.redact(f"judge call failed{tries}: {failure.message}"),
-            reason=body[:REASON_LIMIT],
+            f"judge call failed{tries}: {failure.message}",
+            reason=(failure.raw_body or "")[:REASON_LIMIT],
             model=self.params["model"],
         )
 
-    def redact(self, text: str) -> str:
-        return self.client.redact(text)
-
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))
-        text = self.redact(as_text(reply.content))
+        text = as_text(reply.content)
         model = (reply.model or self.params["model"])[:200]
         usage = {
             "prompt_tokens": reply.prompt_tokens,

@@ -26,6 +26,7 @@ from runs.errors import ConfigError, InvalidInput
 from runs.models import Dataset, ErrorKind, Project, Result, Run
 from runs.models import Target as SavedTarget
 from runs.plugins import FieldError, Params, Plugin, join
+from runs.redaction import NO_SECRETS, Redactor
 from runs.secrets import (
     SecretRef,
     TargetContext,
@@ -164,6 +165,9 @@ class ChainTarget(Plugin):
         self.project_id = context.project_id if context else None
         self.template = config.get("template", "{run.output}")
         self.inner: Target | None = None
+        # The inner target's secrets are its own, not the run's: what it
+        # answers is redacted of them here (the run redacts its own).
+        self.redactor = NO_SECRETS
         self.ready = asyncio.Lock()
 
     @classmethod
@@ -260,7 +264,9 @@ class ChainTarget(Plugin):
             )
         try:
             context = target_context(self.project_id, target["kind"], target["config"])
-            return build_target(target["kind"], target["config"], context=context)
+            inner = build_target(target["kind"], target["config"], context=context)
+            self.redactor = Redactor.of(context)
+            return inner
         except ConfigError as exc:
             raise TargetError(
                 f"the chained target's configuration: {exc}",
@@ -291,15 +297,33 @@ class ChainTarget(Plugin):
             )
         fields = item_fields(item, run={"output": found[0]})
         chained = render_json(self.template, fields, item, what="template")
-        return await inner.generate(
-            TargetInput(
-                index=item.index,
-                external_id=item.external_id,
-                input=chained,
-                expected=item.expected,
-                metadata=item.metadata,
-            )
+        chained_item = TargetInput(
+            index=item.index,
+            external_id=item.external_id,
+            input=chained,
+            expected=item.expected,
+            metadata=item.metadata,
         )
+        if not self.redactor:
+            return await inner.generate(chained_item)
+        try:
+            answer = await inner.generate(chained_item)
+        except TargetError as exc:
+            exc.message, exc.raw_body = await self.redactor.redacted(
+                [exc.message, exc.raw_body]
+            )
+            exc.args = (exc.message,)
+            raise
+        except Exception as exc:  # its text goes to the result: redacted first
+            raise TargetError(
+                self.redactor.text(f"{type(exc).__name__}: {exc}"),
+                kind=ErrorKind.PERMANENT,
+                error_type=type(exc).__name__,
+            ) from None
+        answer.output, answer.raw_body, answer.model = await self.redactor.redacted(
+            [answer.output, answer.raw_body, answer.model]
+        )
+        return answer
 
     async def aclose(self) -> None:
         if self.inner is not None:

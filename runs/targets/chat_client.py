@@ -5,10 +5,11 @@ Both declare the endpoint the same way (``EndpointParams``: base URL, model and
 the API key as a project secret), send requests through the operator's network
 policy, and classify a failed call the same way (``TargetError`` with its
 ``ErrorKind``: transient, quota or permanent), so the executor's retry rules
-apply to both alike. Sending, the classification of a status, Retry-After and
-redaction are those of every HTTP target (``http_client``); what is here is
-what a chat endpoint adds: its parameters, its key as a Bearer header, and
-the reading of its reply.
+apply to both alike. Sending, the classification of a status and Retry-After
+are those of every HTTP target (``http_client``); what is here is what a chat
+endpoint adds: its parameters, its key as a Bearer header, and the reading of
+its reply. A key the endpoint echoes is replaced where the outcome of an item
+or a score is recorded (``runs.redaction``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
     PolicyClient,
-    redact,
     status_error,
 )
 
@@ -219,7 +219,6 @@ class ChatClient:
         # Parsed once: httpx would parse a string URL on every request.
         self.url = endpoint_url(config["base_url"], "chat/completions")
         self.headers = bearer_headers(config, context)
-        self.secrets = tuple(value for value in context.secrets.values() if value)
         self.client = PolicyClient()
 
     async def post(self, payload: dict[str, Any]) -> Answer:
@@ -230,23 +229,16 @@ class ChatClient:
 
     async def complete(self, payload: dict[str, Any]) -> ChatReply:
         """One request and its answer, or a classified TargetError."""
-        return parse_chat_response(await self.post(payload), secrets=self.secrets)
-
-    def redact(self, text: str) -> str:
-        """``text`` with the key replaced: an endpoint may echo its headers."""
-        return redact(text, self.secrets)
+        return parse_chat_response(await self.post(payload))
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
-def parse_chat_response(
-    response: Answer, *, secrets: tuple[str, ...] = ()
-) -> ChatReply:
-    """The reply of a 200, or a TargetError classified by status (body kept,
-    with every secret replaced)."""
+def parse_chat_response(response: Answer) -> ChatReply:
+    """The reply of a 200, or a TargetError classified by status (body kept)."""
     if response.status_code >= 400:
-        raise status_error(response, secrets=secrets)
+        raise status_error(response)
     body = response.text
     try:
         data = response.json()
@@ -257,7 +249,7 @@ def parse_chat_response(
             f"malformed response: {type(exc).__name__}: {exc}",
             kind=ErrorKind.PERMANENT,
             http_status=response.status_code,
-            raw_body=redact(body[:ERROR_BODY_LIMIT], secrets),
+            raw_body=body[:ERROR_BODY_LIMIT],
             error_type="MalformedResponse",
         ) from exc
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
@@ -267,7 +259,7 @@ def parse_chat_response(
             "malformed response: message has no content",
             kind=ErrorKind.PERMANENT,
             http_status=response.status_code,
-            raw_body=redact(body[:ERROR_BODY_LIMIT], secrets),
+            raw_body=body[:ERROR_BODY_LIMIT],
             error_type="MalformedResponse",
             # A filtered reply still used (and costs) its tokens.
             usage=TargetOutput(

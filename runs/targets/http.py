@@ -19,7 +19,6 @@ from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
     PolicyClient,
-    redact,
     status_error,
 )
 from runs.targets.templating import (
@@ -306,7 +305,6 @@ class HttpTarget(Plugin):
         if self.body is not None:
             headers["Content-Type"] = "application/json"
         secret = context.secrets.get("auth")
-        self.secrets: tuple[str, ...] = ()
         if secret:
             value = config.get("auth_prefix", "Bearer ") + secret
             if not value.isascii() or not value.isprintable():
@@ -315,7 +313,6 @@ class HttpTarget(Plugin):
                     field="auth_secret",
                 )
             headers[config.get("auth_header", "Authorization")] = value
-            self.secrets = (secret,)
         elif config.get("auth_secret") or config.get("auth_env"):
             raise ConfigError(
                 "the secret was not resolved for this project", field="auth_secret"
@@ -340,9 +337,11 @@ class HttpTarget(Plugin):
 
     def parse_response(self, response: Answer) -> TargetOutput:
         if response.status_code >= 300:
-            raise status_error(response, secrets=self.secrets)
-        # An agent that echoes its request headers must not store the secret.
-        text = redact(response.text, self.secrets)
+            raise status_error(response)
+        # Parsed as received: an agent that echoes its request headers has the
+        # secret replaced, in whatever form, where the item's outcome is
+        # recorded (runs.redaction), before it is scored or stored.
+        text = response.text
         if self.config.get("response_type", "json") == "text":
             return TargetOutput(output=text, http_status=response.status_code)
         try:

@@ -3,7 +3,8 @@
 One way to send a request (through the network policy, checked on the
 resolved address at connect time), one way to turn an HTTP error into a
 ``TargetError`` (transient, quota or permanent, with Retry-After), and one way
-to quote an error body without echoing a page.
+to quote an error body without echoing a page. Secrets an endpoint echoes are
+replaced where an item's outcome is recorded (``runs.redaction``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import email.utils
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -37,7 +38,6 @@ ERROR_MESSAGE_LIMIT = 300
 # Per-attempt timeouts are the executor's job; this backstop only makes sure
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
-REDACTED = "[secret]"
 RawHeaders = tuple[tuple[bytes, bytes], ...]
 
 
@@ -163,23 +163,14 @@ def classify_status(status: int, body: str) -> ErrorKind:
     return ErrorKind.PERMANENT
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    """``text`` with every secret value replaced: a server may echo its headers."""
-    for value in secrets:
-        if value:
-            text = text.replace(value, REDACTED)
-    return text
-
-
-def status_error(response: Answer, *, secrets: Iterable[str] = ()) -> TargetError:
+def status_error(response: Answer) -> TargetError:
     """The error for a response whose status is not a success."""
     body = response.text
-    secrets = tuple(secrets)
     return TargetError(
-        redact(error_summary(response), secrets),
+        error_summary(response),
         kind=classify_status(response.status_code, body),
         http_status=response.status_code,
-        raw_body=redact(body[:ERROR_BODY_LIMIT], secrets),
+        raw_body=body[:ERROR_BODY_LIMIT],
         retry_after=parse_retry_after(response.headers.get("retry-after")),
         error_type=f"HTTP{response.status_code}",
     )

@@ -316,7 +316,7 @@ class OpenAIChatTarget(Plugin):
         return self.parse_response(await self.client.post(payload))
 
     def parse_response(self, response: Answer) -> TargetOutput:
-        reply = parse_chat_response(response, secrets=self.client.secrets)
+        reply = parse_chat_response(response)
         tool_calls = reply.message.get("tool_calls")
         keep_raw = self.config.get("keep_raw_response", True)
         return TargetOutput(

@@ -6,13 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runs.errors import ConfigError
+from runs.redaction import Redactor
 from runs.targets.base import TargetError, TargetInput, build_target
-from runs.targets.http_client import redact
 
 if TYPE_CHECKING:
     from runs.secrets import TargetContext
@@ -90,12 +89,9 @@ async def send_one(
     )
 
 
-def redacted(outcome: TargetTry, secrets: Iterable[str]) -> TargetTry:
-    """The outcome with every secret replaced, and its texts cut to MAX_CHARS."""
-
-    secrets = tuple(secrets)
-
-    def clean(text: str) -> str:
-        return redact(text, secrets)[:MAX_CHARS]
-
-    return replace(outcome, output=clean(outcome.output), error=clean(outcome.error))
+async def redacted(outcome: TargetTry, redactor: Redactor) -> TargetTry:
+    """The outcome with every secret replaced (in every form ``Redactor``
+    finds; a long answer in a worker thread), then its texts cut to MAX_CHARS:
+    cut first, a secret's remainder could pass."""
+    output, error = await redactor.redacted([outcome.output, outcome.error])
+    return replace(outcome, output=output[:MAX_CHARS], error=error[:MAX_CHARS])

@@ -26,6 +26,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.testing.key_forms import FORMS, echoed
+
 _MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 # What each marker in the last message's content does; markers are removed
 # from the prompt before it is answered.
@@ -50,6 +52,10 @@ PROMPT_MARKERS = {
     "[[flaky_status:CODE]]": "with [[flaky:N]]: those first requests get CODE "
     "(503, 429, ...) instead of 500",
     "[[unparseable]]": "a reply that holds no verdict or score, whatever was asked",
+    "[[echo_key:FORM]]": "echo the request's key (after Bearer) in FORM (exact, "
+    "reversed, base64, base64url, hex, spaced, url, html; unicode: \\uXXXX in "
+    "the body) in the content, the model, a tool call, a [[status]] error and a "
+    "[[malformed]] answer",
 }
 # A request whose response_format asks for JSON gets {"answer": ...} as content.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
@@ -242,7 +248,8 @@ class FakeOpenAIServer:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 if "authorization" in headers:
                     self.stats.authorization.add(headers["authorization"])
-                response = await self.respond(method, path, body, reader)
+                key = headers.get("authorization", "").removeprefix("Bearer ")
+                response = await self.respond(method, path, body, reader, key)
                 if response is None:  # the client went away while we waited
                     self.stats.disconnects += 1
                     return
@@ -264,7 +271,12 @@ class FakeOpenAIServer:
                 await writer.wait_closed()
 
     async def respond(
-        self, method: str, path: str, body: bytes, reader: asyncio.StreamReader
+        self,
+        method: str,
+        path: str,
+        body: bytes,
+        reader: asyncio.StreamReader,
+        key: str = "",
     ) -> bytes | None:
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             if method == "GET" and path.rstrip("/").endswith("/stats"):
@@ -282,7 +294,7 @@ class FakeOpenAIServer:
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         try:
-            return await self.answer(request, prompt, reader)
+            return await self.answer(request, prompt, reader, key)
         finally:
             self.stats.in_flight -= 1
 
@@ -297,7 +309,11 @@ class FakeOpenAIServer:
         }
 
     async def answer(
-        self, request: dict[str, Any], prompt: str, reader: asyncio.StreamReader
+        self,
+        request: dict[str, Any],
+        prompt: str,
+        reader: asyncio.StreamReader,
+        key: str = "",
     ) -> bytes | None:
         from runs.targets.demo import solve  # after Django is set up (see main)
 
@@ -309,6 +325,12 @@ class FakeOpenAIServer:
             if not await self.wait_unless_closed(reader, delay):
                 return None
         clean = _MARKER.sub("", prompt).strip()
+        form = (markers["echo_key"] or "exact") if "echo_key" in markers else None
+        if form is not None and form not in FORMS:
+            return self.http(400, {"error": {"message": f"no key form {form!r}"}})
+        # The unicode form is the key itself, written as \uXXXX in the body.
+        echo = "" if form is None else key if form == "unicode" else echoed(key, form)
+        escape = key if form == "unicode" else ""
         if "flaky" in markers and self.stats.prompts[prompt] <= int(
             markers["flaky"] or 1
         ):
@@ -337,9 +359,8 @@ class FakeOpenAIServer:
                 if "retry_after" in markers
                 else {}
             )
-            return self.http(
-                status, {"error": {"message": f"simulated {status}"}}, extra
-            )
+            message = f"simulated {status}" + (f" for key {echo}" if echo else "")
+            return self.http(status, {"error": {"message": message}}, extra, escape)
         roll = self.random.random()
         mix = self.faults
         if roll < mix.error_500:
@@ -354,11 +375,15 @@ class FakeOpenAIServer:
             "malformed" in markers
             or roll < mix.error_500 + mix.error_429 + mix.malformed
         ):
-            return self.http(200, {"id": "chatcmpl-fake", "object": "chat.completion"})
+            body = {"id": "chatcmpl-fake", "object": "chat.completion"}
+            return self.http(
+                200, {**body, **({"key": echo} if echo else {})}, None, escape
+            )
         if "badjson" in markers:
             return self.raw(200, b"{not json", "application/json")
         if "tool" in markers:
-            return self.http(200, self.tool_call(request, clean, markers["tool"]))
+            call = self.tool_call(request, clean, markers["tool"], echo)
+            return self.http(200, call, escape=escape)
         if "nocontent" in markers:
             body = self.completion(request, clean, "filtered")
             body["choices"][0]["message"]["content"] = None
@@ -383,10 +408,15 @@ class FakeOpenAIServer:
             response_format.get("type") in JSON_FORMATS
         ):
             content = json.dumps({"answer": content})
-        return self.http(200, self.completion(request, clean, content))
+        if echo:
+            content = f"{content} (your key: {echo})"
+        completion = self.completion(request, clean, content)
+        if echo:
+            completion["model"] = f"{completion['model']} {echo}"
+        return self.http(200, completion, escape=escape)
 
     def tool_call(
-        self, request: dict[str, Any], prompt: str, name: str | None
+        self, request: dict[str, Any], prompt: str, name: str | None, echo: str = ""
     ) -> dict[str, Any]:
         tools = request.get("tools") or [{"function": {"name": "search"}}]
         name = name or tools[0]["function"]["name"]
@@ -400,7 +430,9 @@ class FakeOpenAIServer:
                     "type": "function",
                     "function": {
                         "name": name,
-                        "arguments": json.dumps({"query": prompt}),
+                        "arguments": json.dumps(
+                            {"query": prompt, **({"key": echo} if echo else {})}
+                        ),
                     },
                 }
             ],
@@ -446,11 +478,16 @@ class FakeOpenAIServer:
         }
 
     def http(
-        self, status: int, payload: Any, headers: dict[str, str] | None = None
+        self,
+        status: int,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        escape: str = "",
     ) -> bytes:
-        return self.raw(
-            status, json.dumps(payload).encode(), "application/json", headers
-        )
+        text = json.dumps(payload)
+        if escape:  # every character of it as \uXXXX, as JSON allows
+            text = text.replace(escape, echoed(escape, "unicode"))
+        return self.raw(status, text.encode(), "application/json", headers)
 
     def raw(
         self,

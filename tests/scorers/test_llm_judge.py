@@ -296,9 +296,9 @@ async def test_the_key_never_reaches_a_reason_or_an_error(
     run = await sync_to_async(echo_run)(project, items, [spec], user=alice)
     scores = await run_and_scores(run)
 
-    assert scores["echo"].reason == "you sent Bearer [secret]"
+    assert scores["echo"].reason == "you sent Bearer [redacted secret api_key]"
     assert scores["echo"].error.startswith("unreadable judge reply")
-    assert "[secret]" in scores["fail"].error + scores["fail"].reason
+    assert "[redacted secret api_key]" in scores["fail"].error + scores["fail"].reason
     stored = [(s.reason, s.error) for s in scores.values()]
     await run.arefresh_from_db()
     assert KEY not in str([stored, run.scorers, run.error])

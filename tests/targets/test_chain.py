@@ -17,9 +17,12 @@ from runs.models import Dataset, ErrorKind, Project, Result, Run, RunStatus
 from runs.secrets import TargetContext
 from runs.targets import TargetInput, build_target, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
+from runs.testing.key_forms import FORMS, leaks
 from tests.factories import make_dataset
+from tests.stored_texts import exported_text, store_secret, stored_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
+INNER_KEY = "sk-inner-Mv5nC8xK2jP6rT1q"
 
 
 def questions(count: int, *, failing: tuple[int, ...] = ()) -> list[dict[str, Any]]:
@@ -279,3 +282,32 @@ def test_the_api_refuses_another_projects_run_naming_the_field(
     assert body["field"] == "target_config.run"
     assert body["detail"].endswith(f"there is no run {theirs.pk} in Research")
     assert "Elsewhere" not in body["detail"]
+
+
+def test_the_chained_targets_echoed_key_is_stored_in_no_form(
+    project, fake_openai, alice
+):
+    store_secret(project, alice, "INNER", INNER_KEY, url=fake_openai.base_url)
+    items = [
+        {"id": f"{form}-{n}", "input": "hi", "expected": "hi", "metadata": {"m": m}}
+        for form in FORMS
+        for n, m in enumerate(
+            (f"[[echo_key:{form}]]", f"[[status:401]][[echo_key:{form}]]")
+        )
+    ]
+    dataset = make_dataset(project, items)
+    source = first_run(dataset, fake_openai, user=alice)
+    inner = model(fake_openai)
+    inner["config"]["api_key_secret"] = "INNER"
+    template = "{run.output} {metadata.m}"
+    run = chained(
+        dataset, {"run": source.pk, "target": inner, "template": template}, user=alice
+    )
+
+    assert async_to_sync(execute_run)(run.pk) == RunStatus.COMPLETED_WITH_ERRORS
+
+    assert fake_openai.stats.authorization == {f"Bearer {INNER_KEY}"}
+    stored = stored_text(run)
+    assert leaks(stored, INNER_KEY) == []
+    assert leaks(exported_text(run), INNER_KEY) == []
+    assert stored.count("[redacted secret api_key]") >= 2 * len(FORMS)

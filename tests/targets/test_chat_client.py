@@ -1,5 +1,6 @@
 """The chat endpoint's client: what it adds to the shared HTTP client, and
-that an error or a malformed reply never carries the key back."""
+what it keeps of an error or a malformed reply. (A key the endpoint echoes is
+replaced where the item's outcome is recorded: tests/executor/test_redaction.py.)"""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def payload(text: str) -> dict[str, object]:
     return {"model": "m", "messages": [{"role": "user", "content": text}]}
 
 
-async def test_a_status_error_is_classified_with_retry_after_and_the_key_replaced(
+async def test_a_status_error_is_classified_with_retry_after(
     echo: str,
 ) -> None:
     client = ChatClient(config(echo), TargetContext(secrets={"api_key": KEY}))
@@ -77,12 +78,11 @@ async def test_a_status_error_is_classified_with_retry_after_and_the_key_replace
     assert error.kind == ErrorKind.TRANSIENT
     assert error.http_status == 429
     assert error.retry_after == 7.0
-    assert error.message == "HTTP 429 Too Many Requests: slow down, Bearer [secret]"
-    assert KEY not in (error.raw_body or "")
-    assert "Bearer [secret]" in (error.raw_body or "")
+    assert error.message.startswith("HTTP 429 Too Many Requests: slow down, Bearer")
+    assert "slow down" in (error.raw_body or "")
 
 
-async def test_a_malformed_reply_keeps_its_body_without_the_key(echo: str) -> None:
+async def test_a_malformed_reply_keeps_its_body(echo: str) -> None:
     client = ChatClient(config(echo), TargetContext(secrets={"api_key": KEY}))
     try:
         with pytest.raises(TargetError) as caught:
@@ -90,11 +90,10 @@ async def test_a_malformed_reply_keeps_its_body_without_the_key(echo: str) -> No
     finally:
         await client.aclose()
     assert caught.value.error_type == "MalformedResponse"
-    assert KEY not in (caught.value.raw_body or "")
-    assert "Bearer [secret]" in (caught.value.raw_body or "")
+    assert '"choices": []' in (caught.value.raw_body or "")
 
 
-async def test_the_target_stores_no_key_from_an_error_and_no_negative_count(
+async def test_the_target_reads_no_negative_count(
     echo: str,
 ) -> None:
     target = OpenAIChatTarget.from_config(
@@ -104,13 +103,8 @@ async def test_the_target_stores_no_key_from_an_error_and_no_negative_count(
         answer = await target.generate(
             TargetInput(index=0, external_id="a", input="hi", expected=None)
         )
-        with pytest.raises(TargetError) as caught:
-            await target.generate(
-                TargetInput(index=1, external_id="b", input="refuse", expected=None)
-            )
     finally:
         await target.aclose()
     assert answer.output.startswith("ok Bearer ")
     assert answer.prompt_tokens == 3
     assert answer.completion_tokens is None
-    assert KEY not in caught.value.message + (caught.value.raw_body or "")

@@ -19,13 +19,13 @@ from runs.destinations import Destination
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, Run, RunStatus, Target
-from runs.secrets import TargetContext
 from runs.selectors import ResultFilters
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.targets.http import HttpTarget
 from runs.targets.templating import render_json
 from tests.factories import make_dataset, set_bound_secret
 from tests.local_http import serve
+from tests.stored_texts import store_secret
 from tests.targets.agent_server import AgentHandler, fresh_handler
 
 TOKEN = "agent-token-0123456789abcdef"
@@ -311,25 +311,31 @@ async def test_a_project_secret_is_sent_in_the_auth_header_and_never_stored(
     bad = await Result.objects.aget(run=run, item_index=1)
     assert ok.output == "done"
     assert bad.error_type == "HTTP401"
-    assert "[secret] is not valid" in bad.error_message
+    assert "[redacted secret auth] is not valid" in bad.error_message
     await run.arefresh_from_db()
     stored = str([run.target_config, bad.error_message, bad.attempts, ok.attempts])
     assert TOKEN not in stored
 
 
-async def test_an_answer_that_echoes_the_secret_stores_it_redacted(agent):
+@pytest.mark.django_db(transaction=True)
+async def test_an_answer_that_echoes_the_secret_stores_it_redacted(
+    alice: User, project: Project, agent
+):
     url, handler = agent
+    await sync_to_async(store_secret)(project, alice, "AGENT_TOKEN", TOKEN, url=url)
     config = {
         "url": url,
         "body": {"mode": "echo_headers"},
         "auth_secret": "AGENT_TOKEN",
         "output_path": "headers",
     }
-    answer = await generate(
-        config, item(), context=TargetContext(secrets={"auth": TOKEN})
-    )
+    items = [{"id": "1", "input": "hi", "expected": "x"}]
+    run = await sync_to_async(http_run)(project, config, items, user=alice)
+    await execute_run(run.pk)
     assert handler.requests[0]["headers"]["authorization"] == f"Bearer {TOKEN}"
-    assert answer.output["authorization"] == "Bearer [secret]"
+    result = await Result.objects.aget(run=run)
+    assert result.output["authorization"] == "Bearer [redacted secret auth]"
+    assert TOKEN not in str(result.attempts)
 
 
 @pytest.mark.django_db

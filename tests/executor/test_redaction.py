@@ -1,0 +1,198 @@
+"""A key an endpoint echoes, in whatever form, is stored and shown nowhere:
+not in a result's output, attempt log (raw bodies, models), error, nor in a
+judge's reason, nor in the run's export."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+
+from runs import services
+from runs.executor.engine import execute_run
+from runs.executor.rescore import execute_scoring_pass
+from runs.models import Project, Result, Run, RunStatus, Score
+from runs.rescoring import run_rescore
+from runs.testing.fake_openai import FakeOpenAIServer
+from runs.testing.key_forms import FORMS, echoed, leaks
+from tests.factories import make_dataset
+from tests.local_http import serve
+from tests.stored_texts import exported_text, store_secret, stored_text
+
+TARGET_KEY = "sk-target-Qx7vB2mN9pL4wZ8c"
+JUDGE_KEY = "sk-judge-Hf3kT6yR1sD5gJ0a"
+FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
+
+
+def openai_run(
+    project: Project, user: User, base_url: str, items: list[dict[str, Any]]
+) -> Run:
+    """A run of the chat target with TARGET_KEY, judged with JUDGE_KEY."""
+    store_secret(project, user, "TARGET", TARGET_KEY, url=base_url)
+    store_secret(project, user, "JUDGE", JUDGE_KEY, url=base_url)
+    judge = {
+        "kind": "llm_judge",
+        "params": {
+            "base_url": base_url,
+            "model": "fake-judge",
+            "api_key_secret": "JUDGE",
+            "max_attempts": 1,
+            **FAST,
+        },
+    }
+    return services.run_create(
+        user=user,
+        dataset=make_dataset(project, items),
+        target_kind="openai_chat",
+        target_config={
+            "base_url": base_url,
+            "model": "fake",
+            "api_key_secret": "TARGET",
+        },
+        scorers=["exact_match", judge],
+        options={"max_attempts": 1, **FAST},
+        launch=False,
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_echoed_in_any_form_is_stored_and_exported_nowhere(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    items: list[dict[str, Any]] = []
+    for form in FORMS:
+        # The answer, a failed call's error and body, a malformed answer's
+        # body, a tool call: each echoes.
+        items += [
+            {"id": f"{form}-answer", "input": f"hi [[echo_key:{form}]]"},
+            {"id": f"{form}-error", "input": f"[[status:401]][[echo_key:{form}]]"},
+            {"id": f"{form}-tool", "input": f"[[tool:find]][[echo_key:{form}]]"},
+            {"id": f"{form}-bad", "input": f"[[malformed]][[echo_key:{form}]]"},
+        ]
+    for item in items:
+        item["expected"] = "hi"
+    run = await sync_to_async(openai_run)(project, alice, fake_openai.base_url, items)
+
+    assert await execute_run(run.pk) == RunStatus.COMPLETED_WITH_ERRORS
+
+    # The server did echo both keys, in every form, in its answers.
+    assert fake_openai.stats.authorization == {
+        f"Bearer {TARGET_KEY}",
+        f"Bearer {JUDGE_KEY}",
+    }
+    stored = await sync_to_async(stored_text)(run)
+    exported = await sync_to_async(exported_text)(run)
+    for key in (TARGET_KEY, JUDGE_KEY):
+        assert leaks(stored, key) == []
+        assert leaks(exported, key) == []
+    answer = await Result.objects.aget(run=run, item__external_id="spaced-answer")
+    assert answer.output.startswith("hi (your key: [redacted secret api_key]")
+    judged = await Score.objects.aget(result=answer, scorer="llm_judge")
+    assert "[redacted secret api_key]" in judged.reason
+    assert stored.count("[redacted secret api_key]") >= 4 * len(FORMS)
+
+
+class _EscapingAgent(BaseHTTPRequestHandler):
+    """An agent that answers with its request's headers, in JSON whose every
+    character of the token is written as a \\u escape."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        token = self.headers["X-Agent-Key"]
+        body = json.dumps({"answer": "ok", "seen": f"token {token}"})
+        body = body.replace(token, echoed(token, "unicode"))
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def escaping_agent() -> Iterator[str]:
+    with serve(_EscapingAgent) as url:
+        yield url
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_http_target_echoing_the_key_in_json_escapes_stores_none(
+    alice: User, project: Project, escaping_agent: str
+) -> None:
+    def create() -> Run:
+        store_secret(project, alice, "AGENT", TARGET_KEY, url=escaping_agent)
+        return services.run_create(
+            user=alice,
+            dataset=make_dataset(
+                project, [{"id": "1", "input": "hi", "expected": "ok"}]
+            ),
+            target_kind="http",
+            target_config={
+                "url": escaping_agent,
+                "auth_secret": "AGENT",
+                "auth_header": "X-Agent-Key",
+                "auth_prefix": "",
+            },
+            scorers=["exact_match"],
+            options={"max_attempts": 1},
+            launch=False,
+        )
+
+    run = await sync_to_async(create)()
+    assert await execute_run(run.pk) == RunStatus.COMPLETED
+    result = await Result.objects.aget(run=run)
+    assert result.output == {"answer": "ok", "seen": "token [redacted secret auth]"}
+    stored = await sync_to_async(stored_text)(run)
+    assert leaks(stored, TARGET_KEY) == []
+    assert leaks(await sync_to_async(exported_text)(run), TARGET_KEY) == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    def create() -> Run:
+        store_secret(project, alice, "JUDGE", JUDGE_KEY, url=fake_openai.base_url)
+        items = [
+            {"id": form, "input": f"hi [[echo_key:{form}]]", "expected": "hi"}
+            for form in FORMS
+        ]
+        return services.run_create(
+            user=alice,
+            dataset=make_dataset(project, items),
+            target_kind="python",
+            target_config={"callable": "runs.targets.examples.echo"},
+            scorers=["exact_match"],
+            launch=False,
+        )
+
+    run = await sync_to_async(create)()
+    assert await execute_run(run.pk) == RunStatus.COMPLETED
+    judge = {
+        "kind": "llm_judge",
+        "params": {
+            "base_url": fake_openai.base_url,
+            "model": "fake-judge",
+            "api_key_secret": "JUDGE",
+        },
+    }
+    plan = await sync_to_async(run_rescore)(
+        run=run, user=alice, scorers=[judge], launch=False
+    )
+    assert plan.scoring_pass is not None
+
+    await execute_scoring_pass(plan.scoring_pass.pk)
+
+    assert fake_openai.stats.authorization == {f"Bearer {JUDGE_KEY}"}
+    assert leaks(await sync_to_async(stored_text)(run), JUDGE_KEY) == []
+    reasons = [s.reason async for s in Score.objects.filter(scorer="llm_judge")]
+    assert len(reasons) == len(FORMS)
+    assert all(r.endswith("[redacted secret api_key])") for r in reasons)
