@@ -16,9 +16,14 @@ the pool.
 
 Threads suffice because what runs in them does not hold the GIL for long: user
 patterns go through RE2, which releases it, and the built-in scorers work huge
-texts in slices. A timed-out call cannot be killed: its thread finishes in the
-background, holding one worker until then, which is why the pool is bounded
-and why a scorer must return in bounded time.
+texts in slices. Work that an input can make unbounded (a JSON Schema, a math
+expression) does not run here but in worker processes that are killed at the
+timeout (``runs/scorer_processes.py``). A timed-out call in a thread cannot be
+killed: its thread finishes in the background, holding one worker until then.
+So the pool is shared by project (``runs/worker_shares.py``): a project's runs
+hold at most ``EVALSITE_SCORER_WORKERS_PER_PROJECT`` threads at once, counted
+until each thread returns, and a thread past its timeout is counted, logged
+and named in the timeout messages of the calls waiting behind it.
 """
 
 from __future__ import annotations
@@ -34,21 +39,32 @@ from django.conf import settings
 
 from runs.scorers import ScoreOutcome, Scorer
 from runs.targets import TargetInput
+from runs.worker_shares import Progress, Shares, current_owner, share_limit, tracking
 
 _pool: ThreadPoolExecutor | None = None
+_shares: Shares | None = None
 _pool_lock = threading.Lock()
 
 
 def scorer_pool() -> ThreadPoolExecutor:
     """The process's scorer worker pool, created on first use."""
-    global _pool
+    return _scorer_threads()[0]
+
+
+def thread_shares() -> Shares:
+    """Who holds the scorer worker threads (per project)."""
+    return _scorer_threads()[1]
+
+
+def _scorer_threads() -> tuple[ThreadPoolExecutor, Shares]:
+    global _pool, _shares
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=settings.EVALSITE_SCORER_WORKERS,
-                thread_name_prefix="scorer",
-            )
-        return _pool
+        if _pool is None or _shares is None:
+            workers = settings.EVALSITE_SCORER_WORKERS
+            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scorer")
+            limit = share_limit(workers, settings.EVALSITE_SCORER_WORKERS_PER_PROJECT)
+            _shares = Shares("scorer worker", workers, limit)
+        return _pool, _shares
 
 
 def runs_on_loop(scorer: Scorer) -> bool:
@@ -59,22 +75,49 @@ def runs_on_loop(scorer: Scorer) -> bool:
 class ScorerCall:
     """One call of one scorer; knows whether a worker had started it."""
 
-    __slots__ = ("item", "output", "scorer", "started")
+    __slots__ = ("item", "output", "progress", "scorer", "started")
 
     def __init__(self, scorer: Scorer, output: Any, item: TargetInput) -> None:
         self.scorer = scorer
         self.output = output
         self.item = item
         self.started = False
+        # What the call waits for, if anything: a worker thread, or a worker
+        # process of a scorer that computes in one (scorer_processes.py).
+        self.progress = Progress()
 
     async def run(self) -> ScoreOutcome:
         if runs_on_loop(self.scorer):
             self.started = True
-            return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
-        loop = asyncio.get_running_loop()
+            with tracking(self.progress):
+                return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
+        pool, shares = _scorer_threads()
+        owner = current_owner()
+        await self.wait_for_share(shares, owner)
         # The run's context (its frozen prices, for ``cost_of``) goes along.
         context = contextvars.copy_context()
-        return await loop.run_in_executor(scorer_pool(), context.run, self.compute)
+        try:
+            future = pool.submit(context.run, self.compute)
+        except BaseException:
+            shares.release(owner)
+            raise
+        # The share is given back when the thread is free, not when the
+        # caller stops waiting: a thread past its timeout still holds it.
+        future.add_done_callback(lambda _: shares.release(owner))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            if future.cancel():  # still queued: it never ran
+                self.progress.waiting = shares.waiting_for_pool()
+            elif not future.done():
+                name = getattr(self.scorer, "name", "?")
+                shares.overran(owner, name)
+                future.add_done_callback(lambda _: shares.returned(owner, name))
+            raise
+
+    async def wait_for_share(self, shares: Shares, owner: str) -> None:
+        with tracking(self.progress):
+            await shares.acquire(owner)
 
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""
@@ -99,13 +142,9 @@ class ScorerCall:
         return outcome  # type: ignore[return-value]
 
     def timeout_message(self, timeout: float) -> str:
-        if self.started:
-            return f"scorer exceeded {timeout:g} s"
-        workers = settings.EVALSITE_SCORER_WORKERS
-        return (
-            f"scorer exceeded {timeout:g} s waiting for a free scorer worker "
-            f"(all {workers} busy)"
-        )
+        if self.progress.waiting:
+            return f"scorer exceeded {timeout:g} s {self.progress.waiting}"
+        return f"scorer exceeded {timeout:g} s"
 
 
 def text_size(value: Any) -> int | None:
