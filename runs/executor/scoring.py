@@ -19,52 +19,21 @@ patterns go through RE2, which releases it, and the built-in scorers work huge
 texts in slices. Work that an input can make unbounded (a JSON Schema, a math
 expression) does not run here but in worker processes that are killed at the
 timeout (``runs/scorer_processes.py``). A timed-out call in a thread cannot be
-killed: its thread finishes in the background, holding one worker until then.
-So the pool is shared by project (``runs/worker_shares.py``): a project's runs
-hold at most ``EVALSITE_SCORER_WORKERS_PER_PROJECT`` threads at once, counted
-until each thread returns, and a thread past its timeout is counted, logged
-and named in the timeout messages of the calls waiting behind it.
+killed: its thread finishes in the background, holding one worker until then,
+so the threads are shared by project (``runs/scorer_threads.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import inspect
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
-
+from runs.scorer_threads import run_in_thread, scorer_pool, thread_shares
 from runs.scorers import ScoreOutcome, Scorer
 from runs.targets import TargetInput
-from runs.worker_shares import Progress, Shares, current_owner, share_limit, tracking
+from runs.worker_shares import Progress, tracking
 
-_pool: ThreadPoolExecutor | None = None
-_shares: Shares | None = None
-_pool_lock = threading.Lock()
-
-
-def scorer_pool() -> ThreadPoolExecutor:
-    """The process's scorer worker pool, created on first use."""
-    return _scorer_threads()[0]
-
-
-def thread_shares() -> Shares:
-    """Who holds the scorer worker threads (per project)."""
-    return _scorer_threads()[1]
-
-
-def _scorer_threads() -> tuple[ThreadPoolExecutor, Shares]:
-    global _pool, _shares
-    with _pool_lock:
-        if _pool is None or _shares is None:
-            workers = settings.EVALSITE_SCORER_WORKERS
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="scorer")
-            limit = share_limit(workers, settings.EVALSITE_SCORER_WORKERS_PER_PROJECT)
-            _shares = Shares("scorer worker", workers, limit)
-        return _pool, _shares
+__all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]
 
 
 def runs_on_loop(scorer: Scorer) -> bool:
@@ -91,33 +60,9 @@ class ScorerCall:
             self.started = True
             with tracking(self.progress):
                 return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
-        pool, shares = _scorer_threads()
-        owner = current_owner()
-        await self.wait_for_share(shares, owner)
-        # The run's context (its frozen prices, for ``cost_of``) goes along.
-        context = contextvars.copy_context()
-        try:
-            future = pool.submit(context.run, self.compute)
-        except BaseException:
-            shares.release(owner)
-            raise
-        # The share is given back when the thread is free, not when the
-        # caller stops waiting: a thread past its timeout still holds it.
-        future.add_done_callback(lambda _: shares.release(owner))
-        try:
-            return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
-            if future.cancel():  # still queued: it never ran
-                self.progress.waiting = shares.waiting_for_pool()
-            elif not future.done():
-                name = getattr(self.scorer, "name", "?")
-                shares.overran(owner, name)
-                future.add_done_callback(lambda _: shares.returned(owner, name))
-            raise
-
-    async def wait_for_share(self, shares: Shares, owner: str) -> None:
         with tracking(self.progress):
-            await shares.acquire(owner)
+            name = getattr(self.scorer, "name", "?")
+            return await run_in_thread(self.compute, name=name)
 
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""

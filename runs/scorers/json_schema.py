@@ -1,14 +1,16 @@
 from __future__ import annotations
 
+import functools
 import json
 import warnings
 from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from runs.json_schemas import judge, patterns, schema_problem
+from runs.json_schemas import judge, patterns, schema_problem, single_pass_size
 from runs.plugins import FieldError, Params
 from runs.scorer_processes import JSON, WorkerEnded, WorkTimeout, run_in_process
+from runs.scorer_threads import run_in_thread
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
 from runs.scorers.patterns import compile_user_pattern
 from runs.targets.base import TargetInput
@@ -16,6 +18,9 @@ from runs.targets.base import TargetInput
 # The pool's own limit on one validation, for a caller without a timeout:
 # the longest scorer timeout a run may set. The run's timeout comes first.
 KILL_AFTER_SECONDS = 3600
+# Schema values x output characters up to which a single-pass schema is
+# validated in a scorer thread (a few milliseconds at most), not a process.
+THREAD_WORK = 1_000_000
 
 
 # The parameter is called schema, as in JSON Schema; on a pydantic model that
@@ -117,11 +122,9 @@ class Json(ScorerPlugin):
         schema = params.get("schema")
         # As text: what a worker process caches its validator by.
         self.schema_text = None if schema is None else json.dumps(schema)
+        self.single_pass = None if schema is None else single_pass_size(schema)
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        # Reading and validating run in a worker process, awaited here: a
-        # schema whose work multiplies cannot be stopped inside a thread, and
-        # the run's scorer timeout kills the process instead.
         limit = self.params["max_chars"]
         if isinstance(output, str) and len(output) > limit:
             return ScoreOutcome(
@@ -133,27 +136,43 @@ class Json(ScorerPlugin):
         schema_text, source = self.schema_text, "the schema"
         if schema_text is None and self.params.get("schema_field"):
             schema_text, source = self._item_schema(item)
+        check = functools.partial(
+            judge,
+            output,
+            schema_text,
+            fenced=self.params["fenced"],
+            max_chars=limit,
+            max_depth=self.params["max_depth"],
+            schema_source=source,
+        )
+        if self.bounded(output, schema_text):
+            return _outcome(await run_in_thread(check, name=self.name))
+        # Anything else validates in a worker process, awaited here: work
+        # that multiplies cannot be stopped in a thread, and the run's scorer
+        # timeout kills the process instead.
         try:
-            verdict = await run_in_process(
-                JSON,
-                judge,
-                output,
-                schema_text,
-                fenced=self.params["fenced"],
-                max_chars=limit,
-                max_depth=self.params["max_depth"],
-                schema_source=source,
-                kill_after=KILL_AFTER_SECONDS,
-            )
+            verdict = await run_in_process(JSON, check, kill_after=KILL_AFTER_SECONDS)
         except WorkTimeout:
             raise ValueError(
                 f"validation took over {KILL_AFTER_SECONDS} s and was stopped"
             ) from None
         except WorkerEnded as exc:
             raise ValueError(f"validation stopped: its worker ended ({exc})") from None
-        return ScoreOutcome(
-            1.0 if verdict.passed else 0.0, verdict.passed, verdict.reason
-        )
+        return _outcome(verdict)
+
+    def bounded(self, output: Any, schema_text: str | None) -> bool:
+        """Whether the work is bounded and small enough for a scorer thread,
+        where it costs less than the hop to a process and back: reading JSON
+        without a schema (linear in ``max_chars``), or the run's single-pass
+        schema (``single_pass_size``) with an output short enough that
+        schema values x characters stay within ``THREAD_WORK``."""
+        if schema_text is None:
+            return True
+        if schema_text is not self.schema_text or self.single_pass is None:
+            return False  # an item's schema, checked in the worker
+        if not isinstance(output, str):
+            return False  # a value from the target: its size is not known
+        return len(output) * self.single_pass <= THREAD_WORK
 
     def _item_schema(self, item: TargetInput) -> tuple[str, str]:
         """The item's schema as JSON text (checked in the worker), and where
@@ -165,3 +184,7 @@ class Json(ScorerPlugin):
                 raise ValueError(f"the item has no schema at metadata.{path}")
             schema = schema[part]
         return json.dumps(schema), f"the item's schema at metadata.{path}"
+
+
+def _outcome(verdict: Any) -> ScoreOutcome:
+    return ScoreOutcome(1.0 if verdict.passed else 0.0, verdict.passed, verdict.reason)
