@@ -70,11 +70,12 @@ def _start_worker(warm_up: str, memory_bytes: int) -> None:
 
 
 def pool_size() -> int:
-    """Processes per kind: the scorer workers setting, within the cores
-    (at least two, so that one project cannot hold them all)."""
+    """Processes per kind: one per core and one more, so that a project
+    whose share is every core still leaves one to the others; at most the
+    scorer workers setting."""
     from django.conf import settings
 
-    return min(settings.EVALSITE_SCORER_WORKERS, max(2, os.cpu_count() or 1))
+    return min(settings.EVALSITE_SCORER_WORKERS, (os.cpu_count() or 1) + 1)
 
 
 def work_pool(kind: WorkKind) -> tuple[Any, Shares]:
