@@ -20,6 +20,7 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.scoring import thread_shares
 from runs.models import Project, RunStatus, Score
+from runs.scorer_processes import JSON, pool_size, work_pool
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
 from runs.worker_shares import owner, scoring_for
@@ -51,15 +52,17 @@ async def score_as(who: str, scoring: ItemRunner, output: Any) -> Any:
     return record
 
 
+# Within every limit (2^11 evaluations of one value), but each number of an
+# output takes a long while: validating this one runs for minutes.
+SLOW = {"kind": "json", "params": {"schema": branching_chain(11, array=True)}}
+STALLING = json.dumps([1] * 600)
+
+
 async def test_a_slow_validation_is_killed_at_the_timeout_and_the_workers_serve_again():
-    # Within every limit (2^11 evaluations of one value), but each of the 60
-    # numbers takes a long while: the validation as a whole runs far past
-    # the scorer timeout, in every worker at once.
-    slow = {"kind": "json", "params": {"schema": branching_chain(11, array=True)}}
     workers = settings.EVALSITE_SCORER_WORKERS
-    stalled = runner(slow, timeout=0.5)
+    stalled = runner(SLOW, timeout=0.5)
     records = await asyncio.gather(
-        *(score_as(f"p{n}", stalled, json.dumps([1] * 60)) for n in range(workers))
+        *(score_as(f"p{n}", stalled, STALLING) for n in range(workers))
     )
     assert [record.error[:21] for record in records] == ["scorer exceeded 0.5 s"] * (
         workers
@@ -68,13 +71,35 @@ async def test_a_slow_validation_is_killed_at_the_timeout_and_the_workers_serve_
 
     # The validations were killed: the next ones, from every project at once,
     # find their workers free (a string matches the first branch at once).
-    scoring = runner(slow, timeout=WAIT_SECONDS)
+    scoring = runner(SLOW, timeout=WAIT_SECONDS)
     records = await asyncio.gather(
         *(score_as(f"p{n}", scoring, '["a", "b"]') for n in range(workers))
     )
     assert [(record.error, record.passed) for record in records] == [
         ("", True)
     ] * workers
+
+
+async def test_a_project_holds_only_its_share_of_the_validation_processes():
+    _, shares = work_pool(JSON)
+    hog = runner(SLOW, timeout=WAIT_SECONDS * 10)
+    # More slow validations than there are processes, all from one project.
+    hogging = [
+        asyncio.ensure_future(score_as("hog", hog, STALLING))
+        for _ in range(pool_size() + 1)
+    ]
+    try:
+        await wait_until(
+            lambda: shares.held("hog") == shares.limit,
+            "the hog's validations holding its share of the processes",
+        )
+        record = await score_as("other", runner(SLOW, timeout=WAIT_SECONDS), '["a"]')
+    finally:
+        for task in hogging:
+            task.cancel()  # the processes are killed
+        await asyncio.gather(*hogging, return_exceptions=True)
+    assert (record.error, record.passed) == ("", True)
+    assert shares.limit < pool_size()
 
 
 class HoggingScorer(base.ScorerPlugin):
