@@ -145,7 +145,7 @@ class Json(ScorerPlugin):
             max_depth=self.params["max_depth"],
             schema_source=source,
         )
-        if self.bounded(output, schema_text):
+        if self.bounded(output, from_item=schema_text is not self.schema_text):
             return _outcome(await run_in_thread(check, name=self.name))
         # Anything else validates in a worker process, awaited here: work
         # that multiplies cannot be stopped in a thread, and the run's scorer
@@ -160,16 +160,18 @@ class Json(ScorerPlugin):
             raise ValueError(f"validation stopped: its worker ended ({exc})") from None
         return _outcome(verdict)
 
-    def bounded(self, output: Any, schema_text: str | None) -> bool:
+    def bounded(self, output: Any, *, from_item: bool) -> bool:
         """Whether the work is bounded and small enough for a scorer thread,
         where it costs less than the hop to a process and back: reading JSON
         without a schema (linear in ``max_chars``), or the run's single-pass
         schema (``single_pass_size``) with an output short enough that
         schema values x characters stay within ``THREAD_WORK``."""
-        if schema_text is None:
+        if from_item:
+            return False  # an item's schema: checked and run in the worker
+        if self.schema_text is None:
             return True
-        if schema_text is not self.schema_text or self.single_pass is None:
-            return False  # an item's schema, checked in the worker
+        if self.single_pass is None:
+            return False
         if not isinstance(output, str):
             return False  # a value from the target: its size is not known
         return len(output) * self.single_pass <= THREAD_WORK
