@@ -193,8 +193,8 @@ class _Bound:
             cls.META_SCHEMA["$schema"]
         )
         resource = specification.create_resource(schema)
-        # No retrieve: a $ref to anything outside the schema is unresolvable.
-        self.root_resolver = referencing.Registry().resolver_with_root(resource)
+        # A $ref to anything outside the schema is unresolvable.
+        self.root_resolver = LOCAL_ONLY.resolver_with_root(resource)
         self.specification = specification
         self.places = _places(schema)
         self.root = self._add(schema, "$", self.root_resolver)
@@ -503,12 +503,20 @@ _RE2_KEYWORDS = {
 }
 
 
+def _refuse(uri: str) -> Any:
+    raise referencing.exceptions.NoSuchResource(ref=uri)
+
+
+# No $ref leaves the schema: jsonschema's default registry would fetch a URL
+# (a request from the server to wherever a user points it).
+LOCAL_ONLY = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+
+
 def validator_for(schema: Any) -> Any:
-    """A validator of ``schema`` whose ``$ref``s never leave it (no retrieval)."""
+    """A validator of ``schema`` whose ``$ref``s never leave it (no retrieval;
+    jsonschema adds the drafts' own meta-schemas, from memory)."""
     cls = validators.extend(validator_class(schema), _RE2_KEYWORDS)
-    # An empty registry has no retrieve: jsonschema adds the drafts' own
-    # meta-schemas (in memory) and nothing is ever fetched.
-    return cls(schema, registry=referencing.Registry())
+    return cls(schema, registry=LOCAL_ONLY)
 
 
 @lru_cache(maxsize=32)
