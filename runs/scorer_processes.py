@@ -32,6 +32,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from pebble import ProcessExpired, ProcessPool
+
 from runs.worker_shares import Shares, current_owner, note_waiting, share_limit
 
 
@@ -81,7 +83,6 @@ def pool_size() -> int:
 def work_pool(kind: WorkKind) -> tuple[Any, Shares]:
     """The pool of ``kind`` and its shares, started on first use."""
     from django.conf import settings
-    from pebble import ProcessPool
 
     with _lock:
         pool, shares = _pools.get(kind.name, (None, None))
@@ -146,9 +147,5 @@ async def run_in_process(
         raise
     except FutureTimeout:
         raise WorkTimeout from None
-    except Exception as exc:
-        from pebble import ProcessExpired
-
-        if isinstance(exc, ProcessExpired):
-            raise WorkerEnded(str(exc)) from None
-        raise
+    except ProcessExpired as exc:  # killed from outside, or out of memory
+        raise WorkerEnded(str(exc)) from None
