@@ -16,7 +16,7 @@ project's runs hold at most some of its processes at once.
 Worker processes are forked from a clean forkserver and import only the
 module of the function they run and what the kind's ``warm_up`` imports:
 those modules need no Django (``runs/math_worker.py``,
-``runs/json_schemas.py``).
+``runs/json_validation.py``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class WorkKind:
 
 
 MATH = WorkKind("math", "runs.math_worker.warm_up", 2 * 1024**3, 500)
-JSON = WorkKind("json", "runs.json_schemas.warm_up", 1024**3, 2000)
+JSON = WorkKind("json", "runs.json_validation.warm_up", 1024**3, 2000)
 
 _pools: dict[str, tuple[Any, Shares]] = {}
 _lock = threading.Lock()

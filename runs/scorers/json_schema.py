@@ -7,7 +7,8 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from runs.json_schemas import judge, patterns, schema_problem, single_pass_size
+from runs.json_schemas import schema_problem
+from runs.json_validation import judge, patterns, single_pass_size
 from runs.plugins import FieldError, Params
 from runs.scorer_processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 from runs.scorer_threads import run_in_thread
