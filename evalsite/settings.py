@@ -338,6 +338,14 @@ EVALSITE_PLUGINS = env_list("EVALSITE_PLUGINS", [])
 # Threads that run scorers' CPU work off the event loop, per process (bounded:
 # further scorers wait their turn, within the run's scorer timeout).
 EVALSITE_SCORER_WORKERS = env_int("EVALSITE_SCORER_WORKERS", 4, minimum=1)
+# The most of them (and of each pool of scorer processes) one project's runs
+# hold at once; never all of a pool of two or more, so that a project whose
+# scorers overrun their timeout waits for itself while others go on.
+EVALSITE_SCORER_WORKERS_PER_PROJECT = env_int(
+    "EVALSITE_SCORER_WORKERS_PER_PROJECT",
+    max(1, EVALSITE_SCORER_WORKERS // 2),
+    minimum=1,
+)
 
 # -- secrets and outbound requests ------------------------------------------------
 

@@ -1,15 +1,15 @@
-"""Math answer equivalence (math-verify) in worker processes, in bounded time.
+"""Math answer equivalence (math-verify), as a worker process computes it.
 
 The ``math`` scorer's work is parsing LaTeX and comparing with SymPy, which on
 a hostile expression (``10^{10^{10^{10}}}``, a huge nested fraction) can run
 for ever inside C code that no signal interrupts, holding the GIL meanwhile.
 math-verify's own timeouts use ``signal.alarm``, which works only in a main
-thread, and scorers run in worker threads. So each comparison runs in a small
-pool of worker processes (pebble): there, math-verify's alarms work (a task
-runs in the process's main thread), and a comparison that outlives its
-timeout has its process killed and replaced. A worker also has an address
-space limit, so that a runaway power fails with MemoryError instead of
-taking the machine's memory.
+thread. So each comparison runs in a pool of worker processes
+(``runs/scorer_processes.py``): there, math-verify's alarms work (a task runs
+in the process's main thread), and a comparison that outlives its timeout has
+its process killed and replaced. A worker also has an address space limit,
+so that a runaway power fails with MemoryError instead of taking the
+machine's memory.
 
 This module sits outside ``runs.scorers`` so that a worker imports it without
 Django: only the standard library and math-verify.
@@ -18,22 +18,11 @@ Django: only the standard library and math-verify.
 from __future__ import annotations
 
 import logging
-import multiprocessing
-import os
-import resource
-import threading
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-WORKER_MEMORY_BYTES = 2 * 1024**3
-# A worker is replaced after this many comparisons: SymPy's caches only grow.
-WORKER_TASKS = 500
 # Characters of an expression or comparison result shown in a reason.
 SHOWN = 120
-
-_pool: Any = None
-_pool_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -46,11 +35,8 @@ class Comparison:
     problem: str = ""
 
 
-# -- in the worker process -------------------------------------------------------
-
-
-def _start_worker() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (WORKER_MEMORY_BYTES, WORKER_MEMORY_BYTES))
+def warm_up() -> None:
+    """A new worker's preparation (``runs/scorer_processes.py``)."""
     # math-verify logs each timeout with the whole text it was parsing; the
     # score's reason already says what happened.
     logging.getLogger("math_verify").setLevel(logging.ERROR)
@@ -99,64 +85,3 @@ def compare(
         return Comparison(False, "", "", problem="memory")
     except Exception as exc:  # SymPy's errors have no common base
         return Comparison(False, "", "", problem=f"{type(exc).__name__}: {exc}"[:300])
-
-
-# -- in the server ---------------------------------------------------------------
-
-
-def math_pool() -> Any:
-    """The process's pool of math workers, started on first use."""
-    global _pool
-    from django.conf import settings
-    from pebble import ProcessPool
-
-    with _pool_lock:
-        if _pool is None or not _pool.active:
-            workers = min(settings.EVALSITE_SCORER_WORKERS, os.cpu_count() or 1)
-            # forkserver: a worker is forked from a clean, single-threaded
-            # process, never from this one with its threads and connections.
-            _pool = ProcessPool(
-                max_workers=workers,
-                max_tasks=WORKER_TASKS,
-                initializer=_start_worker,
-                context=multiprocessing.get_context("forkserver"),
-            )
-        return _pool
-
-
-def math_pool_stop() -> None:
-    """Stop the math workers (at shutdown, or in a test that counts processes)."""
-    global _pool
-    with _pool_lock:
-        if _pool is not None:
-            _pool.stop()
-            _pool.join()
-            _pool = None
-
-
-class MathTimeout(Exception):
-    """The comparison took longer than its timeout; its worker was replaced."""
-
-
-def compare_in_worker(
-    golds: list[str], answer: str, *, float_rounding: int, timeout: int
-) -> Comparison:
-    """``compare`` in a worker process, killed if it takes over ``timeout`` s.
-
-    math-verify's own alarms (``timeout`` per parse and per comparison) stop
-    most slow work inside the worker; the pool's timeout stops the rest.
-    """
-    from pebble import ProcessExpired
-
-    future = math_pool().schedule(
-        compare,
-        args=(golds, answer),
-        kwargs={"float_rounding": float_rounding, "timeout": timeout},
-        timeout=timeout * 2,
-    )
-    try:
-        return future.result()
-    except FutureTimeout:
-        raise MathTimeout from None
-    except ProcessExpired as exc:  # killed from outside, or crashed
-        return Comparison(False, "", "", problem=f"the worker ended ({exc})")

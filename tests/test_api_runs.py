@@ -26,6 +26,7 @@ from runs.models import (
 from runs.services import project_create, run_create, target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
+from tests.scorers.scoring import branching_chain
 
 API = "/api/v1"
 CONFIG = {"base_url": "http://127.0.0.1:9/v1", "model": "m"}
@@ -680,3 +681,17 @@ def test_run_without_expected_answers_takes_scorers_that_need_none(
     response = post_run(alice_client, bare, scorers=[regex])
 
     assert response.status_code == 201
+
+
+@db
+def test_a_json_schema_whose_branches_multiply_is_refused_naming_the_field(
+    alice_client: Client, dataset: Dataset
+) -> None:
+    scorer = {"kind": "json", "params": {"schema": branching_chain(40)}}
+
+    response = post_run(alice_client, dataset, scorers=["exact_match", scorer])
+
+    assert response.status_code == 400
+    assert response.json()["field"] == "scorers[1].params.schema"
+    assert "over 10,000 subschema evaluations" in response.json()["detail"]
+    assert not Run.objects.exists()

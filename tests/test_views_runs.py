@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import timedelta
 
@@ -24,6 +25,7 @@ from runs.models import (
 )
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
+from tests.scorers.scoring import branching_chain
 
 
 def _run(dataset: Dataset, **fields: object) -> Run:
@@ -670,4 +672,23 @@ def test_new_run_shows_an_invalid_json_schema_on_its_field(
     errors = response.context["form"].errors["json__schema"]
     assert "field 'scorers[0].params.schema'" in errors[0]
     assert "is not a valid JSON Schema" in errors[0]
+    assert not Run.objects.exists()
+
+
+def test_new_run_refuses_a_json_schema_whose_branches_multiply(
+    bob_client: Client, dataset: Dataset, demo_target: Target
+) -> None:
+    data = _new_run_data(
+        dataset,
+        demo_target,
+        scorers=["exact_match", "json"],
+        json__schema=json.dumps(branching_chain(40)),
+    )
+
+    response = bob_client.post(reverse("runs:run_new"), data)
+
+    assert response.status_code == 200
+    errors = response.context["form"].errors["json__schema"]
+    assert "field 'scorers[1].params.schema'" in errors[0]
+    assert "over 10,000 subschema evaluations" in errors[0]
     assert not Run.objects.exists()

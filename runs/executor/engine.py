@@ -49,6 +49,7 @@ from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts, arun_target_context
 from runs.targets import build_target
+from runs.worker_shares import owner, scoring_for
 
 logger = logging.getLogger(__name__)
 
@@ -487,8 +488,9 @@ class Execution:
         self.check_budget()  # resumed with the budget already spent
         try:
             await self.pacing.sync()  # a target backing off already: start slower
-            # Tasks made in here inherit the run's prices (a judge's cost_of).
-            with use_prices(self.prices):
+            # Tasks made in here inherit the run's prices (a judge's cost_of)
+            # and its project's share of the scorer workers.
+            with use_prices(self.prices), scoring_for(owner(self.spec.project_id)):
                 return await self.run_workers()
         finally:
             await self.pacing.aclose()

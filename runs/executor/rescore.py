@@ -36,6 +36,7 @@ from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets import arun_scorer_contexts
 from runs.targets import TargetInput, TargetOutput
+from runs.worker_shares import owner, scoring_for
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +87,10 @@ class PassExecution:
         )
         beat = asyncio.create_task(self.beat_forever())
         try:
-            # Tasks made in here inherit the prices (a judge's cost_of).
-            with use_prices(PriceTable.from_json(self.spec.prices)):
+            # Tasks made in here inherit the prices (a judge's cost_of) and
+            # the project's share of the scorer workers.
+            prices = PriceTable.from_json(self.spec.prices)
+            with use_prices(prices), scoring_for(owner(self.spec.project_id)):
                 await self.score_all()
         except DatabaseError as exc:
             error = f"storage unavailable: {type(exc).__name__}: {exc}"

@@ -43,6 +43,8 @@ class PassSpec:
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
     prices: dict[str, Any] = field(default_factory=dict)
+    # Whose share of the scorer workers it uses (worker_shares.py).
+    project_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ def pass_claim(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> PassSpec | No
         # A judge's tokens are priced as the run's were (its first start's
         # table), or by today's table for a run that never started.
         prices=scoring.run.prices or price_table().to_json(),
+        project_id=scoring.run.project_id,
     )
 
 

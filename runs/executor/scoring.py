@@ -16,39 +16,24 @@ the pool.
 
 Threads suffice because what runs in them does not hold the GIL for long: user
 patterns go through RE2, which releases it, and the built-in scorers work huge
-texts in slices. A timed-out call cannot be killed: its thread finishes in the
-background, holding one worker until then, which is why the pool is bounded
-and why a scorer must return in bounded time.
+texts in slices. Work that an input can make unbounded (a JSON Schema, a math
+expression) does not run here but in worker processes that are killed at the
+timeout (``runs/scorer_processes.py``). A timed-out call in a thread cannot be
+killed: its thread finishes in the background, holding one worker until then,
+so the threads are shared by project (``runs/scorer_threads.py``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextvars
 import inspect
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from django.conf import settings
-
+from runs.scorer_threads import run_in_thread, scorer_pool, thread_shares
 from runs.scorers import ScoreOutcome, Scorer
 from runs.targets import TargetInput
+from runs.worker_shares import Progress, tracking
 
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def scorer_pool() -> ThreadPoolExecutor:
-    """The process's scorer worker pool, created on first use."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(
-                max_workers=settings.EVALSITE_SCORER_WORKERS,
-                thread_name_prefix="scorer",
-            )
-        return _pool
+__all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]
 
 
 def runs_on_loop(scorer: Scorer) -> bool:
@@ -59,22 +44,25 @@ def runs_on_loop(scorer: Scorer) -> bool:
 class ScorerCall:
     """One call of one scorer; knows whether a worker had started it."""
 
-    __slots__ = ("item", "output", "scorer", "started")
+    __slots__ = ("item", "output", "progress", "scorer", "started")
 
     def __init__(self, scorer: Scorer, output: Any, item: TargetInput) -> None:
         self.scorer = scorer
         self.output = output
         self.item = item
         self.started = False
+        # What the call waits for, if anything: a worker thread, or a worker
+        # process of a scorer that computes in one (scorer_processes.py).
+        self.progress = Progress()
 
     async def run(self) -> ScoreOutcome:
         if runs_on_loop(self.scorer):
             self.started = True
-            return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
-        loop = asyncio.get_running_loop()
-        # The run's context (its frozen prices, for ``cost_of``) goes along.
-        context = contextvars.copy_context()
-        return await loop.run_in_executor(scorer_pool(), context.run, self.compute)
+            with tracking(self.progress):
+                return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
+        with tracking(self.progress):
+            name = getattr(self.scorer, "name", "?")
+            return await run_in_thread(self.compute, name=name)
 
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""
@@ -99,13 +87,9 @@ class ScorerCall:
         return outcome  # type: ignore[return-value]
 
     def timeout_message(self, timeout: float) -> str:
-        if self.started:
-            return f"scorer exceeded {timeout:g} s"
-        workers = settings.EVALSITE_SCORER_WORKERS
-        return (
-            f"scorer exceeded {timeout:g} s waiting for a free scorer worker "
-            f"(all {workers} busy)"
-        )
+        if self.progress.waiting:
+            return f"scorer exceeded {timeout:g} s {self.progress.waiting}"
+        return f"scorer exceeded {timeout:g} s"
 
 
 def text_size(value: Any) -> int | None:

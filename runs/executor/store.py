@@ -63,6 +63,8 @@ class RunSpec:
     # The saved target the run was made from, if any: what its rate limit is
     # shared by (shared_limits.py).
     target_id: int | None = None
+    # Whose share of the scorer workers its scoring uses (worker_shares.py).
+    project_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +198,7 @@ def run_spec(run: Run) -> RunSpec:
         cost=run.cost,
         prices=run.prices or {},
         target_id=run.target_id,
+        project_id=run.project_id,
     )
 
 

@@ -93,7 +93,11 @@ class Scorer(Protocol):
     bounded time and holds the GIL only briefly: user patterns go through RE2
     (``patterns.py``), huge texts are worked in slices (``text.py``). Only a
     scorer that waits on I/O (a judge model over HTTP) defines ``async def
-    score``; that runs on the loop and must not compute.
+    score``; that runs on the loop and must not compute. So does a scorer
+    whose work an input can make unbounded (``json``, ``math``): it awaits
+    that work in a worker process, killed at the timeout
+    (``runs/scorer_processes.py``), or in a scorer thread where the work is
+    provably bounded (``runs/scorer_threads.py``).
 
     A scorer kind that declares ``secrets`` (``runs.secrets.SecretRef``) is
     built as ``cls(name, params, context)`` with the run's secret context, as

@@ -1,24 +1,27 @@
 from __future__ import annotations
 
+import functools
 import json
 import warnings
-from functools import lru_cache
 from typing import Any, ClassVar
 
-import re2
-from jsonschema import Draft202012Validator, ValidationError, validators
-from jsonschema.exceptions import SchemaError, best_match
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
+from runs.json_schemas import schema_problem
+from runs.json_validation import judge, patterns, single_pass_size
 from runs.plugins import FieldError, Params
+from runs.scorer_processes import JSON, WorkerEnded, WorkTimeout, run_in_process
+from runs.scorer_threads import run_in_thread
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
 from runs.scorers.patterns import compile_user_pattern
 from runs.targets.base import TargetInput
 
-# The first fenced block, its language json or none: ```json\n{...}\n```.
-_FENCE = re2.compile(r"(?s)```[ \t]*(?:json|JSON)?[ \t]*\r?\n(.*?)```")
-# Errors looked at to pick the most relevant one (jsonschema's best_match).
-MAX_ERRORS = 50
+# The pool's own limit on one validation, for a caller without a timeout:
+# the longest scorer timeout a run may set. The run's timeout comes first.
+KILL_AFTER_SECONDS = 3600
+# Schema values x output characters up to which a single-pass schema is
+# validated in a scorer thread (a few milliseconds at most), not a process.
+THREAD_WORK = 1_000_000
 
 
 # The parameter is called schema, as in JSON Schema; on a pydantic model that
@@ -62,152 +65,29 @@ with warnings.catch_warnings():
             description="Deepest nesting of arrays and objects accepted.",
         )
 
-        @field_validator("schema")
-        @classmethod
-        def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-            if schema is not None:
-                problem = schema_problem(schema)
-                if problem:
-                    raise ValueError(problem)
-            return schema
-
         @model_validator(mode="after")
         def _one_schema(self) -> JsonParams:
             if self.schema is not None and self.schema_field:
                 raise FieldError(
                     "schema_field", "give schema or schema_field, not both"
                 )
+            if self.schema is not None:
+                problem = schema_problem(self.schema, max_depth=self.max_depth)
+                if not problem:
+                    problem = _pattern_problem(self.schema)
+                if problem:
+                    raise FieldError("schema", problem)
             return self
 
 
-def schema_problem(schema: Any) -> str:
-    """Why ``schema`` is not a usable JSON Schema, or "" when it is."""
-    if not isinstance(schema, dict | bool):
-        return "must be a JSON Schema (an object)"
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as exc:
-        where = exc.json_path if exc.path else "the schema"
-        return f"is not a valid JSON Schema: at {where}: {_short(exc.message)}"
-    except RecursionError:
-        return "is not a valid JSON Schema: nested too deeply"
-    for where, pattern in _patterns(schema):
+def _pattern_problem(schema: Any) -> str:
+    """Why a regular expression of the schema cannot run with RE2, or ""."""
+    for where, pattern in patterns(schema):
         try:
-            _compiled(pattern)
+            compile_user_pattern(pattern)
         except ValueError as exc:
             return f"the regular expression at {where} {exc}"
     return ""
-
-
-def _patterns(schema: Any, where: str = "$") -> list[tuple[str, str]]:
-    """Each ``pattern`` and ``patternProperties`` key of a schema, with its path."""
-    found: list[tuple[str, str]] = []
-    stack = [(schema, where)]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, dict):
-            if isinstance(node.get("pattern"), str):
-                found.append((f"{path}.pattern", node["pattern"]))
-            if isinstance(node.get("patternProperties"), dict):
-                found += [
-                    (f"{path}.patternProperties", key)
-                    for key in node["patternProperties"]
-                ]
-            stack += [(value, f"{path}.{key}") for key, value in node.items()]
-        elif isinstance(node, list):
-            stack += [(value, f"{path}[{i}]") for i, value in enumerate(node)]
-    return found
-
-
-@lru_cache(maxsize=256)
-def _compiled(pattern: str) -> Any:
-    return compile_user_pattern(pattern)
-
-
-# Schema patterns run with RE2 instead of Python's backtracking engine: a
-# pattern such as (a+)+$ against a hostile string would otherwise hold the GIL
-# for ever. JSON Schema patterns are ECMA-262; RE2 runs the common subset.
-def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Any:
-    if validator.is_type(instance, "string") and not _compiled(pattern).search(
-        instance
-    ):
-        yield ValidationError(f"{_short(repr(instance))} does not match {pattern!r}")
-
-
-def _pattern_properties(validator: Any, patterns: Any, instance: Any, _: Any) -> Any:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if _compiled(pattern).search(key):
-                yield from validator.descend(
-                    value, subschema, path=key, schema_path=pattern
-                )
-
-
-def _additional_properties(
-    validator: Any, extra: Any, instance: Any, schema: Any
-) -> Any:
-    if not validator.is_type(instance, "object"):
-        return
-    known = schema.get("properties", {})
-    patterns = [_compiled(p) for p in schema.get("patternProperties", {})]
-    extras = [
-        key
-        for key in instance
-        if key not in known and not any(p.search(key) for p in patterns)
-    ]
-    if validator.is_type(extra, "object"):
-        for key in extras:
-            yield from validator.descend(instance[key], extra, path=key)
-    elif not extra and extras:
-        shown = ", ".join(repr(key) for key in sorted(extras)[:10])
-        yield ValidationError(f"additional properties are not allowed ({shown})")
-
-
-_RE2_KEYWORDS = {
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-}
-
-
-def _validator(schema: Any) -> Any:
-    cls = validators.validator_for(schema, default=Draft202012Validator)
-    return validators.extend(cls, _RE2_KEYWORDS)(schema)
-
-
-def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _depth_over(value: Any, limit: int) -> bool:
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict | list):
-            if depth > limit:
-                return True
-            children = node.values() if isinstance(node, dict) else node
-            stack += [(child, depth + 1) for child in children]
-    return False
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, dict):
-        return f"an object with {len(value):,} keys"
-    if isinstance(value, list):
-        return f"an array of {len(value):,} values"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "a string" if isinstance(value, str) else "null"
 
 
 @register
@@ -241,74 +121,73 @@ class Json(ScorerPlugin):
         self.name = name
         self.params = params
         schema = params.get("schema")
-        self.validator = None if schema is None else _validator(schema)
+        # As text: what a worker process caches its validator by.
+        self.schema_text = None if schema is None else json.dumps(schema)
+        self.single_pass = None if schema is None else single_pass_size(schema)
 
-    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        validator = self.validator or self._item_validator(item)
-        value, problem = self._read(output)
-        if problem:
-            return ScoreOutcome(0.0, False, problem)
-        if _depth_over(value, self.params["max_depth"]):
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+        limit = self.params["max_chars"]
+        if isinstance(output, str) and len(output) > limit:
             return ScoreOutcome(
                 0.0,
                 False,
-                f"JSON nested deeper than {self.params['max_depth']} levels "
-                "(max_depth)",
+                f"the output has {len(output):,} characters; at most {limit:,} "
+                "are read (max_chars)",
             )
-        what = _describe(value)
-        if validator is None:
-            return ScoreOutcome(1.0, True, f"valid JSON: {what}")
-        try:
-            errors = validator.iter_errors(value)
-            first = [error for _, error in zip(range(MAX_ERRORS), errors, strict=False)]
-        except RecursionError:
-            return ScoreOutcome(0.0, False, "JSON nested too deeply to validate")
-        if not first:
-            return ScoreOutcome(1.0, True, f"valid JSON matching the schema: {what}")
-        error = best_match(first)
-        return ScoreOutcome(
-            0.0,
-            False,
-            f"does not match the schema at {error.json_path}: {_short(error.message)}",
+        schema_text, source = self.schema_text, "the schema"
+        if schema_text is None and self.params.get("schema_field"):
+            schema_text, source = self._item_schema(item)
+        check = functools.partial(
+            judge,
+            output,
+            schema_text,
+            fenced=self.params["fenced"],
+            max_chars=limit,
+            max_depth=self.params["max_depth"],
+            schema_source=source,
         )
-
-    def _read(self, output: Any) -> tuple[Any, str]:
-        if output is not None and not isinstance(output, str):
-            return output, ""  # already a JSON value (a target returned one)
-        text = output or ""
-        limit = self.params["max_chars"]
-        if len(text) > limit:
-            return None, (
-                f"the output has {len(text):,} characters; at most {limit:,} are "
-                "read (max_chars)"
-            )
-        source = "the output"
-        if self.params["fenced"] and (fence := _FENCE.search(text)):
-            text, source = fence.group(1), "the fenced block"
-        if not text.strip():
-            return None, f"{source} is empty, not JSON"
+        if self.bounded(output, from_item=schema_text is not self.schema_text):
+            return _outcome(await run_in_thread(check, name=self.name))
+        # Anything else validates in a worker process, awaited here: work
+        # that multiplies cannot be stopped in a thread, and the run's scorer
+        # timeout kills the process instead.
         try:
-            return json.loads(text, parse_constant=_reject_constant), ""
-        except json.JSONDecodeError as exc:
-            return None, (
-                f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} "
-                f"column {exc.colno}"
-            )
-        except RecursionError:
-            return None, f"{source} is not valid JSON: nested too deeply"
-        except ValueError as exc:  # NaN, or an integer of too many digits
-            return None, f"{source} is not valid JSON: {_short(str(exc))}"
+            verdict = await run_in_process(JSON, check, kill_after=KILL_AFTER_SECONDS)
+        except WorkTimeout:
+            raise ValueError(
+                f"validation took over {KILL_AFTER_SECONDS} s and was stopped"
+            ) from None
+        except WorkerEnded as exc:
+            raise ValueError(f"validation stopped: its worker ended ({exc})") from None
+        return _outcome(verdict)
 
-    def _item_validator(self, item: TargetInput) -> Any:
-        path = self.params.get("schema_field")
-        if not path:
-            return None
+    def bounded(self, output: Any, *, from_item: bool) -> bool:
+        """Whether the work is bounded and small enough for a scorer thread,
+        where it costs less than the hop to a process and back: reading JSON
+        without a schema (linear in ``max_chars``), or the run's single-pass
+        schema (``single_pass_size``) with an output short enough that
+        schema values x characters stay within ``THREAD_WORK``."""
+        if from_item:
+            return False  # an item's schema: checked and run in the worker
+        if self.schema_text is None:
+            return True
+        if self.single_pass is None:
+            return False
+        if not isinstance(output, str):
+            return False  # a value from the target: its size is not known
+        return len(output) * self.single_pass <= THREAD_WORK
+
+    def _item_schema(self, item: TargetInput) -> tuple[str, str]:
+        """The item's schema as JSON text (checked in the worker), and where
+        it is."""
+        path = self.params["schema_field"]
         schema: Any = item.metadata
         for part in path.split("."):
             if not isinstance(schema, dict) or part not in schema:
                 raise ValueError(f"the item has no schema at metadata.{path}")
             schema = schema[part]
-        problem = schema_problem(schema)
-        if problem:
-            raise ValueError(f"the item's schema at metadata.{path} {problem}")
-        return _validator(schema)
+        return json.dumps(schema), f"the item's schema at metadata.{path}"
+
+
+def _outcome(verdict: Any) -> ScoreOutcome:
+    return ScoreOutcome(1.0 if verdict.passed else 0.0, verdict.passed, verdict.reason)

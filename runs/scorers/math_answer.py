@@ -5,8 +5,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.math_worker import MathTimeout, compare_in_worker
+from runs.math_worker import compare
 from runs.plugins import Params
+from runs.scorer_processes import MATH, WorkerEnded, WorkTimeout, run_in_process
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.scorers.text import expected_answers
 from runs.targets.base import TargetInput
@@ -53,7 +54,8 @@ class Math(ScorerPlugin):
     ``50\\%``). The reason shows both extracted values. Only the last 20,000
     characters of an output are read. Each check runs in a worker process:
     a step taking over ``timeout_seconds`` fails the output, and the worker
-    is replaced if it does not stop.
+    is killed and replaced if it does not stop, or at the run's scorer
+    timeout.
     """
 
     kind: ClassVar[str] = "math"
@@ -65,7 +67,7 @@ class Math(ScorerPlugin):
         self.name = name
         self.params = params
 
-    def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         golds = [
             answer if _DELIMITED.search(answer) else f"\\boxed{{{answer}}}"
             for answer in (a.strip() for a in expected_answers(item))
@@ -77,16 +79,24 @@ class Math(ScorerPlugin):
         cut = len(text) > OUTPUT_TAIL
         timeout = self.params["timeout_seconds"]
         try:
-            result = compare_in_worker(
+            # In a worker process, awaited here: the run's scorer timeout
+            # kills the process; math-verify's own alarms stop most slow steps
+            # first, and the pool stops the rest at twice the timeout.
+            result = await run_in_process(
+                MATH,
+                compare,
                 golds,
                 text[-OUTPUT_TAIL:],
                 float_rounding=self.params["float_rounding"],
                 timeout=timeout,
+                kill_after=2 * timeout,
             )
-        except MathTimeout:
+        except WorkTimeout:
             return ScoreOutcome(
                 0.0, False, f"the check took over {2 * timeout} s and was stopped"
             )
+        except WorkerEnded as exc:
+            return ScoreOutcome(0.0, False, f"the comparison failed: {exc}")
         read = f"the last {OUTPUT_TAIL:,} characters of the output" if cut else ""
         if result.problem == "no-gold":
             shown = " or ".join(repr(g[:100]) for g in expected_answers(item))

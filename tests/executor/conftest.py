@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -45,3 +46,14 @@ def wait_for(predicate: Callable[[], bool], *, seconds: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached in time")
         time.sleep(0.05)
+
+
+async def wait_until(
+    condition: Callable[[], bool], what: str, *, seconds: float = 30.0
+) -> None:
+    """Wait, on the loop, until ``condition`` holds, saying ``what`` if never."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached in {seconds:g} s: {what}")
+        await asyncio.sleep(0.02)

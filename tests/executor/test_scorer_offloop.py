@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.executor.scoring import scorer_pool
+from runs.executor.scoring import scorer_pool, thread_shares
 from runs.models import RunStatus, Score
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.base import INLINE_CHARS
@@ -23,6 +23,8 @@ from runs.scorers.includes import Includes
 from runs.scorers.numeric import Numeric
 from runs.scorers.regex import Regex
 from runs.targets import TargetInput
+from runs.worker_shares import scoring_for
+from tests.executor.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -184,11 +186,13 @@ class StuckScorer(base.ScorerPlugin):
     kind = "stuck_for_test"
     label = "Stuck"
     release = threading.Event()
+    inside = 0  # calls started (for a test that waits until all have)
 
     def __init__(self, name: str, params: dict[str, Any]) -> None:
         self.name = name
 
     def score(self, *, output: Any, item: TargetInput) -> base.ScoreOutcome:
+        type(self).inside += 1  # one thread at a time under the GIL: enough here
         self.release.wait(BUDGET_SECONDS)
         return base.ScoreOutcome(1.0, True, "released")
 
@@ -255,21 +259,53 @@ async def test_a_10mb_output_is_scored_while_the_loop_ticks(
     assert during >= 1
 
 
-async def test_a_scorer_waiting_for_a_busy_pool_times_out_saying_so():
-    workers = scorer_pool()._max_workers
-    scorers = [StuckScorer(f"stuck{n}", {}) for n in range(workers + 1)]
-    StuckScorer.release.clear()
-    scoring = ItemRunner(
+def stuck_runner(count: int, timeout: float) -> ItemRunner:
+    return ItemRunner(
         target=None,  # type: ignore[arg-type]  # only scoring is exercised
-        scorers=scorers,  # type: ignore[arg-type]
-        options=RunOptions(scorer_timeout_seconds=0.3),
+        scorers=[StuckScorer(f"stuck{n}", {}) for n in range(count)],  # type: ignore[misc]
+        options=RunOptions(scorer_timeout_seconds=timeout),
     )
+
+
+async def test_a_project_past_its_share_of_scorer_workers_times_out_saying_so():
+    shares = thread_shares()
+    workers = scorer_pool()._max_workers
+    scoring = stuck_runner(shares.limit + 1, 0.3)
+    StuckScorer.release.clear()
     try:
-        records = await scoring.score("out", item("x"))
+        with scoring_for("project 1"):
+            records = await scoring.score("out", item("x"))
     finally:
         StuckScorer.release.set()
     errors = sorted(record.error for record in records)
     waited = (
+        "scorer exceeded 0.3 s waiting for a free scorer worker: this project's "
+        f"runs already use {shares.limit} of the {workers}, the most one project may"
+    )
+    assert errors == ["scorer exceeded 0.3 s"] * shares.limit + [waited]
+
+
+async def test_a_scorer_waiting_for_a_busy_pool_times_out_saying_so():
+    shares = thread_shares()
+    workers = scorer_pool()._max_workers
+    StuckScorer.release.clear()
+    StuckScorer.inside = 0
+    # Projects holding their share each, until every worker is taken.
+    holders = []
+    for n in range(-(-workers // shares.limit)):
+        count = min(shares.limit, workers - n * shares.limit)
+        with scoring_for(f"project {n}"):
+            scoring = stuck_runner(count, BUDGET_SECONDS)
+            holders.append(asyncio.ensure_future(scoring.score("out", item("x"))))
+    try:
+        await wait_until(
+            lambda: StuckScorer.inside == workers, "every worker taken by a holder"
+        )
+        with scoring_for("another project"):
+            [record] = await stuck_runner(1, 0.3).score("out", item("x"))
+    finally:
+        StuckScorer.release.set()
+        await asyncio.gather(*holders)
+    assert record.error == (
         f"scorer exceeded 0.3 s waiting for a free scorer worker (all {workers} busy)"
     )
-    assert errors == ["scorer exceeded 0.3 s"] * workers + [waited]

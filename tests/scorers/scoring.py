@@ -27,3 +27,15 @@ async def score(
 ) -> ScoreOutcome:
     spec = clean_scorer_specs([{"kind": kind, "params": params}])[0]
     return await ScorerCall(build_scorer(spec), output, item(expected, metadata)).run()
+
+
+def branching_chain(depth: int, *, array: bool = False) -> dict[str, Any]:
+    """``depth`` levels of anyOf whose two branches both $ref the next level:
+    2^depth evaluations for a value that matches none (a number)."""
+    defs: dict[str, Any] = {
+        f"d{n}": {"anyOf": [{"$ref": f"#/$defs/d{n + 1}"}] * 2} for n in range(depth)
+    }
+    defs[f"d{depth}"] = {"type": "string"}
+    if array:
+        return {"$defs": defs, "type": "array", "items": {"$ref": "#/$defs/d0"}}
+    return {"$defs": defs, "$ref": "#/$defs/d0"}

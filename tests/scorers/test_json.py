@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
 
 import pytest
 
 from runs.errors import ConfigError
 from runs.scorers import clean_scorer_specs
-from tests.scorers.scoring import HUGE, score
+from tests.local_http import serve
+from tests.scorers.scoring import HUGE, branching_chain, score
 
 PERSON = {
     "type": "object",
@@ -164,3 +167,112 @@ async def test_an_output_that_is_already_a_value_is_validated_as_is() -> None:
     outcome = await score("json", {"name": "Ada", "age": 36}, schema=PERSON)
 
     assert outcome.passed is True
+
+
+def nested(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"items": schema}
+    return {"properties": {"deep": schema}}
+
+
+def refusal(schema: Any) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs([{"kind": "json", "params": {"schema": schema}}])
+    return caught.value
+
+
+def test_a_schema_whose_branches_multiply_is_refused_naming_the_limit() -> None:
+    # The reported schema: 2^40 evaluations of one number.
+    error = refusal(branching_chain(40))
+
+    assert error.field == "scorers[0].params.schema"
+    assert "may take over 10,000 subschema evaluations for one value" in str(error)
+
+
+def test_an_ordinary_recursive_schema_is_accepted() -> None:
+    tree = {
+        "type": "object",
+        "properties": {
+            "value": {"type": "integer"},
+            "left": {"$ref": "#"},
+            "right": {"$ref": "#"},
+        },
+    }
+    anything = {
+        "anyOf": [
+            {"type": ["string", "number", "boolean", "null"]},
+            {"type": "array", "items": {"$ref": "#"}},
+            {"type": "object", "additionalProperties": {"$ref": "#"}},
+        ]
+    }
+
+    [spec] = clean_scorer_specs(
+        [{"kind": "json", "params": {"schema": tree, "max_depth": 1000}}]
+    )
+    assert spec["params"]["schema"] == tree
+    assert clean_scorer_specs([{"kind": "json", "params": {"schema": anything}}])
+
+
+def test_a_recursion_that_multiplies_level_by_level_is_refused() -> None:
+    twice = {"anyOf": [{"items": {"$ref": "#"}}, {"items": {"$ref": "#"}}]}
+
+    error = refusal(twice)
+
+    assert "subschema evaluations for one value at level" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"$ref": "#"}, "loops for ever: $ applies $ to the same value"),
+        ({"anyOf": [{"type": "string"}] * 101}, "has 101 subschemas in anyOf at $"),
+        ({"enum": list(range(10_001))}, "is too large: over 10,000 values"),
+        (nested(70), "nested deeper than 64 levels"),
+        ({"$ref": "#/$defs/missing"}, "which is not in the schema"),
+        ({"$dynamicRef": "#meta"}, "uses $dynamicRef at $"),
+        ({"$schema": "https://example.com/s", "type": "string"}, "$schema this"),
+    ],
+    ids=["self-ref", "fan-out", "size", "nesting", "missing-ref", "dynamic", "draft"],
+)
+def test_a_schema_past_a_limit_is_refused_saying_which(schema: Any, why: str) -> None:
+    error = refusal(schema)
+
+    assert error.field == "scorers[0].params.schema"
+    assert why in str(error)
+
+
+class Remote(BaseHTTPRequestHandler):
+    """Serves a schema, and remembers that it was asked for one."""
+
+    requests: ClassVar[list[str]] = []
+
+    def do_GET(self) -> None:
+        self.requests.append(self.path)
+        body = b'{"type": "string"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/schema+json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+async def test_a_remote_ref_is_refused_and_never_fetched() -> None:
+    Remote.requests.clear()
+    with serve(Remote) as base:
+        remote = {"properties": {"name": {"$ref": f"{base}/name.json"}}}
+        item_schema = {"schema": remote}
+
+        error = refusal(remote)
+        with pytest.raises(ValueError, match="which is not in the schema") as caught:
+            await score(
+                "json", '{"name": 5}', metadata=item_schema, schema_field="schema"
+            )
+
+    assert error.field == "scorers[0].params.schema"
+    assert "nothing is fetched" in str(error)
+    assert "the item's schema at metadata.schema" in str(caught.value)
+    assert Remote.requests == []

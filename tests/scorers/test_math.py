@@ -111,10 +111,10 @@ def test_timeout_is_bounded() -> None:
 async def test_stopping_the_pool_leaves_no_worker_and_it_starts_again() -> None:
     import multiprocessing
 
-    from runs.math_worker import math_pool_stop
+    from runs.scorer_processes import stop_scorer_processes
 
     await score("math", "\\boxed{1}", "1")
-    math_pool_stop()
+    stop_scorer_processes()
 
     assert not multiprocessing.active_children()
     assert (await score("math", "\\boxed{2}", "2")).passed is True
