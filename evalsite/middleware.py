@@ -17,7 +17,9 @@ from whitenoise.middleware import WhiteNoiseMiddleware  # type: ignore[import-un
 GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
 
 
-class _ResponseMiddleware:
+class _EitherMode:
+    """A middleware that runs in the chain's mode, sync or async."""
+
     sync_capable = True
     async_capable = True
 
@@ -27,6 +29,8 @@ class _ResponseMiddleware:
         if self.is_async:
             markcoroutinefunction(self)
 
+
+class _ResponseMiddleware(_EitherMode):
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         if self.is_async:
             return self._acall(request)  # type: ignore[return-value]
@@ -147,7 +151,7 @@ class StaticFiles(WhiteNoiseMiddleware):
         )
 
 
-class MultipartHeader:
+class MultipartHeader(_EitherMode):
     """A multipart/form-data request whose Content-Type Django cannot parse by
     (no boundary, a malformed one) gets 400 and a message, before any view.
 
@@ -155,15 +159,6 @@ class MultipartHeader:
     turned that into a server error. The check is Django's own (its parser's
     constructor reads nothing).
     """
-
-    sync_capable = True
-    async_capable = True
-
-    def __init__(self, get_response: GetResponse) -> None:
-        self.get_response = get_response
-        self.is_async = iscoroutinefunction(get_response)
-        if self.is_async:
-            markcoroutinefunction(self)
 
     def __call__(self, request: HttpRequest) -> HttpResponseBase:
         refused = _multipart_refusal(request)
