@@ -459,6 +459,10 @@ class Execution:
                 for spec in self.spec.scorers
             ]
             await scorers_prepare(scorers)
+            # A target that wraps a scorer (the scorer target) prepares it too.
+            prepare = getattr(target, "prepare", None)
+            if prepare is not None:
+                await prepare()
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         # Compiled once per execution, off the loop (tens of milliseconds).
