@@ -136,6 +136,10 @@ class ItemRunner:
                 latency = round((time.monotonic() - began) * 1000, 3)
             if self.redactor:
                 failure = await self.redact_attempt(record, attempt, failure)
+            # Cut only now: cut before, a secret across the cut would keep
+            # its first part, which no redaction finds.
+            if len(attempt.get("raw_body") or "") > RAW_BODY_LIMIT:
+                attempt["raw_body"] = attempt["raw_body"][:RAW_BODY_LIMIT]
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
@@ -170,7 +174,7 @@ class ItemRunner:
             if exc.usage is not None:
                 self.account(attempt, exc.usage)
             if exc.raw_body is not None:
-                attempt["raw_body"] = exc.raw_body[:RAW_BODY_LIMIT]
+                attempt["raw_body"] = exc.raw_body
             return Failure(
                 exc.kind,
                 exc.error_type,
@@ -188,7 +192,7 @@ class ItemRunner:
             )
         attempt.update(outcome="ok", http_status=answer.http_status)
         if answer.raw_body is not None:
-            attempt["raw_body"] = answer.raw_body[:RAW_BODY_LIMIT]
+            attempt["raw_body"] = answer.raw_body
 
         self.account(attempt, answer)
         record.status = Result.Status.SUCCEEDED
