@@ -138,8 +138,9 @@ class ItemRunner:
                 failure = await self.redact_attempt(record, attempt, failure)
             # Cut only now: cut before, a secret across the cut would keep
             # its first part, which no redaction finds.
-            if len(attempt.get("raw_body") or "") > RAW_BODY_LIMIT:
-                attempt["raw_body"] = attempt["raw_body"][:RAW_BODY_LIMIT]
+            for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", 200)):
+                if len(attempt.get(key) or "") > limit:
+                    attempt[key] = attempt[key][:limit]
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
@@ -229,7 +230,8 @@ class ItemRunner:
         prompt = token_count(usage.prompt_tokens)
         completion = token_count(usage.completion_tokens)
         model = usage.model if isinstance(usage.model, str) else None
-        model = (model or self.model or "")[:200]
+        # Cut where the attempt is recorded, once any secret in it is replaced.
+        model = model or self.model or ""
         cost = usage.cost
         if cost is None:
             priced = self.prices.priced_model([model, self.model]) or model

@@ -27,6 +27,7 @@ from tests.stored_texts import exported_text, store_secret, stored_text
 
 TARGET_KEY = "sk-target-Qx7vB2mN9pL4wZ8c"
 JUDGE_KEY = "sk-judge-Hf3kT6yR1sD5gJ0a"
+ECHO = "hi [[echo_key:exact]]"
 FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
 
 
@@ -224,3 +225,30 @@ async def test_a_key_straddling_the_cut_of_a_long_raw_answer_is_stored_in_no_par
         Result.objects.filter(run=run).values_list("attempts", flat=True)
     )
     assert max(len(attempts[0]["raw_body"]) for attempts in raw) == limit
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_echoed_at_the_end_of_a_long_model_name_is_stored_in_no_part(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    # The endpoint reports the model it was asked for, then the key: a model
+    # name this long puts the key across where a stored model name is cut.
+    def create() -> Run:
+        items = [{"id": "a", "input": ECHO, "expected": "hi"}]
+        run = openai_run(project, alice, fake_openai.base_url, items)
+        run.target_config["model"] = "m" * 180
+        run.scorers[-1]["params"]["model"] = "j" * 180
+        run.save(update_fields=["target_config", "scorers"])
+        return run
+
+    run = await sync_to_async(create)()
+
+    await execute_run(run.pk)
+
+    stored = await sync_to_async(stored_text)(run)
+    assert fake_openai.stats.authorization == {
+        f"Bearer {TARGET_KEY}",
+        f"Bearer {JUDGE_KEY}",
+    }
+    for key in (TARGET_KEY, JUDGE_KEY):
+        assert key[: len(key) // 2] not in stored
