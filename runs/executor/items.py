@@ -30,6 +30,7 @@ from runs.scorers.base import Condition, ScorerError
 from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
 RAW_BODY_LIMIT = 20_000
+MODEL_CHARS = 200  # as Result.model
 __all__ = ["RETRYABLE", "ItemRunner", "WorkItem"]
 
 
@@ -72,6 +73,15 @@ class Failure:
     message: str
     status: str
     retry_after: float | None = None
+
+
+def cut_attempt(attempt: dict[str, Any]) -> None:
+    """Cut an attempt's raw body and model to their stored lengths, once any
+    secret in them is replaced: cut before, a secret across the cut would
+    keep its first part, which no redaction finds."""
+    for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", MODEL_CHARS)):
+        if len(attempt.get(key) or "") > limit:
+            attempt[key] = attempt[key][:limit]
 
 
 class ItemRunner:
@@ -136,11 +146,7 @@ class ItemRunner:
                 latency = round((time.monotonic() - began) * 1000, 3)
             if self.redactor:
                 failure = await self.redact_attempt(record, attempt, failure)
-            # Cut only now: cut before, a secret across the cut would keep
-            # its first part, which no redaction finds.
-            for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", 200)):
-                if len(attempt.get(key) or "") > limit:
-                    attempt[key] = attempt[key][:limit]
+            cut_attempt(attempt)
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
