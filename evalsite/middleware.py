@@ -191,6 +191,8 @@ def _multipart_refusal(request: HttpRequest) -> HttpResponseBase | None:
     page = (
         "<!doctype html><html lang=en><meta charset=utf-8>"
         "<title>Bad request</title><h1>Bad request</h1>"
-        f"<p>{escape(detail.capitalize())}.</p></html>"
+        # Only the first letter raised: capitalize() would lower the rest
+        # (curl -F becoming curl -f, another option).
+        f"<p>{escape(detail[:1].upper() + detail[1:])}.</p></html>"
     )
     return HttpResponse(page, status=400)

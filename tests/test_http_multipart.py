@@ -47,6 +47,23 @@ def test_upload_page_multipart_without_a_valid_boundary_is_a_400_page_naming_it(
     assert b"without a valid boundary" in response.content
 
 
+def test_the_upload_page_gives_the_same_advice_as_the_api_letter_for_letter(
+    bob_client: Client, project: Project
+) -> None:
+    # curl -f (lower case) is another option: --fail.
+    page = bob_client.generic(
+        "POST", "/datasets/upload/", BODY, content_type="multipart/form-data"
+    )
+    api = bob_client.generic(
+        "POST", API_PATHS[0], BODY, content_type="multipart/form-data"
+    )
+
+    advice = api.json()["detail"].split("; ", 1)[1]
+    assert advice.endswith("(e.g. curl -F)")
+    assert "Content-Type is multipart/form-data" in page.content.decode()
+    assert f"{advice}." in page.content.decode()
+
+
 def test_a_valid_multipart_upload_still_reaches_the_api(
     bob_client: Client, project: Project
 ) -> None:

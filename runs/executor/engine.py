@@ -37,7 +37,7 @@ from runs import events
 from runs.analysis.figures import run_figures_store
 from runs.errors import ConfigError
 from runs.executor import shard_store, store
-from runs.executor.items import ItemRunner, WorkItem, now
+from runs.executor.items import ItemRunner, WorkItem, cut_attempt, now
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
@@ -255,6 +255,8 @@ class Execution:
             # on the loop, as the stop cannot wait for a thread.
             record.output = self.redactor.value(record.output)
             record.attempts = self.redactor.value(record.attempts)
+        for attempt in record.attempts:
+            cut_attempt(attempt)
         record.finished_at = now()
         self.buffer.put(record)
 
@@ -459,6 +461,10 @@ class Execution:
                 for spec in self.spec.scorers
             ]
             await scorers_prepare(scorers)
+            # A target that wraps a scorer (the scorer target) prepares it too.
+            prepare = getattr(target, "prepare", None)
+            if prepare is not None:
+                await prepare()
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         # Compiled once per execution, off the loop (tens of milliseconds).

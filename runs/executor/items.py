@@ -30,6 +30,7 @@ from runs.scorers.base import Condition, ScorerError
 from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
 RAW_BODY_LIMIT = 20_000
+MODEL_CHARS = 200  # as Result.model
 __all__ = ["RETRYABLE", "ItemRunner", "WorkItem"]
 
 
@@ -72,6 +73,15 @@ class Failure:
     message: str
     status: str
     retry_after: float | None = None
+
+
+def cut_attempt(attempt: dict[str, Any]) -> None:
+    """Cut an attempt's raw body and model to their stored lengths, once any
+    secret in them is replaced: cut before, a secret across the cut would
+    keep its first part, which no redaction finds."""
+    for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", MODEL_CHARS)):
+        if len(attempt.get(key) or "") > limit:
+            attempt[key] = attempt[key][:limit]
 
 
 class ItemRunner:
@@ -136,6 +146,7 @@ class ItemRunner:
                 latency = round((time.monotonic() - began) * 1000, 3)
             if self.redactor:
                 failure = await self.redact_attempt(record, attempt, failure)
+            cut_attempt(attempt)
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
@@ -170,7 +181,7 @@ class ItemRunner:
             if exc.usage is not None:
                 self.account(attempt, exc.usage)
             if exc.raw_body is not None:
-                attempt["raw_body"] = exc.raw_body[:RAW_BODY_LIMIT]
+                attempt["raw_body"] = exc.raw_body
             return Failure(
                 exc.kind,
                 exc.error_type,
@@ -188,7 +199,7 @@ class ItemRunner:
             )
         attempt.update(outcome="ok", http_status=answer.http_status)
         if answer.raw_body is not None:
-            attempt["raw_body"] = answer.raw_body[:RAW_BODY_LIMIT]
+            attempt["raw_body"] = answer.raw_body
 
         self.account(attempt, answer)
         record.status = Result.Status.SUCCEEDED
@@ -225,7 +236,8 @@ class ItemRunner:
         prompt = token_count(usage.prompt_tokens)
         completion = token_count(usage.completion_tokens)
         model = usage.model if isinstance(usage.model, str) else None
-        model = (model or self.model or "")[:200]
+        # Cut where the attempt is recorded, once any secret in it is replaced.
+        model = model or self.model or ""
         cost = usage.cost
         if cost is None:
             priced = self.prices.priced_model([model, self.model]) or model

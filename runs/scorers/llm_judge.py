@@ -323,7 +323,8 @@ class LLMJudge(ScorerPlugin):
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))
         text = as_text(reply.content)
-        model = (reply.model or self.params["model"])[:200]
+        # Whole: the run cuts it once any secret in it is replaced.
+        model = reply.model or self.params["model"]
         usage = {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,

@@ -38,9 +38,6 @@ __all__ = [
     "render_prompt",
 ]
 
-# The raw response of a success is kept on its attempt up to this many
-# characters (the executor caps every raw body at RAW_BODY_LIMIT as well).
-RAW_RESPONSE_LIMIT = 20_000
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 TOOL_CHOICE_WORDS = frozenset({"none", "auto", "required"})
 RESPONSE_FORMAT_TYPES = frozenset({"text", "json_object", "json_schema"})
@@ -331,7 +328,9 @@ class OpenAIChatTarget(Plugin):
             http_status=reply.http_status,
             # The model the endpoint says answered prices the tokens.
             model=reply.model or self.config["model"],
-            raw_body=response.text[:RAW_RESPONSE_LIMIT] if keep_raw else None,
+            # Whole: the executor cuts it once any secret in it is replaced
+            # (cut first, a key across the cut would keep its first part).
+            raw_body=response.text if keep_raw else None,
         )
 
     async def aclose(self) -> None:

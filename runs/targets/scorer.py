@@ -129,6 +129,13 @@ class ScorerTarget(Plugin):
     ) -> ScorerTarget:
         return cls(cls.clean(config), context)
 
+    async def prepare(self) -> None:
+        """The wrapped scorer's ``prepare``, awaited by the executor before any
+        item: a code_exec scorer where the sandbox cannot run fails the run."""
+        from runs.scorers.base import scorers_prepare
+
+        await scorers_prepare([self.scorer])
+
     def judged_item(self, item: TargetInput) -> TargetInput:
         metadata = item.metadata or {}
         return TargetInput(

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 
 from runs import services
 from runs.executor.engine import execute_run
+from runs.executor.items import RAW_BODY_LIMIT
 from runs.executor.rescore import execute_scoring_pass
 from runs.models import Project, Result, Run, RunStatus, Score
 from runs.rescoring import run_rescore
@@ -26,6 +27,7 @@ from tests.stored_texts import exported_text, store_secret, stored_text
 
 TARGET_KEY = "sk-target-Qx7vB2mN9pL4wZ8c"
 JUDGE_KEY = "sk-judge-Hf3kT6yR1sD5gJ0a"
+ECHO = "hi [[echo_key:exact]]"
 FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
 
 
@@ -196,3 +198,57 @@ async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
     reasons = [s.reason async for s in Score.objects.filter(scorer="llm_judge")]
     assert len(reasons) == len(FORMS)
     assert all(r.endswith("[redacted secret api_key])") for r in reasons)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_straddling_the_cut_of_a_long_raw_answer_is_stored_in_no_part(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    # The answer echoes the input, then the key: inputs a few characters
+    # apart put the key across the point where the raw answer is cut, for
+    # one of them after all but a few of its characters.
+    limit = RAW_BODY_LIMIT
+    items = [
+        {"id": f"pad-{size}", "input": "a" * size + " [[echo_key:exact]]"}
+        for size in range(limit - 300, limit, 5)
+    ]
+    for item in items:
+        item["expected"] = "hi"
+    run = await sync_to_async(openai_run)(project, alice, fake_openai.base_url, items)
+
+    await execute_run(run.pk)
+
+    stored = await sync_to_async(stored_text)(run)
+    assert fake_openai.stats.authorization >= {f"Bearer {TARGET_KEY}"}
+    assert TARGET_KEY[: len(TARGET_KEY) // 2] not in stored
+    raw = await sync_to_async(list)(
+        Result.objects.filter(run=run).values_list("attempts", flat=True)
+    )
+    assert max(len(attempts[0]["raw_body"]) for attempts in raw) == limit
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_echoed_at_the_end_of_a_long_model_name_is_stored_in_no_part(
+    alice: User, project: Project, fake_openai: FakeOpenAIServer
+) -> None:
+    # The endpoint reports the model it was asked for, then the key: a model
+    # name this long puts the key across where a stored model name is cut.
+    def create() -> Run:
+        items = [{"id": "a", "input": ECHO, "expected": "hi"}]
+        run = openai_run(project, alice, fake_openai.base_url, items)
+        run.target_config["model"] = "m" * 180
+        run.scorers[-1]["params"]["model"] = "j" * 180
+        run.save(update_fields=["target_config", "scorers"])
+        return run
+
+    run = await sync_to_async(create)()
+
+    await execute_run(run.pk)
+
+    stored = await sync_to_async(stored_text)(run)
+    assert fake_openai.stats.authorization == {
+        f"Bearer {TARGET_KEY}",
+        f"Bearer {JUDGE_KEY}",
+    }
+    for key in (TARGET_KEY, JUDGE_KEY):
+        assert key[: len(key) // 2] not in stored

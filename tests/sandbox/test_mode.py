@@ -74,3 +74,38 @@ async def test_a_run_with_code_exec_fails_before_any_item_where_it_cannot_run(
     assert "apt-get install bubblewrap" in run.error
     assert fake_openai.stats.requests == 0
     assert not await Result.objects.filter(run=run, status="succeeded").aexists()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_of_a_scorer_target_wrapping_code_exec_fails_before_any_item(
+    no_bwrap: Any, project: Any
+):
+    from asgiref.sync import sync_to_async
+
+    from runs import services
+    from runs.executor.engine import execute_run
+    from runs.models import Result, RunStatus
+    from tests.factories import make_dataset
+
+    no_bwrap.EVALSITE_SANDBOX = "auto"
+    metadata = {"test": TEST, "entry_point": "add"}
+    items = [{"id": "a", "input": CORRECT, "expected": "1.0", "metadata": metadata}]
+
+    def create() -> Any:
+        return services.run_create(
+            user=None,
+            dataset=make_dataset(project, items),
+            target_kind="scorer",
+            target_config={"scorer_kind": "code_exec", "output": "value"},
+            scorers=["exact_match"],
+            options={},
+            launch=False,
+        )
+
+    run = await sync_to_async(create)()
+    status = await execute_run(run.pk)
+    await run.arefresh_from_db()
+    assert status == RunStatus.FAILED
+    assert "scorer 'code_exec': code execution is refused" in run.error
+    assert "apt-get install bubblewrap" in run.error
+    assert not await Result.objects.filter(run=run).aexists()
