@@ -53,6 +53,13 @@ BANK_MEMORY = 64 << 20
 # character: its dozens of patterns would cost seconds to build and a scan
 # each.
 MAX_CHARACTER_FORMS = 1024
+# A text ending in this many characters of a secret (or more, but not all of
+# it) is taken to be cut inside a copy of it; fewer tell little of a key.
+MIN_TAIL_CHARS = 4
+# How far from a text's end such a cut copy is looked for: more than the
+# longest form of a piece of a secret (200 characters, each a 12-byte escape
+# with three 6-byte separators after it).
+TAIL_BYTES = 8 * 1024
 # Characters between two characters of a spaced-out copy, at most.
 MAX_SEPARATORS = 3
 # Texts up to this many characters in all are redacted on the event loop
@@ -177,6 +184,49 @@ def _hex_forms(data: bytes) -> Iterator[str]:
         yield _HEX_GAP.join(_hex(byte, 2) for byte in pairs)
 
 
+def _starts(atoms: list[str], gap: str, least: int) -> str | None:
+    """A pattern for the first ``least`` or more of ``atoms`` (patterns), one
+    ``gap`` between two, but not all of them: a copy cut before its end."""
+    if len(atoms) <= least:
+        return None
+    rest = ""
+    for atom in reversed(atoms[least:-1]):
+        rest = f"(?:{gap}{atom}{rest})?"
+    return gap.join(atoms[:least]) + rest
+
+
+def tail_forms(value: str) -> list[str]:
+    """Patterns of the start of every form of every piece of a secret, found
+    only at a text's end (a copy cut there), an ellipsis after it or not."""
+    if len(value) < MIN_ENCODED_CHARS:
+        return []
+    data = value.encode()
+    forms: list[str | None] = []
+    if len(value) > MAX_CHARACTER_FORMS:
+        character, gap = re2.escape, ""
+    else:
+        character, gap = _char, _GAP
+    for piece in _pieces(value, PIECE_CHARS):
+        forms.append(_starts([character(c) for c in piece], gap, MIN_TAIL_CHARS))
+        forms.append(
+            _starts([character(c) for c in reversed(piece)], gap, MIN_TAIL_CHARS)
+        )
+    for skip in range(3):
+        body = data[skip:]
+        standard = base64.b64encode(body[: len(body) // 3 * 3]).decode("ascii")
+        for encoded in dict.fromkeys((standard, standard.translate(_URLSAFE))):
+            for number, piece in enumerate(_pieces(encoded, PIECE_CHARS, unit=4)):
+                start = _starts([re2.escape(c) for c in piece], _BASE64_GAP, 6)
+                if start and number == 0:
+                    start = _BASE64_EDGE + start
+                forms.append(start)
+    for piece in _pieces(data.hex(), PIECE_CHARS, unit=2):
+        pairs = [_hex(byte, 2) for byte in bytes.fromhex(piece)]
+        forms.append(_starts(pairs, _HEX_GAP, MIN_TAIL_CHARS))
+    ending = r"(?:\x{2026}|\.\.\.)?\z"
+    return [f"(?:{form}){ending}" for form in forms if form]
+
+
 def secret_forms(value: str) -> tuple[list[str], list[str]]:
     """The forms of one secret that are replaced, as RE2 patterns: those of its
     characters, spaced out or encoded one by one (two per piece: forwards and
@@ -254,7 +304,7 @@ def _detector(banks: list[_Bank], values: list[str]) -> Any:
 class Redactor:
     """Replaces the given secrets, in every form above, in texts and values."""
 
-    __slots__ = ("banks", "detector", "numeric")
+    __slots__ = ("banks", "cut_copy", "detector", "numeric", "tails")
 
     def __init__(self, secrets: Iterable[tuple[str, str]] = ()) -> None:
         labels: dict[str, str] = {}
@@ -275,6 +325,19 @@ class Redactor:
             self.banks.append(_Bank(marker, [*filter(None, [first]), *literals]))
             self.banks.extend(_Bank(marker, [form]) for form in others)
         self.detector = _detector(self.banks, values)
+        # One per secret: scanned only over a text's last TAIL_BYTES.
+        self.tails = [
+            _Bank(f"[redacted secret {labels[value]}]", forms)
+            for value in values
+            if (forms := tail_forms(value))
+        ]
+        # All of them in one pattern, to say in one scan that a text ends in
+        # none (the usual answer).
+        self.cut_copy = (
+            re2.compile("|".join(b.pattern.pattern for b in self.tails), _options())
+            if self.tails
+            else None
+        )
 
     @classmethod
     def of(cls, *contexts: TargetContext | None) -> Redactor:
@@ -295,13 +358,18 @@ class Redactor:
             return text
         # Scanned as UTF-8 bytes: RE2's own text, with no offsets to map back.
         data = _encode(text)
-        if not self._anywhere(data):
+        if not (self._anywhere(data) or self._cut_copy_at_end(data)):
             return text
         changed = False
         for bank in self.banks:
             replaced = bank.replace(data)
             if replaced is not None:
                 data, changed = replaced, True
+        for bank in self.tails:
+            head, tail = data[:-TAIL_BYTES], data[-TAIL_BYTES:]
+            replaced = bank.replace(tail)
+            if replaced is not None:
+                data, changed = head + replaced, True
         if not changed:
             return text
         if len(self.banks) > 1:
@@ -322,6 +390,11 @@ class Redactor:
             return self.detector.Match(data) is not None
         return any(bank.pattern.search(data) is not None for bank in self.banks)
 
+    def _cut_copy_at_end(self, data: bytes) -> bool:
+        if self.cut_copy is None:
+            return False
+        return self.cut_copy.search(data[-TAIL_BYTES:]) is not None
+
     def value(self, value: Any) -> Any:
         """``value`` (a JSON-like structure) with every string redacted, keys
         included; the same object when it holds no secret."""
@@ -330,7 +403,10 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         texts = list(self._texts(value))
-        if not texts or not self.found_in(_JOIN.join(texts)):
+        if not texts or not (
+            self.found_in(_JOIN.join(texts))
+            or any(self._cut_copy_at_end(_encode(text)) for text in self._values(value))
+        ):
             return value
         return self._copy(value)
 
@@ -347,6 +423,17 @@ class Redactor:
                 yield from self._texts(item)
         elif self.numeric and isinstance(value, int) and not isinstance(value, bool):
             yield str(value)
+
+    def _values(self, value: Any) -> Iterator[str]:
+        """The strings of ``value`` but its keys (a text is cut, a key not)."""
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for item in value.values():
+                yield from self._values(item)
+        elif isinstance(value, list | tuple):
+            for item in value:
+                yield from self._values(item)
 
     def _copy(self, value: Any) -> Any:
         if isinstance(value, str):

@@ -189,3 +189,43 @@ def test_a_key_hidden_in_noise_of_its_own_characters_is_found(
         text = f"{noise[:at]} {echoed(KEY, form)} {noise[at:]}"
 
         assert leaks(redactor.text(text), KEY) == [], form
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+@pytest.mark.parametrize("kept", [9, 16, len(KEY) - 1])
+@pytest.mark.parametrize("after", ["", "…", "..."])
+def test_a_copy_cut_at_the_end_of_a_text_is_replaced(
+    redactor: Redactor, form: str, kept: int, after: str
+) -> None:
+    # A text cut to its stored length may end inside a copy of the key: here
+    # after as many characters of the copy as encode the key's first ``kept``.
+    cut = echoed(KEY, form)[: len(echoed(KEY[:kept], form).rstrip("="))]
+    text = f"HTTP 401: not accepted: {cut}{after}"
+
+    clean = redactor.text(text)
+
+    assert clean.startswith("HTTP 401: not accepted: "), clean
+    # (A copy that a whole form's match took, to its last character, keeps
+    # the ellipsis after its marker.)
+    assert clean.removesuffix(after).endswith(MARKER), clean
+    assert cut[-8:] not in clean
+
+
+def test_four_characters_of_a_key_at_a_text_s_end_are_replaced(
+    redactor: Redactor,
+) -> None:
+    assert redactor.text(f"key: {KEY[:4]}") == f"key: {MARKER}"
+
+
+def test_a_cut_copy_is_replaced_in_a_value_s_strings(redactor: Redactor) -> None:
+    value = {"raw_body": '{"error": "' + KEY[:12], "number": 1}
+
+    assert redactor.value(value) == {"raw_body": '{"error": "' + MARKER, "number": 1}
+
+
+def test_only_a_text_s_end_is_taken_for_a_cut_copy(redactor: Redactor) -> None:
+    # The key's first characters inside a text are no copy of it, and fewer
+    # than four at the end tell too little to be replaced.
+    text = f"{KEY[:10]} and more, then {KEY[:3]}"
+
+    assert redactor.text(text) == text

@@ -252,3 +252,68 @@ async def test_a_key_echoed_at_the_end_of_a_long_model_name_is_stored_in_no_part
     }
     for key in (TARGET_KEY, JUDGE_KEY):
         assert key[: len(key) // 2] not in stored
+
+
+class _RefusingEcho(BaseHTTPRequestHandler):
+    """An endpoint that refuses every call (400) with an error that echoes its
+    key after as many characters as the request's input names: in the error's
+    message (``message:N``) or in the error body after it (``body:N``)."""
+
+    def do_POST(self) -> None:
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        where, _, size = request["messages"][-1]["content"].partition(":")
+        key = self.headers["Authorization"].removeprefix("Bearer ")
+        if where == "message":
+            error = {"error": {"message": "m" * int(size) + key}}
+        else:
+            error = {"error": {"message": "refused"}, "pad": "b" * int(size) + key}
+        data = json.dumps(error).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_key_straddling_the_cut_of_an_error_is_stored_in_no_part(
+    alice: User, project: Project
+) -> None:
+    # The error's message is cut at 300 characters and its body at 4,096:
+    # paddings a few characters apart put the key across each cut, for some
+    # of them after all but a few of its characters.
+    message = [f"message:{size}" for size in range(300 - 40, 300, 3)]
+    body = [f"body:{size}" for size in range(4096 - 100, 4096 - 20, 3)]
+    items = [{"id": t, "input": t, "expected": "-"} for t in message + body]
+
+    with serve(_RefusingEcho) as url:
+
+        def create() -> Run:
+            store_secret(project, alice, "TARGET", TARGET_KEY, url=url)
+            return services.run_create(
+                user=alice,
+                dataset=make_dataset(project, items),
+                target_kind="openai_chat",
+                target_config={
+                    "base_url": url,
+                    "model": "fake",
+                    "api_key_secret": "TARGET",
+                },
+                scorers=["exact_match"],
+                options={"max_attempts": 1},
+                launch=False,
+            )
+
+        run = await sync_to_async(create)()
+        assert await execute_run(run.pk) == RunStatus.FAILED
+
+    stored = await sync_to_async(stored_text)(run)
+    assert await Result.objects.filter(run=run, status="failed").acount() == len(items)
+    # Every item's error was cut inside the key: no part of it of more than
+    # three characters is left.
+    for part in (TARGET_KEY[:i] for i in range(4, len(TARGET_KEY))):
+        assert part not in stored, part
+    assert leaks(await sync_to_async(exported_text)(run), TARGET_KEY) == []
