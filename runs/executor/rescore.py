@@ -150,6 +150,9 @@ class PassExecution:
                 )
 
     async def finish(self, *, error: str = "") -> str:
+        if self.runner is not None:
+            # An error quotes anything, a judge's reply too (as a run's does).
+            error = self.runner.redactor.text(error)
         status = await finish_pass(self.spec.id, error=error)
         # Before the page hears of it: it reads the run's stored figures.
         await store_figures(self.spec.run_id)

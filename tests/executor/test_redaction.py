@@ -16,8 +16,8 @@ from django.contrib.auth.models import User
 from runs import services
 from runs.executor.engine import execute_run
 from runs.executor.items import RAW_BODY_LIMIT
-from runs.executor.rescore import execute_scoring_pass
-from runs.models import Project, Result, Run, RunStatus, Score
+from runs.executor.rescore import PassExecution, execute_scoring_pass
+from runs.models import Project, Result, Run, RunStatus, Score, ScoringPass
 from runs.rescoring import run_rescore
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, echoed, leaks
@@ -317,3 +317,50 @@ async def test_a_key_straddling_the_cut_of_an_error_is_stored_in_no_part(
     for part in (TARGET_KEY[:i] for i in range(4, len(TARGET_KEY))):
         assert part not in stored, part
     assert leaks(await sync_to_async(exported_text)(run), TARGET_KEY) == []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_scoring_pass_s_own_error_is_stored_with_no_key(
+    alice: User,
+    project: Project,
+    fake_openai: FakeOpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def create() -> Run:
+        store_secret(project, alice, "JUDGE", JUDGE_KEY, url=fake_openai.base_url)
+        return services.run_create(
+            user=alice,
+            dataset=make_dataset(
+                project, [{"id": "1", "input": "hi", "expected": "hi"}]
+            ),
+            target_kind="python",
+            target_config={"callable": "runs.targets.examples.echo"},
+            scorers=["exact_match"],
+            launch=False,
+        )
+
+    run = await sync_to_async(create)()
+    await execute_run(run.pk)
+    judge = {
+        "kind": "llm_judge",
+        "params": {
+            "base_url": fake_openai.base_url,
+            "model": "fake-judge",
+            "api_key_secret": "JUDGE",
+        },
+    }
+    plan = await sync_to_async(run_rescore)(
+        run=run, user=alice, scorers=[judge], launch=False
+    )
+    assert plan.scoring_pass is not None
+
+    async def fail(self: PassExecution) -> None:
+        # An executor error that quotes what a judge's reply held.
+        raise RuntimeError(f"could not read the reply {echoed(JUDGE_KEY, 'hex')}")
+
+    monkeypatch.setattr(PassExecution, "score_all", fail)
+    await execute_scoring_pass(plan.scoring_pass.pk)
+
+    scoring_pass = await ScoringPass.objects.aget(pk=plan.scoring_pass.pk)
+    assert scoring_pass.error.startswith("RuntimeError: could not read the reply")
+    assert leaks(scoring_pass.error, JUDGE_KEY) == []
