@@ -6,6 +6,7 @@ starts again: never the server that other tests use.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -20,7 +21,10 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.conf import settings
+from procrastinate import App, PsycopgConnector
 
+from runs.executor.distributed import recovery_pass
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.distributed.conftest import (
     ROOT,
@@ -83,8 +87,12 @@ class Cluster:
     def url(self) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/evalsite"
 
+    @property
+    def conninfo(self) -> str:
+        return self.url.replace("postgres://", "postgresql://")
+
     def query(self, sql: str) -> list[tuple[Any, ...]]:
-        with psycopg.connect(self.url.replace("postgres://", "postgresql://")) as conn:
+        with psycopg.connect(self.conninfo) as conn:
             return conn.execute(sql).fetchall()
 
     def remove(self) -> None:
@@ -109,23 +117,8 @@ def cluster() -> Iterator[Cluster]:
         own.remove()
 
 
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-
-
-def test_run_completes_across_a_database_restart(
-    cluster: Cluster, workers: Workers, fake_openai: FakeOpenAIServer, tmp_path: Path
-) -> None:
-    env = worker_env(DATABASE_URL=cluster.url)
-    # The test database's schema (a copy: faster than migrating anew).
+def load_schema(cluster: Cluster) -> None:
+    """The test database's schema (a copy: faster than migrating anew)."""
     schema = subprocess.run(
         [PG_BIN / "pg_dump", "--schema-only", "--no-owner", "-d", database_url()],
         capture_output=True,
@@ -146,6 +139,25 @@ def test_run_completes_across_a_database_restart(
         capture_output=True,
         check=True,
     )
+
+
+def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+
+
+def test_run_completes_across_a_database_restart(
+    cluster: Cluster, workers: Workers, fake_openai: FakeOpenAIServer, tmp_path: Path
+) -> None:
+    env = worker_env(DATABASE_URL=cluster.url)
+    load_schema(cluster)
     manage(env, "shell", "-c", "from django.contrib.auth import get_user_model; "
            "get_user_model().objects.create_user('researcher')")  # fmt: skip
     items = arithmetic_items(12 * SHARD_SIZE, marker="[[latency:200]]")
@@ -241,3 +253,68 @@ def run_report(cluster: Cluster, run_id: int, workers: Workers) -> str:
         f"timed out {timed_out}, cancelled {cancelled}\n"
         f"shards (id, start, stop, status, worker, claims): {shards}\n{logs}"
     )
+
+
+def worker_with_a_job(cluster: Cluster, *, silent_for: float) -> tuple[int, int]:
+    """A procrastinate worker silent for ``silent_for`` seconds, and the shard
+    job it is executing; returns their ids."""
+    ((worker,),) = cluster.query(
+        "INSERT INTO procrastinate_workers (last_heartbeat) VALUES "
+        f"(now() - interval '{silent_for} seconds') RETURNING id"
+    )
+    ((job,),) = cluster.query(
+        "INSERT INTO procrastinate_jobs (queue_name, task_name, args, status, "
+        f"worker_id) VALUES ('{settings.EVALSITE_QUEUE}', 'evalsite.execute_shard', "
+        f"'{{}}', 'doing', {worker}) RETURNING id"
+    )
+    return worker, job
+
+
+def recovery_pass_on(cluster: Cluster, *, stall_seconds: float) -> bool:
+    """One pass of a worker's stalled-job recovery, on the private cluster."""
+
+    async def one_pass() -> bool:
+        worker_app = App(connector=PsycopgConnector(conninfo=cluster.conninfo))
+        async with worker_app.open_async():
+            return await recovery_pass(worker_app, stall_seconds=stall_seconds)
+
+    return asyncio.run(one_pass())
+
+
+def test_a_database_restart_does_not_make_live_workers_look_stalled(
+    cluster: Cluster,
+) -> None:
+    load_schema(cluster)
+    # A worker that beat until the database stopped: once it is back, its last
+    # heartbeat is older than the stall period (the outage was long, or the
+    # worker is slow to reconnect), yet it is alive and executing its job.
+    stall = 30.0
+    worker, job = worker_with_a_job(cluster, silent_for=2 * stall)
+    cluster.stop()
+    cluster.start()
+    recovery_pass_on(cluster, stall_seconds=stall)
+    assert cluster.query(f"SELECT status, worker_id FROM procrastinate_jobs "
+                         f"WHERE id={job}") == [("doing", worker)]  # fmt: skip
+    assert cluster.query(f"SELECT id FROM procrastinate_workers WHERE id={worker}")
+
+
+def test_the_job_of_a_silent_worker_is_retried_once_the_database_has_been_up(
+    cluster: Cluster,
+) -> None:
+    load_schema(cluster)
+    stall = 1.0
+    worker, job = worker_with_a_job(cluster, silent_for=2 * stall)
+
+    def database_up_a_stall_period() -> bool:
+        ((uptime,),) = cluster.query(
+            "SELECT clock_timestamp() - pg_postmaster_start_time() "
+            f">= interval '{stall} seconds'"
+        )
+        return uptime
+
+    wait_for(database_up_a_stall_period, what="the database up for a stall period")
+    assert recovery_pass_on(cluster, stall_seconds=stall)
+    assert cluster.query(f"SELECT status FROM procrastinate_jobs WHERE id={job}") == [
+        ("todo",)
+    ]
+    assert not cluster.query(f"SELECT id FROM procrastinate_workers WHERE id={worker}")
