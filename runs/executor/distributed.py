@@ -238,12 +238,10 @@ async def recover_stalled(worker_app: Any, *, stall_seconds: float) -> None:
     while True:
         await asyncio.sleep(stall_seconds / 2)
         now = time.monotonic()
+        since = now if answering_since is None else answering_since
         try:
             await recovery_pass(
-                worker_app,
-                stall_seconds=stall_seconds,
-                answering_for=now
-                - (now if answering_since is None else answering_since),
+                worker_app, stall_seconds=stall_seconds, answering_for=now - since
             )
         except Exception as exc:  # the database may be restarting: try again
             answering_since = None
