@@ -204,6 +204,12 @@ if DATABASE_URL:
         raise ImproperlyConfigured(
             f"DATABASE_URL is not a database URL: {exc}"
         ) from None
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # A connection attempt that the server never answers (one made as it
+        # shuts down waits out its authentication_timeout, a minute) fails and
+        # is retried, rather than outlasting a run's storage timeout. A
+        # connect_timeout in the URL wins.
+        DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
 else:
     # Made owner-only before Django first connects: SQLite gives its -wal and
     # -shm files the database's mode.

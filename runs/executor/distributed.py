@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import signal
+import time
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -212,29 +214,71 @@ class ProcrastinateLauncher:
 # -- the worker -------------------------------------------------------------------
 
 
+# A procrastinate worker prunes the rows of silent workers when it starts; ours
+# start again after every database outage, when every heartbeat is old, live
+# workers' too. Pruned, a live worker's running jobs would be run again: the
+# pruning is left to ``recover_stalled``, which knows when it may judge.
+PRUNE_AT_START_SECONDS = 24 * 3600.0
+
+UPTIME_QUERY = (
+    "SELECT EXTRACT(EPOCH FROM clock_timestamp() - pg_postmaster_start_time()) "
+    "AS seconds"
+)
+
+
 async def recover_stalled(worker_app: Any, *, stall_seconds: float) -> None:
     """Retry the jobs of stalled workers, periodically (procrastinate's recipe).
 
     Every worker runs it; a job retried twice at once is harmless (the retry
     is a conditional update of a job still ``doing``).
     """
-    settle = database_sync_to_async(shard_store.shards_settle_stalled)
-    manager = worker_app.job_manager
+    # Since when the database has answered this recovery (judged at once on
+    # start; None after a failure, until it answers again).
+    answering_since: float | None = -math.inf
     while True:
         await asyncio.sleep(stall_seconds / 2)
+        now = time.monotonic()
+        since = now if answering_since is None else answering_since
         try:
-            for job in await manager.get_stalled_jobs(
-                queue=settings.EVALSITE_QUEUE, seconds_since_heartbeat=stall_seconds
-            ):
-                logger.warning("job %s: its worker is stalled, retrying it", job.id)
-                await manager.retry_job(job)
-            await manager.prune_stalled_workers(stall_seconds)
-            for run_id in await settle(stale_seconds=stall_seconds):
-                await events.publish_run_update(run_id, final=True)
+            await recovery_pass(
+                worker_app, stall_seconds=stall_seconds, answering_for=now - since
+            )
         except Exception as exc:  # the database may be restarting: try again
+            answering_since = None
             logger.warning(
                 "stalled-job recovery failed: %s: %s", type(exc).__name__, exc
             )
+            continue
+        if answering_since is None:
+            answering_since = now
+
+
+async def recovery_pass(
+    worker_app: Any, *, stall_seconds: float, answering_for: float = math.inf
+) -> bool:
+    """Retry the jobs of workers silent for ``stall_seconds``; returns whether
+    it judged them.
+
+    A worker is judged only by heartbeats it could have sent: once the
+    database has answered for a whole stall period, since its server started
+    and for as long as this recovery saw (``answering_for``). Right after a
+    restart or an outage every heartbeat is old, live workers' too, and
+    retrying their jobs would run them twice.
+    """
+    row = await worker_app.connector.execute_query_one_async(UPTIME_QUERY)
+    if min(float(row["seconds"]), answering_for) < stall_seconds:
+        return False
+    manager = worker_app.job_manager
+    for job in await manager.get_stalled_jobs(
+        queue=settings.EVALSITE_QUEUE, seconds_since_heartbeat=stall_seconds
+    ):
+        logger.warning("job %s: its worker is stalled, retrying it", job.id)
+        await manager.retry_job(job)
+    await manager.prune_stalled_workers(stall_seconds)
+    settle = database_sync_to_async(shard_store.shards_settle_stalled)
+    for run_id in await settle(stale_seconds=stall_seconds):
+        await events.publish_run_update(run_id, final=True)
+    return True
 
 
 async def run_worker(*, concurrency: int, queues: list[str]) -> None:
@@ -276,7 +320,7 @@ async def run_worker(*, concurrency: int, queues: list[str]) -> None:
                         name=store.EXECUTOR_ID,
                         install_signal_handlers=False,
                         update_heartbeat_interval=stall / 3,
-                        stalled_worker_timeout=stall,
+                        stalled_worker_timeout=PRUNE_AT_START_SECONDS,
                         shutdown_graceful_timeout=settings.EVALSITE_WORKER_GRACE_SECONDS,
                         fetch_job_polling_interval=1.0,
                         abort_job_polling_interval=1.0,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -184,15 +185,24 @@ class Execution:
     async def produce(self) -> None:
         start, stop = self.index_range or (0, None)
         after = start - 1
-        while not self.draining and (
-            page := await load_item_page(
+        while not self.draining:
+            # A page read meets a database restart as a write does: retried
+            # until the storage timeout, then the run stops for storage.
+            read = functools.partial(
+                load_item_page,
                 self.spec.dataset_id,
                 after_index=after,
                 stop_index=stop,
                 epochs=self.options.epochs,
                 run_id=self.spec.id,
             )
-        ):
+            try:
+                page = await self.with_storage(read, "reading items")
+            except StorageUnavailable as exc:
+                self.request_stop(Stop.STORAGE, str(exc))
+                return
+            if not page:
+                break
             for item, epochs in page:
                 for epoch in epochs:
                     if self.draining:
@@ -449,13 +459,19 @@ class Execution:
 
     async def execute(self) -> str:
         try:
-            context = await arun_target_context(
-                self.spec.id, self.spec.target_kind, self.spec.target_config
+            context = await self.with_storage(
+                lambda: arun_target_context(
+                    self.spec.id, self.spec.target_kind, self.spec.target_config
+                ),
+                "reading the target's secrets",
             )
             target = build_target(
                 self.spec.target_kind, self.spec.target_config, context=context
             )
-            contexts = await arun_scorer_contexts(self.spec.id, self.spec.scorers)
+            contexts = await self.with_storage(
+                lambda: arun_scorer_contexts(self.spec.id, self.spec.scorers),
+                "reading the scorers' secrets",
+            )
             scorers = [
                 build_scorer(spec, context=contexts.get(spec["name"]))
                 for spec in self.spec.scorers
@@ -592,8 +608,13 @@ class Execution:
             await events.publish_run_update(self.spec.id)
             return status  # another shard ends the run
         if self.index_range is None or self.shard_id is not None:
-            # Before the run is announced as ended: its page reads them.
-            await store_figures(self.spec.id)
+            # Before the run is announced as ended: its page reads them. The
+            # run is stored by now: figures the database cannot take are
+            # computed on their first read instead.
+            with contextlib.suppress(StorageUnavailable):
+                await self.with_storage(
+                    lambda: store_figures(self.spec.id), "storing the figures"
+                )
         await events.publish_run_update(self.spec.id, final=True)
         return status
 

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from runs.executor import engine
 from runs.executor.engine import execute_run
-from runs.models import ErrorKind, Result, Run, RunStatus
+from runs.models import ErrorKind, Result, Run, RunFigures, RunStatus
 from runs.testing.fake_openai import FaultMix
 from tests.factories import arithmetic_items
 
@@ -197,6 +197,64 @@ async def test_a_database_that_stays_down_fails_the_run_loudly(make_run, monkeyp
     assert "disk I/O error" in run.error
     # Nothing was stored, so nothing is reported done.
     assert (run.processed, run.skipped) == (0, 30)
+
+
+def failing(real, *, calls: set[int], message: str):
+    """``real``, but its calls numbered in ``calls`` (from 0) meet a database
+    that is restarting."""
+    count = iter(range(1_000_000))
+
+    async def call(*args, **kwargs):
+        if next(count) in calls:
+            raise engine.DatabaseError(message)
+        return await real(*args, **kwargs)
+
+    return call
+
+
+async def test_a_database_restart_while_items_are_read_loses_nothing(
+    make_run, monkeypatch
+):
+    # The first page read fails twice, then the read after that page (its
+    # items in flight) once: each is retried, as a write is.
+    shutting_down = "FATAL:  the database system is shutting down"
+    flaky = failing(engine.load_item_page, calls={0, 1, 3}, message=shutting_down)
+    monkeypatch.setattr(engine, "load_item_page", flaky)
+    run = await new_run(make_run, arithmetic_items(30))
+    status = await execute_run(run.pk)
+    await run.arefresh_from_db()
+    assert (status, run.error) == (RunStatus.COMPLETED, "")
+    await assert_counts_add_up(run)
+    assert run.succeeded == 30
+
+
+async def test_items_unreadable_past_the_storage_timeout_stop_the_run_for_storage(
+    make_run, monkeypatch
+):
+    async def broken_read(*args, **kwargs):
+        raise engine.DatabaseError("connection refused")
+
+    monkeypatch.setattr(engine, "load_item_page", broken_read)
+    run = await new_run(make_run, arithmetic_items(30), storage_timeout_seconds=0.5)
+    assert await execute_run(run.pk) == RunStatus.FAILED
+    await run.arefresh_from_db()
+    assert run.error.startswith("storage unavailable: reading items failed")
+    assert "connection refused" in run.error
+    assert (run.processed, run.skipped) == (0, 30)
+
+
+async def test_a_database_restart_as_a_run_starts_or_ends_is_waited_out(
+    make_run, monkeypatch
+):
+    refused = "connection refused"
+    for name in ("arun_target_context", "arun_scorer_contexts", "store_figures"):
+        real = getattr(engine, name)
+        monkeypatch.setattr(engine, name, failing(real, calls={0}, message=refused))
+    run = await new_run(make_run, arithmetic_items(5))
+    status = await execute_run(run.pk)
+    await run.arefresh_from_db()
+    assert (status, run.error, run.succeeded) == (RunStatus.COMPLETED, "", 5)
+    assert await RunFigures.objects.filter(run=run).aexists()
 
 
 async def test_a_write_pending_when_the_last_item_finishes_is_not_lost(
