@@ -84,15 +84,31 @@ _NAME = re.compile(
 )
 
 
+# Why a host is refused, as the refusal says it: what a user (or the operator
+# they ask) can do about it.
+NEVER_ALLOWED = "a link-local or cloud metadata address is never allowed"
+DENIED = "EVALSITE_TARGET_DENY names it"
+NOT_ALLOWED = (
+    "no rule of EVALSITE_TARGET_ALLOW allows it (the operator may add its name, "
+    "its network, loopback or private there)"
+)
+
+
+def refusal_text(host: str, reason: str = "") -> str:
+    text = f"the network policy refuses connections to {host}"
+    return f"{text}: {reason}" if reason else text
+
+
 class PolicyRefused(aiohttp.ClientConnectionError):
     """The network policy refused every address of a host."""
 
-    def __init__(self, host: str) -> None:
+    def __init__(self, host: str, reason: str = "") -> None:
         super().__init__(host)
         self.host = host
+        self.reason = reason
 
     def __str__(self) -> str:
-        return f"the network policy refuses connections to {self.host}"
+        return refusal_text(self.host, self.reason)
 
 
 def _network_or_none(entry: str) -> IPNetwork | None:
@@ -259,28 +275,33 @@ class NetworkPolicy:
         With no address only the name is judged: the connection is checked
         again on every address the name resolves to.
         """
+        return self.refusal(host, address) is None
+
+    def refusal(self, host: str, address: IPAddress | None) -> str | None:
+        """Why ``host`` may not be reached at ``address``; None when it may."""
         host = normalise_host(host)
         literal = parse_ip(host)
         name = None if literal is not None else host
         address = parse_ip(str(address)) if address is not None else literal
         if name is not None and name in ALWAYS_REFUSED_NAMES:
-            return False
+            return NEVER_ALLOWED
         if address is not None and always_refused(address):
-            return False
+            return NEVER_ALLOWED
         if (name is not None and self.deny.matches_name(name)) or (
             address is not None and self.deny.matches_address(address)
         ):
-            return False
+            return DENIED
         if name is not None and self.allow.matches_name(name):
-            return True
+            return None
         if address is None:
             # A name no rule names: its addresses decide at connect time.
-            return True
-        return self.allow.matches_address(address)
+            return None
+        return None if self.allow.matches_address(address) else NOT_ALLOWED
 
     def check(self, host: str, address: IPAddress | None = None) -> None:
-        if not self.permits(host, address):
-            raise PolicyRefused(normalise_host(host))
+        reason = self.refusal(host, address)
+        if reason is not None:
+            raise PolicyRefused(normalise_host(host), reason)
 
 
 @functools.lru_cache(maxsize=8)
@@ -319,14 +340,18 @@ class PolicyResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         self.policy.check(host)
         results = await self.inner.resolve(host, port, family)
-        permitted = [
-            result
-            for result in results
-            if (address := parse_ip(result["host"])) is not None
-            and self.policy.permits(host, address)
-        ]
+        permitted, reasons = [], []
+        for result in results:
+            address = parse_ip(result["host"])
+            reason = (
+                NOT_ALLOWED if address is None else self.policy.refusal(host, address)
+            )
+            if reason is None:
+                permitted.append(result)
+            else:
+                reasons.append(reason)
         if not permitted:
-            raise PolicyRefused(normalise_host(host))
+            raise PolicyRefused(normalise_host(host), reasons[0] if reasons else "")
         return permitted
 
     async def close(self) -> None:
@@ -411,8 +436,9 @@ def clean_target_url(value: Any, *, policy: NetworkPolicy | None = None) -> str:
         # A key is bound to the host read here; aiohttp must read the same.
         raise ValueError("has a host that URL parsers disagree on")
     policy = policy or current_policy()
-    if not policy.permits(host, None):
-        raise ValueError(f"the network policy refuses connections to {host}")
+    reason = policy.refusal(host, None)
+    if reason is not None:
+        raise ValueError(refusal_text(host, reason))
     return str(url)
 
 

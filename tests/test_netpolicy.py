@@ -208,7 +208,10 @@ async def test_dns_rebinding_to_a_refused_address_cannot_pass(
         await target.aclose()
     error = caught.value
     assert (error.error_type, error.kind) == ("NetworkPolicy", "permanent")
-    assert str(error) == "the network policy refuses connections to model.example"
+    assert str(error) == (
+        "the network policy refuses connections to model.example: "
+        "a link-local or cloud metadata address is never allowed"
+    )
     assert fake_openai.stats.requests == 1
 
 

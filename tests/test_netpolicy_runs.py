@@ -82,7 +82,10 @@ async def test_a_name_denied_only_at_connect_time_is_a_permanent_error(
     result = await Result.objects.aget(run=run)
     assert status == RunStatus.FAILED
     assert (result.error_type, result.error_kind) == ("NetworkPolicy", "permanent")
-    assert result.error_message == "the network policy refuses connections to localhost"
+    assert result.error_message == (
+        "the network policy refuses connections to localhost: "
+        "EVALSITE_TARGET_DENY names it"
+    )
     assert len(result.attempts) == 1
     assert fake_openai.stats.requests == 0
 

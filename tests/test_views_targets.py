@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -199,4 +200,33 @@ def test_create_target_in_an_outsiders_project_is_not_found(
     response = mallory_client.post(reverse("runs:target_list"), _target(project))
 
     assert response.status_code == 404
+    assert not Target.objects.exists()
+
+
+def test_create_target_at_loopback_says_how_the_operator_allows_it(
+    bob_client: Client, project: Project, settings: Any
+) -> None:
+    settings.EVALSITE_TARGET_ALLOW = ["public"]  # the shipped default
+    data = _target(project, openai_chat__base_url="http://127.0.0.1:8765/v1")
+
+    response = bob_client.post(reverse("runs:target_list"), data)
+
+    assert response.status_code == 200
+    error = response.context["form"].errors["openai_chat__base_url"][0]
+    assert "refuses connections to 127.0.0.1" in error
+    assert "EVALSITE_TARGET_ALLOW" in error and "loopback" in error
+    assert not Target.objects.exists()
+
+
+def test_create_target_at_a_metadata_address_says_it_is_never_allowed(
+    bob_client: Client, project: Project, settings: Any
+) -> None:
+    settings.EVALSITE_TARGET_ALLOW = ["*", "0.0.0.0/0", "private"]
+    data = _target(project, openai_chat__base_url="http://169.254.169.254/v1")
+
+    response = bob_client.post(reverse("runs:target_list"), data)
+
+    error = response.context["form"].errors["openai_chat__base_url"][0]
+    assert "never allowed" in error
+    assert "EVALSITE_TARGET_ALLOW" not in error  # no operator can allow it
     assert not Target.objects.exists()
