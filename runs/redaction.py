@@ -154,11 +154,10 @@ def _pieces(text: str, size: int, unit: int = 1) -> list[str]:
     return [text[a:b] for a, b in itertools.pairwise(cuts) if a < b]
 
 
-def _base64_forms(data: bytes, *, wrapped: bool = True) -> Iterator[str]:
+def _base64_pieces(data: bytes) -> Iterator[tuple[int, int, str]]:
     """The base64 of ``data`` wherever it starts: at each of the three byte
-    offsets, the part that encodes only the secret's bytes; ``wrapped``, with
-    line breaks anywhere in it."""
-    gap = _BASE64_GAP if wrapped else ""
+    offsets and in both alphabets, the part that encodes only the secret's
+    bytes, cut into pieces: (number of the piece, how many, the piece)."""
     for skip in range(3):
         body = data[skip:]
         body = body[: len(body) // 3 * 3]
@@ -168,14 +167,22 @@ def _base64_forms(data: bytes, *, wrapped: bool = True) -> Iterator[str]:
         for encoded in dict.fromkeys((standard, standard.translate(_URLSAFE))):
             pieces = _pieces(encoded, PIECE_CHARS, unit=4)
             for number, piece in enumerate(pieces):
-                form = gap.join(re2.escape(c) for c in piece)
-                # The characters that encode the secret's first and last
-                # bytes with their neighbours' go too.
-                if number == 0:
-                    form = _BASE64_EDGE + form
-                if number == len(pieces) - 1:
-                    form += _BASE64_EDGE + "=*"
-                yield form
+                yield number, len(pieces), piece
+
+
+def _base64_forms(data: bytes, *, wrapped: bool = True) -> Iterator[str]:
+    """The base64 of ``data`` wherever it starts (``_base64_pieces``);
+    ``wrapped``, with line breaks anywhere in it."""
+    gap = _BASE64_GAP if wrapped else ""
+    for number, count, piece in _base64_pieces(data):
+        form = gap.join(re2.escape(c) for c in piece)
+        # The characters that encode the secret's first and last bytes with
+        # their neighbours' go too.
+        if number == 0:
+            form = _BASE64_EDGE + form
+        if number == count - 1:
+            form += _BASE64_EDGE + "=*"
+        yield form
 
 
 def _hex_forms(data: bytes) -> Iterator[str]:
@@ -211,15 +218,11 @@ def tail_forms(value: str) -> list[str]:
         forms.append(
             _starts([character(c) for c in reversed(piece)], gap, MIN_TAIL_CHARS)
         )
-    for skip in range(3):
-        body = data[skip:]
-        standard = base64.b64encode(body[: len(body) // 3 * 3]).decode("ascii")
-        for encoded in dict.fromkeys((standard, standard.translate(_URLSAFE))):
-            for number, piece in enumerate(_pieces(encoded, PIECE_CHARS, unit=4)):
-                start = _starts([re2.escape(c) for c in piece], _BASE64_GAP, 6)
-                if start and number == 0:
-                    start = _BASE64_EDGE + start
-                forms.append(start)
+    for number, _, piece in _base64_pieces(data):
+        start = _starts([re2.escape(c) for c in piece], _BASE64_GAP, 6)
+        if start and number == 0:
+            start = _BASE64_EDGE + start
+        forms.append(start)
     for piece in _pieces(data.hex(), PIECE_CHARS, unit=2):
         pairs = [_hex(byte, 2) for byte in bytes.fromhex(piece)]
         forms.append(_starts(pairs, _HEX_GAP, MIN_TAIL_CHARS))
