@@ -28,12 +28,12 @@ from django.conf import settings
 from django.db import connection
 
 from runs.errors import TooManyRequests
+from runs.executor.shared_limits import redis_client
 
 logger = logging.getLogger(__name__)
 
 WINDOW = 60.0  # seconds: the per-minute count
 REDIS_PREFIX = "evalsite:try:"
-REDIS_TIMEOUT = 0.5
 
 # KEYS: the user's tries in flight (member: token, score: end of its lease)
 # and in the last minute (score: when it began). ARGV: token, concurrency,
@@ -134,14 +134,7 @@ def _refusal(reason: str, wait: float, *, lease: float) -> TooManyRequests:
 
 class _RedisCounts:
     def __init__(self, url: str) -> None:
-        from redis import asyncio as aioredis
-
-        self.client = aioredis.Redis.from_url(
-            url,
-            socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT,
-            retry_on_timeout=False,
-        )
+        self.client = redis_client(url)
 
     def keys(self, key: str) -> list[str]:
         return [f"{REDIS_PREFIX}{key}:flight", f"{REDIS_PREFIX}{key}:minute"]

@@ -204,18 +204,24 @@ class PostgresStore:
         return await self._level(key)
 
 
+def redis_client(url: str) -> Any:
+    """An asyncio Redis client that gives up within REDIS_TIMEOUT: a store
+    that does not answer is left for a process's own counts, never waited on."""
+    from redis import asyncio as aioredis
+
+    return aioredis.Redis.from_url(
+        url,
+        socket_timeout=REDIS_TIMEOUT,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        retry_on_timeout=False,
+    )
+
+
 class RedisStore:
     name = "redis"
 
     def __init__(self, url: str) -> None:
-        from redis import asyncio as aioredis
-
-        self.client = aioredis.Redis.from_url(
-            url,
-            socket_timeout=REDIS_TIMEOUT,
-            socket_connect_timeout=REDIS_TIMEOUT,
-            retry_on_timeout=False,
-        )
+        self.client = redis_client(url)
         self._reserve = self.client.register_script(RESERVE_LUA)
         self._raise = self.client.register_script(BACKOFF_RAISE_LUA)
 
