@@ -42,22 +42,20 @@ def runs_on_loop(scorer: Scorer) -> bool:
 
 
 class ScorerCall:
-    """One call of one scorer; knows whether a worker had started it."""
+    """One call of one scorer; knows what it waits for, if anything."""
 
-    __slots__ = ("item", "output", "progress", "scorer", "started")
+    __slots__ = ("item", "output", "progress", "scorer")
 
     def __init__(self, scorer: Scorer, output: Any, item: TargetInput) -> None:
         self.scorer = scorer
         self.output = output
         self.item = item
-        self.started = False
         # What the call waits for, if anything: a worker thread, or a worker
         # process of a scorer that computes in one (scorer_processes.py).
         self.progress = Progress()
 
     async def run(self) -> ScoreOutcome:
         if runs_on_loop(self.scorer):
-            self.started = True
             with tracking(self.progress):
                 return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
         with tracking(self.progress):
@@ -77,7 +75,6 @@ class ScorerCall:
 
     def compute(self) -> ScoreOutcome:
         """The scorer's work, in this thread."""
-        self.started = True
         outcome = self.scorer.score(output=self.output, item=self.item)
         if inspect.isawaitable(outcome):
             close = getattr(outcome, "close", None)
