@@ -35,6 +35,9 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from runs.projects.services import project_create
+from runs.results.services import run_create
+
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 5000
 USERNAME = "bench"
@@ -313,12 +316,11 @@ def seed_run(*, user: Any, dataset: Any, profile: Profile, name: str) -> Any:
     """A finished run of every item of ``dataset``, stored in bulk batches."""
     from django.utils import timezone
 
-    from runs import services
     from runs.analysis.figures import run_figures_store
     from runs.executor.store import results_write, run_finish
     from runs.models import Item, Run, RunStatus
 
-    run = services.run_create(
+    run = run_create(
         user=user,
         dataset=dataset,
         target_kind="demo",
@@ -364,10 +366,10 @@ def seed_analysis(*, items: int, seed: int = 0) -> Seeded:
     """A user, a project, a dataset of ``items`` and two finished runs of it."""
     from django.contrib.auth.models import User
 
-    from runs import importers, services
+    from runs.datasets import importers
 
     user = User.objects.create_user(USERNAME, "bench@example.org", None)
-    project = services.project_create(name="Analysis benchmark", owner=user)
+    project = project_create(name="Analysis benchmark", owner=user)
     dataset = importers.dataset_create_from_items(
         project=project, user=user, name="sums", items=bench_items(items, seed=seed)
     )

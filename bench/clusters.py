@@ -25,6 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runs.projects.services import project_create
+from runs.results.services import run_create
+
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 2_000
 
@@ -104,11 +107,11 @@ def outcomes(count: int, *, seed: int) -> list[dict[str, Any]]:
 def build(count: int) -> tuple[Any, Any, Any, float]:
     from django.contrib.auth.models import User
 
-    from runs import importers, services
+    from runs.datasets import importers
     from tests.factories import store_outcomes
 
     user = User.objects.create_user(f"bench{time.time_ns()}", password="x")
-    project = services.project_create(name=f"Clusters {time.time_ns()}", owner=user)
+    project = project_create(name=f"Clusters {time.time_ns()}", owner=user)
     items = [
         {"id": f"q{n}", "input": f"What is {n} + 1?", "expected": str(n + 1)}
         for n in range(count)
@@ -119,7 +122,7 @@ def build(count: int) -> tuple[Any, Any, Any, float]:
     runs = []
     began = time.perf_counter()
     for seed in (1, 2):
-        run = services.run_create(
+        run = run_create(
             user=user,
             dataset=dataset,
             target_kind="python",

@@ -16,6 +16,10 @@ import random
 import sys
 from typing import Any
 
+from runs.projects.services import api_key_create, project_create
+from runs.results.services import run_create
+from runs.targets.services import target_create
+
 USERNAME = "bench"
 PASSWORD = "bench-password-not-secret"
 
@@ -34,13 +38,13 @@ def arithmetic_items(count: int, *, seed: int) -> list[dict[str, Any]]:
 def seed(*, results: int, runs: int) -> dict[str, Any]:
     from django.contrib.auth.models import User
 
-    from runs import importers, services
+    from runs.datasets import importers
     from runs.executor.engine import execute_run
 
     user = User.objects.create_user(USERNAME, "bench@example.org", PASSWORD)
-    project = services.project_create(name="Benchmark", owner=user)
-    _key, plain = services.api_key_create(user=user, name="bench")
-    target = services.target_create(
+    project = project_create(name="Benchmark", owner=user)
+    _key, plain = api_key_create(user=user, name="bench")
+    target = target_create(
         project=project,
         user=user,
         name="Demo model (instant)",
@@ -62,7 +66,7 @@ def seed(*, results: int, runs: int) -> dict[str, Any]:
     small = importers.dataset_create_from_items(
         project=project, user=user, name="smoke", items=arithmetic_items(10, seed=1)
     )
-    measured = services.run_create(
+    measured = run_create(
         user=user,
         dataset=big,
         target=target,
@@ -71,7 +75,7 @@ def seed(*, results: int, runs: int) -> dict[str, Any]:
         launch=False,
     )
     others = [
-        services.run_create(
+        run_create(
             user=user,
             dataset=small,
             target=target,
@@ -96,7 +100,7 @@ def seed(*, results: int, runs: int) -> dict[str, Any]:
         "run_status": measured.status,
         "results": measured.processed,
         "runs": 1 + len(others),
-        "code": os.path.dirname(services.__file__),
+        "code": os.path.dirname(runs.__file__),
     }
 
 

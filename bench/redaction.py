@@ -1,4 +1,4 @@
-"""What redacting an item's texts costs (``runs.redaction``).
+"""What redacting an item's texts costs (``runs.secrets.redaction``).
 
     python bench/redaction.py
 
@@ -28,7 +28,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from runs.redaction import Redactor
+from runs.secrets.redaction import Redactor
 
 RANDOM = random.Random(7)
 TARGET_KEY = "sk-proj-" + "".join(

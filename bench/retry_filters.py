@@ -26,6 +26,9 @@ import sys
 import time
 from pathlib import Path
 
+from runs.projects.services import project_create
+from runs.results.services import run_create
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
@@ -33,14 +36,13 @@ def build(items: int) -> tuple[object, int]:
     from django.contrib.auth.models import User
     from django.utils import timezone
 
-    from runs import services
     from runs.models import Item, Result, Run, RunStatus, Score
     from tests.factories import arithmetic_items, make_dataset
 
     user = User.objects.create_user("bench-retry", password="bench-password")
-    project = services.project_create(name="Bench retry", owner=user)
+    project = project_create(name="Bench retry", owner=user)
     dataset = make_dataset(project, arithmetic_items(items))
-    run = services.run_create(
+    run = run_create(
         user=user,
         dataset=dataset,
         target_kind="demo",

@@ -22,6 +22,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from runs.projects.services import project_create
+from runs.results.services import run_create
+
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 5_000
 
@@ -32,14 +35,11 @@ def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from runs import services
     from runs.models import Dataset, Item, Result, Run, RunStatus, Score
 
     rng = random.Random(seed)
     user = User.objects.create_user(f"bench-{seed}-{time.time_ns()}", "b@example.org")
-    project = services.project_create(
-        name=f"Summary benchmark {time.time_ns()}", owner=user
-    )
+    project = project_create(name=f"Summary benchmark {time.time_ns()}", owner=user)
     dataset = Dataset.objects.create(
         project=project,
         name="bench",
@@ -52,7 +52,7 @@ def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
             Item(dataset=dataset, index=i, external_id=f"q{i}", input="q", expected="a")
             for i in range(start, min(start + BATCH, items))
         )
-    run = services.run_create(
+    run = run_create(
         user=user,
         dataset=dataset,
         target_kind="python",

@@ -45,6 +45,10 @@ from pathlib import Path
 
 from http_bench import daphne, free_port, note, server_env
 
+import runs
+from runs.projects.services import api_key_create, membership_add, project_create
+from runs.targets.services import target_create
+
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "try-load-password-not-secret"
 LOGIN_PATH = "/login/"
@@ -57,18 +61,16 @@ def seed(*, users: int, base_url: str) -> dict:
     """A project, its editors with one API key each, and a target at ``base_url``."""
     from django.contrib.auth.models import User
 
-    from runs import services
-
     owner = User.objects.create_user("owner", "owner@example.org", PASSWORD)
-    project = services.project_create(name="Try load", owner=owner)
+    project = project_create(name="Try load", owner=owner)
     keys = []
     for n in range(users):
         name = f"editor{n}"
         User.objects.create_user(name, f"{name}@example.org", PASSWORD)
-        services.membership_add(project=project, actor=owner, user=name)
+        membership_add(project=project, actor=owner, user=name)
         editor = User.objects.get(username=name)
-        keys.append(services.api_key_create(user=editor, name="try-load")[1])
-    target = services.target_create(
+        keys.append(api_key_create(user=editor, name="try-load")[1])
+    target = target_create(
         project=project,
         user=owner,
         name="Slow model",
@@ -78,7 +80,7 @@ def seed(*, users: int, base_url: str) -> dict:
     return {
         "keys": keys,
         "target_id": target.pk,
-        "code": os.path.dirname(services.__file__),
+        "code": os.path.dirname(runs.__file__),
     }
 
 

@@ -97,7 +97,7 @@ def credentials_valid(headers: dict[bytes, bytes]) -> bool:
 
     from django.contrib.auth import SESSION_KEY, get_user_model
 
-    from runs.services import api_key_authenticate
+    from runs.projects.services import api_key_authenticate
 
     close_old_connections()
     try:

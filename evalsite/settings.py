@@ -392,11 +392,11 @@ def env_secret_bindings(name: str) -> dict[str, tuple[str, ...]]:
     and where to.
 
     A variable may only be sent to a URL one of its patterns matches
-    (``runs.destinations``): a host name or address, or ``*.suffix`` for any
+    (``runs.secrets.destinations``): a host name or address, or ``*.suffix`` for any
     name below suffix, over https on its port 443 unless the pattern says
     ``http://`` or another port.
     """
-    from runs.destinations import clean_patterns  # no Django in it
+    from runs.secrets.destinations import clean_patterns
 
     bindings: dict[str, tuple[str, ...]] = {}
     for entry in env_list(name, []):
@@ -421,7 +421,7 @@ def env_secret_bindings(name: str) -> dict[str, tuple[str, ...]]:
 
 def env_network_rules(name: str, default: tuple[str, ...]) -> list[str]:
     """Rules of the outbound network policy (see runs/netpolicy.py)."""
-    from runs.netpolicy import Rules  # no Django in it: safe to import here
+    from runs.calls.netpolicy import Rules
 
     rules = env_list(name, list(default))
     try:
@@ -451,11 +451,11 @@ AUTH_PASSWORD_VALIDATORS = [
 # after AXES_FAILURE_LIMIT failures, that pair is refused, even with the right
 # password, until the cool-off has passed. A successful log-in clears the count.
 # Operators list and clear lockouts in the admin or with `axes_reset`.
-# runs.auth_backend.UserBackend is Django's ModelBackend with a cheaper read
+# runs.projects.auth_backend.UserBackend is Django's ModelBackend with a cheaper read
 # of the signed-in user (one per request).
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "runs.auth_backend.UserBackend",
+    "runs.projects.auth_backend.UserBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("EVALSITE_LOGIN_FAILURE_LIMIT", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(
@@ -465,7 +465,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 # Attempts during a lockout do not extend it.
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
-AXES_LOCKOUT_CALLABLE = "runs.login_throttle.lockout_response"
+AXES_LOCKOUT_CALLABLE = "runs.projects.login_throttle.lockout_response"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs:run_list"
 LOGOUT_REDIRECT_URL = "login"

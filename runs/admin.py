@@ -4,7 +4,6 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from runs import services
 from runs.models import (
     ApiKey,
     Dataset,
@@ -18,6 +17,7 @@ from runs.models import (
     Score,
     Target,
 )
+from runs.results.services import run_cancel
 
 
 class MembershipInline(admin.TabularInline):
@@ -97,7 +97,7 @@ def cancel_runs(
     count = 0
     for run in queryset:
         if not run.is_final:
-            services.run_cancel(run=run)
+            run_cancel(run=run)
             count += 1
     modeladmin.message_user(
         request, f"Asked {count} run(s) to cancel.", messages.SUCCESS

@@ -22,10 +22,10 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import DatabaseError
 from django.template.loader import render_to_string
 
-from runs import selectors
 from runs.errors import NotFound
 from runs.events import run_group
 from runs.models import Run
+from runs.results.selectors import result_latest, run_get, run_overview
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _state_of(run: Run) -> tuple[Any, ...]:
 
 def run_state(user: AbstractBaseUser | AnonymousUser, run_id: int) -> tuple[Any, ...]:
     """The run's current figures, if the user may see it (else NotFound)."""
-    return _state_of(selectors.run_get(user=user, run_id=run_id))
+    return _state_of(run_get(user=user, run_id=run_id))
 
 
 def live_update(
@@ -71,9 +71,9 @@ def live_update(
     snapshot: bool,
 ) -> LiveUpdate:
     """Render the progress block and the rows stored after ``after_id``."""
-    overview = selectors.run_overview(user=user, run_id=run_id)
+    overview = run_overview(user=user, run_id=run_id)
     run = overview.run
-    rows = selectors.result_latest(
+    rows = result_latest(
         run=run,
         after_id=0 if snapshot else after_id,
         limit=SNAPSHOT_ROWS if snapshot else UPDATE_ROWS,
@@ -85,9 +85,9 @@ def live_update(
         "show_epoch": run.options.get("epochs", 1) > 1,
     }
     return LiveUpdate(
-        html=render_to_string("runs/_live_update.html", context),
+        html=render_to_string("runs/results/_live_update.html", context),
         rows_html=(
-            render_to_string("runs/_live_rows.html", context).strip()
+            render_to_string("runs/results/_live_rows.html", context).strip()
             if rows or snapshot
             else None
         ),

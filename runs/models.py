@@ -509,7 +509,7 @@ class ProjectSecret(models.Model):
     """A named secret of a project, such as a provider's API key.
 
     ``ciphertext`` is the value encrypted with a key kept outside the database
-    (``runs.secrets``); the value itself is never shown again once set.
+    (``runs.secrets.store``); the value itself is never shown again once set.
     """
 
     project = models.ForeignKey(
@@ -517,7 +517,8 @@ class ProjectSecret(models.Model):
     )
     name = models.CharField(max_length=100)
     ciphertext = models.TextField(editable=False)
-    # Where the value may be sent (``runs.destinations`` patterns); none: nowhere.
+    # Where the value may be sent (``runs.secrets.destinations`` patterns);
+    # none: nowhere.
     hosts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -70,7 +70,7 @@ class Plugin:
     description: ClassVar[str] = ""
     Params: ClassVar[type[BaseModel]] = NoParams
     example: ClassVar[dict[str, Any]] = {}
-    # The secrets it uses, as ``runs.secrets.SecretRef``: parameters that name
+    # The secrets it uses, as ``runs.secrets.store.SecretRef``: parameters that name
     # a secret (never hold one), resolved when a run builds the plug-in.
     secrets: ClassVar[tuple[Any, ...]] = ()
 

@@ -212,7 +212,7 @@ def _fresh_try_counts() -> None:
     from test to test: the rate of one would refuse the next)."""
     from django.conf import settings
 
-    from runs import try_throttle
+    from runs.targets import try_throttle
 
     try_throttle.PROCESS.clear()
     if settings.REDIS_URL:

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
 from runs.models import Item, Project, Run, RunStatus
-from runs.services import run_create
+from runs.results.services import run_create
 from tests.factories import make_dataset
 
 ITEMS = [

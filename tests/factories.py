@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from runs.models import Dataset, Item, Project, ProjectSecret
+from runs.results.services import run_create
 
 
 def make_dataset(
@@ -55,9 +56,8 @@ def arithmetic_items(count: int, *, marker: str = "") -> list[dict[str, Any]]:
 
 def echo_run(dataset: Dataset) -> Any:
     """A run of ``dataset`` (echo target, exact_match) created but not launched."""
-    from runs import services
 
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=dataset,
         target_kind="python",
@@ -119,8 +119,8 @@ def set_bound_secret(
     project: Project, user: Any, name: str, value: str, *, url: str
 ) -> ProjectSecret:
     """A project secret bound to the scheme, host and port of ``url``."""
-    from runs.destinations import Destination
-    from runs.secrets import secret_set
+    from runs.secrets.destinations import Destination
+    from runs.secrets.store import secret_set
 
     secret, _ = secret_set(
         project=project,

@@ -6,12 +6,12 @@ import asyncio
 
 from django.utils import timezone
 
-from runs import services
 from runs.analysis.signatures import error_signature
 from runs.executor import store
 from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Dataset, ErrorKind, Item, Project, Run
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
 
@@ -42,7 +42,7 @@ def cluster_key(label: str) -> str:
 def mixed_run(dataset: Dataset, *, ended: bool = False) -> Run:
     """A run of ``dataset`` with the MIXED results stored; the rest pending
     (or skipped, once ``ended``: cancelled)."""
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="openai_chat",
@@ -89,7 +89,7 @@ def ended_run_with_two_failures(project: Project, server: FakeOpenAIServer) -> R
     items = arithmetic_items(5)
     for index in (1, 3):
         items[index]["input"] += "[[flaky:1]]"  # fails once, then answers
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=make_dataset(project, items),
         target_kind="openai_chat",

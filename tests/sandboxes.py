@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from runs import sandbox
-from runs.importers import humaneval_content
+from runs.datasets.importers import humaneval_content
 from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 import numpy as np
 from django.utils import timezone
 
-from runs import services
 from runs.models import Dataset, Item, Result, Run, RunStatus, Score
+from runs.results.services import run_create
 
 SCORERS = ["exact_match", "includes"]
 FAILURES = {
@@ -55,7 +55,7 @@ def stored_run(
     ``missing`` is the share of (item, epoch) pairs left without a result.
     """
     rng = np.random.default_rng(seed)
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="python",

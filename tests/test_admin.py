@@ -4,8 +4,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs import services
 from runs.models import Dataset, Run, RunStatus, Target
+from runs.projects.services import api_key_create
+from runs.results.services import run_create
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +24,7 @@ def admin_client(project) -> Client:
 def run(project) -> Run:
     dataset = make_dataset(project, arithmetic_items(3))
     Target.objects.create(project=project, name="demo", kind="demo", config={})
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=dataset,
         target_kind="demo",
@@ -85,7 +86,7 @@ def test_api_keys_cannot_be_added_in_admin(admin_client):
 
 
 def test_api_key_pages_never_show_the_key_hash(admin_client, alice):
-    key, _ = services.api_key_create(user=alice, name="ci")
+    key, _ = api_key_create(user=alice, name="ci")
 
     listing = admin_client.get("/admin/runs/apikey/").content.decode()
     change = admin_client.get(f"/admin/runs/apikey/{key.pk}/change/").content.decode()

@@ -12,9 +12,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.key_usage import key_usage_flush
 from runs.models import ApiKey, Dataset, Project, Target
-from runs.services import api_key_create
+from runs.projects.key_usage import key_usage_flush
+from runs.projects.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from django.http import HttpResponse
 from django.test import Client
 
 from runs.models import Dataset, Project
-from runs.services import project_create
+from runs.projects.services import project_create
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs import services
 from runs.models import ApiKey, Dataset, Membership, Project, Run, Target
+from runs.projects.services import api_key_create
+from runs.results.services import run_create
+from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -29,13 +31,13 @@ def _role(project: Project, user: User) -> str | None:
 
 
 def _bearer(user: User) -> dict[str, str]:
-    _, plain = services.api_key_create(user=user, name="test")
+    _, plain = api_key_create(user=user, name="test")
     return {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
 
 
 @pytest.fixture
 def target(project: Project, alice: User) -> Target:
-    return services.target_create(
+    return target_create(
         project=project,
         user=alice,
         name="local",
@@ -321,7 +323,7 @@ def test_a_key_cannot_create_keys(client: Client, alice: User) -> None:
 def test_keys_list_shows_only_the_callers_keys(
     client: Client, alice: User, mallory: User
 ) -> None:
-    services.api_key_create(user=mallory, name="hers")
+    api_key_create(user=mallory, name="hers")
 
     body = client.get(f"{API}/keys", **_bearer(alice)).json()
 
@@ -329,7 +331,7 @@ def test_keys_list_shows_only_the_callers_keys(
 
 
 def test_revoked_key_is_refused_at_once(client: Client, alice: User) -> None:
-    key, plain = services.api_key_create(user=alice, name="doomed")
+    key, plain = api_key_create(user=alice, name="doomed")
     bearer = {"HTTP_AUTHORIZATION": f"Bearer {plain}"}
     assert client.get(f"{API}/projects", **bearer).status_code == 200
 
@@ -344,7 +346,7 @@ def test_revoked_key_is_refused_at_once(client: Client, alice: User) -> None:
 def test_revoking_another_users_key_is_not_found(
     mallory_client: Client, alice: User
 ) -> None:
-    key, _ = services.api_key_create(user=alice, name="hers")
+    key, _ = api_key_create(user=alice, name="hers")
 
     response = mallory_client.delete(f"{API}/keys/{key.pk}")
 
@@ -385,9 +387,7 @@ def test_patch_validates_the_config(bob_client: Client, target: Target) -> None:
 def test_patch_to_a_taken_name_is_a_conflict(
     bob_client: Client, target: Target, project: Project, alice: User
 ) -> None:
-    services.target_create(
-        project=project, user=alice, name="other", kind="demo", config={}
-    )
+    target_create(project=project, user=alice, name="other", kind="demo", config={})
 
     response = bob_client.patch(
         f"{API}/targets/{target.pk}", {"name": "other"}, content_type=JSON
@@ -420,7 +420,7 @@ def test_viewer_and_outsider_cannot_patch_delete_or_try(
 def test_delete_target_keeps_its_runs(
     bob_client: Client, target: Target, dataset: Dataset, bob: User
 ) -> None:
-    run = services.run_create(
+    run = run_create(
         user=bob, dataset=dataset, target=target, scorers=["exact_match"], launch=False
     )
 

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from runs import services
 from runs.models import Run, Score, ScoringPass
+from runs.results.services import run_create
 from tests.factories import make_dataset
 from tests.mixed_results import ended_run_with_two_failures, mixed_run
 
@@ -243,7 +243,7 @@ def test_a_scorer_needing_expected_answers_the_dataset_lacks_is_400(
     alice_client, project
 ):
     dataset = make_dataset(project, [{"id": "a", "input": "hi"}], name="bare")
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="python",

@@ -23,7 +23,9 @@ from runs.models import (
     RunStatus,
     Score,
 )
-from runs.services import project_create, run_create, target_create
+from runs.projects.services import project_create
+from runs.results.services import run_create
+from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
 from tests.scorers.scoring import branching_chain

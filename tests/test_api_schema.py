@@ -25,7 +25,9 @@ from schemathesis import checks
 
 from runs.api import api
 from runs.models import Dataset, Project, Run, RunStatus
-from runs.services import api_key_create, run_create, target_create
+from runs.projects.services import api_key_create
+from runs.results.services import run_create
+from runs.targets.services import target_create
 
 MAX_EXAMPLES = 10
 

@@ -8,7 +8,7 @@ from django.http import HttpResponse
 from django.test import Client
 
 from runs.models import Project, Target
-from runs.services import target_create
+from runs.targets.services import target_create
 from tests.factories import set_bound_secret
 
 pytestmark = pytest.mark.django_db

@@ -14,11 +14,11 @@ from django.test import Client
 from django.utils import timezone
 
 from evalsite.asgi import application
-from runs import services
 from runs.events import publish_run_update
 from runs.executor import store
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Dataset, Item, Result, Run, RunStatus
+from runs.results.services import run_create, run_launch
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,7 +42,7 @@ def headers_for(db: None) -> Callable[[User | None], Headers]:
 
 
 def _run(dataset: Dataset, **config: object) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=dataset,
         target_kind="demo",
@@ -233,7 +233,7 @@ async def test_a_real_run_is_followed_to_its_final_status(
 
     # From the test's own loop, not a sync_to_async worker, whose context
     # variables the executor task would otherwise inherit.
-    services.run_launch(run=run)
+    run_launch(run=run)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30
     while 'data-final="true"' not in seen[-1]:

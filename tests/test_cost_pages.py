@@ -12,9 +12,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.models import ModelPrice, Project, Result, Run, RunStatus
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
 
@@ -37,7 +37,7 @@ def executed(
     marker: str = "",
     **options: Any,
 ) -> Run:
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=make_dataset(project, arithmetic_items(count, marker=marker)),
         target_kind="openai_chat",
@@ -270,7 +270,7 @@ def admin_client(db) -> Client:
 
 @pytest.mark.django_db
 def test_admin_adds_a_price_that_the_table_then_uses(admin_client):
-    from runs.pricing import price_table
+    from runs.calls.pricing import price_table
 
     response = admin_client.post(
         "/admin/runs/modelprice/add/",

@@ -9,8 +9,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs import services
-from runs.demo import (
+from runs.demo.seed import (
     DEMO_RUN_CONCURRENCY,
     DEMO_RUN_NAME,
     DemoOffer,
@@ -19,6 +18,7 @@ from runs.demo import (
     run_demo_offer,
 )
 from runs.models import Dataset, Project, Run, RunStatus, Target
+from runs.projects.services import project_create
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
@@ -165,7 +165,7 @@ def test_the_seeded_demo_user_can_start_the_demo_run() -> None:
 def test_the_demo_choice_skips_projects_the_user_only_views(
     victor: User, dataset: Dataset, demo_target: Target
 ) -> None:
-    own = services.project_create(name="Victor's", owner=victor)
+    own = project_create(name="Victor's", owner=victor)
     mine = make_dataset(own, arithmetic_items(2))
     target = Target.objects.create(project=own, name="demo", kind="demo", config={})
 

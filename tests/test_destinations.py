@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.destinations import Destination, HostPattern, clean_patterns, permits
+from runs.secrets.destinations import Destination, HostPattern, clean_patterns, permits
 
 
 @pytest.mark.parametrize(

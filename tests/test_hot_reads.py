@@ -8,8 +8,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
 
-from runs import hot_reads, selectors, services
+from runs.access import visible_projects
 from runs.models import Dataset, Project, Run, RunStatus, ScoringPass
+from runs.projects.services import API_KEY_PREFIX, api_key_create
+from runs.records import reads
+from runs.results.selectors import run_list
 from tests.factories import arithmetic_items, echo_run, make_dataset
 
 
@@ -32,9 +35,9 @@ def test_run_table_lists_what_run_list_lists(
     elsewhere = make_dataset(other_project, arithmetic_items(2), name="other")
     _runs(dataset, [RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.COMPLETED])
     _runs(elsewhere, [RunStatus.COMPLETED])
-    orm = list(selectors.run_list(user=alice).order_by("-created_at", "-id"))
+    orm = list(run_list(user=alice).order_by("-created_at", "-id"))
 
-    table = hot_reads.RunTable(user_id=alice.pk)
+    table = reads.RunTable(user_id=alice.pk)
     rows = table[0:10]
 
     assert table.count() == 3
@@ -68,8 +71,8 @@ def test_run_table_filters_by_project_and_status_within_the_users_projects(
     _done, failed = _runs(dataset, [RunStatus.COMPLETED, RunStatus.FAILED])
     _runs(elsewhere, [RunStatus.FAILED])
 
-    by_status = hot_reads.RunTable(user_id=alice.pk, status=RunStatus.FAILED)
-    outside = hot_reads.RunTable(user_id=alice.pk, project_id=other_project.pk)
+    by_status = reads.RunTable(user_id=alice.pk, status=RunStatus.FAILED)
+    outside = reads.RunTable(user_id=alice.pk, project_id=other_project.pk)
 
     assert [row.pk for row in by_status[0:10]] == [failed.pk]
     assert outside.count() == 0
@@ -86,7 +89,7 @@ def test_run_rows_say_when_a_running_run_has_no_heartbeat(
     Run.objects.filter(pk=quiet.pk).update(heartbeat_at=now - timedelta(minutes=5))
     Run.objects.filter(pk=beating.pk).update(heartbeat_at=now)
 
-    rows = {row.pk: row for row in hot_reads.RunTable(user_id=alice.pk)[0:10]}
+    rows = {row.pk: row for row in reads.RunTable(user_id=alice.pk)[0:10]}
 
     assert rows[quiet.pk].stale is True
     assert rows[beating.pk].stale is False
@@ -103,10 +106,10 @@ def test_project_choices_are_the_users_projects_by_name(
     second = Project.objects.create(name="Another")
     second.memberships.create(user=alice, role="viewer")
 
-    choices = hot_reads.project_choices(user_id=alice.pk)
+    choices = reads.project_choices(user_id=alice.pk)
 
     assert [(c.pk, c.name) for c in choices] == [
-        (p.pk, p.name) for p in selectors.visible_projects(alice).order_by("name")
+        (p.pk, p.name) for p in visible_projects(alice).order_by("name")
     ]
     assert other_project.pk not in [c.pk for c in choices]
 
@@ -115,10 +118,10 @@ def test_project_choices_are_the_users_projects_by_name(
 def test_api_key_with_user_reads_the_key_and_its_user_as_the_orm_does(
     alice: User,
 ) -> None:
-    key, plain = services.api_key_create(user=alice, name="k")
-    prefix = plain.removeprefix(services.API_KEY_PREFIX).split("_")[0]
+    key, plain = api_key_create(user=alice, name="k")
+    prefix = plain.removeprefix(API_KEY_PREFIX).split("_")[0]
 
-    read = hot_reads.api_key_with_user(prefix)
+    read = reads.api_key_with_user(prefix)
 
     assert read is not None
     assert (read.pk, read.key_hash, read.created_at, read.last_used_at) == (
@@ -142,18 +145,18 @@ def test_api_key_with_user_reads_the_key_and_its_user_as_the_orm_does(
 def test_api_key_with_user_refuses_revoked_keys_and_inactive_users(
     alice: User, bob: User
 ) -> None:
-    revoked, revoked_plain = services.api_key_create(user=alice, name="old")
-    _key, bob_plain = services.api_key_create(user=bob, name="b")
+    revoked, revoked_plain = api_key_create(user=alice, name="old")
+    _key, bob_plain = api_key_create(user=bob, name="b")
     revoked.revoked_at = timezone.now()
     revoked.save()
     User.objects.filter(pk=bob.pk).update(is_active=False)
 
     def prefix(plain: str) -> str:
-        return plain.removeprefix(services.API_KEY_PREFIX).split("_")[0]
+        return plain.removeprefix(API_KEY_PREFIX).split("_")[0]
 
-    assert hot_reads.api_key_with_user(prefix(revoked_plain)) is None
-    assert hot_reads.api_key_with_user(prefix(bob_plain)) is None
-    assert hot_reads.api_key_with_user("nosuchprefix") is None
+    assert reads.api_key_with_user(prefix(revoked_plain)) is None
+    assert reads.api_key_with_user(prefix(bob_plain)) is None
+    assert reads.api_key_with_user("nosuchprefix") is None
 
 
 @pytest.mark.django_db
@@ -166,16 +169,14 @@ def test_run_records_are_scoped_filtered_and_refuse_unknown_filters(
     _runs(elsewhere, [RunStatus.COMPLETED])
     filters = {"project": None, "dataset": None, "status": RunStatus.COMPLETED}
 
-    count, rows = hot_reads.run_records(
+    count, rows = reads.run_records(
         user_id=alice.pk, filters=filters, offset=0, limit=10
     )
 
     assert count == 1
     assert [row[0] for row in rows] == [done.pk]
     with pytest.raises(ValueError, match="'target'"):
-        hot_reads.run_records(
-            user_id=alice.pk, filters={"target": 1}, offset=0, limit=10
-        )
+        reads.run_records(user_id=alice.pk, filters={"target": 1}, offset=0, limit=10)
 
 
 @pytest.mark.django_db
@@ -185,14 +186,14 @@ def test_run_page_state_only_for_members_and_finished_runs_without_a_rescore(
     dataset = make_dataset(project, arithmetic_items(2))
     done, going = _runs(dataset, [RunStatus.COMPLETED, RunStatus.RUNNING])
 
-    state = hot_reads.run_page_state(user_id=alice.pk, run_id=done.pk)
+    state = reads.run_page_state(user_id=alice.pk, run_id=done.pk)
 
     assert state is not None
-    assert hot_reads.run_page_state(user_id=mallory.pk, run_id=done.pk) is None
-    assert hot_reads.run_page_state(user_id=alice.pk, run_id=going.pk) is None
+    assert reads.run_page_state(user_id=mallory.pk, run_id=done.pk) is None
+    assert reads.run_page_state(user_id=alice.pk, run_id=going.pk) is None
     # The user's role is part of it: another member's state differs.
     bob = project.memberships.get(role="editor").user
-    assert hot_reads.run_page_state(user_id=bob.pk, run_id=done.pk) != state
+    assert reads.run_page_state(user_id=bob.pk, run_id=done.pk) != state
 
     ScoringPass.objects.create(run=done, status=ScoringPass.Status.RUNNING)
-    assert hot_reads.run_page_state(user_id=alice.pk, run_id=done.pk) is None
+    assert reads.run_page_state(user_id=alice.pk, run_id=done.pk) is None

@@ -19,7 +19,7 @@ from django.test import override_settings
 
 from evalsite.asgi import application
 from runs.models import Dataset, Project
-from runs.services import api_key_create
+from runs.projects.services import api_key_create
 from tests.processes import ROOT, env_for, free_port
 
 MB = 1024 * 1024

@@ -6,7 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs.services import api_key_create
+from runs.projects.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

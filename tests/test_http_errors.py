@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from runs.models import Dataset
-from runs.services import api_key_create
+from runs.projects.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

@@ -11,9 +11,9 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from runs.key_usage import RECORD_INTERVAL, key_usage_flush
 from runs.models import ApiKey
-from runs.services import api_key_create
+from runs.projects.key_usage import RECORD_INTERVAL, key_usage_flush
+from runs.projects.services import api_key_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

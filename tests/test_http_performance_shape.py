@@ -22,9 +22,11 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs import selectors, services
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
 from runs.models import Dataset, Item, Project, Run, RunStatus
+from runs.projects.services import api_key_create
+from runs.results.selectors import run_overview
+from runs.results.services import run_create
 from tests.factories import arithmetic_items, make_dataset
 
 PAGES = ["login", "run_list", "run_detail", "api_run_list"]
@@ -44,7 +46,7 @@ def _finished_run(project: Project, results: int, *, name: str = "") -> Run:
 
 
 def _run(dataset: Dataset) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=dataset,
         target_kind="python",
@@ -121,7 +123,7 @@ def _paths_and_headers(alice: User, project: Project) -> dict[str, tuple[str, li
     client = Client()
     client.force_login(alice)
     cookie = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
-    _key, plain = services.api_key_create(user=alice, name="shape")
+    _key, plain = api_key_create(user=alice, name="shape")
     bearer = [(b"authorization", f"Bearer {plain}".encode())]
     return {
         "login": (reverse("login"), []),
@@ -310,10 +312,10 @@ def test_scorer_figures_follow_every_stored_score(
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
     items = list(Item.objects.filter(dataset=dataset).order_by("index"))
     _store_results(run, items[:1])
-    before = selectors.run_overview(user=alice, run_id=run.pk).scorers
+    before = run_overview(user=alice, run_id=run.pk).scorers
 
     _store_results(run, items[1:])
-    after = selectors.run_overview(user=alice, run_id=run.pk).scorers
+    after = run_overview(user=alice, run_id=run.pk).scorers
 
     assert [s.scored for s in before] == [1, 1]
     assert [s.scored for s in after] == [3, 3]
@@ -338,7 +340,7 @@ def test_api_run_list_reads_runs_without_their_projects_and_datasets(
     alice: User, project: Project
 ) -> None:
     _finished_run(project, 2)
-    _key, plain = services.api_key_create(user=alice, name="shape")
+    _key, plain = api_key_create(user=alice, name="shape")
 
     selects = _selects_of_runs(
         Client(), "/api/v1/runs", Authorization=f"Bearer {plain}"

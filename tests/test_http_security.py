@@ -11,7 +11,8 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from runs.models import Dataset
-from runs.services import api_key_create, run_create
+from runs.projects.services import api_key_create
+from runs.results.services import run_create
 from tests.processes import ROOT, env_for
 
 pytestmark = pytest.mark.django_db

@@ -12,9 +12,9 @@ from django.core.management import call_command, execute_from_command_line
 from django.core.management.base import CommandError
 from django.db import connections
 
-from runs import plain_rows
-from runs.importers import store as import_store
+from runs.datasets.importers import store as import_store
 from runs.models import Dataset, Item, Membership, Project
+from runs.records import plain_rows
 
 JSONL = (
     b'{"id": "a", "input": "2+2?", "expected": "4"}\n'

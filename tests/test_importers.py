@@ -8,14 +8,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection
 
-from runs.errors import Forbidden, InvalidInput, NotFound
-from runs.importers import (
+from runs.datasets.importers import (
     Source,
     dataset_create_from_items,
     dataset_find_by_hash,
     dataset_import,
     parse_items,
 )
+from runs.errors import Forbidden, InvalidInput, NotFound
 from runs.models import Dataset, Item, Project
 
 JSONL = (

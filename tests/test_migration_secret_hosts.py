@@ -8,8 +8,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from runs.destinations import permits
-from runs.secrets import encrypt
+from runs.secrets.destinations import permits
+from runs.secrets.store import encrypt
 
 BEFORE = [("runs", "0018_result_indexes")]
 AFTER = [("runs", "0019_secret_hosts")]

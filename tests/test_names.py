@@ -15,10 +15,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
 
-from runs import services
 from runs.errors import InvalidInput
 from runs.models import ApiKey, Dataset, Project, Run, Target
-from runs.names import max_length
+from runs.projects.services import api_key_create, project_create
+from runs.records.names import max_length
+from runs.targets.services import target_create, target_update
 
 pytestmark = pytest.mark.django_db
 
@@ -99,7 +100,7 @@ def test_api_dataset_with_a_long_name(alice_client: Client, project: Project) ->
 def test_api_rename_of_a_target_to_a_long_name(
     alice_client: Client, alice: User, project: Project
 ) -> None:
-    target = services.target_create(
+    target = target_create(
         project=project, user=alice, name="t", kind="openai_chat", config=CONFIG
     )
 
@@ -134,19 +135,19 @@ def test_api_upload_naming_a_long_expected_field(
 
 def test_project_create_refuses_a_long_name(alice: User) -> None:
     with pytest.raises(InvalidInput) as refused:
-        services.project_create(name=_too_long(Project), owner=alice)
+        project_create(name=_too_long(Project), owner=alice)
 
     assert refused.value.field == "name"
     assert not Project.objects.exists()
 
 
 def test_target_update_refuses_a_long_name(alice: User, project: Project) -> None:
-    target = services.target_create(
+    target = target_create(
         project=project, user=alice, name="t", kind="openai_chat", config=CONFIG
     )
 
     with pytest.raises(InvalidInput) as refused:
-        services.target_update(target=target, user=alice, name=_too_long(Target))
+        target_update(target=target, user=alice, name=_too_long(Target))
 
     assert refused.value.field == "name"
     assert Target.objects.get(pk=target.pk).name == "t"
@@ -154,7 +155,7 @@ def test_target_update_refuses_a_long_name(alice: User, project: Project) -> Non
 
 def test_api_key_create_refuses_a_long_name(alice: User) -> None:
     with pytest.raises(InvalidInput) as refused:
-        services.api_key_create(user=alice, name=_too_long(ApiKey))
+        api_key_create(user=alice, name=_too_long(ApiKey))
 
     assert refused.value.field == "name"
     assert not ApiKey.objects.exists()
@@ -163,7 +164,7 @@ def test_api_key_create_refuses_a_long_name(alice: User) -> None:
 def test_a_name_at_the_limit_is_kept_whole(alice: User, project: Project) -> None:
     name = "n" * max_length(Target)
 
-    target = services.target_create(
+    target = target_create(
         project=project, user=alice, name=f"  {name} ", kind="python", config=ECHO
     )
 

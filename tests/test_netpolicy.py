@@ -12,9 +12,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from django.core.exceptions import ImproperlyConfigured
 
 from evalsite.settings import env_network_rules
-from runs import netpolicy
-from runs.errors import ConfigError
-from runs.netpolicy import (
+from runs.calls import netpolicy
+from runs.calls.netpolicy import (
     NetworkPolicy,
     PolicyRefused,
     PolicyResolver,
@@ -22,6 +21,7 @@ from runs.netpolicy import (
     endpoint_url,
     policy_session,
 )
+from runs.errors import ConfigError
 from runs.targets import clean_target_config
 from runs.targets.openai_chat import OpenAIChatTarget
 

@@ -9,10 +9,10 @@ import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
-from runs import services
 from runs.errors import InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus
+from runs.results.services import run_create
 from runs.targets.openai_chat import ERROR_BODY_LIMIT, OpenAIChatTarget
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
@@ -24,7 +24,7 @@ INTERNAL_PAGE = "<html>INTERNAL ADMIN CONSOLE token=hunter2 " + "x" * 20_000 + "
 
 
 def new_run(project: Project, base_url: str, **options: object) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=make_dataset(project, arithmetic_items(1)),
         target_kind="openai_chat",
@@ -151,7 +151,7 @@ def test_an_html_error_body_gives_only_the_status_line() -> None:
 async def test_provider_error_message_still_reaches_the_user(
     project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
-    run = await sync_to_async(services.run_create)(
+    run = await sync_to_async(run_create)(
         user=None,
         dataset=await sync_to_async(make_dataset)(
             project, [{"id": "1", "input": "x [[status:400]]", "expected": "1"}]

@@ -7,8 +7,13 @@ import ipaddress
 
 import pytest
 
+from runs.calls.netpolicy import (
+    NetworkPolicy,
+    PolicyRefused,
+    PolicyResolver,
+    policy_session,
+)
 from runs.errors import ConfigError
-from runs.netpolicy import NetworkPolicy, PolicyRefused, PolicyResolver, policy_session
 from runs.targets import clean_target_config
 from tests.test_netpolicy import FakeDNS
 

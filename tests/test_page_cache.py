@@ -14,8 +14,9 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
-from runs import secrets, services
 from runs.models import Membership, Project, Run, RunStatus, ScoringPass
+from runs.projects.services import api_key_create
+from runs.secrets import store
 from tests.factories import arithmetic_items, echo_run, make_dataset
 
 
@@ -123,7 +124,7 @@ def test_page_with_a_message_is_rendered_and_shows_it(
     _finished_run(project)
     alice_client.get("/")
     alice_client.get("/")
-    secrets.secret_set(
+    store.secret_set(
         project=project, user=alice, name="OLD_KEY", value="x", hosts=["x.example"]
     )
     # Leaves "Secret OLD_KEY deleted." for the next page.
@@ -233,7 +234,7 @@ def test_api_run_list_is_answered_from_the_cache_until_a_run_moves(
     alice: User, project: Project
 ) -> None:
     run = _finished_run(project)
-    _key, plain = services.api_key_create(user=alice, name="k")
+    _key, plain = api_key_create(user=alice, name="k")
     client = Client(headers={"Authorization": f"Bearer {plain}"})
     first = client.get("/api/v1/runs")
     second = client.get("/api/v1/runs")
@@ -257,7 +258,7 @@ def test_api_run_list_pages_and_filters_as_before(
 ) -> None:
     runs = [_finished_run(project, name=f"r{n}") for n in range(3)]
     _finished_run(other_project, name="elsewhere")
-    _key, plain = services.api_key_create(user=alice, name="k")
+    _key, plain = api_key_create(user=alice, name="k")
     client = Client(headers={"Authorization": f"Bearer {plain}"})
 
     page = client.get("/api/v1/runs?page=2&page_size=2").json()
@@ -275,7 +276,7 @@ def test_api_run_list_of_a_revoked_key_is_refused_at_once(
     alice: User, project: Project
 ) -> None:
     _finished_run(project)
-    key, plain = services.api_key_create(user=alice, name="k")
+    key, plain = api_key_create(user=alice, name="k")
     client = Client(headers={"Authorization": f"Bearer {plain}"})
     assert client.get("/api/v1/runs").status_code == 200
 
@@ -302,8 +303,8 @@ def test_a_password_change_ends_other_sessions_at_once(
 
 @pytest.mark.django_db
 def test_signed_in_user_is_read_as_the_orm_reads_it(alice: User) -> None:
-    from runs import hot_reads
-    from runs.auth_backend import UserBackend
+    from runs.projects.auth_backend import UserBackend
+    from runs.records import reads
 
     read = UserBackend().get_user(alice.pk)
     fresh = User.objects.get(pk=alice.pk)
@@ -315,6 +316,6 @@ def test_signed_in_user_is_read_as_the_orm_reads_it(alice: User) -> None:
         fresh.is_active,
         fresh.last_login,
     )
-    assert hot_reads.user_by_id(alice.pk + 1000) is None
+    assert reads.user_by_id(alice.pk + 1000) is None
     User.objects.filter(pk=alice.pk).update(is_active=False)
     assert UserBackend().get_user(alice.pk) is None

@@ -9,14 +9,15 @@ from django.test import Client
 
 from runs.errors import ConfigError
 from runs.executor.options import RunOptions, option_params
-from runs.forms import RunForm, TargetForm
 from runs.management.commands.evalrun import Command, run_options, target_config
 from runs.models import Project
 from runs.plugins import describe, json_schema
+from runs.results.forms import RunForm
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import REGISTRY as TARGETS
 from runs.targets import clean_target_config
+from runs.targets.forms import TargetForm
 
 API = "/api/v1"
 BUILT_IN_TARGETS = {"demo", "openai_chat", "python"}

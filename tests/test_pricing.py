@@ -8,8 +8,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
 from evalsite.settings import env_prices
-from runs.models import ModelPrice
-from runs.pricing import (
+from runs.calls.pricing import (
     Price,
     PriceTable,
     cost_of,
@@ -18,6 +17,7 @@ from runs.pricing import (
     usd,
     use_prices,
 )
+from runs.models import ModelPrice
 
 TABLE = PriceTable(
     {

@@ -10,7 +10,7 @@ import urllib.parse
 
 import pytest
 
-from runs.redaction import (
+from runs.secrets.redaction import (
     MAX_CHARACTER_FORMS,
     MIN_ENCODED_CHARS,
     PIECE_CHARS,

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.http import QueryDict
 
-from runs import selectors
 from runs.errors import InvalidInput
-from runs.selectors import ResultFilters
+from runs.results.selectors import ResultFilters, result_filter, run_items_left
+from runs.results.services import run_create
 from tests.mixed_results import UNSTORED, cluster_key, mixed_run
 
 API = "/api/v1"
@@ -18,9 +18,9 @@ pytestmark = pytest.mark.django_db
 def indexes(run, **params) -> list[int]:
     filters = ResultFilters.parse(params, run=run)
     if filters.lists_items:
-        items = selectors.run_items_left(run=run, filters=filters)
+        items = run_items_left(run=run, filters=filters)
         return list(items.values_list("index", flat=True))
-    results = selectors.result_filter(run=run, filters=filters)
+    results = result_filter(run=run, filters=filters)
     return list(results.values_list("item_index", flat=True))
 
 
@@ -172,14 +172,13 @@ def test_page_filters_of_an_outsiders_run_are_404(mallory_client, dataset):
 def test_pending_with_epochs_lists_items_missing_any_epoch(project):
     from django.utils import timezone
 
-    from runs import services
     from runs.executor import store
     from runs.executor.store import ResultRecord
     from runs.models import Item
     from tests.factories import arithmetic_items, make_dataset
 
     dataset = make_dataset(project, arithmetic_items(2))
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="demo",

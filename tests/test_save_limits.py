@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs import services
 from runs.models import Dataset, Project, Run, ScoringPass, Target
 from runs.targets import clean_target_config
+from runs.targets.services import target_create
 from tests.mixed_results import mixed_run
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +77,7 @@ def test_a_target_at_the_size_limit_is_saved(
 def test_an_edit_over_the_size_limit_is_refused_and_keeps_the_target(
     alice_client: Client, alice: User, project: Project, settings: Any
 ) -> None:
-    target = services.target_create(
+    target = target_create(
         project=project, user=alice, name="t", kind="openai_chat", config=CONFIG
     )
 

@@ -13,11 +13,11 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
 from runs.models import Project, Run, RunStatus, ScoringPass, Target
-from runs.rescoring import run_rescore
+from runs.rescore.services import run_rescore
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset, set_bound_secret
 from tests.mixed_results import ended_run_with_two_failures
@@ -190,7 +190,7 @@ def test_a_run_of_a_target_or_chain_sending_a_secret_elsewhere_is_refused(
         {"dataset": dataset.pk, "target": saved.pk, "scorers": ["exact_match"]},
     )
     assert_refused(by_id, "target_config.api_key_secret", evil)
-    source = services.run_create(
+    source = run_create(
         user=None,
         dataset=dataset,
         target_kind="openai_chat",
@@ -268,7 +268,7 @@ def forced_run(
     project: Project, server: FakeOpenAIServer, scorers: list | None = None, **changes
 ) -> Run:
     """A run created bound, then changed in the database as if stored before."""
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=make_dataset(
             project, arithmetic_items(2), version=Run.objects.count() + 1

@@ -15,9 +15,9 @@ from django.test import Client
 from django.urls import reverse
 
 from evalsite.settings import env_fernet_keys, local_secrets_key
-from runs import secrets
 from runs.errors import Forbidden, InvalidInput, NotFound
 from runs.models import Project, ProjectSecret
+from runs.secrets import store
 
 API = "/api/v1"
 VALUE = "sk-live-0123456789abcdef"
@@ -49,24 +49,22 @@ def put(
 
 
 def test_value_is_never_stored_in_plain_text(alice: User, project: Project) -> None:
-    secrets.secret_set(
+    store.secret_set(
         project=project, user=alice, name="OPENAI_API_KEY", value=VALUE, hosts=HOSTS
     )
     (stored,) = raw_ciphertexts()
     assert VALUE not in stored
     assert base64.urlsafe_b64encode(VALUE.encode()).decode() not in stored
-    assert secrets.decrypt(stored, name="OPENAI_API_KEY") == VALUE
+    assert store.decrypt(stored, name="OPENAI_API_KEY") == VALUE
 
 
 def test_another_key_cannot_read_the_values(
     alice: User, project: Project, settings
 ) -> None:
-    secrets.secret_set(
-        project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS
-    )
+    store.secret_set(project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS)
     settings.EVALSITE_SECRETS_KEYS = [Fernet.generate_key().decode()]
-    with pytest.raises(secrets.SecretUnavailable, match="KEY"):
-        secrets.decrypt(raw_ciphertexts()[0], name="KEY")
+    with pytest.raises(store.SecretUnavailable, match="KEY"):
+        store.decrypt(raw_ciphertexts()[0], name="KEY")
 
 
 def test_rotation_re_encrypts_with_the_first_key(
@@ -74,13 +72,11 @@ def test_rotation_re_encrypts_with_the_first_key(
 ) -> None:
     old = settings.EVALSITE_SECRETS_KEYS[0]
     new = Fernet.generate_key().decode()
-    secrets.secret_set(
-        project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS
-    )
+    store.secret_set(project=project, user=alice, name="KEY", value=VALUE, hosts=HOSTS)
     settings.EVALSITE_SECRETS_KEYS = [new, old]
-    assert secrets.secrets_rotate() == 1
+    assert store.secrets_rotate() == 1
     settings.EVALSITE_SECRETS_KEYS = [new]
-    assert secrets.decrypt(raw_ciphertexts()[0], name="KEY") == VALUE
+    assert store.decrypt(raw_ciphertexts()[0], name="KEY") == VALUE
 
 
 def test_local_key_file_is_made_once_and_private(tmp_path: Path) -> None:
@@ -107,15 +103,15 @@ def test_keys_from_the_environment_are_checked(
 
 
 def test_admin_sets_and_replaces_a_secret(alice: User, project: Project) -> None:
-    _, created = secrets.secret_set(
+    _, created = store.secret_set(
         project=project, user=alice, name="K", value="a", hosts=HOSTS
     )
-    _, again = secrets.secret_set(
+    _, again = store.secret_set(
         project=project, user=alice, name="K", value="b", hosts=HOSTS
     )
     assert (created, again) == (True, False)
     assert ProjectSecret.objects.count() == 1
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "b"
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == "b"
 
 
 @pytest.mark.parametrize("persona", ["bob", "victor"])
@@ -123,19 +119,19 @@ def test_members_below_admin_cannot_set_or_delete(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     user = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     with pytest.raises(Forbidden):
-        secrets.secret_set(
+        store.secret_set(
             project=project, user=user, name="K", value="mine", hosts=HOSTS
         )
     with pytest.raises(Forbidden):
-        secrets.secret_delete(project=project, user=user, name="K")
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "a"
+        store.secret_delete(project=project, user=user, name="K")
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == "a"
 
 
 def test_outsider_cannot_list(mallory: User, project: Project) -> None:
     with pytest.raises(NotFound):
-        secrets.secret_list(project=project, user=mallory)
+        store.secret_list(project=project, user=mallory)
 
 
 @pytest.mark.parametrize(
@@ -155,7 +151,7 @@ def test_bad_names_and_values_are_refused(
     alice: User, project: Project, name: str, value: str, field: str
 ) -> None:
     with pytest.raises(InvalidInput) as caught:
-        secrets.secret_set(
+        store.secret_set(
             project=project, user=alice, name=name, value=value, hosts=HOSTS
         )
     assert caught.value.field == field
@@ -181,10 +177,10 @@ def test_api_put_creates_then_replaces_and_never_returns_the_value(
 def test_api_lists_names_to_members(
     alice: User, victor_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(
+    store.secret_set(
         project=project, user=alice, name="B_KEY", value=VALUE, hosts=HOSTS
     )
-    secrets.secret_set(
+    store.secret_set(
         project=project, user=alice, name="A_KEY", value=VALUE, hosts=HOSTS
     )
     response = victor_client.get(f"{API}/projects/{project.pk}/secrets")
@@ -199,7 +195,7 @@ def test_api_refuses_writes_below_admin(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     client = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     assert put(client, project, "K").status_code == 403
     deleted = client.delete(f"{API}/projects/{project.pk}/secrets/K")
     assert deleted.status_code == 403
@@ -209,12 +205,12 @@ def test_api_refuses_writes_below_admin(
 def test_api_outsider_gets_404_everywhere(
     alice: User, mallory_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     url = f"{API}/projects/{project.pk}/secrets"
     assert mallory_client.get(url).status_code == 404
     assert put(mallory_client, project, "K").status_code == 404
     assert mallory_client.delete(f"{url}/K").status_code == 404
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "a"
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == "a"
 
 
 def test_api_delete(alice_client: Client, project: Project) -> None:
@@ -271,7 +267,7 @@ def test_admin_adds_a_secret_on_the_page_and_never_sees_it_again(
     assert "<code>OPENAI_API_KEY</code>" in page
     assert VALUE not in page
     assert 'type="password"' in page
-    assert secrets.decrypt(raw_ciphertexts()[0], name="OPENAI_API_KEY") == VALUE
+    assert store.decrypt(raw_ciphertexts()[0], name="OPENAI_API_KEY") == VALUE
 
 
 def test_a_refused_value_is_not_rendered_back(
@@ -287,7 +283,7 @@ def test_a_refused_value_is_not_rendered_back(
 def test_admin_deletes_a_secret_on_the_page(
     alice: User, alice_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     url = reverse("runs:project_secret_delete", args=[project.pk, "K"])
     assert alice_client.get(url).status_code == 405
     response = alice_client.post(url)
@@ -298,7 +294,7 @@ def test_admin_deletes_a_secret_on_the_page(
 def test_viewer_sees_names_but_no_form(
     alice: User, victor_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value=VALUE, hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value=VALUE, hosts=HOSTS)
     page = victor_client.get(page_url(project)).content.decode()
     assert "<code>K</code>" in page
     assert "Only project admins" in page
@@ -311,13 +307,13 @@ def test_page_refuses_writes_below_admin(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
     client = request.getfixturevalue(persona)
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     posted = client.post(
         page_url(project), {"name": "K", "value": "mine", "hosts": "evil.example"}
     )
     deleted = client.post(reverse("runs:project_secret_delete", args=[project.pk, "K"]))
     assert (posted.status_code, deleted.status_code) == (403, 403)
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "a"
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == "a"
 
 
 def test_page_outsider_gets_404(mallory_client: Client, project: Project) -> None:
@@ -339,7 +335,7 @@ def test_page_needs_csrf(alice: User, project: Project) -> None:
 def test_page_has_no_inline_script_handlers(
     alice_client: Client, alice: User, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
     page = alice_client.get(page_url(project)).content.decode()
     assert " onclick=" not in page and " onsubmit=" not in page
 
@@ -348,7 +344,7 @@ def test_page_has_no_inline_script_handlers(
 
 
 def test_admin_site_shows_names_only(alice: User, project: Project) -> None:
-    secret, _ = secrets.secret_set(
+    secret, _ = store.secret_set(
         project=project, user=alice, name="K", value=VALUE, hosts=HOSTS
     )
     root = User.objects.create_superuser("root", "root@example.org", "pw-root-123")
@@ -441,9 +437,9 @@ def test_api_hosts_are_changed_without_the_value_and_the_value_without_hosts(
     rebound = put(alice_client, project, "K", None, ["http://127.0.0.1:8000"])
     assert rebound.status_code == 200
     assert rebound.json()["hosts"] == ["http://127.0.0.1:8000"]
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == VALUE
     assert put(alice_client, project, "K", "sk-new", None).status_code == 200
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == "sk-new"
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == "sk-new"
     assert stored_hosts() == [["http://127.0.0.1:8000"]]
     empty = alice_client.put(
         f"{API}/projects/{project.pk}/secrets/K", {}, content_type="application/json"
@@ -463,7 +459,7 @@ def test_api_lists_hosts_in_their_canonical_form(
 def test_api_members_below_admin_cannot_rebind_hosts(
     request: pytest.FixtureRequest, alice: User, project: Project, persona: str
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="a", hosts=HOSTS)
     client = request.getfixturevalue(persona)
     response = put(client, project, "K", None, ["evil.example"])
     assert response.status_code == 403
@@ -485,7 +481,7 @@ def test_admin_binds_and_rebinds_hosts_on_the_page(
     assert "Secret K updated." in page
     assert "<code>*.x.org</code>" in page
     assert stored_hosts() == [["*.x.org"]]
-    assert secrets.decrypt(raw_ciphertexts()[0], name="K") == VALUE
+    assert store.decrypt(raw_ciphertexts()[0], name="K") == VALUE
 
 
 def test_a_bad_host_on_the_page_is_shown_on_its_field(
@@ -503,7 +499,7 @@ def test_a_bad_host_on_the_page_is_shown_on_its_field(
 def test_the_page_says_a_secret_bound_nowhere_is_sent_nowhere(
     alice: User, victor_client: Client, project: Project
 ) -> None:
-    secrets.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
+    store.secret_set(project=project, user=alice, name="K", value="v", hosts=HOSTS)
     ProjectSecret.objects.update(hosts=[])  # as the upgrade leaves an unused one
     page = victor_client.get(page_url(project)).content.decode()
     assert "none: sent nowhere until an admin binds it to a host" in page

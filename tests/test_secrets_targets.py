@@ -12,10 +12,10 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
 from evalsite.settings import env_secret_bindings
-from runs import services
 from runs.errors import InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Target
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset, set_bound_secret
 
@@ -25,7 +25,7 @@ PROVIDER_KEY = "sk-project-key-0123456789"
 
 
 def new_run(project: Project, config: dict, *, user: User | None = None) -> Run:
-    return services.run_create(
+    return run_create(
         user=user,
         dataset=make_dataset(project, arithmetic_items(2)),
         target_kind="openai_chat",
@@ -292,7 +292,7 @@ async def test_a_secret_failing_at_the_endpoint_is_not_echoed(
     dataset = await sync_to_async(make_dataset)(
         project, [{"id": "1", "input": "[[status:401]]", "expected": "x"}]
     )
-    run = await sync_to_async(services.run_create)(
+    run = await sync_to_async(run_create)(
         user=alice,
         dataset=dataset,
         target_kind="openai_chat",

@@ -13,7 +13,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from runs.demo import DEMO_PROJECT, DEMO_TARGETS, PUBLISHED_PASSWORD
+from runs.demo.seed import DEMO_PROJECT, DEMO_TARGETS, PUBLISHED_PASSWORD
 from runs.management.commands.seed_demo import served_url
 from runs.models import Dataset, Membership, Project, Target
 

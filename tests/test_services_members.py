@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 from django.db import connection, transaction
 
-from runs import services
 from runs.errors import DomainError
 from runs.models import Membership, Project
+from runs.projects.services import membership_update
 
 
 @pytest.mark.django_db(transaction=True)
@@ -25,7 +25,7 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(
     def bob_demotes_alice() -> None:
         try:
             second_started.set()
-            services.membership_update(
+            membership_update(
                 project=project, actor=bob, user_id=alice.pk, role="editor"
             )
             outcomes["bob"] = "done"
@@ -38,9 +38,7 @@ def test_two_admins_demoting_each_other_at_once_leave_one_admin(
     with transaction.atomic():
         # Alice's demotion of bob is written but not yet committed while
         # bob's request arrives.
-        services.membership_update(
-            project=project, actor=alice, user_id=bob.pk, role="editor"
-        )
+        membership_update(project=project, actor=alice, user_id=bob.pk, role="editor")
         other.start()
         second_started.wait(5)
         time.sleep(0.3)  # room for bob's request to reach the database

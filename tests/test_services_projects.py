@@ -7,7 +7,7 @@ from django.contrib.auth.models import User
 
 from runs.errors import Conflict
 from runs.models import Membership, Project
-from runs.services import project_create, project_get_or_create
+from runs.projects.services import project_create, project_get_or_create
 
 
 def test_get_or_create_makes_the_user_admin_of_a_new_project(bob: User) -> None:

@@ -21,7 +21,7 @@ from tests.processes import ROOT
 
 SESSION = {
     "_auth_user_id": "7",
-    "_auth_user_backend": "runs.auth_backend.UserBackend",
+    "_auth_user_backend": "runs.projects.auth_backend.UserBackend",
     "_auth_user_hash": "c0ffee",
     "_session_expiry": 1209600,
     "note": "ünïcode ✓",

@@ -7,14 +7,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs import services
 from runs.models import Dataset, Project, Result, Run
+from runs.results.services import run_create
 from tests.conftest import PASSWORD
 
 
 @pytest.fixture
 def run(dataset: Dataset) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=dataset,
         target_kind="python",

@@ -6,8 +6,8 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from runs import importers
 from runs.analysis.clusters import run_clusters
+from runs.datasets import importers
 from runs.models import Dataset, Item, Project, Result, Run
 from tests.factories import echo_run, make_dataset, store_outcomes
 

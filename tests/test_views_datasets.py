@@ -13,7 +13,7 @@ from django.http import HttpResponse
 from django.test import Client
 from django.urls import reverse
 
-from runs.importers import staging
+from runs.datasets.importers import staging
 from runs.models import Dataset, Item, Project
 from tests.factories import arithmetic_items, make_dataset
 

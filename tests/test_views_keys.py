@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from runs.errors import InvalidInput
 from runs.models import ApiKey, Dataset
-from runs.services import api_key_create
+from runs.projects.services import api_key_create
 
 pytestmark = pytest.mark.django_db
 

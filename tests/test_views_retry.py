@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from django.urls import reverse
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.models import Result, Run
+from runs.retry.services import run_retry
 from tests.executor.conftest import wait_for
 from tests.mixed_results import ended_run_with_two_failures, mixed_run
 
@@ -87,7 +87,7 @@ def test_an_outsider_gets_404(mallory_client, dataset):
 @pytest.mark.django_db(transaction=True)
 def test_result_page_shows_old_and_retried_attempts(alice_client, project, fake_openai):
     run = ended_run_with_two_failures(project, fake_openai)
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     asyncio.run(execute_run(run.pk))
     result = Result.objects.get(run=run, item_index=1)
 

@@ -10,9 +10,9 @@ from asgiref.sync import async_to_sync
 from django.test import Client
 from django.urls import reverse
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.models import Dataset, Project, Result, Run, Score, Target
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.executor.conftest import wait_for
 from tests.factories import make_dataset
@@ -186,7 +186,7 @@ def test_the_result_page_shows_the_judge_and_a_skipped_score(
         [{"id": "a", "input": "Paris", "expected": "Paris"}],
         name="capitals",
     )
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="python",

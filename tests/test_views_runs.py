@@ -12,7 +12,6 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs import services
 from runs.models import (
     Dataset,
     Item,
@@ -23,13 +22,16 @@ from runs.models import (
     Score,
     Target,
 )
+from runs.projects.services import project_create
+from runs.results.services import run_create
+from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset
 from tests.scorers.scoring import branching_chain
 
 
 def _run(dataset: Dataset, **fields: object) -> Run:
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="python",
@@ -146,7 +148,7 @@ def test_run_list_filters_by_status(bob_client: Client, dataset: Dataset) -> Non
 def test_run_list_filters_by_project(
     alice_client: Client, run: Run, project: Project, alice: User
 ) -> None:
-    other = services.project_create(name="Second", owner=alice)
+    other = project_create(name="Second", owner=alice)
     other_run = _run(make_dataset(other, arithmetic_items(2)))
 
     page = alice_client.get(reverse("runs:run_list"), {"project": other.pk})
@@ -174,7 +176,7 @@ def test_new_run_form_offers_scoped_choices_and_scorer_labels(
     bob_client: Client, dataset: Dataset, demo_target: Target, mallory: User
 ) -> None:
     foreign = make_dataset(
-        services.project_create(name="Hidden", owner=mallory), arithmetic_items(1)
+        project_create(name="Hidden", owner=mallory), arithmetic_items(1)
     )
     newer = make_dataset(dataset.project, arithmetic_items(3), version=2)
 
@@ -341,7 +343,7 @@ def test_new_run_needs_a_scorer(
 def test_new_run_refuses_a_target_of_another_project(
     alice_client: Client, dataset: Dataset, alice: User
 ) -> None:
-    other = services.project_create(name="Second", owner=alice)
+    other = project_create(name="Second", owner=alice)
     target = Target.objects.create(project=other, name="t", kind="demo", config={})
 
     response = alice_client.post(
@@ -393,7 +395,7 @@ def test_new_run_preselects_the_demo(
 def test_new_run_executes_against_an_openai_endpoint(
     bob_client: Client, dataset: Dataset, fake_openai: FakeOpenAIServer
 ) -> None:
-    target = services.target_create(
+    target = target_create(
         project=dataset.project,
         user=dataset.project.memberships.get(role="admin").user,
         name="local model",

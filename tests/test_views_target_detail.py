@@ -16,8 +16,9 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from runs import services
 from runs.models import Dataset, ModelPrice, Project, Target
+from runs.results.services import run_create
+from runs.targets.services import target_create, target_try
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import set_bound_secret
 from tests.local_http import serve
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def target(project: Project, alice: User) -> Target:
-    return services.target_create(
+    return target_create(
         project=project,
         user=alice,
         name="local",
@@ -177,9 +178,7 @@ def test_edit_stores_no_secret_value(bob_client: Client, target: Target) -> None
 def test_edit_to_a_taken_name_is_refused(
     bob_client: Client, target: Target, project: Project, alice: User
 ) -> None:
-    services.target_create(
-        project=project, user=alice, name="other", kind="demo", config={}
-    )
+    target_create(project=project, user=alice, name="other", kind="demo", config={})
 
     response = bob_client.post(
         _url("target_detail", target), _edit(target, name="other")
@@ -212,7 +211,7 @@ def test_viewer_with_an_invalid_form_is_still_forbidden(
 def test_deleting_a_target_keeps_its_runs_readable(
     bob_client: Client, target: Target, dataset: Dataset, bob: User
 ) -> None:
-    run = services.run_create(
+    run = run_create(
         user=bob, dataset=dataset, target=target, scorers=["exact_match"], launch=False
     )
 
@@ -378,7 +377,7 @@ def test_try_gives_up_after_its_timeout(
 ) -> None:
     _point_at(target, fake_openai.base_url)
 
-    outcome = async_to_sync(services.target_try)(
+    outcome = async_to_sync(target_try)(
         target_id=target.pk, user=bob, text="[[hang]]", seconds=0.2
     )
 
@@ -388,7 +387,7 @@ def test_try_gives_up_after_its_timeout(
 
 
 def test_try_a_python_target(bob_client: Client, project: Project, bob: User) -> None:
-    target = services.target_create(
+    target = target_create(
         project=project,
         user=bob,
         name="reverser",
@@ -436,7 +435,7 @@ def test_try_a_judge_as_the_target(
     ModelPrice.objects.create(
         model="fake-judge", prompt_per_million=1, completion_per_million=2
     )
-    target = services.target_create(
+    target = target_create(
         project=project,
         user=bob,
         name="judge",

@@ -36,6 +36,7 @@ from django.utils import timezone
 
 from runs import events
 from runs.analysis.figures import run_figures_store
+from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
 from runs.executor import shard_store, store
 from runs.executor.items import ItemRunner, WorkItem, cut_attempt, now
@@ -44,13 +45,12 @@ from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
-from runs.pricing import PriceTable, configured_model, usd, use_prices
-from runs.redaction import NO_SECRETS, Redactor
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
-from runs.secrets import arun_scorer_contexts, arun_target_context
+from runs.scorers.shares import owner, scoring_for
+from runs.secrets.redaction import NO_SECRETS, Redactor
+from runs.secrets.store import arun_scorer_contexts, arun_target_context
 from runs.targets import build_target
-from runs.worker_shares import owner, scoring_for
 
 logger = logging.getLogger(__name__)
 

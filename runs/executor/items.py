@@ -12,21 +12,21 @@ from typing import Any
 
 from django.utils import timezone
 
-from runs.executor.limits import (
+from runs.calls.limits import (
     RETRYABLE,
     AdaptiveConcurrency,
     Backoff,
     RateLimiter,
     RetryBudget,
 )
+from runs.calls.pricing import PriceTable, token_count
 from runs.executor.options import RunOptions
 from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
-from runs.pricing import PriceTable, token_count
-from runs.redaction import NO_SECRETS, Redactor
 from runs.scorers import ScoreOutcome, Scorer
 from runs.scorers.base import Condition, ScorerError
+from runs.secrets.redaction import NO_SECRETS, Redactor
 from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
 RAW_BODY_LIMIT = 20_000

@@ -23,6 +23,7 @@ from channels.db import database_sync_to_async
 from django.db import DatabaseError
 
 from runs import events
+from runs.calls.pricing import PriceTable, use_prices
 from runs.errors import ConfigError
 from runs.executor import rescore_store
 from runs.executor.engine import HEARTBEAT_INTERVAL, store_figures
@@ -30,13 +31,12 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
-from runs.pricing import PriceTable, use_prices
-from runs.redaction import Redactor
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
-from runs.secrets import arun_scorer_contexts
+from runs.scorers.shares import owner, scoring_for
+from runs.secrets.redaction import Redactor
+from runs.secrets.store import arun_scorer_contexts
 from runs.targets import TargetInput, TargetOutput
-from runs.worker_shares import owner, scoring_for
 
 logger = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 
-from runs.executor import store_rows
+from runs.calls.pricing import price_table
 from runs.executor.items import total_cost
 from runs.executor.store import (
     EXECUTOR_ID,
@@ -27,12 +27,12 @@ from runs.executor.store import (
     _score_row,
 )
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
-from runs.pricing import price_table
+from runs.records import rows as records_rows
 
 RESULT_PAGE_SIZE = 200
 # Every field of a score but its keys: a replaced score keeps nothing of the old.
 SCORE_FIELDS = tuple(
-    name for name in store_rows.SCORE_FIELDS if name not in ("result_id", "scorer")
+    name for name in records_rows.SCORE_FIELDS if name not in ("result_id", "scorer")
 )
 
 

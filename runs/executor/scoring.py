@@ -28,10 +28,10 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from runs.scorer_threads import run_in_thread, scorer_pool, thread_shares
 from runs.scorers import ScoreOutcome, Scorer
+from runs.scorers.shares import Progress, tracking
+from runs.scorers.threads import run_in_thread, scorer_pool, thread_shares
 from runs.targets import TargetInput
-from runs.worker_shares import Progress, tracking
 
 __all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]
 

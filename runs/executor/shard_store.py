@@ -28,10 +28,10 @@ from django.db import transaction
 from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
+from runs.calls.pricing import price_table
 from runs.executor import store
 from runs.executor.store import EXECUTOR_ID, RunSpec, run_spec
 from runs.models import Item, Result, Run, RunShard, RunStatus
-from runs.pricing import price_table
 
 ACTIVE = (RunShard.Status.PENDING, RunShard.Status.RUNNING)
 

@@ -52,8 +52,8 @@ from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from runs.executor import limits_store
-from runs.executor.limits import (
+from runs.calls import limits_store
+from runs.calls.limits import (
     THROTTLE_COOLDOWN,
     AdaptiveConcurrency,
     RetryBudget,

@@ -18,9 +18,9 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.analysis import signatures
-from runs.executor import store_rows
+from runs.calls.pricing import price_table
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
-from runs.pricing import price_table
+from runs.records import rows
 
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
@@ -447,14 +447,12 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
         # Plain rows, no model instances: the executor's hot path (store_rows).
         try:
             with transaction.atomic():
-                ids = store_rows.insert_results(run_id, records)
+                ids = rows.insert_results(run_id, records)
         except IntegrityError:
             records = _without_stored(run_id, records)
-            ids = store_rows.insert_results(run_id, records)
+            ids = rows.insert_results(run_id, records)
         stored = [*zip(ids, records, strict=True), *rewritten]
-        store_rows.insert_scores(
-            [(pk, s) for pk, record in stored for s in record.scores]
-        )
+        rows.insert_scores([(pk, s) for pk, record in stored for s in record.scores])
         counted = [record for _, record in stored]
         by_status: dict[str, int] = {}
         for r in counted:

@@ -17,7 +17,7 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 def pattern_of(url: str) -> str | None:
-    """The host pattern of a URL's destination, as ``runs.destinations`` writes it."""
+    """The host pattern of a URL's destination, as ``runs.secrets.destinations`` writes it."""
     try:
         parsed = httpx.URL(url)
     except (httpx.InvalidURL, TypeError):

@@ -14,7 +14,7 @@ from runs.plugins import Plugin, check_declaration, join
 from runs.targets.base import TargetInput
 
 if TYPE_CHECKING:
-    from runs.secrets import TargetContext
+    from runs.secrets.store import TargetContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ class Scorer(Protocol):
     (``runs/scorer_processes.py``), or in a scorer thread where the work is
     provably bounded (``runs/scorer_threads.py``).
 
-    A scorer kind that declares ``secrets`` (``runs.secrets.SecretRef``) is
+    A scorer kind that declares ``secrets`` (``runs.secrets.store.SecretRef``) is
     built as ``cls(name, params, context)`` with the run's secret context, as
     a target is. One with a ``limiter`` (an asyncio semaphore) gets a turn of
     it around each call; waiting for the turn is not counted in the timeout.

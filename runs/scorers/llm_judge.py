@@ -8,10 +8,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from runs.executor.limits import RETRYABLE, Backoff
+from runs.calls.limits import RETRYABLE, Backoff
+from runs.calls.pricing import cost_of
 from runs.models import ErrorKind
 from runs.plugins import FieldError
-from runs.pricing import cost_of
 from runs.scorers.base import (
     ScoreOutcome,
     ScorerError,
@@ -19,7 +19,7 @@ from runs.scorers.base import (
     as_text,
     register,
 )
-from runs.secrets import SecretRef, TargetContext
+from runs.secrets.store import SecretRef, TargetContext
 from runs.targets.base import TargetError, TargetInput
 from runs.targets.chat_client import (
     SECRETS,

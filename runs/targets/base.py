@@ -14,7 +14,7 @@ from runs.models import ErrorKind
 from runs.plugins import check_declaration
 
 if TYPE_CHECKING:
-    from runs.secrets import TargetContext
+    from runs.secrets.store import TargetContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +86,7 @@ class TargetFactory(Protocol):
     label: ClassVar[str]
     Params: ClassVar[type[BaseModel]]
     example: ClassVar[dict[str, Any]]
-    secrets: ClassVar[tuple[Any, ...]]  # runs.secrets.SecretRef
+    secrets: ClassVar[tuple[Any, ...]]  # runs.secrets.store.SecretRef
 
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:

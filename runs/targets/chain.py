@@ -26,8 +26,8 @@ from runs.errors import ConfigError, InvalidInput
 from runs.models import Dataset, ErrorKind, Project, Result, Run
 from runs.models import Target as SavedTarget
 from runs.plugins import FieldError, Params, Plugin, join
-from runs.redaction import NO_SECRETS, Redactor
-from runs.secrets import (
+from runs.secrets.redaction import NO_SECRETS, Redactor
+from runs.secrets.store import (
     SecretRef,
     TargetContext,
     check_secrets_bound,

@@ -9,7 +9,7 @@ apply to both alike. Sending, the classification of a status and Retry-After
 are those of every HTTP target (``http_client``); what is here is what a chat
 endpoint adds: its parameters, its key as a Bearer header, and the reading of
 its reply. A key the endpoint echoes is replaced where the outcome of an item
-or a score is recorded (``runs.redaction``).
+or a score is recorded (``runs.secrets.redaction``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from typing import Any
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from runs.calls.netpolicy import clean_target_url, endpoint_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.netpolicy import clean_target_url, endpoint_url
 from runs.plugins import FieldError, Params
-from runs.secrets import SecretRef, TargetContext, clean_secret_refs
+from runs.secrets.store import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import TargetError, TargetOutput
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,

@@ -9,11 +9,11 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from runs.calls.netpolicy import clean_target_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.netpolicy import clean_target_url
 from runs.plugins import FieldError, Params, Plugin
-from runs.secrets import SecretRef, TargetContext, clean_secret_refs
+from runs.secrets.store import SecretRef, TargetContext, clean_secret_refs
 from runs.targets.base import TargetError, TargetInput, TargetOutput, register
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
@@ -340,7 +340,7 @@ class HttpTarget(Plugin):
             raise status_error(response)
         # Parsed as received: an agent that echoes its request headers has the
         # secret replaced, in whatever form, where the item's outcome is
-        # recorded (runs.redaction), before it is scored or stored.
+        # recorded (runs.secrets.redaction), before it is scored or stored.
         text = response.text
         if self.config.get("response_type", "json") == "text":
             return TargetOutput(output=text, http_status=response.status_code)

@@ -4,7 +4,7 @@ One way to send a request (through the network policy, checked on the
 resolved address at connect time), one way to turn an HTTP error into a
 ``TargetError`` (transient, quota or permanent, with Retry-After), and one way
 to quote an error body without echoing a page. Secrets an endpoint echoes are
-replaced where an item's outcome is recorded (``runs.redaction``).
+replaced where an item's outcome is recorded (``runs.secrets.redaction``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any, Protocol
 import aiohttp
 import httpx
 
+from runs.calls.netpolicy import current_policy, policy_session, refusal_in
 from runs.models import ErrorKind
-from runs.netpolicy import current_policy, policy_session, refusal_in
 from runs.targets.base import TargetError
 
 TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

@@ -9,7 +9,7 @@ from pydantic import Field, field_validator, model_validator
 
 from runs.models import ErrorKind
 from runs.plugins import FieldError, Plugin
-from runs.secrets import SecretRef, TargetContext
+from runs.secrets.store import SecretRef, TargetContext
 from runs.targets.base import (
     TargetError,
     TargetInput,

@@ -11,7 +11,7 @@ from pydantic import Field
 from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import Params, Plugin, join
-from runs.secrets import SecretRef, TargetContext
+from runs.secrets.store import SecretRef, TargetContext
 from runs.targets.base import TargetError, TargetInput, TargetOutput, register
 
 # The scorer registry imports the target protocol: it is read here when a

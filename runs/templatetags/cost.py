@@ -6,9 +6,9 @@ from typing import Any
 
 from django import template
 
+from runs.calls.pricing import configured_model
+from runs.calls.pricing import usd as format_usd
 from runs.models import Result, Run
-from runs.pricing import configured_model
-from runs.pricing import usd as format_usd
 
 register = template.Library()
 

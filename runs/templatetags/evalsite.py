@@ -15,7 +15,7 @@ from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime
 
 if TYPE_CHECKING:
-    from runs.hot_reads import RunRow
+    from runs.records.reads import RunRow
 
 register = template.Library()
 

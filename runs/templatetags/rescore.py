@@ -11,9 +11,9 @@ from runs.models import Run
 register = template.Library()
 
 
-@register.inclusion_tag("runs/_run_rescore.html", takes_context=True)
+@register.inclusion_tag("runs/rescore/_run_rescore.html", takes_context=True)
 def scoring_passes(context: template.Context, run: Run) -> dict[str, Any]:
-    from runs.views_rescore import scoring_context
+    from runs.rescore.views import scoring_context
 
     return {
         **scoring_context(run, context.get("overview")),

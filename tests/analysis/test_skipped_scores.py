@@ -8,12 +8,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from runs import services
 from runs.analysis.clusters import run_clusters
 from runs.analysis.summary import PASS_RATE_DEFINITION, run_summary
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
 from runs.models import Item, Project, Run
-from runs.selectors import ResultFilters, result_filter
+from runs.results.selectors import ResultFilters, result_filter
+from runs.results.services import run_create
 from tests.factories import make_dataset
 
 SCORERS = [
@@ -30,7 +30,7 @@ def stored_run(
     dataset = make_dataset(
         project, [{"input": f"q{i}", "expected": "a"} for i in range(items)]
     )
-    run = services.run_create(
+    run = run_create(
         user=None,
         dataset=dataset,
         target_kind="python",

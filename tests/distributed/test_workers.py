@@ -16,8 +16,9 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from runs import services
 from runs.models import Project, Result, Run, RunShard, RunStatus
+from runs.results.services import run_cancel, run_create
+from runs.retry.services import run_retry
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.distributed.conftest import (
     ROOT,
@@ -38,7 +39,7 @@ def distributed_run(
     items: list[dict[str, Any]],
     **options: Any,
 ) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=make_dataset(project, items),
         target_kind="openai_chat",
@@ -153,7 +154,7 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
         len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
     )
 
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     started = time.monotonic()
     wait_for(lambda: fake_openai.stats.in_flight == 0, what="hung requests closed")
     print(f"in-flight requests closed {time.monotonic() - started:.2f} s after cancel")
@@ -334,7 +335,7 @@ def test_retry_defers_only_the_shards_with_items_to_run_again(
     wait_final(run)
     assert run.status == RunStatus.COMPLETED_WITH_ERRORS and run.failed == 2
 
-    services.run_retry(run=run, user=None, statuses=["failed"])
+    run_retry(run=run, user=None, statuses=["failed"])
 
     (shard,) = RunShard.objects.filter(run=run)
     assert (shard.start, shard.stop) == (SHARD_SIZE + 3, SHARD_SIZE + 8)
@@ -362,7 +363,7 @@ def test_a_rescore_is_executed_by_a_worker_not_the_web_server(
     workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
 ) -> None:
     from runs.models import Score, ScoringPass
-    from runs.rescoring import run_rescore
+    from runs.rescore.services import run_rescore
 
     (worker,) = workers.start(1)
     run = distributed_run(project, fake_openai, arithmetic_items(SHARD_SIZE))

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from runs import services
 from runs.models import Dataset, Project, Run
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset
 
@@ -27,7 +27,7 @@ def make_run(project: Project, fake_openai: FakeOpenAIServer) -> Callable[..., R
         **options: Any,
     ) -> Run:
         dataset = dataset or make_dataset(project, items)
-        return services.run_create(
+        return run_create(
             user=None,
             dataset=dataset,
             target_kind="openai_chat",

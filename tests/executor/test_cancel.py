@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs import services
 from runs.models import Result, Run, RunStatus
+from runs.results.services import run_cancel, run_launch
 from tests.executor.conftest import wait_for
 from tests.factories import arithmetic_items
 
@@ -21,11 +21,11 @@ def test_cancel_keeps_finished_results_and_closes_in_flight_requests(
     make_run, fake_openai
 ):
     run = make_run(slow_after(40, fast=10), concurrency=4)
-    services.run_launch(run=run)
+    run_launch(run=run)
     wait_for(lambda: Result.objects.filter(run=run).count() == 10)
     wait_for(lambda: fake_openai.stats.in_flight == 4)
 
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).is_final)
 
     run.refresh_from_db()
@@ -40,12 +40,12 @@ def test_cancel_keeps_finished_results_and_closes_in_flight_requests(
 
 def test_cancelling_twice_is_harmless(make_run):
     run = make_run(slow_after(6, fast=0), concurrency=2)
-    services.run_launch(run=run)
+    run_launch(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).status == RunStatus.RUNNING)
-    services.run_cancel(run=run)
-    services.run_cancel(run=run)
+    run_cancel(run=run)
+    run_cancel(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).is_final)
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     run.refresh_from_db()
     assert run.status == RunStatus.CANCELLED
     assert run.processed + run.skipped == run.total
@@ -53,7 +53,7 @@ def test_cancelling_twice_is_harmless(make_run):
 
 def test_cancelling_a_run_no_executor_claimed_ends_it_at_once(make_run):
     run = make_run(arithmetic_items(3))
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     run.refresh_from_db()
     assert (run.status, run.skipped) == (RunStatus.CANCELLED, 3)
 
@@ -62,7 +62,7 @@ def test_evalcancel_command_cancels_a_run(make_run, fake_openai):
     from django.core.management import call_command
 
     run = make_run(slow_after(8, fast=2), concurrency=2)
-    services.run_launch(run=run)
+    run_launch(run=run)
     wait_for(lambda: Result.objects.filter(run=run).count() == 2)
     call_command("evalcancel", str(run.pk))
     wait_for(lambda: Run.objects.get(pk=run.pk).is_final)

@@ -7,12 +7,12 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.models import Project, Run, RunStatus, Score
+from runs.results.services import run_create
 from runs.scorers import build_scorer, clean_scorer_specs
 from runs.scorers.base import conditions_of
 from runs.targets import TargetInput, build_target
@@ -23,7 +23,7 @@ FAST = {"backoff_base_seconds": 0.01, "backoff_max_seconds": 0.05}
 
 
 def echo_run(project: Project, items: list[dict[str, Any]], scorers: list[Any]) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=make_dataset(project, items),
         target_kind="python",

@@ -9,14 +9,14 @@ from typing import Any, ClassVar
 import pytest
 from pydantic import Field
 
-from runs import services
 from runs.analysis.summary import run_summary
+from runs.calls.pricing import Price, PriceTable, cost_of
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.models import ModelPrice, Result, Run, Score
 from runs.plugins import Params
-from runs.pricing import Price, PriceTable, cost_of
+from runs.retry.services import run_retry
 from runs.scorers import REGISTRY as scorer_registry
 from runs.scorers.base import ScoreOutcome, ScorerPlugin
 from runs.targets import TargetOutput
@@ -96,7 +96,7 @@ def test_a_retry_inside_the_run_adds_its_cost_to_the_result(make_run):
     execute(run)
     before = Result.objects.get(run=run, item_index=2)
 
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
 
     after = Result.objects.get(run=run, item_index=2)
@@ -142,7 +142,7 @@ def test_a_run_keeps_the_prices_of_its_first_start(make_run, settings):
 
     # The price goes up while the run has items to retry: they keep its price.
     ModelPrice.objects.filter(model="fake").update(prompt_per_million=9000)
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
 
     assert Result.objects.get(run=run, item_index=1).cost == pytest.approx(2 * first)

@@ -13,7 +13,7 @@ import pytest
 from runs.errors import Conflict, Forbidden, InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Result, Run, RunStatus
-from runs.resuming import run_resume
+from runs.retry.resume import run_resume
 from tests.factories import arithmetic_items
 from tests.processes import ROOT, env_for
 

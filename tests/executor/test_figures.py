@@ -7,7 +7,6 @@ import asyncio
 import pytest
 from django.core.cache import cache
 
-from runs import services
 from runs.analysis.charts import run_charts
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import run_summary
@@ -15,7 +14,8 @@ from runs.analysis.verdicts import PASSED, run_verdicts
 from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
 from runs.models import Run, RunFigures, RunVerdicts
-from runs.rescoring import run_rescore
+from runs.rescore.services import run_rescore
+from runs.retry.services import run_retry
 from tests.executor.test_retry import ended_with_failures, flaky
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,7 +60,7 @@ def test_a_retry_makes_the_stored_figures_stale_and_stores_new_ones(
     before = RunFigures.objects.get(run=run).version
     assert run_figures(run=run)[0].counts["failed"] == 2
 
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
 
     summary, _charts = run_figures(run=run)

@@ -8,10 +8,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from runs.calls import limits
+from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.events import run_group
-from runs.executor import limits
 from runs.executor.engine import Execution, execute_run
-from runs.executor.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.models import Run, RunStatus
 from runs.testing.fake_openai import FaultMix
 from tests.factories import arithmetic_items

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Score
+from runs.results.services import run_create
 from tests.factories import make_dataset
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -34,7 +34,7 @@ SCORERS = [
 
 
 def create_run(project: Project) -> Run:
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=make_dataset(project, REPLIES),
         target_kind="python",

@@ -13,12 +13,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import services
 from runs.executor.engine import execute_run
 from runs.executor.items import RAW_BODY_LIMIT
 from runs.executor.rescore import PassExecution, execute_scoring_pass
 from runs.models import Project, Result, Run, RunStatus, Score, ScoringPass
-from runs.rescoring import run_rescore
+from runs.rescore.services import run_rescore
+from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, echoed, leaks
 from tests.factories import make_dataset
@@ -47,7 +47,7 @@ def openai_run(
             **FAST,
         },
     }
-    return services.run_create(
+    return run_create(
         user=user,
         dataset=make_dataset(project, items),
         target_kind="openai_chat",
@@ -131,7 +131,7 @@ async def test_an_http_target_echoing_the_key_in_json_escapes_stores_none(
 ) -> None:
     def create() -> Run:
         store_secret(project, alice, "AGENT", TARGET_KEY, url=escaping_agent)
-        return services.run_create(
+        return run_create(
             user=alice,
             dataset=make_dataset(
                 project, [{"id": "1", "input": "hi", "expected": "ok"}]
@@ -167,7 +167,7 @@ async def test_a_scoring_pass_stores_no_form_of_its_judges_key(
             {"id": form, "input": f"hi [[echo_key:{form}]]", "expected": "hi"}
             for form in FORMS
         ]
-        return services.run_create(
+        return run_create(
             user=alice,
             dataset=make_dataset(project, items),
             target_kind="python",
@@ -293,7 +293,7 @@ async def test_a_key_straddling_the_cut_of_an_error_is_stored_in_no_part(
 
         def create() -> Run:
             store_secret(project, alice, "TARGET", TARGET_KEY, url=url)
-            return services.run_create(
+            return run_create(
                 user=alice,
                 dataset=make_dataset(project, items),
                 target_kind="openai_chat",
@@ -328,7 +328,7 @@ async def test_a_scoring_pass_s_own_error_is_stored_with_no_key(
 ) -> None:
     def create() -> Run:
         store_secret(project, alice, "JUDGE", JUDGE_KEY, url=fake_openai.base_url)
-        return services.run_create(
+        return run_create(
             user=alice,
             dataset=make_dataset(
                 project, [{"id": "1", "input": "hi", "expected": "hi"}]

@@ -6,11 +6,12 @@ import asyncio
 
 import pytest
 
-from runs import services
 from runs.errors import Conflict, Forbidden
 from runs.executor import store
 from runs.executor.engine import execute_run
 from runs.models import Result, Run, RunStatus, Score
+from runs.results.services import run_cancel, run_launch
+from runs.retry.services import run_retry
 from tests.executor.conftest import wait_for
 from tests.factories import arithmetic_items
 
@@ -49,7 +50,7 @@ def test_retry_rewrites_the_same_rows_which_now_succeed(make_run):
     run = ended_with_failures(make_run)
     before = dict(Result.objects.filter(run=run).values_list("item_index", "pk"))
 
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     assert execute(run) == RunStatus.COMPLETED
 
     after = dict(Result.objects.filter(run=run).values_list("item_index", "pk"))
@@ -60,7 +61,7 @@ def test_retry_rewrites_the_same_rows_which_now_succeed(make_run):
 
 def test_retry_appends_new_attempts_to_the_attempt_log(make_run):
     run = ended_with_failures(make_run)
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
 
     attempts = Result.objects.get(run=run, item_index=1).attempts
@@ -76,7 +77,7 @@ def test_retry_replaces_the_scores_of_a_rewritten_result(make_run):
     run = ended_with_failures(make_run)
     result = Result.objects.get(run=run, item_index=1)
     assert not Score.objects.filter(result=result).exists()  # the call failed
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
     assert list(Score.objects.filter(result=result).values_list("passed", flat=True))
     assert Score.objects.filter(result__run=run).count() == 6
@@ -85,7 +86,7 @@ def test_retry_replaces_the_scores_of_a_rewritten_result(make_run):
 def test_retry_changes_the_results_version(make_run):
     run = ended_with_failures(make_run)
     version = run.results_version
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     run.refresh_from_db()
     pending_version = run.results_version
     execute(run)
@@ -94,7 +95,7 @@ def test_retry_changes_the_results_version(make_run):
 
 def test_retry_takes_the_chosen_results_out_of_the_counts_until_rewritten(make_run):
     run = ended_with_failures(make_run)
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     run.refresh_from_db()
     assert (run.status, run.failed, run.pending) == (RunStatus.PENDING, 0, 2)
     assert run.finished_at is None and run.error == ""
@@ -106,7 +107,7 @@ def test_a_retry_that_fails_again_still_keeps_one_result_per_item(make_run):
     items[2]["input"] += "[[status:500]]"
     run = make_run(items, max_attempts=1)
     execute(run)
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     execute(run)
 
     rows = Result.objects.filter(run=run, item_index=2)
@@ -127,7 +128,7 @@ def test_plan_counts_items_results_and_calls(make_run):
     run = make_run(items, max_attempts=3)
     execute(run)
 
-    plan = services.run_retry(run=run, user=None, statuses=["failed"], dry_run=True)
+    plan = run_retry(run=run, user=None, statuses=["failed"], dry_run=True)
     assert (plan.items, plan.results, plan.rewrites, plan.missing) == (2, 2, 2, 0)
     assert plan.calls == 6  # two results, up to three attempts each
 
@@ -136,7 +137,7 @@ def test_dry_run_changes_and_launches_nothing(make_run, fake_openai):
     run = ended_with_failures(make_run)
     requests, version = fake_openai.stats.requests, run.results_version
 
-    plan = services.run_retry(run=run, user=None, statuses=["failed"], dry_run=True)
+    plan = run_retry(run=run, user=None, statuses=["failed"], dry_run=True)
 
     run.refresh_from_db()
     assert (plan.items, plan.started, plan.launched) == (2, False, False)
@@ -149,13 +150,13 @@ def test_dry_run_changes_and_launches_nothing(make_run, fake_openai):
 def test_retry_is_refused_while_the_run_is_executing(make_run):
     run = make_run(arithmetic_items(2))  # pending: not ended
     with pytest.raises(Conflict, match="still pending"):
-        services.run_retry(run=run, user=None, statuses=["failed"])
+        run_retry(run=run, user=None, statuses=["failed"])
 
 
 def test_a_viewer_cannot_retry(make_run, victor):
     run = ended_with_failures(make_run)
     with pytest.raises(Forbidden):
-        services.run_retry(run=run, user=victor, statuses=["failed"], dry_run=True)
+        run_retry(run=run, user=victor, statuses=["failed"], dry_run=True)
 
 
 def test_cancel_mid_retry_keeps_every_result(make_run, fake_openai):
@@ -163,10 +164,10 @@ def test_cancel_mid_retry_keeps_every_result(make_run, fake_openai):
         make_run, count=8, failing=frozenset(range(8)), concurrency=4
     )
     fake_openai.latency_ms = 20_000  # the retried calls hang until cancelled
-    run = services.run_retry(run=run, user=None, statuses=["failed"]).run
+    run = run_retry(run=run, user=None, statuses=["failed"]).run
     wait_for(lambda: fake_openai.stats.in_flight == 4)  # the run's concurrency
 
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).is_final)
 
     run.refresh_from_db()
@@ -180,8 +181,8 @@ def test_cancel_mid_retry_keeps_every_result(make_run, fake_openai):
 
 def test_cancelling_a_retry_no_executor_started_restores_the_counts(make_run):
     run = ended_with_failures(make_run)
-    plan = services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
-    services.run_cancel(run=plan.run)
+    plan = run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_cancel(run=plan.run)
     run.refresh_from_db()
     assert (run.status, run.failed, run.succeeded) == (RunStatus.CANCELLED, 2, 4)
     assert not Result.objects.filter(run=run, retry_pending=True).exists()
@@ -195,7 +196,7 @@ def test_resuming_a_cancelled_run_runs_only_its_skipped_items(make_run, fake_ope
     assert (run.status, run.failed, run.skipped) == (RunStatus.CANCELLED, 1, 6)
     requests = fake_openai.stats.requests
 
-    plan = services.run_retry(run=run, user=None, statuses=["skipped"], launch=False)
+    plan = run_retry(run=run, user=None, statuses=["skipped"], launch=False)
     assert (plan.items, plan.rewrites, plan.missing) == (6, 0, 6)
     execute(run)
 
@@ -207,9 +208,9 @@ def test_resuming_a_cancelled_run_runs_only_its_skipped_items(make_run, fake_ope
 def test_the_executor_reports_items_in_flight_with_its_heartbeat(make_run, fake_openai):
     fake_openai.latency_ms = 20_000
     run = make_run(arithmetic_items(10), concurrency=3)
-    services.run_launch(run=run)
+    run_launch(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).in_flight == 3)
     assert Run.objects.get(pk=run.pk).in_flight_now == 3
-    services.run_cancel(run=run)
+    run_cancel(run=run)
     wait_for(lambda: Run.objects.get(pk=run.pk).is_final)
     assert Run.objects.get(pk=run.pk).in_flight_now == 0

@@ -22,8 +22,8 @@ from runs.scorers.exact_match import ExactMatch
 from runs.scorers.includes import Includes
 from runs.scorers.numeric import Numeric
 from runs.scorers.regex import Regex
+from runs.scorers.shares import scoring_for
 from runs.targets import TargetInput
-from runs.worker_shares import scoring_for
 from tests.executor.conftest import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)

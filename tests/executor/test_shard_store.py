@@ -308,7 +308,7 @@ def test_a_cost_budget_drain_does_not_stop_the_other_shards(run: Run) -> None:
 
 @pytest.mark.django_db
 def test_a_resumed_run_is_not_stopped_by_its_old_stop(run: Run) -> None:
-    from runs.resuming import run_resume
+    from runs.retry.resume import run_resume
 
     first, second = shards(run, (0, 5), (5, 10))
     shard_store.shard_claim(first.pk)

@@ -23,9 +23,9 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import connection
 
+from runs.calls.limits import reservation
 from runs.executor import shared_limits, store
 from runs.executor.engine import Execution, execute_run
-from runs.executor.limits import reservation
 from runs.executor.shared_limits import (
     Degrading,
     LocalStore,
@@ -35,6 +35,7 @@ from runs.executor.shared_limits import (
     limit_key,
 )
 from runs.models import Project, Result, Run, RunStatus
+from runs.retry.services import run_retry
 from runs.testing.fake_openai import FakeOpenAIServer, Stats
 from tests.factories import arithmetic_items, make_dataset
 from tests.processes import free_port
@@ -245,7 +246,6 @@ def test_shards_of_a_run_draw_from_its_one_retry_budget(make_run) -> None:
 
 
 def test_a_retry_pass_has_the_whole_retry_budget_again(make_run) -> None:
-    from runs import services
 
     items = arithmetic_items(1, marker="[[flaky:3]]")  # three 500s, then answers
     run = make_run(items, max_attempts=3, retry_budget=1)
@@ -253,7 +253,7 @@ def test_a_retry_pass_has_the_whole_retry_budget_again(make_run) -> None:
     run.refresh_from_db()
     assert (run.retries_used, run.failed) == (1, 1)
 
-    services.run_retry(run=run, user=None, statuses=["failed"], launch=False)
+    run_retry(run=run, user=None, statuses=["failed"], launch=False)
     asyncio.run(execute_run(run.pk))  # a 500, a retry again, an answer
 
     run.refresh_from_db()

@@ -17,10 +17,11 @@ from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
 from runs.analysis import signatures
-from runs.executor import engine, store, store_rows
+from runs.executor import engine, store
 from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result, Run, RunStatus, Score
+from runs.records import rows as records_rows
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,14 +203,14 @@ def test_a_duplicate_raises_integrity_error_from_either_insert(make_run):
     items = list(run.dataset.items.order_by("index"))
     records = records_for(items)
     with transaction.atomic():
-        store_rows.insert_results(run.pk, records)
+        records_rows.insert_results(run.pk, records)
     with pytest.raises(IntegrityError), transaction.atomic():
-        store_rows.insert_results(run.pk, records[:1])
+        records_rows.insert_results(run.pk, records[:1])
     [result_id] = Result.objects.filter(run=run, item_index=0).values_list(
         "pk", flat=True
     )
     with pytest.raises(IntegrityError), transaction.atomic():
-        store_rows.insert_scores([(result_id, records[0].scores[0])] * 2)
+        records_rows.insert_scores([(result_id, records[0].scores[0])] * 2)
 
 
 def test_ids_come_back_in_the_order_of_the_records(make_run):
@@ -217,7 +218,7 @@ def test_ids_come_back_in_the_order_of_the_records(make_run):
     items = list(run.dataset.items.order_by("index"))
     records = list(reversed(records_for(items)))
     with transaction.atomic():
-        ids = store_rows.insert_results(run.pk, records)
+        ids = records_rows.insert_results(run.pk, records)
     by_id = dict(Result.objects.filter(run=run).values_list("pk", "item_index"))
     assert [by_id[pk] for pk in ids] == [r.item_index for r in records]
 

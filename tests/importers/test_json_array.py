@@ -9,8 +9,8 @@ import tracemalloc
 
 import pytest
 
+from runs.datasets.importers.json_array import json_records
 from runs.errors import InvalidInput
-from runs.importers.json_array import json_records
 
 DOCUMENT = (
     '\ufeff[\n  {"id": 1, "input": "caf\u00e9 \u2028 \\u00e9", "n": -12.5e3},\n'

@@ -12,9 +12,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from runs.datasets.importers import Source, dataset_import, parse_items
+from runs.datasets.importers.layouts import gsm8k_answer, last_boxed
 from runs.errors import InvalidInput
-from runs.importers import Source, dataset_import, parse_items
-from runs.importers.layouts import gsm8k_answer, last_boxed
 from runs.models import Dataset, Item, Project
 
 MATH = [

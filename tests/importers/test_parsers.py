@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from runs.datasets.importers import FieldMap, Source, dataset_import, parse_items
 from runs.errors import InvalidInput
-from runs.importers import FieldMap, Source, dataset_import, parse_items
 from runs.models import Dataset, Item, Project
 
 NO_EXPECTED = FieldMap(expected=None)

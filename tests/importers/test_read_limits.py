@@ -13,8 +13,14 @@ from typing import BinaryIO
 import pytest
 import yaml
 
+from runs.datasets.importers import (
+    FieldMap,
+    InvalidRecord,
+    Source,
+    parse_items,
+    preview_file,
+)
 from runs.errors import InvalidInput
-from runs.importers import FieldMap, InvalidRecord, Source, parse_items, preview_file
 
 NO_EXPECTED = FieldMap(expected=None)
 MB = 1024 * 1024
@@ -151,7 +157,7 @@ def test_yaml_over_the_yaml_limit_is_refused_suggesting_json_lines(settings) -> 
 
 @pytest.mark.skipif(not yaml.__with_libyaml__, reason="PyYAML without libyaml")
 def test_yaml_is_parsed_by_libyaml_when_pyyaml_has_it() -> None:
-    from runs.importers import yaml_records
+    from runs.datasets.importers import yaml_records
 
     assert issubclass(yaml_records._YamlLoader, yaml.cyaml.CParser)
     preview = preview_file(

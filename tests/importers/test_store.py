@@ -14,11 +14,12 @@ from django.db import OperationalError, connections
 from django.test import Client
 from django.utils import timezone
 
-from runs import plain_rows, selectors
+from runs.datasets.importers import dataset_import, dataset_imports_clean
+from runs.datasets.importers import store as import_store
+from runs.datasets.selectors import dataset_list
 from runs.errors import InvalidInput
-from runs.importers import dataset_import, dataset_imports_clean
-from runs.importers import store as import_store
 from runs.models import Dataset, Item, Project
+from runs.records import plain_rows
 
 ITEMS = 25
 
@@ -83,7 +84,7 @@ def test_items_are_committed_in_batches_while_the_dataset_stays_hidden(
 
     def look() -> None:
         during["committed"] = _committed_items()
-        during["visible"] = list(selectors.dataset_list(user=alice))
+        during["visible"] = list(dataset_list(user=alice))
         during["importing"] = Dataset.all_objects.filter(
             status=Dataset.Status.IMPORTING
         ).count()
@@ -95,7 +96,7 @@ def test_items_are_committed_in_batches_while_the_dataset_stays_hidden(
     assert during == {"committed": 20, "visible": [], "importing": 1}
     dataset.refresh_from_db()
     assert (dataset.status, dataset.version, dataset.item_count) == ("ready", 1, 25)
-    assert list(selectors.dataset_list(user=alice)) == [dataset]
+    assert list(dataset_list(user=alice)) == [dataset]
     assert dataset.items.count() == ITEMS
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from runs import sandbox
+from runs.results.services import run_create
 from tests.sandboxes import CORRECT, PROMPT, TEST, score
 
 
@@ -45,7 +46,6 @@ async def test_a_run_with_code_exec_fails_before_any_item_where_it_cannot_run(
 ):
     from asgiref.sync import sync_to_async
 
-    from runs import services
     from runs.executor.engine import execute_run
     from runs.models import Result, RunStatus
     from tests.factories import make_dataset
@@ -56,7 +56,7 @@ async def test_a_run_with_code_exec_fails_before_any_item_where_it_cannot_run(
     ]
 
     def create() -> Any:
-        return services.run_create(
+        return run_create(
             user=None,
             dataset=make_dataset(project, items),
             target_kind="openai_chat",
@@ -82,7 +82,6 @@ async def test_a_run_of_a_scorer_target_wrapping_code_exec_fails_before_any_item
 ):
     from asgiref.sync import sync_to_async
 
-    from runs import services
     from runs.executor.engine import execute_run
     from runs.models import Result, RunStatus
     from tests.factories import make_dataset
@@ -92,7 +91,7 @@ async def test_a_run_of_a_scorer_target_wrapping_code_exec_fails_before_any_item
     items = [{"id": "a", "input": CORRECT, "expected": "1.0", "metadata": metadata}]
 
     def create() -> Any:
-        return services.run_create(
+        return run_create(
             user=None,
             dataset=make_dataset(project, items),
             target_kind="scorer",

@@ -11,10 +11,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import services
 from runs.errors import ConfigError, InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Score
+from runs.results.services import run_create
 from runs.scorers import clean_scorer_specs
 from runs.scorers.llm_judge import LLMJudge
 from runs.targets import TargetInput
@@ -42,7 +42,7 @@ def echo_run(
     **options: Any,
 ) -> Run:
     """A run whose output is the item's input (python echo target)."""
-    return services.run_create(
+    return run_create(
         user=user,
         dataset=make_dataset(project, items),
         target_kind="python",

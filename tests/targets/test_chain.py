@@ -10,12 +10,13 @@ from django.contrib.auth.models import User
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import Dataset, ErrorKind, Project, Result, Run, RunStatus
-from runs.secrets import TargetContext
+from runs.results.services import run_create
+from runs.secrets.store import TargetContext
 from runs.targets import TargetInput, build_target, clean_target_config
+from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, leaks
 from tests.factories import make_dataset
@@ -43,7 +44,7 @@ def model(fake: FakeOpenAIServer) -> dict[str, Any]:
 def first_run(
     dataset: Dataset, fake: FakeOpenAIServer, *, user: User | None = None
 ) -> Run:
-    run = services.run_create(
+    run = run_create(
         user=user,
         dataset=dataset,
         target_kind="openai_chat",
@@ -58,7 +59,7 @@ def first_run(
 
 
 def chained(dataset: Dataset, config: dict[str, Any], *, user: User | None = None):
-    return services.run_create(
+    return run_create(
         user=user,
         dataset=dataset,
         target_kind="chain",
@@ -144,7 +145,7 @@ def test_a_run_over_another_dataset_is_refused(project, fake_openai):
 
 def test_an_unfinished_run_is_refused(project, fake_openai):
     dataset = make_dataset(project, questions(1))
-    pending = services.run_create(
+    pending = run_create(
         user=None,
         dataset=dataset,
         target_kind="openai_chat",
@@ -161,14 +162,14 @@ def test_a_saved_target_is_frozen_into_the_run(
 ):
     dataset = make_dataset(project, questions(1))
     source = first_run(dataset, fake_openai)
-    saved = services.target_create(
+    saved = target_create(
         project=project, user=alice, name="model", **model(fake_openai)
     )
     run = chained(dataset, {"run": source.pk, "target": {"id": saved.pk}})
     assert run.target_config["target"]["kind"] == "openai_chat"
     assert run.target_config["target"]["config"]["base_url"] == fake_openai.base_url
     theirs = Project.objects.get(pk=other_project.pk)
-    foreign = services.target_create(
+    foreign = target_create(
         project=theirs,
         user=theirs.memberships.get().user,
         name="m",

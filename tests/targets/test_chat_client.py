@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 
 from runs.models import ErrorKind
-from runs.secrets import TargetContext
+from runs.secrets.store import TargetContext
 from runs.targets import TargetError, TargetInput
 from runs.targets.chat_client import ChatClient
 from runs.targets.openai_chat import OpenAIChatTarget

@@ -12,14 +12,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs import selectors, services
 from runs.analysis.clusters import run_clusters
 from runs.analysis.summary import run_summary
-from runs.destinations import Destination
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, Run, RunStatus, Target
-from runs.selectors import ResultFilters
+from runs.results.selectors import ResultFilters, result_filter
+from runs.results.services import run_create
+from runs.secrets.destinations import Destination
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.targets.http import HttpTarget
 from runs.targets.templating import render_json
@@ -275,7 +275,7 @@ async def test_the_network_policy_refuses_at_connect_time(agent, settings):
 
 
 def http_run(project: Project, config: dict, items: list[dict], **kwargs) -> Run:
-    return services.run_create(
+    return run_create(
         user=kwargs.pop("user", None),
         dataset=make_dataset(project, items),
         target_kind="http",
@@ -485,7 +485,7 @@ def test_suspended_results_are_filtered_counted_and_shown(
 ):
     run = suspended_run
     filters = ResultFilters.parse({"error_kind": "suspended"}, run=run)
-    found = selectors.result_filter(run=run, filters=filters)
+    found = result_filter(run=run, filters=filters)
     assert list(found.values_list("item_index", flat=True)) == [1]
     assert run_summary(run=run).error_kinds == {"suspended": 1}
     (cluster,) = run_clusters(run=run).errors

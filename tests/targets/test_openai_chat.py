@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, RunStatus
+from runs.results.services import run_create
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset
@@ -187,7 +187,7 @@ def test_bad_json_mode_and_tool_settings_name_the_field(config, field):
 
 
 def chat_run(project: Project, fake: FakeOpenAIServer, items: list[dict], **config):
-    return services.run_create(
+    return run_create(
         user=None,
         dataset=make_dataset(project, items),
         target_kind="openai_chat",

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 
-from runs import services
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Result, RunStatus, Score
+from runs.results.services import run_create
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from tests.factories import make_dataset
 
@@ -90,7 +90,7 @@ async def test_a_score_only_run_over_stored_answers(project):
         {"id": "c", "input": "q", "expected": "y"},
     ]
     dataset = await sync_to_async(make_dataset)(project, items)
-    run = await sync_to_async(services.run_create)(
+    run = await sync_to_async(run_create)(
         user=None,
         dataset=dataset,
         target_kind="replay",

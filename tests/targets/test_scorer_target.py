@@ -8,12 +8,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import User
 
-from runs import services
 from runs.analysis.summary import run_summary
 from runs.errors import ConfigError, InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus
 from runs.plugins import catalogue_entry
+from runs.results.services import run_create
 from runs.targets import REGISTRY, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset, set_bound_secret
@@ -42,7 +42,7 @@ def judge_run(
 ) -> Run:
     params = {"base_url": base_url, "model": "fake-judge", **FAST}
     params.update(config.pop("params", {}))
-    return services.run_create(
+    return run_create(
         user=user,
         dataset=make_dataset(project, items, name="labels"),
         target_kind="scorer",

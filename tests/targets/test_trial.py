@@ -6,10 +6,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from runs import services
 from runs.models import Project
-from runs.redaction import Redactor
+from runs.secrets.redaction import Redactor
 from runs.targets import trial
+from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from runs.testing.key_forms import FORMS, leaks
 from tests.stored_texts import store_secret
@@ -56,7 +56,7 @@ def test_the_try_endpoint_shows_no_form_of_the_key_it_was_echoed(
     form: str,
 ) -> None:
     store_secret(project, alice, "TRY_KEY", KEY, url=fake_openai.base_url)
-    target = services.target_create(
+    target = target_create(
         project=project,
         user=alice,
         name="echoing",

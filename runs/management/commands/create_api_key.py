@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.services import api_key_create
+from runs.projects.services import api_key_create
 
 
 class Command(BaseCommand):

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from runs import services
 from runs.models import Run
+from runs.results.services import run_cancel
 
 
 class Command(BaseCommand):
@@ -21,5 +21,5 @@ class Command(BaseCommand):
         if run.is_final:
             self.stdout.write(f"run {run_id} has already ended ({run.status})")
             return
-        services.run_cancel(run=run)
+        run_cancel(run=run)
         self.stdout.write(f"run {run_id}: cancel requested")

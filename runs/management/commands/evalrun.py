@@ -45,10 +45,10 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from runs import services
 from runs.access import editable_projects
 from runs.analysis.progress import run_progress
 from runs.analysis.summary import run_score_means
+from runs.calls.pricing import usd
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
 from runs.executor.options import option_params
@@ -61,11 +61,12 @@ from runs.models import (
     RunStatus,
 )
 from runs.plugins import Param, describe
-from runs.pricing import usd
-from runs.resuming import run_resume
+from runs.projects.services import project_get_or_create
+from runs.results.services import run_cancel, run_create, run_launch
+from runs.retry.resume import run_resume
+from runs.retry.services import RETRY_STATUSES, run_retry
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
-from runs.services import RETRY_STATUSES
 from runs.targets import REGISTRY as TARGETS
 
 EXIT_BAD_INPUT = 2
@@ -204,7 +205,7 @@ class Command(BaseCommand):
         if run.is_final:  # a retry that found nothing to run
             status: str | None = run.status
         elif distributed:
-            services.run_launch(run=run)
+            run_launch(run=run)
             if opts["detach"]:
                 self.stdout.write(str(run.pk))
                 return
@@ -234,7 +235,7 @@ class Command(BaseCommand):
 
     def rescore(self, opts: dict[str, Any]) -> None:
         from runs.executor.rescore import execute_scoring_pass
-        from runs.rescoring import run_rescore
+        from runs.rescore.services import run_rescore
 
         run = Run.objects.select_related("project").filter(pk=opts["rescore"]).first()
         if run is None:
@@ -289,7 +290,7 @@ class Command(BaseCommand):
         if run is None:
             raise BadInput(f"no run {opts['retry']}")
         user = acting_user(opts["user"]) if opts["user"] else None
-        plan = services.run_retry(
+        plan = run_retry(
             run=run,
             user=user,
             statuses=opts["status"] or None,
@@ -305,7 +306,7 @@ class Command(BaseCommand):
         return plan.run
 
     def create(self, opts: dict[str, Any]) -> Run:
-        from runs.importers import Source, dataset_import
+        from runs.datasets.importers import Source, dataset_import
 
         file = opts["dataset_file"]
         packaged = not file and opts["format"] == "humaneval"
@@ -338,7 +339,7 @@ class Command(BaseCommand):
             reuse_identical=True,
         )
         with transaction.atomic():
-            return services.run_create(
+            return run_create(
                 user=user,
                 dataset=dataset,
                 target_kind=opts["target"],
@@ -522,12 +523,12 @@ def acting_user(username: str | None) -> AbstractBaseUser:
 def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
     """The named project among the user's, else the user's only one."""
     if name:
-        return services.project_get_or_create(name=name, user=user)
+        return project_get_or_create(name=name, user=user)
     projects = list(editable_projects(user).order_by("name")[:5])
     if len(projects) == 1:
         return projects[0]
     if not projects:
-        return services.project_get_or_create(name=DEFAULT_PROJECT, user=user)
+        return project_get_or_create(name=DEFAULT_PROJECT, user=user)
     names = ", ".join(repr(p.name) for p in projects)
     raise BadInput(f"you may run in several projects ({names}): give --project NAME")
 
@@ -570,7 +571,7 @@ async def follow(run: Run, *, quiet: bool, say: Callable[[str], Any]) -> str:
     loop = asyncio.get_running_loop()
 
     def cancel() -> None:
-        loop.run_in_executor(None, lambda: services.run_cancel(run=run))
+        loop.run_in_executor(None, lambda: run_cancel(run=run))
 
     loop.add_signal_handler(signal.SIGINT, cancel)
     loop.add_signal_handler(signal.SIGTERM, cancel)

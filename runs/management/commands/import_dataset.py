@@ -8,10 +8,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from runs.datasets.importers import FORMATS, Source, dataset_import
 from runs.errors import DomainError
-from runs.importers import FORMATS, Source, dataset_import
 from runs.models import Project
-from runs.services import project_create
+from runs.projects.services import project_create
 
 FIELD_HINTS = {
     "expected_field": "--expected-field NAME, or --no-expected",

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs.secrets import SecretUnavailable, secrets_rotate
+from runs.secrets.store import SecretUnavailable, secrets_rotate
 
 
 class Command(BaseCommand):

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs.demo import DEMO_PROJECT, DEMO_USERNAME, DemoSeed, demo_seed
+from runs.demo.seed import DEMO_PROJECT, DEMO_USERNAME, DemoSeed, demo_seed
 
 
 def served_url(host: str, port: int) -> str:

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Field, Schema
+
+
+class PluginKindOut(Schema):
+    kind: str
+    label: str
+    description: str
+    parameters: dict[str, Any] = Field(description="JSON Schema of the parameters")
+    example: dict[str, Any]
+    secrets: list[str] = Field(
+        description="parameters that name a secret (never hold one)"
+    )
+
+
+class ScorerKindOut(PluginKindOut):
+    needs_expected: bool = Field(
+        description="whether the scorer compares with the item's expected answer"
+    )

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from typing import Annotated
+
+from django.http import (
+    HttpRequest,
+)
+from ninja import (
+    Field,
+    Router,
+)
+
+from runs.analysis.clusters import (
+    ITEMS_PER_CLUSTER,
+    MAX_ITEMS_PER_CLUSTER,
+    RunClusters,
+    run_clusters_cached,
+)
+from runs.clusters.schemas import RunClustersOut
+from runs.results.selectors import (
+    run_get,
+)
+from runs.web.api import READ_ERRORS
+from runs.web.schemas import DbId, ErrorOut
+
+cluster_router = Router(tags=["runs"])
+
+
+@cluster_router.get(
+    "/{run_id}/clusters", response={200: RunClustersOut, **READ_ERRORS, 400: ErrorOut}
+)
+def get_run_clusters(
+    request: HttpRequest,
+    run_id: DbId,
+    baseline: DbId | None = None,
+    items: Annotated[int, Field(ge=0, le=MAX_ITEMS_PER_CLUSTER)] = ITEMS_PER_CLUSTER,
+) -> RunClusters:
+    """The run's errors grouped by signature and failing scores by scorer and
+    reason, biggest first; against ``baseline``, how each cluster moved."""
+    run = run_get(user=request.auth, run_id=run_id)
+    other = run_get(user=request.auth, run_id=baseline) if baseline else None
+    return run_clusters_cached(run=run, baseline=other, items_per_cluster=items)

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Field, Schema
+
+
+class ClusterItemOut(Schema):
+    result_id: int
+    index: int
+    epoch: int
+    external_id: str
+
+
+class ClusterOut(Schema):
+    key: str = Field(
+        description=(
+            "names the cluster in ?cluster= filters: the error signature, or "
+            "score:<scorer>:<signature> for failing scores"
+        )
+    )
+    signature: str
+    kind: str = Field(
+        description="the error kind; for failing scores 'failed' or 'error'"
+    )
+    error_type: str
+    pattern: str = Field(description="the message with what varies masked")
+    example: str = Field(description="one message of the cluster, unmasked")
+    count: int
+    share: float | None = Field(description="count / the run's stored results")
+    baseline_count: int | None = Field(
+        description="the count in the baseline run; null without a baseline"
+    )
+    change: str | None = Field(
+        description="new, grown, shrunk, same or vanished; null without a baseline"
+    )
+    items: list[ClusterItemOut] = Field(description="the first items, in order")
+
+
+class ScoreClusterOut(ClusterOut):
+    scorer: str
+
+
+class RunClustersOut(Schema):
+    run: int
+    baseline: int | None
+    results: int = Field(description="the run's stored results (shares' base)")
+    error_clusters: int = Field(description="error clusters in all")
+    failed_score_clusters: int = Field(description="failing-score clusters in all")
+    errors: list[ClusterOut]
+    failed_scores: list[ScoreClusterOut]
+
+    @staticmethod
+    def resolve_run(obj: Any) -> int:
+        return obj.run.pk
+
+    @staticmethod
+    def resolve_baseline(obj: Any) -> int | None:
+        return obj.baseline.pk if obj.baseline is not None else None

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from runs.access import role_of
+from runs.analysis.clusters import run_clusters_cached
+from runs.clusters.services import dataset_create_from_cluster
+from runs.compare.selectors import run_compare_choices
+from runs.datasets.selectors import dataset_names
+from runs.errors import Conflict, InvalidInput
+from runs.models import Membership
+from runs.results.selectors import run_get
+from runs.results.views import BASELINE_CHOICES
+from runs.web.pages import _int_or_none, domain_errors
+
+
+@domain_errors
+@require_GET
+def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
+    """A run's failure clusters, against a baseline run chosen on the page."""
+    run = run_get(user=request.user, run_id=run_id)
+    baseline_id = _int_or_none(request.GET.get("baseline"))
+    baseline = run_get(user=request.user, run_id=baseline_id) if baseline_id else None
+    context = {
+        "run": run,
+        "clusters": run_clusters_cached(run=run, baseline=baseline),
+        "baselines": run_compare_choices(
+            user=request.user, run=run, limit=BASELINE_CHOICES
+        ),
+        "dataset_names": dataset_names(project_id=run.project_id),
+        "can_edit": role_of(request.user, run.project)
+        in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+    }
+    return render(request, "runs/clusters/run_clusters.html", context)
+
+
+@domain_errors
+@require_POST
+def run_cluster_save(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Save a cluster's items as a new dataset, or a new version of one."""
+    run = run_get(user=request.user, run_id=run_id)
+    try:
+        dataset = dataset_create_from_cluster(
+            run=run,
+            user=request.user,
+            key=request.POST.get("cluster", ""),
+            name=request.POST.get("name", ""),
+        )
+    except (InvalidInput, Conflict) as exc:
+        messages.error(request, f"The cluster could not be saved: {exc}")
+        return redirect("runs:run_clusters", run_id=run.pk)
+    messages.success(
+        request,
+        f"Saved {dataset.item_count} items as {dataset.name} v{dataset.version}.",
+    )
+    return redirect("runs:dataset_detail", dataset_id=dataset.pk)

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Field, Schema
+
+
+class ScorerComparisonOut(Schema):
+    """One (candidate, scorer) against the baseline, over the paired items."""
+
+    scorer: str
+    candidate: int
+    paired: int = Field(
+        description="items with results in both runs, this scorer's not skipped"
+    )
+    unpaired: int = Field(description="items with results in only one of the two")
+    skipped: int = Field(
+        description=(
+            "items with results in both runs whose score of this scorer was "
+            "skipped by its condition (every epoch) in either: not paired"
+        )
+    )
+    measure: str = Field(
+        description="what delta is of: pass_rate, or mean (numeric scorers)"
+    )
+    baseline_pass_rate: float | None
+    candidate_pass_rate: float | None
+    baseline_mean: float | None
+    candidate_mean: float | None
+    delta: float | None = Field(description="candidate minus baseline")
+    delta_ci: list[float] | None = Field(description="95% interval of delta")
+    interval: str | None = Field(
+        description="newcombe_paired (pass/fail) or bootstrap_percentile"
+    )
+    both_passed: int
+    regressions: int = Field(description="passed in the baseline, not the candidate")
+    improvements: int = Field(description="passed in the candidate, not the baseline")
+    both_failed: int
+    test: str | None = Field(description="mcnemar_exact or paired_bootstrap")
+    p_value: float | None
+    p_value_adjusted: float | None = Field(
+        description="Holm-adjusted across every (candidate, scorer) of the answer"
+    )
+    verdict: str = Field(
+        description="better, worse or no_significant_difference (alpha 0.05)"
+    )
+    mde: float | None = Field(
+        description=(
+            "minimum detectable effect at 80% power, when there is no "
+            "significant difference"
+        )
+    )
+
+
+class ComparisonOut(Schema):
+    baseline: int
+    candidates: list[int]
+    paired_by: str = Field(description="item, or external_id across versions")
+    unpaired: int = Field(
+        description="items with results in some of the runs but not in all"
+    )
+    scorers: list[ScorerComparisonOut]
+
+    @staticmethod
+    def resolve_baseline(obj: Any) -> int:
+        return obj.baseline.pk
+
+    @staticmethod
+    def resolve_candidates(obj: Any) -> list[int]:
+        return [run.pk for run in obj.candidates]

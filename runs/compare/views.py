@@ -1,0 +1,163 @@
+"""The comparison page: runs against a baseline, and the paired items."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET
+
+from runs.analysis import compare as analysis
+from runs.compare import selectors
+from runs.compare.selectors import (
+    comparison_pair,
+    run_comparison,
+    run_ids_parse,
+)
+from runs.errors import InvalidInput
+from runs.results.downloads import comparison_csv_response
+from runs.results.selectors import run_get
+from runs.web.pages import _page, domain_errors
+
+ITEMS_PER_PAGE = 50
+CHANGE_LABELS = {
+    "": "All paired items",
+    "regressions": "Regressions",
+    "improvements": "Improvements",
+    "both_failed": "Both failed",
+    "output_changed": "Output changed",
+}
+
+
+def compare_url(baseline: int, candidates: list[int]) -> str:
+    query = urlencode(
+        {"baseline": baseline, "candidates": ",".join(map(str, candidates))}
+    )
+    return f"{reverse('runs:compare')}?{query}"
+
+
+@domain_errors
+@require_GET
+def compare(request: HttpRequest) -> HttpResponse:
+    try:
+        if "run" in request.GET:  # ticked in the runs list or on a run's page
+            return redirect(_ticked_url(request))
+        context = _comparison_context(request)
+    except InvalidInput as exc:
+        return render(request, "runs/compare/compare.html", {"error": exc}, status=400)
+    return render(request, "runs/compare/compare.html", context)
+
+
+def _ticked_url(request: HttpRequest) -> str:
+    """The comparison of the ticked runs: the given baseline, else the oldest."""
+    ticked = run_ids_parse(",".join(request.GET.getlist("run")), field="run")
+    baseline = request.GET.get("baseline")
+    if baseline:
+        baseline_id = run_ids_parse(baseline, field="baseline")[0]
+    else:
+        baseline_id = min(ticked)
+    candidates = list(dict.fromkeys(i for i in ticked if i != baseline_id))
+    if not candidates:
+        raise InvalidInput("tick two or more runs to compare", field="run")
+    return compare_url(baseline_id, candidates)
+
+
+def _comparison_context(request: HttpRequest) -> dict[str, Any]:
+    baseline_ids = run_ids_parse(request.GET.get("baseline"), field="baseline")
+    if len(baseline_ids) != 1:
+        raise InvalidInput("give one baseline run", field="baseline")
+    comparison = run_comparison(
+        user=request.user,
+        baseline_id=baseline_ids[0],
+        candidate_ids=run_ids_parse(request.GET.get("candidates"), field="candidates"),
+    )
+    runs = [comparison.baseline, *comparison.candidates]
+    chosen = request.GET.get("candidate", "")
+    candidate = next(
+        (run for run in comparison.candidates if str(run.pk) == chosen),
+        comparison.candidates[0],
+    )
+    scorers = analysis.shared_scorers(comparison.baseline, candidate)
+    scorer = request.GET.get("scorer", "")
+    scorer = scorer if scorer in scorers else (scorers[0] if scorers else "")
+    change = request.GET.get("change", "")
+    items = page = None
+    if scorer:
+        row = next(
+            r
+            for r in comparison.scorers
+            if r.candidate == candidate.pk and r.scorer == scorer
+        )
+        items = analysis.ComparisonItems(
+            baseline=comparison.baseline,
+            candidate=candidate,
+            scorer=scorer,
+            paired_by=comparison.paired_by,
+            change=change,
+            count=analysis.item_count(row, change),
+        )
+        page = _page(request, items, ITEMS_PER_PAGE)
+    return {
+        "comparison": comparison,
+        "baselines": [
+            (run, compare_url(run.pk, [r.pk for r in runs if r.pk != run.pk]))
+            for run in runs
+        ],
+        "candidate": candidate,
+        "scorers": scorers,
+        "scorer": scorer,
+        "change": change,
+        "changes": CHANGE_LABELS.items(),
+        "page": page,
+        "alpha": analysis.ALPHA,
+        "resamples": analysis.BOOTSTRAP_RESAMPLES,
+    }
+
+
+@domain_errors
+@require_GET
+def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Runs over the same dataset to compare a run with (a fragment for htmx)."""
+    run = run_get(user=request.user, run_id=run_id)
+    context = {
+        "run": run,
+        "choices": selectors.run_compare_choices(user=request.user, run=run),
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "runs/compare/_run_compare_choices.html", context)
+    return render(request, "runs/compare/run_compare_choices.html", context)
+
+
+@domain_errors
+@require_GET
+def compare_items_csv(request: HttpRequest) -> HttpResponseBase:
+    """Every paired item of one (candidate, scorer), as on the page, as CSV.
+
+    A bad parameter is a 400 page naming it, as on the comparison page.
+    """
+    try:
+        scorer = request.GET.get("scorer", "")
+        baseline, candidate = comparison_pair(
+            user=request.user,
+            baseline_id=_one_run_id(request, "baseline"),
+            candidate_id=_one_run_id(request, "candidate"),
+            scorer=scorer,
+        )
+        return comparison_csv_response(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=scorer,
+            change=request.GET.get("change") or None,
+        )
+    except InvalidInput as exc:
+        return render(request, "runs/compare/compare.html", {"error": exc}, status=400)
+
+
+def _one_run_id(request: HttpRequest, field: str) -> int:
+    ids = run_ids_parse(request.GET.get(field), field=field)
+    if len(ids) != 1:
+        raise InvalidInput("give one run id", field=field)
+    return ids[0]

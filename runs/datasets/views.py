@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods
+
+from runs.access import editable_projects
+from runs.datasets import selectors
+from runs.datasets.forms import DatasetMappingForm, DatasetUploadForm
+from runs.datasets.importers import staging
+from runs.datasets.selectors import (
+    dataset_get,
+    dataset_items,
+    dataset_versions,
+)
+from runs.errors import Conflict, InvalidInput
+from runs.projects.selectors import project_get
+from runs.web.forms import add_domain_error
+from runs.web.pages import _int_or_none, _page, domain_errors
+
+ITEMS_PER_PAGE = 50
+
+
+@require_GET
+def dataset_list(request: HttpRequest) -> HttpResponse:
+    datasets = selectors.dataset_list(user=request.user).order_by(
+        "project__name", "name", "-version"
+    )
+    context = {"page": _page(request, datasets, ITEMS_PER_PAGE)}
+    return render(request, "runs/datasets/dataset_list.html", context)
+
+
+@domain_errors
+@require_GET
+def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = dataset_get(user=request.user, dataset_id=dataset_id)
+    context = {
+        "dataset": dataset,
+        "page": _page(request, dataset_items(dataset=dataset), ITEMS_PER_PAGE),
+        "versions": dataset_versions(dataset=dataset),
+    }
+    return render(request, "runs/datasets/dataset_detail.html", context)
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def dataset_upload(request: HttpRequest) -> HttpResponse:
+    """Step one: the file is checked, kept for a while, and its fields shown next."""
+    initial = {
+        "project": _int_or_none(request.GET.get("project")),
+        "name": request.GET.get("name"),
+    }
+    form = DatasetUploadForm(
+        request.POST or None,
+        request.FILES or None,
+        user=request.user,
+        initial={key: value for key, value in initial.items() if value},
+    )
+    if form.is_bound and form.is_valid():
+        try:
+            staged = staging.upload_stage(user=request.user, **form.stage_arguments())
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return redirect("runs:dataset_upload_map", token=staged.token)
+    can_edit = editable_projects(request.user).exists()
+    return render(
+        request,
+        "runs/datasets/dataset_upload.html",
+        {"form": form, "can_edit": can_edit},
+    )
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def dataset_upload_map(request: HttpRequest, token: str) -> HttpResponse:
+    """Step two: say which field is the id, the input and the expected answer."""
+    staged = staging.upload_get(user=request.user, token=token)
+    project = project_get(user=request.user, project_id=staged.project_id)
+    form = DatasetMappingForm(request.POST or None, preview=staged.preview)
+    if form.is_bound and form.is_valid():
+        try:
+            dataset = staging.upload_import(
+                staged=staged,
+                project=project,
+                user=request.user,
+                **form.import_arguments(),
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("runs:dataset_detail", dataset_id=dataset.pk)
+    context = {
+        "form": form,
+        "staged": staged,
+        "project": project,
+        "table": staged.preview.table(),
+    }
+    return render(request, "runs/datasets/dataset_upload_map.html", context)

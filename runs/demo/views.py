@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from runs.demo import seed
+from runs.errors import InvalidInput
+from runs.web.pages import domain_errors
+
+
+@domain_errors
+@require_POST
+def run_demo_start(request: HttpRequest) -> HttpResponse:
+    """Start the demo run and show it live; the new-run form if it cannot start."""
+    try:
+        run = seed.demo_run_start(user=request.user)
+    except InvalidInput as exc:
+        messages.error(request, f"The demo run could not start: {exc}")
+        return redirect(f"{reverse('runs:run_new')}?demo=1")
+    return redirect("runs:run_detail", run_id=run.pk)

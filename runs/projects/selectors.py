@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import (
+    Case,
+    Count,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+
+from runs.access import ROLE_RANK, visible_projects
+from runs.errors import NotFound
+from runs.models import (
+    ApiKey,
+    Dataset,
+    Membership,
+    Project,
+    Run,
+    Target,
+)
+
+User = AbstractBaseUser | AnonymousUser
+
+
+def project_get(*, user: User, project_id: int) -> Project:
+    try:
+        return visible_projects(user).get(pk=project_id)
+    except Project.DoesNotExist:
+        raise NotFound(f"no project {project_id}") from None
+
+
+def project_list(*, user: User) -> QuerySet[Project]:
+    """The user's projects, each with ``role`` (the user's) and ``member_count``."""
+    if not user.is_authenticated:
+        return Project.objects.none()
+    role = Membership.objects.filter(project=OuterRef("pk"), user=user).values("role")
+    members = (
+        Membership.objects.filter(project=OuterRef("pk"))
+        .values("project")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return (
+        visible_projects(user)
+        .annotate(role=Subquery(role[:1]), member_count=Subquery(members[:1]))
+        .order_by("name")
+    )
+
+
+def project_get_with_role(*, user: User, project_id: int) -> Project:
+    """One of the user's projects, with ``role`` and ``member_count``."""
+    try:
+        return project_list(user=user).get(pk=project_id)
+    except Project.DoesNotExist:
+        raise NotFound(f"no project {project_id}") from None
+
+
+def membership_list(*, project: Project) -> QuerySet[Membership]:
+    """A project's members: admins first, then by username."""
+    rank = Case(
+        *(When(role=role, then=Value(-n)) for role, n in ROLE_RANK.items()),
+        output_field=IntegerField(),
+    )
+    return (
+        Membership.objects.filter(project=project)
+        .select_related("user")
+        .order_by(rank, "user__username")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectOverview:
+    project: Project
+    role: str
+    members: list[Membership]
+    admin_count: int
+    dataset_count: int
+    target_count: int
+    run_count: int
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == Membership.Role.ADMIN
+
+
+def project_overview(*, user: User, project_id: int) -> ProjectOverview:
+    """A project with its members and what it holds, for one of its members."""
+    project = project_get_with_role(user=user, project_id=project_id)
+    members = list(membership_list(project=project))
+    return ProjectOverview(
+        project=project,
+        role=project.role,
+        members=members,
+        admin_count=sum(m.role == Membership.Role.ADMIN for m in members),
+        dataset_count=Dataset.objects.filter(project=project).count(),
+        target_count=Target.objects.filter(project=project).count(),
+        run_count=Run.objects.filter(project=project).count(),
+    )
+
+
+def api_key_list(*, user: User) -> QuerySet[ApiKey]:
+    """The user's own API keys, newest first; revoked ones included."""
+    if not user.is_authenticated:
+        return ApiKey.objects.none()
+    return ApiKey.objects.filter(user=user).order_by("-created_at", "-pk")

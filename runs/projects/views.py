@@ -1,0 +1,205 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from runs.access import require_role, role_of
+from runs.errors import Conflict, InvalidInput
+from runs.models import Membership
+from runs.projects import selectors
+from runs.projects.forms import (
+    ApiKeyForm,
+    MemberAddForm,
+    MemberRoleForm,
+    ProjectForm,
+    SecretForm,
+)
+from runs.projects.selectors import (
+    api_key_list,
+    project_get,
+    project_overview,
+)
+from runs.projects.services import (
+    api_key_create,
+    api_key_revoke,
+    membership_add,
+    membership_remove,
+    membership_update,
+    project_create,
+)
+from runs.secrets import store
+from runs.web.forms import add_domain_error
+from runs.web.pages import domain_errors
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get(user=request.user, project_id=project_id)
+    form = SecretForm(request.POST or None)
+    if form.is_bound and form.is_valid():
+        try:
+            secret, created = store.secret_set(
+                project=project, user=request.user, **form.cleaned_data
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            verb = "added" if created else "updated"
+            messages.success(request, f"Secret {secret.name} {verb}.")
+            return redirect("runs:project_secrets", project_id=project.pk)
+    context = {
+        "project": project,
+        "secrets": store.secret_list(project=project, user=request.user),
+        "is_admin": role_of(request.user, project) == Membership.Role.ADMIN,
+        "form": form,
+    }
+    return render(request, "runs/projects/project_secrets.html", context)
+
+
+@domain_errors
+@require_POST
+def project_secret_delete(
+    request: HttpRequest, project_id: int, name: str
+) -> HttpResponse:
+    project = project_get(user=request.user, project_id=project_id)
+    store.secret_delete(project=project, user=request.user, name=name)
+    messages.success(request, f"Secret {name} deleted.")
+    return redirect("runs:project_secrets", project_id=project.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def project_list(request: HttpRequest) -> HttpResponse:
+    form = ProjectForm(request.POST or None)
+    if form.is_bound and form.is_valid():
+        try:
+            project = project_create(owner=request.user, **form.cleaned_data)
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error("name", str(exc))
+        else:
+            return redirect("runs:project_detail", project_id=project.pk)
+    context = {"form": form, "projects": selectors.project_list(user=request.user)}
+    return render(request, "runs/projects/project_list.html", context)
+
+
+def _project_page(
+    request: HttpRequest, project_id: int, *, invite: MemberAddForm | None = None
+) -> HttpResponse:
+    overview = project_overview(user=request.user, project_id=project_id)
+    context = {
+        "overview": overview,
+        "project": overview.project,
+        "invite": invite or MemberAddForm(),
+        "roles": Membership.Role.choices,
+    }
+    return render(request, "runs/projects/project_detail.html", context)
+
+
+@domain_errors
+@require_GET
+def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
+    return _project_page(request, project_id)
+
+
+@domain_errors
+@require_POST
+def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+    project = project_get(user=request.user, project_id=project_id)
+    require_role(request.user, project, Membership.Role.ADMIN)
+    form = MemberAddForm(request.POST)
+    if form.is_valid():
+        try:
+            membership = membership_add(
+                project=project, actor=request.user, **form.cleaned_data
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error("user", str(exc))
+        else:
+            messages.success(
+                request,
+                f"{membership.user.get_username()} joined {project} as "
+                f"{membership.get_role_display().lower()}.",
+            )
+            return redirect("runs:project_detail", project_id=project.pk)
+    return _project_page(request, project_id, invite=form)
+
+
+@domain_errors
+@require_POST
+def project_member_update(
+    request: HttpRequest, project_id: int, user_id: int
+) -> HttpResponse:
+    project = project_get(user=request.user, project_id=project_id)
+    form = MemberRoleForm(request.POST)
+    role = form.cleaned_data["role"] if form.is_valid() else request.POST.get("role")
+    try:
+        membership = membership_update(
+            project=project, actor=request.user, user_id=user_id, role=role or ""
+        )
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(
+            request,
+            f"{membership.user.get_username()} is now "
+            f"{membership.get_role_display().lower()}.",
+        )
+    return redirect("runs:project_detail", project_id=project.pk)
+
+
+@domain_errors
+@require_POST
+def project_member_remove(
+    request: HttpRequest, project_id: int, user_id: int
+) -> HttpResponse:
+    project = project_get(user=request.user, project_id=project_id)
+    try:
+        membership_remove(project=project, actor=request.user, user_id=user_id)
+    except InvalidInput as exc:
+        messages.error(request, exc.message)
+        return redirect("runs:project_detail", project_id=project.pk)
+    if user_id == request.user.pk:
+        messages.success(request, f"You left {project}.")
+        return redirect("runs:project_list")
+    messages.success(request, "The member was removed.")
+    return redirect("runs:project_detail", project_id=project.pk)
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def account_keys(request: HttpRequest) -> HttpResponse:
+    form = ApiKeyForm(request.POST or None)
+    created = plain = None
+    if form.is_bound and form.is_valid():
+        try:
+            created, plain = api_key_create(
+                user=request.user, name=form.cleaned_data["name"]
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            form = ApiKeyForm()
+    # The plain key is in this one response only: it is never stored, and
+    # never_cache keeps it out of every cache.
+    context = {
+        "form": form,
+        "keys": api_key_list(user=request.user),
+        "created": created,
+        "plain_key": plain,
+    }
+    return render(request, "runs/projects/account_keys.html", context)
+
+
+@domain_errors
+@require_POST
+def account_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+    key = api_key_revoke(user=request.user, key_id=key_id)
+    messages.success(request, f"The key {key.name!r} ({key.prefix}…) is revoked.")
+    return redirect("runs:account_keys")

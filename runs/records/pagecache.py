@@ -1,0 +1,129 @@
+"""Whole rendered pages, cached under everything they show.
+
+Rendering a dashboard page through the template language costs more than
+reading its data (bench/README.md). A view that has read its data cheaply
+passes all of it as the key: two requests with the same key would render the
+same bytes, so the second takes them from the cache. Nothing is invalidated
+and nothing can be stale: data that changed makes another key. The time a
+cached entry lives only bounds the memory it holds.
+
+What the key always holds besides the view's data: the template, the user's
+id and name (the page header), and the query string (pagination links repeat
+it). What a page shows that differs on every request is left out of the
+cached bytes: the CSRF token is rendered as a placeholder, a random one for
+each rendering, and the page is kept as the parts between its placeholders;
+each response joins them with its own token. No text on the page (a run's
+name, say) can stand for the token: it cannot know the placeholder. A page
+with messages to show is rendered and not cached (showing them uses them up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from django.contrib import messages
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse
+from django.middleware.csrf import get_token
+from django.template.loader import render_to_string
+from ninja.renderers import JSONRenderer
+
+if TYPE_CHECKING:
+    from ninja import Schema
+
+# Letters and digits only: the same after HTML escaping, in an attribute or a
+# JSON string. The random part is new for every rendering.
+CSRF_PLACEHOLDER_PREFIX = "evalsiteCsrf"
+PAGE_CACHE_SECONDS = 300
+
+
+def page_key(request: HttpRequest, template_name: str, data: Any) -> str:
+    user = request.user
+    parts = (
+        template_name,
+        user.pk,
+        user.get_username(),
+        request.META.get("QUERY_STRING", ""),
+        data,
+    )
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
+    return f"page:{digest}"
+
+
+def render_cached(
+    request: HttpRequest,
+    template_name: str,
+    build: Callable[[], tuple[Mapping[str, Any], int]],
+    *,
+    key_data: Any,
+    still_current: Callable[[], Any] | None = None,
+) -> HttpResponse:
+    """``render(request, template_name, context, status=status)`` with the
+    ``(context, status)`` that ``build()`` returns; from the cache when a
+    page with the same ``key_data`` (everything the page shows, as values
+    with a faithful ``repr``) was rendered for this user before, and then
+    without calling ``build``. ``key_data=None``: not cached.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the page (which may show it) is sent but not cached
+    under the older key.
+    """
+    cache = caches["default"]
+    cacheable = key_data is not None and not len(messages.get_messages(request))
+    key = page_key(request, template_name, key_data) if cacheable else ""
+    cached = cache.get(key) if cacheable else None
+    if cached is None:
+        context, status = build()
+        placeholder = CSRF_PLACEHOLDER_PREFIX + secrets.token_hex(16)
+        body = render_to_string(
+            template_name, {**context, "csrf_token": placeholder}, request=request
+        )
+        cached = (tuple(body.split(placeholder)), status)
+        if cacheable and (still_current is None or still_current() == key_data):
+            cache.set(key, cached, PAGE_CACHE_SECONDS)
+    parts, status = cached
+    return HttpResponse(get_token(request).join(parts), status=status)
+
+
+# What the API renders with (its default renderer), and its content type.
+_JSON = JSONRenderer()
+JSON_CONTENT_TYPE = f"{_JSON.media_type}; charset={_JSON.charset}"
+
+
+def json_cached(
+    request: HttpRequest,
+    *,
+    name: str,
+    key_data: Any,
+    schema: type[Schema],
+    build: Callable[[], Any],
+    still_current: Callable[[], Any] | None = None,
+) -> HttpResponse:
+    """A 200 JSON answer: ``build()`` validated by ``schema`` and rendered as
+    django-ninja renders it, from the cache when the same ``key_data`` was
+    answered to this user before.
+
+    ``still_current()`` re-reads the key's data after a build: if a write
+    came in between, the answer (which may show it) is sent but not cached
+    under the older key.
+    """
+    cache = caches["default"]
+    digest = hashlib.blake2b(
+        repr((name, request.user.pk, key_data)).encode(), digest_size=20
+    ).hexdigest()
+    key = f"json:{digest}"
+    body = cache.get(key)
+    if body is not None:
+        return HttpResponse(body, content_type=JSON_CONTENT_TYPE)
+    context = {"request": request, "response_status": 200}
+    data = schema.model_validate(build(), context=context).model_dump(context=context)
+    response = HttpResponse(
+        _JSON.render(request, data, response_status=200),
+        content_type=JSON_CONTENT_TYPE,
+    )
+    if still_current is None or still_current() == key_data:
+        cache.set(key, response.content, PAGE_CACHE_SECONDS)
+    return response

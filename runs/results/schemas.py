@@ -1,0 +1,389 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from django.db.models import QuerySet
+from ninja import Field, FilterLookup, FilterSchema, Schema
+
+from runs.analysis.summary import (
+    PASS_RATE_DEFINITION,
+    RunSummary,
+    ScorerSummary,
+    run_score_means,
+)
+from runs.models import (
+    ErrorKind,
+    Item,
+    Result,
+    ResultStatus,
+    Run,
+    RunStatus,
+    Score,
+)
+from runs.targets.schemas import TARGET_CONFIG_HELP
+from runs.web.schemas import BodyIn, DbId, _kinds_schema, _run_options_schema
+
+
+class ScorerSpecIn(BodyIn):
+    kind: str
+    name: str | None = Field(
+        None,
+        description="unique in the run; defaults to the kind, so a kind used "
+        "twice needs a name (judge-strict, judge-lenient)",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the scorer kind's parameters (GET /api/v1/scorers gives "
+        "each kind's JSON Schema)",
+        json_schema_extra=_kinds_schema("scorers"),
+    )
+    # Validated by the service, so that a bad condition is a 400 naming
+    # scorers[i].when.<field>.
+    when: dict[str, Any] | None = Field(
+        None,
+        description='{"scorer": "<name>", "passed": true|false}: run only when '
+        "that scorer, declared earlier in the run, passed (or failed); otherwise "
+        "the score is stored as skipped, with the reason",
+        json_schema_extra={
+            "properties": {
+                "scorer": {"type": "string"},
+                "passed": {"type": "boolean"},
+            },
+            "required": ["scorer", "passed"],
+        },
+    )
+
+
+class RunIn(BodyIn):
+    dataset: DbId
+    target: DbId | None = Field(None, description="a stored target's id, or ...")
+    target_kind: str | None = Field(None, description="... an ad-hoc target's kind")
+    target_config: dict[str, Any] | None = Field(
+        None, description=TARGET_CONFIG_HELP, json_schema_extra=_kinds_schema("targets")
+    )
+    scorers: list[str | ScorerSpecIn]
+    # Validated by the service, not here, so that a bad option is a 400 naming
+    # options.<name>, as it always was; documented with every declared option.
+    options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="run options; each is optional and has a default",
+        json_schema_extra=_run_options_schema,
+    )
+    name: str = ""
+
+    def scorer_specs(self) -> list[str | dict[str, Any]]:
+        return [
+            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
+            for spec in self.scorers
+        ]
+
+
+class RunCounts(Schema):
+    total: int
+    succeeded: int
+    failed: int
+    timed_out: int
+    cancelled: int
+    skipped: int
+    pending: int
+    processed: int
+
+
+class RunOut(Schema):
+    # Only the run's own columns: the API's run list is cached under them
+    # (runs/hot_reads.py run_records); a field read from another table would
+    # need that key to read it too.
+    id: int
+    project: int
+    name: str
+    status: RunStatus
+    cancel_requested: bool
+    error: str
+    dataset: int
+    dataset_hash: str
+    target: int | None
+    target_kind: str
+    target_name: str
+    target_config: dict[str, Any]
+    scorers: list[dict[str, Any]]
+    options: dict[str, Any]
+    parent: int | None
+    counts: RunCounts
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    unpriced: int = Field(
+        description="results whose tokens have no price: their cost is not in cost"
+    )
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    wall_seconds: float | None
+
+    @staticmethod
+    def resolve_project(obj: Run) -> int:
+        return obj.project_id
+
+    @staticmethod
+    def resolve_dataset(obj: Run) -> int:
+        return obj.dataset_id
+
+    @staticmethod
+    def resolve_target(obj: Run) -> int | None:
+        return obj.target_id
+
+    @staticmethod
+    def resolve_parent(obj: Run) -> int | None:
+        return obj.parent_id
+
+    @staticmethod
+    def resolve_counts(obj: Run) -> Run:
+        # The counts are the run's own fields and properties.
+        return obj
+
+
+class RunDetailOut(RunOut):
+    score_means: dict[str, float | None] = Field(
+        description="mean score value per scorer; errored scores are left out"
+    )
+
+    @staticmethod
+    def resolve_score_means(obj: Run) -> dict[str, float | None]:
+        return run_score_means(obj)
+
+
+class RunFilter(FilterSchema):
+    project: Annotated[DbId | None, FilterLookup("project_id")] = None
+    dataset: Annotated[DbId | None, FilterLookup("dataset_id")] = None
+    status: Annotated[RunStatus | None, FilterLookup("status")] = None
+
+
+class ScoreOut(Schema):
+    scorer: str
+    value: float | None
+    passed: bool | None
+    reason: str
+    error: str
+    skipped: bool = Field(
+        False,
+        description="the scorer's condition (when) did not hold: neither passed "
+        "nor failed; the reason says why",
+    )
+    prompt_tokens: int | None = Field(None, description="a judge's prompt tokens")
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens"
+    )
+    cost: float | None = Field(None, description="a judge's cost, when known")
+    model: str = Field("", description="the judge model that answered")
+
+
+class ResultOut(Schema):
+    id: int
+    index: int
+    external_id: str
+    input: Any = Field(None, description="the item's input, as stored in the dataset")
+    expected: Any = Field(
+        None, description="the item's expected answer; null when it has none"
+    )
+    epoch: int
+    status: ResultStatus
+    output: Any = None
+    error_kind: str
+    error_type: str
+    error_message: str
+    error_signature: str
+    attempts: list[dict[str, Any]]
+    attempt_count: int
+    latency_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    model: str = Field("", description="the model that answered, for its price")
+    started_at: datetime
+    finished_at: datetime
+    scores: list[ScoreOut]
+
+    @staticmethod
+    def resolve_index(obj: Result) -> int:
+        return obj.item_index
+
+    @staticmethod
+    def resolve_external_id(obj: Result) -> str:
+        return obj.item.external_id
+
+    @staticmethod
+    def resolve_input(obj: Result) -> Any:
+        return obj.item.input
+
+    @staticmethod
+    def resolve_expected(obj: Result) -> Any:
+        return obj.item.expected
+
+    @staticmethod
+    def resolve_scores(obj: Result) -> list[Score]:
+        # .all() keeps the selector's prefetch.
+        return list(obj.scores.all())
+
+
+class ScorerSummaryOut(Schema):
+    scorer: str
+    results: int = Field(description="every stored result of the run, all epochs")
+    skipped: int = Field(
+        0,
+        description="results whose score was skipped by its condition (when): "
+        "neither passed nor failed, left out of the pass rate's denominator",
+    )
+    prompt_tokens: int | None = Field(
+        None,
+        description="a judge's prompt tokens over the run's scores (not in the "
+        "run's token totals, which are the target's); null for other scorers",
+    )
+    completion_tokens: int | None = Field(
+        None, description="a judge's completion tokens, as prompt_tokens"
+    )
+    scored: int = Field(description="results whose score has a value")
+    errored: int = Field(description="results whose scorer raised or timed out")
+    not_scored: int = Field(
+        description="results whose target call failed or timed out: no score"
+    )
+    passed: int
+    mean: float | None = Field(description="mean of the scores that have a value")
+    pass_rate: float | None = Field(
+        description="passed / (results - skipped); failed target calls and "
+        "errored scores count as not passed. Null without results"
+    )
+    pass_rate_ci: tuple[float, float] | None = Field(
+        description="Wilson 95% interval of the pass rate"
+    )
+    pass_at_k: dict[str, float | None] = Field(
+        description="k -> unbiased pass@k (Chen et al. 2021), mean over items, for "
+        "k = 1, 2, 4, ... up to the epochs; empty with one epoch. Items with "
+        "fewer than k results are left out; null when none has k"
+    )
+    pass_hat_k: dict[str, float | None] = Field(
+        description="k -> pass^k (all k attempts pass), mean over items; as pass_at_k"
+    )
+
+    @staticmethod
+    def resolve_pass_at_k(obj: ScorerSummary) -> dict[str, float | None]:
+        return {str(k): value for k, value in obj.pass_at_k.items()}
+
+    @staticmethod
+    def resolve_pass_hat_k(obj: ScorerSummary) -> dict[str, float | None]:
+        return {str(k): value for k, value in obj.pass_hat_k.items()}
+
+
+class LatencyOut(Schema):
+    p50: float | None
+    p90: float | None
+    p99: float | None
+    min: float | None
+    max: float | None
+    count: int = Field(description="succeeded results with a latency")
+
+
+class TokensOut(Schema):
+    prompt: int
+    completion: int
+
+
+class RunSummaryOut(Schema):
+    run: int
+    status: RunStatus
+    epochs: int
+    counts: RunCounts
+    scorers: list[ScorerSummaryOut] = Field(description="in the run's scorer order")
+    latency_ms: LatencyOut = Field(
+        description="percentiles over succeeded results (linear interpolation)"
+    )
+    tokens: TokensOut
+    cost: float | None = Field(description="null when no result has a cost")
+    unpriced_models: list[str] = Field(description="models with tokens but no price")
+    error_kinds: dict[str, int] = Field(description="results per error kind")
+    retried: int = Field(description="results that needed more than one attempt")
+    definition: str = Field(description="how the pass rate is counted")
+
+    @staticmethod
+    def resolve_latency_ms(obj: RunSummary) -> dict[str, Any]:
+        return {**obj.latency_ms, "count": obj.latency_count}
+
+    @staticmethod
+    def resolve_definition(obj: RunSummary) -> str:
+        return PASS_RATE_DEFINITION
+
+
+class ResultFilterIn(Schema):
+    """Filters of a run's results (GET /runs/{id}/results); they combine."""
+
+    status: ResultStatus | Literal["pending", "skipped"] | None = Field(
+        None,
+        description="a result status (succeeded, failed, timed_out, cancelled), "
+        "or pending (items with no result yet, while the run is going) or "
+        "skipped (the same, once the run has ended)",
+    )
+    error_kind: ErrorKind | None = None
+    scorer: str | None = Field(None, description="one of the run's scorer names")
+    verdict: Literal["passed", "failed", "errored", "skipped"] | None = Field(
+        None,
+        description="with scorer: passed, failed (scored, not passed), errored "
+        "(the scorer raised or timed out) or skipped (its condition did not hold)",
+    )
+    external_id: str | None = Field(None, description="the item's external id")
+    cluster: str | None = Field(None, description="a failure cluster's key")
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRow:
+    """An item without a result, listed as a row of the results."""
+
+    item: Item
+    status: str
+    id: None = None
+    epoch: None = None
+    output: None = None
+    error_kind: str = ""
+    error_type: str = ""
+    error_message: str = ""
+    error_signature: str = ""
+    attempts: tuple[()] = ()
+    attempt_count: int = 0
+    latency_ms: None = None
+    prompt_tokens: None = None
+    completion_tokens: None = None
+    cost: None = None
+    started_at: None = None
+    finished_at: None = None
+
+    @property
+    def item_index(self) -> int:
+        return self.item.index
+
+
+class PendingRows:
+    """A page-sliceable list of PendingRow over a queryset of items."""
+
+    def __init__(self, items: QuerySet[Item], status: str) -> None:
+        self.items, self.status = items, status
+
+    def __len__(self) -> int:
+        return self.items.count()
+
+    def __getitem__(self, where: slice) -> list[PendingRow]:
+        return [PendingRow(item, self.status) for item in self.items[where]]
+
+
+class ResultRowOut(ResultOut):
+    """A result, or (status pending / skipped) an item that has none: then
+    ``id``, ``epoch`` and the times are null."""
+
+    id: int | None
+    epoch: int | None
+    status: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @staticmethod
+    def resolve_scores(obj: Result | PendingRow) -> list[Score]:
+        return [] if isinstance(obj, PendingRow) else list(obj.scores.all())

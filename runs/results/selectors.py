@@ -1,0 +1,275 @@
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import (
+    Count,
+    Exists,
+    OuterRef,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Coalesce
+
+from runs.access import visible_project_ids
+from runs.analysis.clusters import cluster_filter, parse_cluster_key
+from runs.analysis.figures import run_figures
+from runs.analysis.progress import RunProgress, run_progress
+from runs.analysis.summary import (
+    PASS_RATE_DEFINITION,
+    RunSummary,
+    ScorerSummary,
+    run_scorer_summaries_cached,
+)
+from runs.errors import InvalidInput, NotFound
+from runs.models import (
+    ErrorKind,
+    Item,
+    Membership,
+    Result,
+    Run,
+    Score,
+)
+from runs.projects.selectors import User
+
+
+def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
+    runs = Run.objects.filter(project_id__in=visible_project_ids(user)).select_related(
+        "project", "dataset"
+    )
+    if project_id is not None:
+        runs = runs.filter(project_id=project_id)
+    return runs
+
+
+def run_get(*, user: User, run_id: int) -> Run:
+    try:
+        return run_list(user=user).select_related("created_by").get(pk=run_id)
+    except Run.DoesNotExist:
+        raise NotFound(f"no run {run_id}") from None
+
+
+def result_list(*, run: Run, status: str | None = None) -> QuerySet[Result]:
+    """A run's results in dataset order, optionally of one status."""
+    results = (
+        Result.objects.filter(run=run)
+        .select_related("item")
+        .prefetch_related("scores")
+        .order_by("item_index", "epoch")
+    )
+    if status:
+        results = results.filter(status=status)
+    return results
+
+
+def result_get(*, user: User, run_id: int, result_id: int) -> Result:
+    run = run_get(user=user, run_id=run_id)
+    try:
+        return result_list(run=run).get(pk=result_id)
+    except Result.DoesNotExist:
+        raise NotFound(f"no result {result_id} in run {run_id}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class RunOverview:
+    run: Run
+    progress: RunProgress
+    scorers: list[ScorerSummary]
+    can_edit: bool
+
+
+def run_overview(*, user: User, run_id: int) -> RunOverview:
+    """A run with its progress, scorer means and whether the user may change it.
+
+    The user's role comes with the run, in the query that checks they may see it.
+    """
+    if not user.is_authenticated:
+        raise NotFound(f"no run {run_id}")
+    role = Membership.objects.filter(project=OuterRef("project"), user=user)
+    try:
+        run = (
+            run_list(user=user)
+            .select_related("created_by")
+            .annotate(user_role=Subquery(role.values("role")[:1]))
+            .get(pk=run_id)
+        )
+    except Run.DoesNotExist:
+        raise NotFound(f"no run {run_id}") from None
+    return RunOverview(
+        run=run,
+        progress=run_progress(run=run),
+        # Only a run still going shows them in its progress block; once it
+        # has ended, its summary does (run_report).
+        scorers=[] if run.is_final else run_scorer_summaries_cached(run=run),
+        can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+    )
+
+
+def result_latest(*, run: Run, limit: int, after_id: int = 0) -> list[Result]:
+    """The latest stored results, newest first, only those after ``after_id``."""
+    return list(
+        Result.objects.filter(run=run, pk__gt=after_id)
+        .select_related("item")
+        .prefetch_related("scores")
+        .order_by("-pk")[:limit]
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    summary: RunSummary
+    charts: dict[str, Any]
+    definition: str = PASS_RATE_DEFINITION
+
+
+def run_report(*, run: Run) -> RunReport:
+    """The run page's summary section: its figures and its charts' data."""
+    summary, charts = run_figures(run=run)
+    return RunReport(summary=summary, charts=charts)
+
+
+PENDING = "pending"
+SKIPPED = "skipped"
+VERDICTS = ("passed", "failed", "errored", "skipped")
+CLUSTER_KEY_MAX = 200
+
+
+def _choice(value: str | None, choices: Iterable[str], field: str) -> str | None:
+    if not value:
+        return None
+    known = list(choices)
+    if value not in known:
+        raise InvalidInput(
+            f"must be one of {', '.join(known)}, not {value!r}", field=field
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class ResultFilters:
+    """What a run's results table or the API lists; every field optional.
+
+    ``status`` is a result status, or ``pending`` / ``skipped``: the items that
+    have no (counted) result yet in a run still going / in an ended run.
+    ``verdict`` is the chosen ``scorer``'s: passed, failed (scored and not
+    passed), errored (the scorer raised or timed out) or skipped (its
+    condition did not hold).
+    """
+
+    status: str | None = None
+    error_kind: str | None = None
+    scorer: str | None = None
+    verdict: str | None = None
+    external_id: str | None = None
+    cluster: str | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, Any], *, run: Run) -> ResultFilters:
+        """Filters from a query string; InvalidInput naming a bad parameter."""
+
+        def text(name: str) -> str | None:
+            value = params.get(name)
+            return value.strip() or None if isinstance(value, str) else None
+
+        statuses = [*Result.Status.values, PENDING, SKIPPED]
+        scorers = run.scorer_names
+        filters = cls(
+            status=_choice(text("status"), statuses, "status"),
+            error_kind=_choice(text("error_kind"), ErrorKind.values, "error_kind"),
+            scorer=_choice(text("scorer"), scorers, "scorer"),
+            verdict=_choice(text("verdict"), VERDICTS, "verdict"),
+            external_id=text("external_id"),
+            cluster=text("cluster"),
+        )
+        if filters.verdict and not filters.scorer:
+            raise InvalidInput(
+                "choose the scorer whose verdict to filter by", field="scorer"
+            )
+        if filters.cluster and len(filters.cluster) > CLUSTER_KEY_MAX:
+            raise InvalidInput(
+                f"must be at most {CLUSTER_KEY_MAX} characters", field="cluster"
+            )
+        if filters.cluster:
+            parse_cluster_key(filters.cluster)  # InvalidInput naming "cluster"
+        if filters.external_id and len(filters.external_id) > 200:
+            raise InvalidInput("must be at most 200 characters", field="external_id")
+        return filters
+
+    @property
+    def lists_items(self) -> bool:
+        """Pending and skipped are items without a result, not results."""
+        return self.status in (PENDING, SKIPPED)
+
+    @property
+    def active(self) -> bool:
+        return any(getattr(self, name) for name in self.__slots__)
+
+    def query(self) -> list[tuple[str, str]]:
+        """The filters as query-string pairs (for links that keep them)."""
+        return [
+            (name, getattr(self, name))
+            for name in self.__slots__
+            if getattr(self, name)
+        ]
+
+
+def run_items_lacking(*, run: Run) -> QuerySet[Item]:
+    """The run's items with an epoch that has no counted result, in dataset order."""
+    counted = Result.objects.filter(run=run, item=OuterRef("pk"), retry_pending=False)
+    items = Item.objects.filter(dataset_id=run.dataset_id)
+    epochs = max(int(run.options.get("epochs", 1)), 1)
+    if epochs == 1:
+        items = items.filter(~Exists(counted))
+    else:
+        count = counted.values("item").annotate(n=Count("pk")).values("n")
+        items = items.annotate(results_in_run=Coalesce(Subquery(count[:1]), 0)).filter(
+            results_in_run__lt=epochs
+        )
+    return items.order_by("index")
+
+
+def result_filter(*, run: Run, filters: ResultFilters) -> QuerySet[Result]:
+    """A run's results matching every filter, in dataset order.
+
+    Not for ``pending`` / ``skipped`` (``run_items_left``).
+    """
+    results = result_list(run=run)
+    if filters.status:
+        results = results.filter(status=filters.status)
+    if filters.error_kind:
+        results = results.filter(error_kind=filters.error_kind)
+    if filters.external_id:
+        results = results.filter(item__external_id=filters.external_id)
+    if filters.cluster:
+        results = results.filter(cluster_filter(filters.cluster))
+    if filters.scorer:
+        scores = Score.objects.filter(result=OuterRef("pk"), scorer=filters.scorer)
+        if filters.verdict == "passed":
+            scores = scores.filter(passed=True)
+        elif filters.verdict == "failed":
+            scores = scores.filter(passed=False, error="")
+        elif filters.verdict == "errored":
+            scores = scores.exclude(error="")
+        elif filters.verdict == "skipped":
+            scores = scores.filter(skipped=True)
+        results = results.filter(Exists(scores))
+    return results
+
+
+def run_items_left(*, run: Run, filters: ResultFilters) -> QuerySet[Item]:
+    """The items a ``pending`` or ``skipped`` filter lists.
+
+    Pending are the items still without a result while the run is going,
+    skipped the same once it has ended; filters that only results have (an
+    error kind, a verdict, a cluster) match none of them.
+    """
+    wanted = PENDING if not run.is_final else SKIPPED
+    result_only = filters.error_kind or filters.scorer or filters.cluster
+    if filters.status != wanted or result_only:
+        return Item.objects.none()
+    items = run_items_lacking(run=run)
+    if filters.external_id:
+        items = items.filter(external_id=filters.external_id)
+    return items

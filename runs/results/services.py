@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from runs import events
+from runs.access import require_role
+from runs.errors import InvalidInput
+from runs.executor.launchers import get_launcher
+from runs.executor.options import RunOptions
+from runs.executor.store import retries_release, run_recount
+from runs.models import (
+    Dataset,
+    Membership,
+    Project,
+    Run,
+    RunStatus,
+    Target,
+)
+from runs.records.names import clean_name
+from runs.scorers import REGISTRY as SCORERS
+from runs.scorers import clean_scorer_specs
+from runs.secrets.store import (
+    check_plugin_secrets_bound,
+    check_secrets_bound,
+)
+from runs.targets import clean_target_config
+from runs.targets.base import get_target_class
+
+
+def run_create(
+    *,
+    user: AbstractBaseUser | None,
+    dataset: Dataset,
+    target: Target | None = None,
+    target_kind: str | None = None,
+    target_config: dict[str, Any] | None = None,
+    scorers: list[Any],
+    options: dict[str, Any] | RunOptions | None = None,
+    name: str = "",
+    parent: Run | None = None,
+    launch: bool = True,
+) -> Run:
+    """Create a run with a frozen copy of its configuration, and launch it."""
+    project = dataset.project
+    if user is not None:
+        require_role(user, project, Membership.Role.EDITOR)
+    name = clean_name(name, model=Run, required=False)
+    if target is not None:
+        if target.project_id != project.pk:
+            raise InvalidInput(
+                "belongs to another project than the dataset", field="target"
+            )
+        target_kind, target_config = target.kind, target.config
+    if not target_kind:
+        raise InvalidInput("is required", field="target")
+    config = clean_target_config(
+        target_kind, target_config or {}, path="target_config", kind_field="target"
+    )
+    check_target_secrets(
+        project=project, kind=target_kind, config=config, path="target_config"
+    )
+    # A kind that builds on the project's data (chain: another run) checks it
+    # here and freezes what it refers to; the run it builds on is its parent.
+    prepare = getattr(get_target_class(target_kind), "prepare_for_run", None)
+    if prepare is not None:
+        config, source = prepare(
+            config, project=project, dataset=dataset, path="target_config"
+        )
+        parent = parent or source
+    scorer_specs = clean_scorer_specs(scorers, path="scorers")
+    if not scorer_specs:
+        raise InvalidInput("choose at least one scorer", field="scorers")
+    _require_expected_answers(dataset, scorer_specs)
+    check_scorer_secrets(project=project, specs=scorer_specs)
+    if not isinstance(options, RunOptions):
+        options = RunOptions.from_dict(options, path="options")
+    run = Run.objects.create(
+        project=project,
+        name=name,
+        dataset=dataset,
+        dataset_hash=dataset.content_hash,
+        target=target,
+        target_name=target.name if target else target_kind,
+        target_kind=target_kind,
+        target_config=config,
+        scorers=scorer_specs,
+        options=options.to_dict(),
+        total=dataset.item_count * options.epochs,
+        parent=parent,
+        created_by=user,
+    )
+    if launch:
+        transaction.on_commit(lambda: run_launch(run=run))
+    return run
+
+
+def check_target_secrets(
+    *, project: Project, kind: str, config: dict[str, Any], path: str
+) -> None:
+    """Refuse a (cleaned) target configuration that would send a project
+    secret where the secret is not bound; the error names ``path.field``."""
+    try:
+        check_secrets_bound(project=project, kind=kind, config=config)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=f"{path}.{exc.field}") from None
+
+
+def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> None:
+    """``check_target_secrets`` for cleaned scorer specs (``scorers[i].params``)."""
+    for position, spec in enumerate(specs):
+        try:
+            check_plugin_secrets_bound(
+                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
+            )
+        except InvalidInput as exc:
+            field = f"scorers[{position}].params.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
+
+
+def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
+    """Refuse scorers that compare with an expected answer the dataset lacks.
+
+    Without this, every item would score 0 and the run would look completed.
+    """
+    needing = [
+        spec["name"]
+        for spec in specs
+        if SCORERS[spec["kind"]].requires_expected(spec["params"])
+    ]
+    if not needing or dataset.item_count == 0 or dataset.expected_count > 0:
+        return
+    names = ", ".join(needing)
+    raise InvalidInput(
+        f"{names} compare{'s' if len(needing) == 1 else ''} outputs with the "
+        f"expected answer, and dataset {dataset.name!r} v{dataset.version} has "
+        "none; import it again naming its answer field, or choose a scorer "
+        "that needs no expected answer",
+        field="scorers",
+    )
+
+
+def run_launch(*, run: Run) -> None:
+    get_launcher().launch(run.pk)
+
+
+def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
+    """Ask a run to stop; harmless when repeated or when the run has ended.
+
+    A pending run that no executor has claimed ends at once; a running one is
+    stopped by its executor, in whatever process, within a second.
+    """
+    if user is not None:
+        require_role(user, run.project, Membership.Role.EDITOR)
+    if run.is_final:
+        return run
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    with transaction.atomic():
+        unclaimed = Run.objects.filter(
+            pk=run.pk, status=RunStatus.PENDING, heartbeat_at__isnull=True
+        ).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+        if unclaimed and retries_release(run.pk):
+            # A retry no executor started: its results keep their outcome.
+            released = Run.objects.select_for_update().get(pk=run.pk)
+            run_recount(released)
+            released.save()
+    get_launcher().cancel(run.pk)
+    run.refresh_from_db()
+    if unclaimed:
+        events.publish_run_update_sync(run.pk, final=True)
+    return run

@@ -1,0 +1,191 @@
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import redirect, render
+from django.utils.functional import SimpleLazyObject
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from runs.access import editable_projects
+from runs.analysis.export import EXPORT_FORMATS
+from runs.demo import seed
+from runs.errors import InvalidInput
+from runs.models import ErrorKind, Result, Run, RunStatus
+from runs.records import pagecache, reads
+from runs.results import services
+from runs.results.downloads import export_response
+from runs.results.forms import RunForm
+from runs.results.selectors import (
+    PENDING,
+    SKIPPED,
+    VERDICTS,
+    ResultFilters,
+    result_filter,
+    result_get,
+    result_latest,
+    run_get,
+    run_items_left,
+    run_overview,
+    run_report,
+)
+from runs.results.services import run_create
+from runs.web.forms import add_domain_error
+from runs.web.pages import _int_or_none, _page, domain_errors
+
+RUNS_PER_PAGE = 50
+RESULTS_PER_PAGE = 50
+
+
+LIVE_SNAPSHOT_ROWS = 20
+# Runs over the same dataset a run's clusters may be compared with.
+BASELINE_CHOICES = 50
+
+
+@require_GET
+def run_list(request: HttpRequest) -> HttpResponse:
+    project_id = _int_or_none(request.GET.get("project"))
+    status = request.GET.get("status") or None
+    runs = reads.RunTable(user_id=request.user.pk, project_id=project_id, status=status)
+    page = _page(request, runs, RUNS_PER_PAGE)
+    projects = reads.project_choices(user_id=request.user.pk)
+    offer = seed.run_demo_offer(user=request.user)
+    context = {
+        "page": page,
+        "projects": projects,
+        "statuses": RunStatus.choices,
+        "project_id": project_id,
+        "status": status or "",
+        "demo": offer,
+    }
+    # The rows carry every value the table shows, as of this read.
+    key_data = (page.number, page.paginator.count, page.object_list, projects, offer)
+    return pagecache.render_cached(
+        request, "runs/results/run_list.html", lambda: (context, 200), key_data=key_data
+    )
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def run_new(request: HttpRequest) -> HttpResponse:
+    form = RunForm(
+        request.POST or None, user=request.user, initial=_run_initial(request)
+    )
+    if form.is_bound and form.is_valid():
+        try:
+            run = run_create(user=request.user, **form.run_arguments())
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        else:
+            return redirect("runs:run_detail", run_id=run.pk)
+    can_edit = editable_projects(request.user).exists()
+    return render(
+        request, "runs/results/run_new.html", {"form": form, "can_edit": can_edit}
+    )
+
+
+def _run_initial(request: HttpRequest) -> dict[str, Any]:
+    """Preselections from the query: ?dataset=, ?target=, or the demo (?demo=1)."""
+    initial: dict[str, Any] = {
+        key: _int_or_none(request.GET.get(key)) for key in ("dataset", "target")
+    }
+    choice = seed.run_demo_choice(user=request.user) if "demo" in request.GET else None
+    if choice is not None:
+        dataset, target = choice
+        initial.update(
+            dataset=dataset.pk,
+            target=target.pk,
+            name=seed.DEMO_RUN_NAME,
+            concurrency=seed.DEMO_RUN_CONCURRENCY,
+        )
+    return {key: value for key, value in initial.items() if value is not None}
+
+
+@domain_errors
+@require_GET
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    # A finished run's page: from the cache while nothing it shows has moved.
+    def state() -> tuple[Any, ...] | None:
+        return reads.run_page_state(user_id=request.user.pk, run_id=run_id)
+
+    return pagecache.render_cached(
+        request,
+        "runs/results/run_detail.html",
+        lambda: _run_detail_context(request, run_id),
+        key_data=state(),
+        still_current=state,
+    )
+
+
+def _run_detail_context(
+    request: HttpRequest, run_id: int
+) -> tuple[dict[str, Any], int]:
+    overview = run_overview(user=request.user, run_id=run_id)
+    run = overview.run
+    try:
+        filters = ResultFilters.parse(request.GET, run=run)
+        filter_error = None
+    except InvalidInput as exc:
+        filters, filter_error = ResultFilters(), exc
+    if filters.lists_items:
+        rows: QuerySet[Any] = run_items_left(run=run, filters=filters)
+    else:
+        rows = result_filter(run=run, filters=filters)
+    context = {
+        "overview": overview,
+        "run": run,
+        # Counted and read only when the cached results table is rendered.
+        "page": SimpleLazyObject(lambda: _page(request, rows, RESULTS_PER_PAGE)),
+        "status": filters.status or "",
+        "filters": filters,
+        "filter_error": filter_error,
+        "filter_choices": result_filter_choices(run),
+        "result_statuses": Result.Status.choices,
+        # Only a run still going shows its latest results live.
+        "live_rows": []
+        if overview.run.is_final
+        else result_latest(run=overview.run, limit=LIVE_SNAPSHOT_ROWS),
+        "show_epoch": overview.run.options.get("epochs", 1) > 1,
+        "report": run_report(run=overview.run),
+    }
+    return context, 400 if filter_error else 200
+
+
+def result_filter_choices(run: Run) -> dict[str, Any]:
+    """The options of the results filter form of ``run``."""
+    left = PENDING if not run.is_final else SKIPPED
+    return {
+        "statuses": [*Result.Status.choices, (left, left.capitalize())],
+        "error_kinds": ErrorKind.choices,
+        "scorers": run.scorer_names,
+        "verdicts": VERDICTS,
+    }
+
+
+@domain_errors
+@require_POST
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = run_get(user=request.user, run_id=run_id)
+    services.run_cancel(run=run, user=request.user)
+    if not request.headers.get("HX-Request"):
+        return redirect("runs:run_detail", run_id=run_id)
+    overview = run_overview(user=request.user, run_id=run_id)
+    return render(request, "runs/results/_cancel_response.html", {"overview": overview})
+
+
+@domain_errors
+@require_GET
+def result_detail(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+    result = result_get(user=request.user, run_id=run_id, result_id=result_id)
+    return render(request, "runs/results/result_detail.html", {"result": result})
+
+
+@domain_errors
+@require_GET
+def run_export(request: HttpRequest, run_id: int, format: str) -> HttpResponseBase:
+    """The run's results as a CSV or JSON Lines download."""
+    if format not in EXPORT_FORMATS:
+        raise Http404(f"no export format {format!r}")
+    run = run_get(user=request.user, run_id=run_id)
+    return export_response(run=run, format=format)

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from ninja import Field, FilterLookup, FilterSchema, Schema
+
+from runs.models import (
+    Target,
+)
+from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
+from runs.web.schemas import BodyIn, DbId, _kinds_schema
+
+TARGET_CONFIG_HELP = (
+    "the target kind's parameters (GET /api/v1/targets/kinds gives each kind's "
+    "JSON Schema); secrets only by name (api_key_secret, api_key_env)"
+)
+
+
+class TargetIn(BodyIn):
+    project: DbId
+    name: str
+    kind: str
+    config: dict[str, Any] = Field(
+        default_factory=dict,
+        description=TARGET_CONFIG_HELP,
+        json_schema_extra=_kinds_schema("targets"),
+    )
+
+
+class TargetOut(Schema):
+    id: int
+    project: int
+    name: str
+    kind: str
+    config: dict[str, Any]
+    created_at: datetime
+
+    @staticmethod
+    def resolve_project(obj: Target) -> int:
+        return obj.project_id
+
+
+class TargetFilter(FilterSchema):
+    project: Annotated[DbId | None, FilterLookup("project_id")] = None
+    kind: Annotated[str | None, FilterLookup("kind")] = None
+
+
+class TargetPatch(BodyIn):
+    name: str | None = Field(None, min_length=1, max_length=200)
+    config: dict[str, Any] | None = Field(
+        None, description="the whole new configuration, validated as on creation"
+    )
+
+
+class TargetTryIn(BodyIn):
+    input: str = Field(
+        TARGET_TRY_DEFAULT_INPUT, min_length=1, max_length=TARGET_TRY_MAX_CHARS
+    )
+
+
+class TargetTryOut(Schema):
+    ok: bool = Field(description="the target answered")
+    output: str = Field(description="the answer, as text")
+    error: str
+    error_type: str
+    latency_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    http_status: int | None

@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from runs.access import require_role
+from runs.calls.pricing import PriceTable, price_table, use_prices
+from runs.errors import ConfigError, Conflict, InvalidInput
+from runs.models import (
+    Membership,
+    Project,
+    Target,
+)
+from runs.records.names import clean_name
+from runs.results.services import check_target_secrets
+from runs.secrets.redaction import Redactor
+from runs.secrets.store import (
+    TargetContext,
+    target_context,
+)
+from runs.targets import clean_target_config, trial, try_throttle
+from runs.targets.selectors import target_get
+
+
+def target_create(
+    *,
+    project: Project,
+    user: AbstractBaseUser,
+    name: str,
+    kind: str,
+    config: dict[str, Any],
+) -> Target:
+    """Validate a target configuration and store it (secrets only as env names)."""
+    require_role(user, project, Membership.Role.EDITOR)
+    name = clean_name(name, model=Target)
+    cleaned = clean_target_config(kind, config, path="config")
+    check_target_secrets(project=project, kind=kind, config=cleaned, path="config")
+    try:
+        with transaction.atomic():
+            return Target.objects.create(
+                project=project, name=name, kind=kind, config=cleaned, created_by=user
+            )
+    except IntegrityError:
+        raise Conflict(f"a target named {name!r} exists in {project}") from None
+
+
+TARGET_TRY_TIMEOUT_SECONDS = 5.0
+TARGET_TRY_MAX_CHARS = trial.MAX_CHARS
+TARGET_TRY_DEFAULT_INPUT = "Say hello"
+
+
+def target_update(
+    *,
+    target: Target,
+    user: AbstractBaseUser,
+    name: str | None = None,
+    config: dict[str, Any] | None = None,
+) -> Target:
+    """Rename a target or replace its configuration, validated as on creation.
+
+    Runs keep the frozen copy they were started with.
+    """
+    require_role(user, target.project, Membership.Role.EDITOR)
+    changed: list[str] = []
+    if name is not None:
+        name = clean_name(name, model=Target)
+        target.name = name
+        changed.append("name")
+    if config is not None:
+        target.config = clean_target_config(target.kind, config, path="config")
+        check_target_secrets(
+            project=target.project,
+            kind=target.kind,
+            config=target.config,
+            path="config",
+        )
+        changed.append("config")
+    if not changed:
+        return target
+    try:
+        with transaction.atomic():
+            target.save(update_fields=changed)
+    except IntegrityError:
+        raise Conflict(f"a target named {name!r} exists in {target.project}") from None
+    return target
+
+
+def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
+    """Delete a target; its runs keep their frozen name, kind and configuration."""
+    require_role(user, target.project, Membership.Role.EDITOR)
+    with transaction.atomic():
+        target.delete()
+
+
+async def target_try(
+    *,
+    target_id: int,
+    user: AbstractBaseUser,
+    text: str = TARGET_TRY_DEFAULT_INPUT,
+    seconds: float = TARGET_TRY_TIMEOUT_SECONDS,
+) -> trial.TargetTry:
+    """Send one input through the target's real code path, for at most ``seconds``.
+
+    Runs on the event loop: a slow target holds no server thread while it is
+    waited for. Each user has a few tries at a time and a few a minute
+    (``try_throttle``); one more raises TooManyRequests. The answer or the
+    error is returned with every secret the target was given replaced, so a
+    server that echoes its headers cannot reveal one.
+    """
+    plan = await _try_prepare(target_id=target_id, user=user, text=text)
+    if plan.context is None or plan.redactor is None:
+        return trial.TargetTry(ok=False, error=plan.error, error_type="ConfigError")
+    async with try_throttle.try_slot(user_id=user.pk, lease=seconds + 5):
+        # A judge (a scorer target) prices its tokens from this table.
+        with use_prices(plan.prices):
+            outcome = await trial.send_one(
+                plan.target.kind, plan.target.config, text, seconds, plan.context
+            )
+    return await trial.redacted(outcome, plan.redactor)
+
+
+@dataclass(frozen=True, slots=True)
+class _TryPlan:
+    target: Target
+    prices: PriceTable
+    context: TargetContext | None  # None: its secrets cannot be had (``error``)
+    redactor: Redactor | None
+    error: str = ""
+
+
+@sync_to_async
+def _try_prepare(*, target_id: int, user: AbstractBaseUser, text: str) -> _TryPlan:
+    """What a try reads from the database, read before it goes out."""
+    target = target_get(user=user, target_id=target_id)
+    require_role(user, target.project, Membership.Role.EDITOR)
+    if not text.strip():
+        raise InvalidInput("is required", field="input")
+    if len(text) > TARGET_TRY_MAX_CHARS:
+        raise InvalidInput(
+            f"must be at most {TARGET_TRY_MAX_CHARS} characters", field="input"
+        )
+    prices = price_table()
+    try:
+        context = target_context(target.project_id, target.kind, target.config)
+    except ConfigError as exc:
+        return _TryPlan(target, prices, None, None, str(exc))
+    # Built here, off the event loop (a run's redactor costs a fraction of a second).
+    return _TryPlan(target, prices, context, Redactor.of(context))

@@ -1,0 +1,164 @@
+from __future__ import annotations
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from runs.access import ROLE_RANK, editable_projects, require_role, role_of
+from runs.errors import Conflict, InvalidInput, TooManyRequests
+from runs.models import Membership, Target
+from runs.projects.forms import TargetTryForm
+from runs.targets import selectors, services
+from runs.targets.forms import TargetForm, target_edit_form
+from runs.targets.selectors import target_get, target_runs
+from runs.targets.services import (
+    target_create,
+    target_update,
+)
+from runs.targets.trial import TargetTry
+from runs.web.forms import add_domain_error
+from runs.web.pages import domain_errors
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def target_list(request: HttpRequest) -> HttpResponse:
+    form = TargetForm(request.POST or None, user=request.user)
+    if form.is_bound and form.is_valid():
+        try:
+            target_create(user=request.user, **form.target_arguments())
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error("name", str(exc))
+        else:
+            return redirect("runs:target_list")
+    context = {
+        "form": form,
+        "targets": selectors.target_list(user=request.user).order_by(
+            "project__name", "name"
+        ),
+        "can_edit": editable_projects(request.user).exists(),
+    }
+    return render(request, "runs/targets/target_list.html", context)
+
+
+def _target_page(
+    request: HttpRequest,
+    target: Target,
+    *,
+    form: Any = None,
+    try_form: TargetTryForm | None = None,
+    outcome: TargetTry | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    role = role_of(request.user, target.project)
+    can_edit = role is not None and ROLE_RANK[role] >= ROLE_RANK[Membership.Role.EDITOR]
+    context = {
+        "target": target,
+        "can_edit": can_edit,
+        "form": form or target_edit_form(None, user=request.user, target=target),
+        "try_form": try_form or TargetTryForm(),
+        "outcome": outcome,
+        "runs": target_runs(target=target),
+    }
+    return render(request, "runs/targets/target_detail.html", context, status=status)
+
+
+@domain_errors
+@require_http_methods(["GET", "POST"])
+def target_detail(request: HttpRequest, target_id: int) -> HttpResponse:
+    """The target page; a POST saves the edit form."""
+    target = target_get(user=request.user, target_id=target_id)
+    if request.method == "GET":
+        return _target_page(request, target)
+    require_role(request.user, target.project, Membership.Role.EDITOR)
+    form = target_edit_form(request.POST, user=request.user, target=target)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            target_update(
+                target=target,
+                user=request.user,
+                name=data["name"],
+                config=form.target_arguments()["config"],
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error("name", str(exc))
+        else:
+            messages.success(request, "The target is saved.")
+            return redirect("runs:target_detail", target_id=target.pk)
+    target.refresh_from_db()
+    return _target_page(request, target, form=form)
+
+
+@domain_errors
+@require_POST
+def target_delete(request: HttpRequest, target_id: int) -> HttpResponse:
+    target = target_get(user=request.user, target_id=target_id)
+    services.target_delete(target=target, user=request.user)
+    messages.success(
+        request, f"The target {target.name!r} is deleted; its runs keep their copy."
+    )
+    if request.headers.get("HX-Request"):
+        return HttpResponse(
+            status=204, headers={"HX-Redirect": reverse("runs:target_list")}
+        )
+    return redirect("runs:target_list")
+
+
+@domain_errors
+@require_POST
+async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
+    """Send one test input to the target and show the answer or the error.
+
+    A coroutine: the server's worker threads are not held while the target
+    answers (evalsite/handlers.py serves it on the event loop).
+    """
+    form = TargetTryForm(request.POST)
+    outcome, refused = None, None
+    if form.is_valid():
+        try:
+            outcome = await services.target_try(
+                target_id=target_id,
+                user=await request.auser(),
+                text=form.cleaned_data["input"],
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except TooManyRequests as exc:
+            form.add_error(None, exc.message)
+            refused = exc
+    return await _try_response(request, target_id, form, outcome, refused)
+
+
+@sync_to_async
+def _try_response(
+    request: HttpRequest,
+    target_id: int,
+    form: TargetTryForm,
+    outcome: TargetTry | None,
+    refused: TooManyRequests | None,
+) -> HttpResponse:
+    target = target_get(user=request.user, target_id=target_id)
+    require_role(request.user, target.project, Membership.Role.EDITOR)
+    status = refused.status_code if refused else 200
+    if request.headers.get("HX-Request"):
+        context = {"target": target, "try_form": form, "outcome": outcome}
+        response = render(
+            request, "runs/targets/_target_try.html", context, status=status
+        )
+    else:
+        response = _target_page(
+            request, target, try_form=form, outcome=outcome, status=status
+        )
+    if refused:
+        response["Retry-After"] = str(refused.retry_after)
+    return response

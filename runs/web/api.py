@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import functools
+import logging
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import redirect_to_login
+from django.http import (
+    HttpRequest,
+    HttpResponse,
+    JsonResponse,
+)
+from django.urls import URLPattern, URLResolver
+from ninja import (
+    Field,
+    NinjaAPI,
+    Schema,
+)
+from ninja.operation import Operation
+from ninja.pagination import PageNumberPagination, paginate
+
+from runs.projects.services import (
+    api_key_authenticate,
+)
+from runs.web.schemas import ErrorOut, ValidationErrorOut
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+# Far beyond any real list, and small enough that an offset never overflows.
+MAX_PAGE = 1_000_000
+# Pages for people keep the site-wide login redirect; API calls answer 401. The
+# schema and its docs page check access themselves (``docs_access``).
+LOGIN_REDIRECTED_URL_NAMES = frozenset({"api-root"})
+# Every status an operation can answer, for the schema: reads ...
+READ_ERRORS: dict[int, Any] = {
+    401: ErrorOut,
+    404: ErrorOut,
+    422: ValidationErrorOut,
+}
+# ... and writes (400: bad input or an unreadable body; 403: a viewer, or a
+# session without its CSRF token; 413: a body over the size limit).
+ERRORS: dict[int, Any] = {
+    **READ_ERRORS,
+    400: ErrorOut,
+    403: ErrorOut,
+    409: ErrorOut,
+    413: ErrorOut,
+}
+
+# Reads whose query parameters are checked beyond their types answer 400 too.
+ERRORS_READ_FILTERED: dict[int, Any] = {**READ_ERRORS, 400: ErrorOut}
+
+logger = logging.getLogger(__name__)
+
+
+class BoundedPageNumberPagination(PageNumberPagination):
+    class Input(Schema):
+        page: int = Field(1, ge=1, le=MAX_PAGE)
+        page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] | None = None
+
+
+_paginate = paginate(
+    BoundedPageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
+)
+
+
+def paginated[View: Callable[..., Any]](view: View) -> View:
+    """django-ninja's pagination with this API's bounds.
+
+    ninja reads a paginated view's annotations among the names of its own
+    module, not the view's: they are resolved here, where the view's names are
+    known.
+    """
+    view.__annotations__ = typing.get_type_hints(view, include_extras=True)
+    return _paginate(view)  # type: ignore[no-any-return]  # ninja's is untyped
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs page, for a session or an API key.
+
+    Anonymous: 401 JSON for the schema (an API resource) and for clients that
+    ask for JSON; the docs page sends a browser to the login page instead.
+    """
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            key = (
+                api_key_authenticate(token.strip())
+                if scheme.lower() == "bearer"
+                else None
+            )
+            if key is not None:
+                request.user = key.user
+            elif (
+                request.resolver_match.url_name == "openapi-view"
+                and "json" not in request.headers.get("Accept", "")
+            ):
+                return redirect_to_login(request.get_full_path())
+            else:
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+class EvalsiteAPI(NinjaAPI):
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        # The ids clients know (``runs_api_list_runs``), wherever the code lives.
+        return f"runs_api_{operation.view_func.__name__}"
+
+    @property
+    def urls(self) -> tuple[list[URLPattern | URLResolver], str, str]:
+        patterns, app_name, namespace = super().urls
+        for pattern in patterns:
+            if (
+                isinstance(pattern, URLPattern)
+                and pattern.name not in LOGIN_REDIRECTED_URL_NAMES
+            ):
+                login_not_required(pattern.callback)
+        return patterns, app_name, namespace

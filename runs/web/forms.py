@@ -1,0 +1,159 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from django import forms
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from runs.access import editable_projects
+from runs.errors import InvalidInput
+from runs.plugins import Param, Plugin, describe, number
+
+User = AbstractBaseUser | AnonymousUser
+
+
+class PickField(forms.IntegerField):
+    """The id of an object picked from a select; the form resolves it in scope."""
+
+    widget = forms.Select
+
+    def set_options(self, options: Iterable[tuple[int, str]]) -> None:
+        options = list(options)
+        self.widget.choices = [("", "---------"), *options]
+        if len(options) == 1 and self.initial is None:
+            self.initial = options[0][0]  # the only choice: preselect it
+
+
+def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
+    """Show a service's InvalidInput on the form field it names (or the form).
+
+    A form that turns its fields into a service's arguments records, in
+    ``error_paths``, which field each argument path came from; an error on a
+    path the form does not know lands on its nearest known parent.
+    """
+    form.add_error(_field_for(form, exc), str(exc))
+
+
+def _field_for(form: forms.Form, exc: InvalidInput) -> str | None:
+    if exc.line is not None or getattr(exc, "record", None) is not None:
+        return "file" if "file" in form.fields else None  # inside an uploaded file
+    paths: dict[str, str] = getattr(form, "error_paths", {})
+    path = exc.field or ""
+    while path:
+        if path in paths:
+            return paths[path]
+        if path in form.fields:
+            return path
+        path = _PARENT.sub("", path)
+    return None
+
+
+_PARENT = re.compile(r"(\.[^.\[]*|\[\d+\])$")
+
+
+def param_field(param: Param, *, example: Any = None) -> forms.Field:
+    """A form field for one declared parameter.
+
+    Fields are never required, and bounds are only hints to the browser: the
+    fields of a plug-in that is not chosen are ignored, and the declaration is
+    checked once, by the service, whose error lands back on the field.
+    """
+    common: dict[str, Any] = {
+        "label": param.label,
+        "help_text": " ".join(
+            part for part in (param.help, param.bounds and f"({param.bounds})") if part
+        ),
+        "required": False,
+    }
+    field: forms.Field
+    if param.type == "boolean":
+        field = forms.BooleanField(initial=param.default is True, **common)
+    elif param.choices:
+        choices = [(choice, choice) for choice in param.choices]
+        if param.default is None:
+            choices.insert(0, ("", "---------"))
+        field = forms.ChoiceField(choices=choices, initial=param.default, **common)
+    elif param.type in ("integer", "number"):
+        attrs = {"step": "1" if param.type == "integer" else "any"}
+        attrs |= {"min": number(param.minimum)} if param.minimum is not None else {}
+        attrs |= {"max": number(param.maximum)} if param.maximum is not None else {}
+        if example is not None:
+            attrs["placeholder"] = str(example)
+        field = forms.CharField(
+            widget=forms.NumberInput(attrs=attrs), initial=param.default, **common
+        )
+    elif param.type == "json":
+        field = forms.JSONField(
+            widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+            initial=param.default,
+            **common,
+        )
+    else:
+        attrs = {"placeholder": str(example)} if example not in (None, "") else {}
+        widget = (
+            forms.Textarea(attrs={"rows": 3, **attrs})
+            if param.extra.get("widget") == "textarea"
+            else forms.TextInput(attrs=attrs)
+        )
+        field = forms.CharField(
+            widget=widget, initial=param.default or None, strip=False, **common
+        )
+    field.param_required = param.required  # type: ignore[attr-defined]
+    return field
+
+
+class PluginFieldsMixin:
+    """Adds ``<kind>__<param>`` fields for plug-ins and collects their values."""
+
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+    error_paths: dict[str, str]
+
+    def add_plugin_fields(self, plugins: dict[str, type[Plugin]]) -> None:
+        for kind, plugin in sorted(plugins.items()):
+            for param in describe(plugin.Params):
+                self.fields[f"{kind}__{param.name}"] = param_field(
+                    param, example=plugin.example.get(param.name)
+                )
+
+    def plugin_values(
+        self, kind: str, plugin: type[Plugin], *, path: str
+    ) -> dict[str, Any]:
+        """The chosen plug-in's parameters; empty fields take the default."""
+        values: dict[str, Any] = {}
+        for param in describe(plugin.Params):
+            name = f"{kind}__{param.name}"
+            self.error_paths[f"{path}.{param.name}"] = name
+            value = self.cleaned_data.get(name)
+            if value is not None and value != "":
+                values[param.name] = value
+        return values
+
+    def plugin_sections(
+        self, choice_field: str, plugins: dict[str, type[Plugin]]
+    ) -> list[dict[str, Any]]:
+        """For the template: each choice next to its plug-in's fields."""
+        form: Any = self
+        sections = []
+        for choice in form[choice_field]:
+            kind = str(choice.data["value"])
+            plugin = plugins[kind]
+            sections.append(
+                {
+                    "choice": choice,
+                    "kind": kind,
+                    # Plain values: a template would call a class.
+                    "summary": plugin.summary(),
+                    "fields": [
+                        form[f"{kind}__{param.name}"]
+                        for param in describe(plugin.Params)
+                    ],
+                }
+            )
+        return sections
+
+
+def _project_options(user: User) -> list[tuple[int, str]]:
+    return [(p.pk, p.name) for p in editable_projects(user).order_by("name")]
