@@ -4,10 +4,24 @@ Two limits (settings): ``EVALSITE_MAX_REQUEST_BYTES`` for everyone and
 ``EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES`` for a request without a valid session
 or API key. Large bodies are refused with 413 (JSON under /api/, a short page
 elsewhere) from their Content-Length before any of them is read; a body
-without one (chunked) is counted as it arrives and cut at the limit.
+without one (chunked, or HTTP/2 with no length) is counted as it arrives and
+cut at the anonymous limit, lifted to the other once it gets there if the
+request's key or session is real.
 
-``BodyLimit`` wraps the Django application and works under any ASGI server.
-Daphne needs three more things, installed by ``install_under_daphne``:
+``BodyLimit`` wraps the Django application and works under any ASGI server,
+through the ASGI interface alone. What it can promise depends on the server:
+an ASGI application sees a request only once the server hands it over, and
+Daphne does that only after it has read the whole body. Under Daphne alone, a
+10 GB anonymous upload would be read and written to a temporary file before
+the 413, a large form body would be parsed whole in memory, and the body
+would be copied whole into memory for the application. Neither Daphne nor
+Twisted has a public hook or option for any of that (Twisted's
+``parsePOSTFormSubmission`` argument is public, but Daphne makes the requests
+itself), so ``install_under_daphne`` wraps three Twisted request methods of
+Daphne's request class and Daphne's ``Server.create_application``, and reads a
+few private attributes. pyproject.toml pins both packages to the versions this
+was tested with, and tests/test_http_body_limit_internals.py fails, naming
+what to check, when any of those internals changes. Under Daphne:
 
 - Twisted parses every form body (multipart or url-encoded) whole into
   ``request.args``, in memory and on the event loop, although Daphne never
