@@ -6,7 +6,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs.access import Action, can
+from runs.access import Action, can, require
 from runs.errors import Conflict, InvalidInput
 from runs.models import Membership
 from runs.projects import selectors
@@ -39,6 +39,10 @@ from runs.web.pages import domain_errors
 @require_http_methods(["GET", "POST"])
 def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
+    if request.method == "POST":
+        # The form is an admin's: anyone else is refused before it is read, as
+        # on the members' form, rather than shown its errors.
+        require(request.user, project, Action.MANAGE)
     form = SecretForm(request.POST or None)
     if form.is_bound and form.is_valid():
         try:
