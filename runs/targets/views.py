@@ -122,18 +122,20 @@ async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
     """
     form = TargetTryForm(request.POST)
     outcome, refused = None, None
-    if form.is_valid():
-        try:
-            outcome = await services.target_try(
-                target_id=target_id,
-                user=await request.auser(),
-                text=form.cleaned_data["input"],
-            )
-        except InvalidInput as exc:
+    # The service is asked even when the form has errors: it refuses a
+    # non-editor first, and checks the input again itself.
+    valid = form.is_valid()
+    text = form.cleaned_data["input"] if valid else request.POST.get("input", "")
+    try:
+        outcome = await services.target_try(
+            target_id=target_id, user=await request.auser(), text=text
+        )
+    except InvalidInput as exc:
+        if valid:
             add_domain_error(form, exc)
-        except TooManyRequests as exc:
-            form.add_error(None, exc.message)
-            refused = exc
+    except TooManyRequests as exc:
+        form.add_error(None, exc.message)
+        refused = exc
     return await _try_response(request, target_id, form, outcome, refused)
 
 
@@ -146,7 +148,6 @@ def _try_response(
     refused: TooManyRequests | None,
 ) -> HttpResponse:
     target = target_get(user=request.user, target_id=target_id)
-    require(request.user, target.project, Action.EDIT)
     status = refused.status_code if refused else 200
     if request.headers.get("HX-Request"):
         context = {"target": target, "try_form": form, "outcome": outcome}
