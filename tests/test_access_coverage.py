@@ -75,7 +75,10 @@ Build = Callable[[World], Any]
 class Check:
     method: str
     need: str
-    url: Build
+    # A page's URL arguments, by name (see ``_ids``); an operation's path
+    # takes them from its own placeholders.
+    args: tuple[str, ...] = ()
+    query: str = ""  # formatted with the same ids
     data: Build | None = None
     # A persona whose answer differs from the need's, with the reason.
     unlike: dict[str, str] = field(default_factory=dict)
@@ -83,7 +86,22 @@ class Check:
     scoped: bool = False
 
 
-def _jsonl(_: World | None) -> SimpleUploadedFile:
+def _ids(w: World) -> dict[str, Any]:
+    return {
+        "run_id": w.run.pk,
+        "result_id": w.result.pk,
+        "dataset_id": w.dataset.pk,
+        "target_id": w.target.pk,
+        "project_id": w.project.pk,
+        "user_id": w.users["victor"].pk,
+        "key_id": w.key_id,
+        "token": w.token,
+        "name": w.secret,
+        "format": "csv",
+    }
+
+
+def _jsonl(_: World | None = None) -> SimpleUploadedFile:
     body = b'{"id": "a", "input": "1 + 1", "expected": "2"}\n'
     return SimpleUploadedFile("extra.jsonl", body, content_type="application/x-ndjson")
 
@@ -101,405 +119,156 @@ def _run_form(w: World) -> dict[str, Any]:
     }
 
 
-def _run_url(name: str) -> Build:
-    return lambda w: reverse(f"runs:{name}", args=[w.run.pk])
+def _upload(w: World) -> dict[str, Any]:
+    return {"project": w.project.pk, "name": "extra", "file": _jsonl()}
 
 
-def _compare_query(w: World) -> str:
-    return f"?baseline={w.run.pk}&candidates={w.run.pk}"
+def _given(data: dict[str, Any]) -> Build:
+    return lambda w: data
 
 
+def _new_in_project(w: World) -> dict[str, Any]:
+    return {"project": w.project.pk, "name": "new", "kind": "demo"}
+
+
+RUN = ("run_id",)
+PROJECT = ("project_id",)
+COMPARE = "?baseline={run_id}&candidates={run_id}"
+PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
+INVITE = _given({"user": "mallory", "role": "viewer"})
+PROMOTE = _given({"role": "editor"})
+RENAME = _given({"name": "renamed"})
+TRY = _given({"input": "1 + 1"})
+RESCORE = _given({"scorers": ["numeric"]})
 
 PAGES: dict[str, list[Check]] = {
-    "run_list": [
-        Check("GET", ACCOUNT, lambda w: reverse("runs:run_list"), scoped=True)
-    ],
-    "run_new": [Check("POST", EDIT, lambda w: reverse("runs:run_new"), _run_form)],
-    "run_detail": [Check("GET", VIEW, _run_url("run_detail"))],
-    "run_cancel": [Check("POST", EDIT, _run_url("run_cancel"))],
-    "result_detail": [
-        Check(
-            "GET",
-            VIEW,
-            lambda w: reverse("runs:result_detail", args=[w.run.pk, w.result.pk]),
-        )
-    ],
-    "run_export": [
-        Check("GET", VIEW, lambda w: reverse("runs:run_export", args=[w.run.pk, "csv"]))
-    ],
-    "run_demo_start": [Check("POST", EDIT, lambda w: reverse("runs:run_demo_start"))],
-    "dataset_list": [
-        Check("GET", ACCOUNT, lambda w: reverse("runs:dataset_list"), scoped=True)
-    ],
-    "dataset_upload": [
-        Check(
-            "POST",
-            EDIT,
-            lambda w: reverse("runs:dataset_upload"),
-            lambda w: {"project": w.project.pk, "name": "extra", "file": _jsonl(w)},
-        )
-    ],
-    "dataset_upload_map": [
-        Check(
-            "GET", OWNER, lambda w: reverse("runs:dataset_upload_map", args=[w.token])
-        )
-    ],
-    "dataset_detail": [
-        Check(
-            "GET", VIEW, lambda w: reverse("runs:dataset_detail", args=[w.dataset.pk])
-        )
-    ],
-    "target_list": [
-        Check(
-            "POST",
-            EDIT,
-            lambda w: reverse("runs:target_list"),
-            lambda w: {"project": w.project.pk, "name": "new", "kind": "demo"},
-        )
-    ],
+    "run_list": [Check("GET", ACCOUNT, scoped=True)],
+    "run_new": [Check("POST", EDIT, data=_run_form)],
+    "run_detail": [Check("GET", VIEW, RUN)],
+    "run_cancel": [Check("POST", EDIT, RUN)],
+    "result_detail": [Check("GET", VIEW, ("run_id", "result_id"))],
+    "run_export": [Check("GET", VIEW, ("run_id", "format"))],
+    "run_demo_start": [Check("POST", EDIT)],
+    "dataset_list": [Check("GET", ACCOUNT, scoped=True)],
+    "dataset_upload": [Check("POST", EDIT, data=_upload)],
+    "dataset_upload_map": [Check("GET", OWNER, ("token",))],
+    "dataset_detail": [Check("GET", VIEW, ("dataset_id",))],
+    "target_list": [Check("POST", EDIT, data=_new_in_project)],
     "target_detail": [
-        Check("GET", VIEW, lambda w: reverse("runs:target_detail", args=[w.target.pk])),
-        Check(
-            "POST",
-            EDIT,
-            lambda w: reverse("runs:target_detail", args=[w.target.pk]),
-            lambda w: {"name": "renamed"},
-        ),
+        Check("GET", VIEW, ("target_id",)),
+        Check("POST", EDIT, ("target_id",), data=RENAME),
     ],
-    "target_delete": [
-        Check("POST", EDIT, lambda w: reverse("runs:target_delete", args=[w.target.pk]))
-    ],
-    "target_try": [
-        Check(
-            "POST",
-            EDIT,
-            lambda w: reverse("runs:target_try", args=[w.target.pk]),
-            lambda w: {"input": "1 + 1"},
-        )
-    ],
-    "project_list": [
-        Check("GET", ACCOUNT, lambda w: reverse("runs:project_list"), scoped=True)
-    ],
-    "project_detail": [
-        Check(
-            "GET", VIEW, lambda w: reverse("runs:project_detail", args=[w.project.pk])
-        )
-    ],
-    "project_member_add": [
-        Check(
-            "POST",
-            MANAGE,
-            lambda w: reverse("runs:project_member_add", args=[w.project.pk]),
-            lambda w: {"user": "mallory", "role": "viewer"},
-        )
-    ],
+    "target_delete": [Check("POST", EDIT, ("target_id",))],
+    "target_try": [Check("POST", EDIT, ("target_id",), data=TRY)],
+    "project_list": [Check("GET", ACCOUNT, scoped=True)],
+    "project_detail": [Check("GET", VIEW, PROJECT)],
+    "project_member_add": [Check("POST", MANAGE, PROJECT, data=INVITE)],
     "project_member_update": [
-        Check(
-            "POST",
-            MANAGE,
-            lambda w: reverse(
-                "runs:project_member_update",
-                args=[w.project.pk, w.users["victor"].pk],
-            ),
-            lambda w: {"role": "editor"},
-        )
+        Check("POST", MANAGE, ("project_id", "user_id"), data=PROMOTE)
     ],
     "project_member_remove": [
-        Check(
-            "POST",
-            MANAGE,
-            lambda w: reverse(
-                "runs:project_member_remove",
-                args=[w.project.pk, w.users["victor"].pk],
-            ),
-            unlike=LEAVES,
-        )
+        Check("POST", MANAGE, ("project_id", "user_id"), unlike=LEAVES)
     ],
-    "account_keys": [Check("GET", ACCOUNT, lambda w: reverse("runs:account_keys"))],
-    "account_key_revoke": [
-        Check(
-            "POST", OWNER, lambda w: reverse("runs:account_key_revoke", args=[w.key_id])
-        )
-    ],
+    "account_keys": [Check("GET", ACCOUNT)],
+    "account_key_revoke": [Check("POST", OWNER, ("key_id",))],
     "project_secrets": [
-        Check(
-            "GET", VIEW, lambda w: reverse("runs:project_secrets", args=[w.project.pk])
-        ),
+        Check("GET", VIEW, PROJECT),
         Check(
             "POST",
             MANAGE,
-            lambda w: reverse("runs:project_secrets", args=[w.project.pk]),
-            lambda w: {"name": "OTHER", "value": "v-123", "hosts": "api.example.org"},
+            PROJECT,
+            data=_given({"name": "OTHER", "value": "v-1", "hosts": "b.example"}),
         ),
     ],
-    "project_secret_delete": [
-        Check(
-            "POST",
-            MANAGE,
-            lambda w: reverse(
-                "runs:project_secret_delete", args=[w.project.pk, w.secret]
-            ),
-        )
-    ],
-    "catalogue": [Check("GET", ACCOUNT, lambda w: reverse("runs:catalogue"))],
-    "compare": [
-        Check("GET", VIEW, lambda w: reverse("runs:compare") + _compare_query(w))
-    ],
-    "compare_items_csv": [
-        Check(
-            "GET",
-            VIEW,
-            lambda w: (
-                reverse("runs:compare_items_csv")
-                + f"?baseline={w.run.pk}&candidate={w.run.pk}&scorer=exact_match"
-            ),
-        )
-    ],
-    "run_compare_choices": [Check("GET", VIEW, _run_url("run_compare_choices"))],
-    "run_clusters": [Check("GET", VIEW, _run_url("run_clusters"))],
+    "project_secret_delete": [Check("POST", MANAGE, ("project_id", "name"))],
+    "catalogue": [Check("GET", ACCOUNT)],
+    "compare": [Check("GET", VIEW, query=COMPARE)],
+    "compare_items_csv": [Check("GET", VIEW, query=PAIR)],
+    "run_compare_choices": [Check("GET", VIEW, RUN)],
+    "run_clusters": [Check("GET", VIEW, RUN)],
     "run_cluster_save": [
-        Check(
-            "POST",
-            EDIT,
-            _run_url("run_cluster_save"),
-            lambda w: {"cluster": "none", "name": "from-cluster"},
-        )
+        Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
     ],
     "run_retry": [
-        Check("GET", EDIT, _run_url("run_retry")),
-        Check("POST", EDIT, _run_url("run_retry"), lambda w: {"status": "failed"}),
+        Check("GET", EDIT, RUN),
+        Check("POST", EDIT, RUN, data=_given({"status": "failed"})),
     ],
-    "run_resume": [Check("POST", EDIT, _run_url("run_resume"))],
-    "run_rescore": [
-        Check("GET", EDIT, _run_url("run_rescore")),
-        Check(
-            "POST", EDIT, _run_url("run_rescore"), lambda w: {"scorers": ["numeric"]}
-        ),
-    ],
-    "run_scoring_passes": [Check("GET", VIEW, _run_url("run_scoring_passes"))],
+    "run_resume": [Check("POST", EDIT, RUN)],
+    "run_rescore": [Check("GET", EDIT, RUN), Check("POST", EDIT, RUN, data=RESCORE)],
+    "run_scoring_passes": [Check("GET", VIEW, RUN)],
 }
-
-
-def _api(path: str) -> Callable[[Callable[[World], dict[str, Any]]], Build]:
-    return lambda ids: lambda w: API + path.format(**ids(w))
-
-
-def _run_ids(w: World) -> dict[str, Any]:
-    return {"run_id": w.run.pk}
-
-
-def _project_ids(w: World) -> dict[str, Any]:
-    return {
-        "project_id": w.project.pk,
-        "user_id": w.users["victor"].pk,
-        "name": w.secret,
-    }
-
-
-def _target_ids(w: World) -> dict[str, Any]:
-    return {"target_id": w.target.pk}
-
-
-def _dataset_ids(w: World) -> dict[str, Any]:
-    return {"dataset_id": w.dataset.pk}
-
-
-def _none(w: World) -> dict[str, Any]:
-    return {}
-
-
-def _upload(w: World) -> dict[str, Any]:
-    return {"project": w.project.pk, "file": _jsonl(w)}
-
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/datasets"): [
         Check(
             "POST",
             EDIT,
-            _api("/datasets")(_none),
-            lambda w: {
+            data=lambda w: {
                 "project": w.project.pk,
-                "name": "new",
+                "name": "n",
                 "items": [{"input": "x"}],
             },
         )
     ],
-    ("GET", "/datasets"): [
-        Check("GET", ACCOUNT, _api("/datasets")(_none), scoped=True)
-    ],
-    ("POST", "/datasets/upload"): [
-        Check("POST", EDIT, _api("/datasets/upload")(_none), _upload)
-    ],
-    ("POST", "/datasets/preview"): [
-        Check("POST", EDIT, _api("/datasets/preview")(_none), _upload)
-    ],
-    ("GET", "/datasets/{dataset_id}"): [
-        Check("GET", VIEW, _api("/datasets/{dataset_id}")(_dataset_ids))
-    ],
-    ("GET", "/datasets/{dataset_id}/items"): [
-        Check("GET", VIEW, _api("/datasets/{dataset_id}/items")(_dataset_ids))
-    ],
-    ("POST", "/targets"): [
-        Check(
-            "POST",
-            EDIT,
-            _api("/targets")(_none),
-            lambda w: {"project": w.project.pk, "name": "new", "kind": "demo"},
-        )
-    ],
-    ("GET", "/targets"): [Check("GET", ACCOUNT, _api("/targets")(_none), scoped=True)],
-    ("GET", "/targets/kinds"): [Check("GET", ACCOUNT, _api("/targets/kinds")(_none))],
-    ("GET", "/targets/{target_id}"): [
-        Check("GET", VIEW, _api("/targets/{target_id}")(_target_ids))
-    ],
-    ("PATCH", "/targets/{target_id}"): [
-        Check(
-            "PATCH",
-            EDIT,
-            _api("/targets/{target_id}")(_target_ids),
-            lambda w: {"name": "renamed"},
-        )
-    ],
-    ("DELETE", "/targets/{target_id}"): [
-        Check("DELETE", EDIT, _api("/targets/{target_id}")(_target_ids))
-    ],
-    ("POST", "/targets/{target_id}/try"): [
-        Check(
-            "POST",
-            EDIT,
-            _api("/targets/{target_id}/try")(_target_ids),
-            lambda w: {"input": "1 + 1"},
-        )
-    ],
+    ("GET", "/datasets"): [Check("GET", ACCOUNT, scoped=True)],
+    ("POST", "/datasets/upload"): [Check("POST", EDIT, data=_upload)],
+    ("POST", "/datasets/preview"): [Check("POST", EDIT, data=_upload)],
+    ("GET", "/datasets/{dataset_id}"): [Check("GET", VIEW)],
+    ("GET", "/datasets/{dataset_id}/items"): [Check("GET", VIEW)],
+    ("POST", "/targets"): [Check("POST", EDIT, data=_new_in_project)],
+    ("GET", "/targets"): [Check("GET", ACCOUNT, scoped=True)],
+    ("GET", "/targets/kinds"): [Check("GET", ACCOUNT)],
+    ("GET", "/targets/{target_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/targets/{target_id}"): [Check("PATCH", EDIT, data=RENAME)],
+    ("DELETE", "/targets/{target_id}"): [Check("DELETE", EDIT)],
+    ("POST", "/targets/{target_id}/try"): [Check("POST", EDIT, data=TRY)],
     ("POST", "/runs"): [
         Check(
             "POST",
             EDIT,
-            _api("/runs")(_none),
-            lambda w: {
-                "dataset": w.dataset.pk,
-                "target": w.target.pk,
-                "scorers": ["exact_match"],
-            },
-        )
-    ],
-    ("GET", "/runs"): [Check("GET", ACCOUNT, _api("/runs")(_none), scoped=True)],
-    ("GET", "/runs/{run_id}"): [Check("GET", VIEW, _api("/runs/{run_id}")(_run_ids))],
-    ("POST", "/runs/{run_id}/cancel"): [
-        Check("POST", EDIT, _api("/runs/{run_id}/cancel")(_run_ids))
-    ],
-    ("GET", "/runs/{run_id}/results"): [
-        Check("GET", VIEW, _api("/runs/{run_id}/results")(_run_ids))
-    ],
-    ("GET", "/runs/{run_id}/export"): [
-        Check("GET", VIEW, _api("/runs/{run_id}/export?format=csv")(_run_ids))
-    ],
-    ("GET", "/runs/{run_id}/summary"): [
-        Check("GET", VIEW, _api("/runs/{run_id}/summary")(_run_ids))
-    ],
-    ("GET", "/projects"): [
-        Check("GET", ACCOUNT, _api("/projects")(_none), scoped=True)
-    ],
-    ("POST", "/projects"): [
-        Check("POST", ACCOUNT, _api("/projects")(_none), lambda w: {"name": "Fresh"})
-    ],
-    ("GET", "/projects/{project_id}"): [
-        Check("GET", VIEW, _api("/projects/{project_id}")(_project_ids))
-    ],
-    ("GET", "/projects/{project_id}/members"): [
-        Check("GET", VIEW, _api("/projects/{project_id}/members")(_project_ids))
-    ],
-    ("POST", "/projects/{project_id}/members"): [
-        Check(
-            "POST",
-            MANAGE,
-            _api("/projects/{project_id}/members")(_project_ids),
-            lambda w: {"user": "mallory", "role": "viewer"},
-        )
-    ],
-    ("PATCH", "/projects/{project_id}/members/{user_id}"): [
-        Check(
-            "PATCH",
-            MANAGE,
-            _api("/projects/{project_id}/members/{user_id}")(_project_ids),
-            lambda w: {"role": "editor"},
-        )
-    ],
-    ("DELETE", "/projects/{project_id}/members/{user_id}"): [
-        Check(
-            "DELETE",
-            MANAGE,
-            _api("/projects/{project_id}/members/{user_id}")(_project_ids),
-            unlike=LEAVES,
-        )
-    ],
-    ("GET", "/keys"): [Check("GET", ACCOUNT, _api("/keys")(_none))],
-    ("POST", "/keys"): [
-        Check("POST", ACCOUNT, _api("/keys")(_none), lambda w: {"name": "ci"})
-    ],
-    ("DELETE", "/keys/{key_id}"): [
-        Check("DELETE", OWNER, lambda w: f"{API}/keys/{w.key_id}")
-    ],
-    ("GET", "/scorers"): [Check("GET", ACCOUNT, _api("/scorers")(_none))],
-    ("GET", "/projects/{project_id}/secrets"): [
-        Check("GET", VIEW, _api("/projects/{project_id}/secrets")(_project_ids))
-    ],
-    ("PUT", "/projects/{project_id}/secrets/{name}"): [
-        Check(
-            "PUT",
-            MANAGE,
-            _api("/projects/{project_id}/secrets/{name}")(_project_ids),
-            lambda w: {"value": "v-456"},
-        )
-    ],
-    ("DELETE", "/projects/{project_id}/secrets/{name}"): [
-        Check(
-            "DELETE",
-            MANAGE,
-            _api("/projects/{project_id}/secrets/{name}")(_project_ids),
-        )
-    ],
-    ("GET", "/compare"): [
-        Check("GET", VIEW, lambda w: f"{API}/compare" + _compare_query(w))
-    ],
-    ("GET", "/compare/items"): [
-        Check(
-            "GET",
-            VIEW,
-            lambda w: (
-                f"{API}/compare/items?baseline={w.run.pk}"
-                f"&candidate={w.run.pk}&scorer=exact_match"
+            data=lambda w: (
+                {"dataset": w.dataset.pk, "scorers": ["exact_match"]}
+                | {"target": w.target.pk}
             ),
         )
     ],
-    ("GET", "/runs/{run_id}/clusters"): [
-        Check("GET", VIEW, _api("/runs/{run_id}/clusters")(_run_ids))
+    ("GET", "/runs"): [Check("GET", ACCOUNT, scoped=True)],
+    ("GET", "/runs/{run_id}"): [Check("GET", VIEW)],
+    ("POST", "/runs/{run_id}/cancel"): [Check("POST", EDIT)],
+    ("GET", "/runs/{run_id}/results"): [Check("GET", VIEW)],
+    ("GET", "/runs/{run_id}/export"): [Check("GET", VIEW, query="?format=csv")],
+    ("GET", "/runs/{run_id}/summary"): [Check("GET", VIEW)],
+    ("GET", "/projects"): [Check("GET", ACCOUNT, scoped=True)],
+    ("POST", "/projects"): [Check("POST", ACCOUNT, data=_given({"name": "Fresh"}))],
+    ("GET", "/projects/{project_id}"): [Check("GET", VIEW)],
+    ("GET", "/projects/{project_id}/members"): [Check("GET", VIEW)],
+    ("POST", "/projects/{project_id}/members"): [Check("POST", MANAGE, data=INVITE)],
+    ("PATCH", "/projects/{project_id}/members/{user_id}"): [
+        Check("PATCH", MANAGE, data=PROMOTE)
     ],
+    ("DELETE", "/projects/{project_id}/members/{user_id}"): [
+        Check("DELETE", MANAGE, unlike=LEAVES)
+    ],
+    ("GET", "/keys"): [Check("GET", ACCOUNT)],
+    ("POST", "/keys"): [Check("POST", ACCOUNT, data=_given({"name": "ci"}))],
+    ("DELETE", "/keys/{key_id}"): [Check("DELETE", OWNER)],
+    ("GET", "/scorers"): [Check("GET", ACCOUNT)],
+    ("GET", "/projects/{project_id}/secrets"): [Check("GET", VIEW)],
+    ("PUT", "/projects/{project_id}/secrets/{name}"): [
+        Check("PUT", MANAGE, data=_given({"value": "v-2"}))
+    ],
+    ("DELETE", "/projects/{project_id}/secrets/{name}"): [Check("DELETE", MANAGE)],
+    ("GET", "/compare"): [Check("GET", VIEW, query=COMPARE)],
+    ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
+    ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [
-        Check(
-            "POST",
-            EDIT,
-            _api("/runs/{run_id}/retry")(_run_ids),
-            lambda w: {"statuses": ["failed"]},
-        )
+        Check("POST", EDIT, data=_given({"statuses": ["failed"]}))
     ],
-    ("POST", "/runs/{run_id}/resume"): [
-        Check("POST", EDIT, _api("/runs/{run_id}/resume")(_run_ids), lambda w: {})
-    ],
-    ("POST", "/runs/{run_id}/rescore"): [
-        Check(
-            "POST",
-            EDIT,
-            _api("/runs/{run_id}/rescore")(_run_ids),
-            lambda w: {"scorers": ["numeric"]},
-        )
-    ],
-    ("GET", "/runs/{run_id}/scoring-passes"): [
-        Check("GET", VIEW, _api("/runs/{run_id}/scoring-passes")(_run_ids))
-    ],
+    ("POST", "/runs/{run_id}/resume"): [Check("POST", EDIT, data=_given({}))],
+    ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
+    ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
 }
 
 
@@ -599,7 +368,7 @@ def world(
     staged = staging.upload_stage(
         user=bob,
         project=project,
-        upload=_jsonl(None),
+        upload=_jsonl(),
         name="staged",
         format=None,
         description="",
@@ -645,8 +414,8 @@ def outcome(response: HttpResponse, *, is_api: bool) -> str:
     return THROUGH
 
 
-def _send(client: Client, check: Check, w: World, *, is_api: bool) -> Any:
-    url = check.url(w)
+def _send(client: Client, check: Check, url: str, w: World, *, is_api: bool) -> Any:
+    url += check.query.format(**_ids(w))
     data = check.data(w) if check.data else None
     if check.method == "GET":
         return client.get(url)
@@ -664,6 +433,13 @@ def _send(client: Client, check: Check, w: World, *, is_api: bool) -> Any:
     )
 
 
+def _url(where: str, check: Check, w: World, *, is_api: bool) -> str:
+    ids = _ids(w)
+    if is_api:
+        return API + where.format(**ids)
+    return reverse(f"runs:{where}", args=[ids[name] for name in check.args])
+
+
 def _shows(response: HttpResponse, project: Project) -> bool:
     return project.name in response.content.decode()
 
@@ -671,16 +447,17 @@ def _shows(response: HttpResponse, project: Project) -> bool:
 def _cases() -> Iterator[Any]:
     for name, checks in PAGES.items():
         for n, check in enumerate(checks):
-            yield pytest.param(check, False, id=f"page:{name}:{n}:{check.method}")
+            yield pytest.param(name, check, False, id=f"page:{name}:{n}:{check.method}")
     for (method, path), checks in OPERATIONS.items():
         for n, check in enumerate(checks):
-            yield pytest.param(check, True, id=f"api:{method} {path}:{n}")
+            yield pytest.param(path, check, True, id=f"api:{method} {path}:{n}")
 
 
-@pytest.mark.parametrize(("check", "is_api"), list(_cases()))
+@pytest.mark.parametrize(("where", "check", "is_api"), list(_cases()))
 def test_each_persona_gets_what_the_need_says(
-    world: World, check: Check, is_api: bool
+    world: World, where: str, check: Check, is_api: bool
 ) -> None:
+    url = _url(where, check, world, is_api=is_api)
     answers, leaks = {}, []
     for persona in PERSONAS:
         client = Client()
@@ -690,7 +467,7 @@ def test_each_persona_gets_what_the_need_says(
         # and no page cached for one is served to the next.
         caches["default"].clear()
         with transaction.atomic():
-            response = _send(client, check, world, is_api=is_api)
+            response = _send(client, check, url, world, is_api=is_api)
             transaction.set_rollback(True)
         answers[persona] = outcome(response, is_api=is_api)
         if check.scoped and persona == "mallory" and _shows(response, world.project):
