@@ -1,4 +1,4 @@
-"""The executor's plain-row inserts (store_rows) and its writer's pace.
+"""The executor's plain-row inserts (runs.records.rows) and its writer's pace.
 
 Results and scores are inserted without model instances (COPY on
 PostgreSQL, one INSERT ... RETURNING per chunk on SQLite): what they store
