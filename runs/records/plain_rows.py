@@ -74,8 +74,8 @@ def _refuse_per_row_default(model: type[models.Model], field: models.Field) -> N
         )
     if field.has_db_default():
         raise ValueError(
-            f"{name} has a database default, which an insert of every column "
-            "would override: fill it"
+            f"{name} has a database default, which a row that gives every "
+            "column cannot leave to the database: fill it"
         )
 
 

@@ -209,6 +209,10 @@ def results_store(run_id: int, records: list[Any]) -> list[tuple[int, Any]]:
     written, and only those: what the caller counts. In the caller's
     transaction, with the counts it adds.
     """
+    if not connection.in_atomic_block:
+        # Committed apart from the counts, a crash between them would leave
+        # rows stored that the run never counted.
+        raise RuntimeError("results_store runs in the transaction of its counts")
     replaced, records = results_replace(run_id, records)
     try:
         with transaction.atomic():

@@ -334,3 +334,11 @@ def test_scores_replace_stores_what_the_orm_upsert_stored(make_run):
     assert {(s.value, s.passed, s.reason) for s in changed} == {
         (0.0, False, "now differs")
     }
+
+
+def test_results_are_stored_only_in_the_transaction_of_their_counts(make_run):
+    run = make_run(arithmetic_items(1))
+    records = records_for(list(run.dataset.items.all()))
+    with pytest.raises(RuntimeError, match="transaction"):
+        records_rows.results_store(run.pk, records)
+    assert not Result.objects.filter(run=run).exists()
