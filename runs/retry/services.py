@@ -19,6 +19,7 @@ from runs.models import (
     RunStatus,
     ScoringPass,
 )
+from runs.records import rows
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
 
@@ -147,7 +148,7 @@ def run_retry(
         plan, chosen = _retry_plan(locked, statuses, cluster)
         if dry_run or not plan.results:
             return plan
-        chosen.update(retry_pending=True)
+        rows.retry_mark(chosen)
         run_recount(locked)
         locked.status = RunStatus.PENDING
         locked.cancel_requested = False
