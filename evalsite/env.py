@@ -1,5 +1,7 @@
-"""The typed readers of settings from the environment, and the keys made once
-for an installation; each raises ``ImproperlyConfigured`` on a bad value."""
+"""Typed readers of the environment for settings, and the installation's keys.
+
+Each reader raises ``ImproperlyConfigured`` on a bad value.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The bounded buffer of finished results between an execution's workers and its
-writer."""
+"""The bounded buffer of finished results between workers and the writer."""
 
 from __future__ import annotations
 

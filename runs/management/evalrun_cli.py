@@ -1,5 +1,4 @@
-"""evalrun's flags, derived from the plug-ins' and the run options' declarations,
-and its summaries of a run (the ``--json`` object and the lines for a person)."""
+"""evalrun's flags, derived from the declarations, and its summaries of a run."""
 
 from __future__ import annotations
 

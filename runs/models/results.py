@@ -1,5 +1,4 @@
-"""What a run stores: results, scores, scoring passes and the figures and
-verdicts kept when it ends."""
+"""What a run stores: results, scores, scoring passes, figures and verdicts."""
 
 from __future__ import annotations
 
