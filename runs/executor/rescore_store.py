@@ -24,7 +24,7 @@ from runs.executor.store import (
     UNPRICED,
     ItemData,
     ScoreRecord,
-    _score_row,
+    score_row,
 )
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 from runs.records import rows as records_rows
@@ -154,7 +154,7 @@ def pass_scores_write(
     moves in the same transaction, so nothing cached from its scores is kept.
     Returns how many results were written.
     """
-    rows = [_score_row(pk, record) for pk, records in scored for record in records]
+    rows = [score_row(pk, record) for pk, records in scored for record in records]
     errors = sum(bool(record.error) for _, records in scored for record in records)
     now = timezone.now()
     with transaction.atomic():

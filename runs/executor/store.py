@@ -270,7 +270,7 @@ def item_page(
     ]
 
 
-def _result_row(run_id: int, r: ResultRecord) -> Result:
+def result_row(run_id: int, r: ResultRecord) -> Result:
     # Signatures are computed here, off the event loop, where the row is made.
     error = (
         signatures.error_signature(
@@ -304,7 +304,7 @@ def _result_row(run_id: int, r: ResultRecord) -> Result:
     )
 
 
-def _score_row(result_id: int, s: ScoreRecord) -> Score:
+def score_row(result_id: int, s: ScoreRecord) -> Score:
     signature = signatures.score_signature(
         passed=s.passed, reason=s.reason, error=s.error
     )
@@ -407,7 +407,7 @@ def _rewrite(
             continue
         pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
         _add_earlier_usage(record, *usage)
-        row = _result_row(run_id, record)  # the new outcome, with its signature
+        row = result_row(run_id, record)  # the new outcome, with its signature
         updated = Result.objects.filter(pk=pk, retry_pending=True).update(
             retry_pending=False,
             status=row.status,

@@ -25,7 +25,7 @@ from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Membership, Run, Score, ScoringPass
-from runs.results.services import _require_expected_answers, check_scorer_secrets
+from runs.results.services import check_scorer_secrets, require_expected_answers
 from runs.scorers import clean_scorer_specs
 
 NAME_MAX = Score._meta.get_field("scorer").max_length
@@ -181,7 +181,7 @@ def run_rescore(
                 f"must be 1 to {NAME_MAX} characters, not only spaces",
                 field=f"scorers[{position}].name",
             )
-    _require_expected_answers(run.dataset, specs)
+    require_expected_answers(run.dataset, specs)
     check_scorer_secrets(project=run.project, specs=specs)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)

@@ -155,5 +155,5 @@ class PluginFieldsMixin:
         return sections
 
 
-def _project_options(user: User) -> list[tuple[int, str]]:
+def project_options(user: User) -> list[tuple[int, str]]:
     return [(p.pk, p.name) for p in editable_projects(user).order_by("name")]

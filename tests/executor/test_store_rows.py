@@ -137,11 +137,11 @@ def orm_write(run: Run, records: list[ResultRecord]) -> None:
     """The same records through the ORM, as the executor stored them before."""
     with transaction.atomic():
         rows = Result.objects.bulk_create(
-            [store._result_row(run.pk, r) for r in records]
+            [store.result_row(run.pk, r) for r in records]
         )
         Score.objects.bulk_create(
             [
-                store._score_row(row.pk, s)
+                store.score_row(row.pk, s)
                 for row, r in zip(rows, records, strict=True)
                 for s in r.scores
             ]
