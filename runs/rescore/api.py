@@ -8,7 +8,8 @@ from django.http import (
 from ninja import Router
 
 from runs.rescore.schemas import RescoreIn, RescoreOut, ScoringPassOut
-from runs.rescore.services import run_rescore, scoring_passes
+from runs.rescore.selectors import scoring_passes
+from runs.rescore.services import run_rescore
 from runs.results.selectors import (
     run_get,
 )
