@@ -36,8 +36,6 @@ from runs.web.pages import domain_errors, page_of, query_id
 
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
-
-
 LIVE_SNAPSHOT_ROWS = 20
 # Runs over the same dataset a run's clusters may be compared with.
 BASELINE_CHOICES = 50
