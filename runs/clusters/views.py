@@ -1,3 +1,5 @@
+"""The clusters page of a run, and saving a cluster as a dataset."""
+
 from __future__ import annotations
 
 from django.contrib import messages

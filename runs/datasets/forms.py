@@ -1,3 +1,5 @@
+"""The dataset forms: the upload and the mapping of its fields."""
+
 from __future__ import annotations
 
 from typing import Any

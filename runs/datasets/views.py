@@ -1,3 +1,5 @@
+"""The dataset pages: the list, a dataset, the upload and its field mapping."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse

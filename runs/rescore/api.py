@@ -1,3 +1,5 @@
+"""The re-scoring endpoints: start a re-score, list a run's scoring passes."""
+
 from __future__ import annotations
 
 from typing import Any

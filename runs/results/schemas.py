@@ -1,3 +1,5 @@
+"""The API schemas of runs, their results and their summaries."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,3 +1,5 @@
+"""Writes to runs: create one (its scorers and secrets checked), launch, cancel."""
+
 from __future__ import annotations
 
 from typing import Any

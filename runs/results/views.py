@@ -1,3 +1,5 @@
+"""The run pages: the list, a new run, a run, a result, the export."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,3 +1,5 @@
+"""The target form, with the fields its kind's parameters declare."""
+
 from __future__ import annotations
 
 import json

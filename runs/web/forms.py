@@ -1,3 +1,5 @@
+"""Form pieces every surface shares: plug-in parameter fields, domain errors."""
+
 from __future__ import annotations
 
 import re

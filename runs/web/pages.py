@@ -1,3 +1,5 @@
+"""What every page shares: domain errors as HTTP, pagination, ids from queries."""
+
 from __future__ import annotations
 
 import functools

@@ -1,3 +1,5 @@
+"""Schema pieces every router shares: error bodies, a checked body, plug-in kinds."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any
