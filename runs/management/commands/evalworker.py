@@ -69,6 +69,7 @@ class Command(BaseCommand):
             )
         names = [q.strip() for q in queues.split(",") if q.strip()]
         database_ready()
+        # Only now: it needs procrastinate's app, installed on PostgreSQL alone.
         from runs.executor.distributed import run_worker
 
         if opts["verbosity"] >= 1:
