@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from evalsite.settings import env_fernet_keys, local_secrets_key
+from evalsite.env import env_fernet_keys, local_secrets_key
 from runs.errors import Forbidden, InvalidInput, NotFound
 from runs.models import Project, ProjectSecret
 from runs.secrets import store
@@ -386,7 +386,7 @@ def test_api_empty_value_is_a_400_naming_the_field(
 _READ_KEY = """
 import sys, time
 from pathlib import Path
-from evalsite.settings import local_key
+from evalsite.env import local_key
 
 def slow():  # a key that takes a while to write: the window is wide
     time.sleep(0.05)

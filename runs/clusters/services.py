@@ -1,3 +1,5 @@
+"""Writes from clusters: a dataset made of a cluster's items."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

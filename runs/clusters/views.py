@@ -1,3 +1,5 @@
+"""The clusters page of a run, and saving a cluster as a dataset."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -13,7 +15,7 @@ from runs.datasets.selectors import dataset_names
 from runs.errors import Conflict, InvalidInput
 from runs.results.selectors import run_get
 from runs.results.views import BASELINE_CHOICES
-from runs.web.pages import _int_or_none, domain_errors
+from runs.web.pages import domain_errors, query_id
 
 
 @domain_errors
@@ -21,7 +23,7 @@ from runs.web.pages import _int_or_none, domain_errors
 def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run's failure clusters, against a baseline run chosen on the page."""
     run = run_get(user=request.user, run_id=run_id)
-    baseline_id = _int_or_none(request.GET.get("baseline"))
+    baseline_id = query_id(request.GET.get("baseline"))
     baseline = run_get(user=request.user, run_id=baseline_id) if baseline_id else None
     context = {
         "run": run,

@@ -1,3 +1,5 @@
+"""Reads of projects, memberships and API keys."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,3 +1,5 @@
+"""Writes to projects, memberships and API keys."""
+
 from __future__ import annotations
 
 import hashlib

@@ -1,3 +1,5 @@
+"""The pages of projects, their members and secrets, and a user's API keys."""
+
 from __future__ import annotations
 
 from django.contrib import messages

@@ -1,3 +1,5 @@
+"""The new-run form."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,3 +1,5 @@
+"""Reads of runs and their results, for pages and the API."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping

@@ -1,3 +1,5 @@
+"""Writes to runs: create one (its scorers and secrets checked), launch, cancel."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -73,7 +75,7 @@ def run_create(
     scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
-    _require_expected_answers(dataset, scorer_specs)
+    require_expected_answers(dataset, scorer_specs)
     check_scorer_secrets(project=project, specs=scorer_specs)
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
@@ -120,7 +122,7 @@ def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> No
             raise InvalidInput(exc.message, field=field) from None
 
 
-def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
+def require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
     """Refuse scorers that compare with an expected answer the dataset lacks.
 
     Without this, every item would score 0 and the run would look completed.

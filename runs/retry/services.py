@@ -1,3 +1,5 @@
+"""Retrying a run's results of some statuses, in the same run."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

@@ -1,3 +1,5 @@
+"""Writes to targets, and sending one request to a target (try)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

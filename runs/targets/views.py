@@ -1,3 +1,5 @@
+"""The target pages: the list, a target, its deletion, and trying it."""
+
 from __future__ import annotations
 
 from typing import Any

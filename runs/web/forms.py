@@ -1,3 +1,5 @@
+"""Form pieces every surface shares: plug-in parameter fields, domain errors."""
+
 from __future__ import annotations
 
 import re
@@ -155,5 +157,5 @@ class PluginFieldsMixin:
         return sections
 
 
-def _project_options(user: User) -> list[tuple[int, str]]:
+def project_options(user: User) -> list[tuple[int, str]]:
     return [(p.pk, p.name) for p in projects_where(user, Action.EDIT).order_by("name")]
