@@ -352,7 +352,7 @@ def test_daphne_refuses_made_up_credentials_without_waiting_for_the_body(
 
 KEY_HOLDER = """
 from django.contrib.auth import get_user_model
-from runs.services import api_key_create, project_create
+from runs.projects.services import api_key_create, project_create
 user = get_user_model().objects.get(username="researcher")
 project = project_create(name="Uploads", owner=user)
 print(project.pk, api_key_create(user=user, name="ci")[1])
