@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import QuerySet
 
 from runs.errors import Forbidden, NotFound
@@ -17,13 +17,13 @@ ROLE_RANK = {
 }
 
 
-def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
+def visible_projects(user: User | AnonymousUser) -> QuerySet[Project]:
     if not user.is_authenticated:
         return Project.objects.none()
     return Project.objects.filter(memberships__user=user)
 
 
-def visible_project_ids(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]:
+def visible_project_ids(user: User | AnonymousUser) -> QuerySet[Any]:
     """The ids of the user's projects, for ``project_id__in=``.
 
     The same set as ``visible_projects`` (one membership per project and
@@ -34,14 +34,14 @@ def visible_project_ids(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]
     return Membership.objects.filter(user=user).values("project_id")
 
 
-def editable_project_ids(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]:
+def editable_project_ids(user: User | AnonymousUser) -> QuerySet[Any]:
     """The ids of the projects where the user is an editor or an admin."""
     return visible_project_ids(user).filter(
         role__in=[Membership.Role.EDITOR, Membership.Role.ADMIN]
     )
 
 
-def role_of(user: AbstractBaseUser | AnonymousUser, project: Project) -> str | None:
+def role_of(user: User | AnonymousUser, project: Project) -> str | None:
     if not user.is_authenticated:
         return None
     return (
@@ -51,9 +51,7 @@ def role_of(user: AbstractBaseUser | AnonymousUser, project: Project) -> str | N
     )
 
 
-def require_role(
-    user: AbstractBaseUser | AnonymousUser, project: Project, role: str
-) -> str:
+def require_role(user: User | AnonymousUser, project: Project, role: str) -> str:
     """Raise NotFound for outsiders, Forbidden for members below ``role``."""
     actual = role_of(user, project)
     if actual is None:
@@ -63,7 +61,7 @@ def require_role(
     return actual
 
 
-def editable_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
+def editable_projects(user: User | AnonymousUser) -> QuerySet[Project]:
     if not user.is_authenticated:
         return Project.objects.none()
     return Project.objects.filter(

@@ -18,7 +18,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import DatabaseError
 from django.template.loader import render_to_string
 
@@ -58,13 +58,13 @@ def _state_of(run: Run) -> tuple[Any, ...]:
     )
 
 
-def run_state(user: AbstractBaseUser | AnonymousUser, run_id: int) -> tuple[Any, ...]:
+def run_state(user: User | AnonymousUser, run_id: int) -> tuple[Any, ...]:
     """The run's current figures, if the user may see it (else NotFound)."""
     return _state_of(run_get(user=user, run_id=run_id))
 
 
 def live_update(
-    user: AbstractBaseUser | AnonymousUser,
+    user: User | AnonymousUser,
     run_id: int,
     *,
     after_id: int,

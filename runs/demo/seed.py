@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
@@ -185,7 +185,7 @@ def demo_seed() -> DemoSeed:
     )
 
 
-def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
+def _demo_targets(user: User | AnonymousUser) -> QuerySet[Target]:
     """The demo targets in the projects the user may run in, oldest first."""
     return Target.objects.filter(
         kind="demo", project_id__in=editable_project_ids(user)
@@ -202,9 +202,7 @@ def _newest_first(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
     return datasets.order_by("-created_at", "-version")
 
 
-def run_demo_choice(
-    *, user: AbstractBaseUser | AnonymousUser
-) -> tuple[Dataset, Target] | None:
+def run_demo_choice(*, user: User | AnonymousUser) -> tuple[Dataset, Target] | None:
     """A demo target the user may run, with a dataset of its project it can answer."""
     target = _demo_targets(user).first()
     if target is None:
@@ -247,7 +245,7 @@ LIMIT 1
 """
 
 
-def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | None:
+def run_demo_offer(*, user: User | AnonymousUser) -> DemoOffer | None:
     """What ``run_demo_choice`` would start, for the button on the runs page.
 
     The same choice in one statement (``_DEMO_OFFER_SQL``), with only the
@@ -276,7 +274,7 @@ def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | Non
     return DemoOffer(*row)
 
 
-def demo_run_start(*, user: AbstractBaseUser) -> Run:
+def demo_run_start(*, user: User) -> Run:
     """Create and launch the demo run on the user's demo target and dataset."""
     choice = run_demo_choice(user=user)
     if choice is None:

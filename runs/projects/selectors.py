@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import (
     Case,
     Count,
@@ -25,7 +25,7 @@ from runs.models import (
     Target,
 )
 
-User = AbstractBaseUser | AnonymousUser
+User = User | AnonymousUser
 
 
 def project_get(*, user: User, project_id: int) -> Project:

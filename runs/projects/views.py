@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -33,11 +33,12 @@ from runs.projects.services import (
 from runs.secrets import store
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     form = SecretForm(request.POST or None)
     if form.is_bound and form.is_valid():
@@ -63,7 +64,7 @@ def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
 @domain_errors
 @require_POST
 def project_secret_delete(
-    request: HttpRequest, project_id: int, name: str
+    request: AuthedRequest, project_id: int, name: str
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     store.secret_delete(project=project, user=request.user, name=name)
@@ -72,7 +73,7 @@ def project_secret_delete(
 
 
 @require_http_methods(["GET", "POST"])
-def project_list(request: HttpRequest) -> HttpResponse:
+def project_list(request: AuthedRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if form.is_bound and form.is_valid():
         try:
@@ -88,7 +89,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
 
 
 def _project_page(
-    request: HttpRequest, project_id: int, *, invite: MemberAddForm | None = None
+    request: AuthedRequest, project_id: int, *, invite: MemberAddForm | None = None
 ) -> HttpResponse:
     overview = project_overview(user=request.user, project_id=project_id)
     context = {
@@ -102,13 +103,13 @@ def _project_page(
 
 @domain_errors
 @require_GET
-def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_detail(request: AuthedRequest, project_id: int) -> HttpResponse:
     return _project_page(request, project_id)
 
 
 @domain_errors
 @require_POST
-def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     require_role(request.user, project, Membership.Role.ADMIN)
     form = MemberAddForm(request.POST)
@@ -134,7 +135,7 @@ def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
 @domain_errors
 @require_POST
 def project_member_update(
-    request: HttpRequest, project_id: int, user_id: int
+    request: AuthedRequest, project_id: int, user_id: int
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     form = MemberRoleForm(request.POST)
@@ -157,7 +158,7 @@ def project_member_update(
 @domain_errors
 @require_POST
 def project_member_remove(
-    request: HttpRequest, project_id: int, user_id: int
+    request: AuthedRequest, project_id: int, user_id: int
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     try:
@@ -174,7 +175,7 @@ def project_member_remove(
 
 @never_cache
 @require_http_methods(["GET", "POST"])
-def account_keys(request: HttpRequest) -> HttpResponse:
+def account_keys(request: AuthedRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     created = plain = None
     if form.is_bound and form.is_valid():
@@ -199,7 +200,7 @@ def account_keys(request: HttpRequest) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def account_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+def account_key_revoke(request: AuthedRequest, key_id: int) -> HttpResponse:
     key = api_key_revoke(user=request.user, key_id=key_id)
     messages.success(request, f"The key {key.name!r} ({key.prefix}…) is revoked.")
     return redirect("runs:account_keys")

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -154,7 +154,7 @@ def initial_pass(run: Run) -> ScoringPass:
 def run_rescore(
     *,
     run: Run,
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: User | AnonymousUser | None,
     scorers: list[Any],
     dry_run: bool = False,
     launch: bool = True,

@@ -5,13 +5,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from runs.access import editable_projects
 from runs.errors import InvalidInput
 from runs.plugins import Param, Plugin, describe, number
 
-User = AbstractBaseUser | AnonymousUser
+User = User | AnonymousUser
 
 
 class PickField(forms.IntegerField):
