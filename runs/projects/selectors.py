@@ -25,17 +25,18 @@ from runs.models import (
     Target,
 )
 
-User = User | AnonymousUser
+# The user of a request: signed in or anonymous.
+AnyUser = User | AnonymousUser
 
 
-def project_get(*, user: User, project_id: int) -> Project:
+def project_get(*, user: AnyUser, project_id: int) -> Project:
     try:
         return visible_projects(user).get(pk=project_id)
     except Project.DoesNotExist:
         raise NotFound(f"no project {project_id}") from None
 
 
-def project_list(*, user: User) -> QuerySet[Project]:
+def project_list(*, user: AnyUser) -> QuerySet[Project]:
     """The user's projects, each with ``role`` (the user's) and ``member_count``."""
     if not user.is_authenticated:
         return Project.objects.none()
@@ -53,7 +54,7 @@ def project_list(*, user: User) -> QuerySet[Project]:
     )
 
 
-def project_get_with_role(*, user: User, project_id: int) -> Project:
+def project_get_with_role(*, user: AnyUser, project_id: int) -> Project:
     """One of the user's projects, with ``role`` and ``member_count``."""
     try:
         return project_list(user=user).get(pk=project_id)
@@ -89,7 +90,7 @@ class ProjectOverview:
         return self.role == Membership.Role.ADMIN
 
 
-def project_overview(*, user: User, project_id: int) -> ProjectOverview:
+def project_overview(*, user: AnyUser, project_id: int) -> ProjectOverview:
     """A project with its members and what it holds, for one of its members."""
     project = project_get_with_role(user=user, project_id=project_id)
     members = list(membership_list(project=project))
@@ -104,7 +105,7 @@ def project_overview(*, user: User, project_id: int) -> ProjectOverview:
     )
 
 
-def api_key_list(*, user: User) -> QuerySet[ApiKey]:
+def api_key_list(*, user: AnyUser) -> QuerySet[ApiKey]:
     """The user's own API keys, newest first; revoked ones included."""
     if not user.is_authenticated:
         return ApiKey.objects.none()

@@ -11,7 +11,8 @@ from runs.access import editable_projects
 from runs.errors import InvalidInput
 from runs.plugins import Param, Plugin, describe, number
 
-User = User | AnonymousUser
+# The user of a request: signed in or anonymous.
+AnyUser = User | AnonymousUser
 
 
 class PickField(forms.IntegerField):
@@ -100,7 +101,8 @@ def param_field(param: Param, *, example: Any = None) -> forms.Field:
         field = forms.CharField(
             widget=widget, initial=param.default or None, strip=False, **common
         )
-    field.param_required = param.required  # type: ignore[attr-defined]
+    # Read by the field template (_param_field.html) to mark it "(required)".
+    field.param_required = param.required  # type: ignore[union-attr]  # an attribute of our own
     return field
 
 
@@ -155,5 +157,5 @@ class PluginFieldsMixin:
         return sections
 
 
-def _project_options(user: User) -> list[tuple[int, str]]:
+def _project_options(user: AnyUser) -> list[tuple[int, str]]:
     return [(p.pk, p.name) for p in editable_projects(user).order_by("name")]

@@ -26,7 +26,7 @@ def domain_errors[View: Callable[..., Any]](view: View) -> View:
             request: HttpRequest, *args: Any, **kwargs: Any
         ) -> HttpResponseBase:
             try:
-                return await view(request, *args, **kwargs)  # type: ignore[no-any-return]
+                return await view(request, *args, **kwargs)
             except NotFound as exc:
                 raise Http404(str(exc)) from exc
             except Forbidden as exc:
@@ -37,7 +37,7 @@ def domain_errors[View: Callable[..., Any]](view: View) -> View:
     @functools.wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         try:
-            return view(request, *args, **kwargs)  # type: ignore[no-any-return]
+            return view(request, *args, **kwargs)
         except NotFound as exc:
             raise Http404(str(exc)) from exc
         except Forbidden as exc:
