@@ -29,7 +29,8 @@ application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            # Consumer routes, typed by Django as view routes (runs/routing.py).
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
         ),
     }
 )

@@ -35,7 +35,7 @@ CHANGE_LABELS = {
 
 def compare_url(baseline: int, candidates: list[int]) -> str:
     query = urlencode(
-        {"baseline": baseline, "candidates": ",".join(map(str, candidates))}
+        {"baseline": str(baseline), "candidates": ",".join(map(str, candidates))}
     )
     return f"{reverse('runs:compare')}?{query}"
 

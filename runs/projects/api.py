@@ -188,7 +188,8 @@ def create_key(
     if getattr(request, "api_key", None) is not None:
         raise Forbidden("an API key cannot create keys; sign in to create one")
     key, plain = api_key_create(user=request.auth, name=payload.name)
-    key.key = plain  # type: ignore[attr-defined]  (for this response only)
+    # The plain key, for this response only (ApiKeyCreatedOut.key).
+    key.key = plain  # type: ignore[attr-defined]  # not a field: never stored
     response["Cache-Control"] = "no-store"
     return Status(201, key)
 
@@ -208,5 +209,5 @@ class ApiKeyAuth(HttpBearer):
         if key is None:
             return None
         request.user = key.user
-        request.api_key = key  # type: ignore[attr-defined]
+        request.api_key = key  # type: ignore[attr-defined]  # read by create_key
         return key.user

@@ -96,7 +96,7 @@ def project_overview(*, user: AnyUser, project_id: int) -> ProjectOverview:
     members = list(membership_list(project=project))
     return ProjectOverview(
         project=project,
-        role=project.role,
+        role=project.role,  # type: ignore[attr-defined]  # annotated by project_list
         members=members,
         admin_count=sum(m.role == Membership.Role.ADMIN for m in members),
         dataset_count=Dataset.objects.filter(project=project).count(),

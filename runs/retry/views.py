@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
@@ -24,13 +26,16 @@ def run_retry(request: AuthedRequest, run_id: int) -> HttpResponse:
     data = request.POST if request.method == "POST" else request.GET
     cluster = data.get("cluster") or None
     statuses = data.getlist("status") or None
-    arguments = {"run": run, "user": request.user, "statuses": statuses}
     try:
         plan = services.run_retry(
-            **arguments, cluster=cluster, dry_run=request.method != "POST"
+            run=run,
+            user=request.user,
+            statuses=statuses,
+            cluster=cluster,
+            dry_run=request.method != "POST",
         )
     except (InvalidInput, Conflict) as exc:
-        context = {"run": run, "error": exc, "cluster": cluster}
+        context: dict[str, Any] = {"run": run, "error": exc, "cluster": cluster}
         status = 409 if isinstance(exc, Conflict) else 400
         return render(request, "runs/retry/run_retry.html", context, status=status)
     if request.method == "POST":
@@ -59,8 +64,10 @@ def run_resume_view(request: AuthedRequest, run_id: int) -> HttpResponse:
     budget = request.POST.get("cost_budget", "").strip()
     try:
         run_resume(run=run, user=request.user, options={"cost_budget": budget})
-    except (InvalidInput, Conflict) as exc:
+    except InvalidInput as exc:
         messages.error(request, f"Not resumed: {exc.message}")
+    except Conflict as exc:
+        messages.error(request, f"Not resumed: {exc}")
     else:
         messages.success(request, "Resumed: the skipped items run now.")
     return redirect("runs:run_detail", run_id=run.pk)

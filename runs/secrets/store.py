@@ -281,7 +281,7 @@ def secret_scope(
     """
     scope = getattr(plugin, "secret_scope", None)
     if scope is not None:
-        return scope(config)  # type: ignore[no-any-return]
+        return scope(config)
     return getattr(plugin, "secrets", ()), config, ""
 
 
