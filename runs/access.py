@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from runs.errors import Forbidden, NotFound
 from runs.models import Membership, Project
 
-ROLE_RANK = {
+ROLE_RANK: dict[str, int] = {
     Membership.Role.VIEWER: 0,
     Membership.Role.EDITOR: 1,
     Membership.Role.ADMIN: 2,

@@ -7,7 +7,7 @@ from django import forms
 from runs.datasets.importers import FORMATS, Preview
 from runs.models import Project
 from runs.projects.selectors import project_get
-from runs.web.forms import PickField, User, _project_options
+from runs.web.forms import PickField, User, _project_options, form_field
 
 FORMAT_LABELS = {
     "jsonl": "JSON Lines",
@@ -37,7 +37,7 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(_project_options(user))
+        form_field(self, "project", PickField).set_options(_project_options(user))
 
     def clean_project(self) -> Project:
         return project_get(user=self.user, project_id=self.cleaned_data["project"])
@@ -80,9 +80,12 @@ class DatasetMappingForm(forms.Form):
             (name, f"{name} ({count:,} of {preview.count:,})")
             for name, count in preview.fields.items()
         ]
-        self.fields["id_field"].choices = [(NO_ID, "none: number the items"), *found]
-        self.fields["input_field"].choices = found
-        self.fields["expected_field"].choices = [
+        form_field(self, "id_field", forms.ChoiceField).choices = [
+            (NO_ID, "none: number the items"),
+            *found,
+        ]
+        form_field(self, "input_field", forms.ChoiceField).choices = found
+        form_field(self, "expected_field", forms.ChoiceField).choices = [
             (NO_EXPECTED, "none: the items have no expected answer"),
             *found,
         ]

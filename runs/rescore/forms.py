@@ -15,7 +15,7 @@ from django import forms
 
 from runs.models import Run
 from runs.scorers import REGISTRY as SCORERS
-from runs.web.forms import PluginFieldsMixin
+from runs.web.forms import PluginFieldsMixin, form_field
 
 NAME_PREFIX = "as__"
 
@@ -27,7 +27,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
         kwargs.setdefault("initial", run_initial(run))
         super().__init__(*args, **kwargs)
         self.run = run
-        self.fields["scorers"].choices = [
+        form_field(self, "scorers", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(SCORERS.items())
         ]
         for kind in sorted(SCORERS):

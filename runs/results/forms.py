@@ -10,7 +10,7 @@ from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.models import Dataset, Target
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets.selectors import target_get, target_list
-from runs.web.forms import PickField, PluginFieldsMixin, User, param_field
+from runs.web.forms import PickField, PluginFieldsMixin, User, form_field, param_field
 
 OPTION_GROUPS = (
     (BASIC, "Options"),
@@ -52,14 +52,14 @@ class RunForm(PluginFieldsMixin, forms.Form):
             .filter(project__in=editable)
             .order_by("project__name", "name")
         )
-        self.fields["dataset"].set_options(
+        form_field(self, "dataset", PickField).set_options(
             (d.pk, f"{d.project} / {d.name} v{d.version} ({d.item_count} items)")
             for d in datasets
         )
-        self.fields["target"].set_options(
+        form_field(self, "target", PickField).set_options(
             (t.pk, f"{t.project} / {t.name} ({t.kind})") for t in targets
         )
-        self.fields["scorers"].choices = [
+        form_field(self, "scorers", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(SCORERS.items())
         ]
         self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]

@@ -8,7 +8,13 @@ from django import forms
 from runs.models import Project, Target
 from runs.projects.selectors import project_get
 from runs.targets import REGISTRY as TARGETS
-from runs.web.forms import PickField, PluginFieldsMixin, User, _project_options
+from runs.web.forms import (
+    PickField,
+    PluginFieldsMixin,
+    User,
+    _project_options,
+    form_field,
+)
 
 
 class TargetForm(PluginFieldsMixin, forms.Form):
@@ -19,8 +25,8 @@ class TargetForm(PluginFieldsMixin, forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(_project_options(user))
-        self.fields["kind"].choices = [
+        form_field(self, "project", PickField).set_options(_project_options(user))
+        form_field(self, "kind", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(TARGETS.items())
         ]
         if "openai_chat" in TARGETS:

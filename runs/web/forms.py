@@ -27,6 +27,14 @@ class PickField(forms.IntegerField):
             self.initial = options[0][0]  # the only choice: preselect it
 
 
+def form_field[F: forms.Field](form: forms.BaseForm, name: str, kind: type[F]) -> F:
+    """The form's own copy of a declared field, as the kind it was declared."""
+    field = form.fields[name]
+    if not isinstance(field, kind):
+        raise TypeError(f"{name} is a {type(field).__name__}, not a {kind.__name__}")
+    return field
+
+
 def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
     """Show a service's InvalidInput on the form field it names (or the form).
 

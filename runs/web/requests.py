@@ -8,6 +8,8 @@ API's authentication ninja sets ``request.auth`` to that user
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth.models import User
 from django.http import HttpRequest
 
@@ -16,6 +18,10 @@ class AuthedRequest(HttpRequest):
     """A request to a page that needs a signed-in person (every page but log-in)."""
 
     user: User
+
+    if TYPE_CHECKING:
+        # Types only: these classes describe requests, they are never made.
+        async def auser(self) -> User: ...
 
 
 class ApiRequest(HttpRequest):
