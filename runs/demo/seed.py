@@ -202,7 +202,7 @@ def _newest_first(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
     return datasets.order_by("-created_at", "-version")
 
 
-def run_demo_choice(*, user: User | AnonymousUser) -> tuple[Dataset, Target] | None:
+def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
     """A demo target the user may run, with a dataset of its project it can answer."""
     target = _demo_targets(user).first()
     if target is None:
@@ -258,7 +258,7 @@ def run_demo_offer(*, user: User | AnonymousUser) -> DemoOffer | None:
         membership=Membership._meta.db_table,
         dataset=Dataset._meta.db_table,
     )
-    params = {
+    params: dict[str, Any] = {
         "ready": Dataset.Status.READY,
         "arith": "%arith%",
         "kind": "demo",

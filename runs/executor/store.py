@@ -138,8 +138,10 @@ class ResultRecord:
 _USED_TOKENS = Q(prompt_tokens__isnull=False) | Q(completion_tokens__isnull=False)
 UNPRICED = Q(cost__isnull=True) & (
     _USED_TOKENS
-    | Exists(
-        Score.objects.filter(_USED_TOKENS, result=OuterRef("pk"), cost__isnull=True)
+    | Q(
+        Exists(
+            Score.objects.filter(_USED_TOKENS, result=OuterRef("pk"), cost__isnull=True)
+        )
     )
 )
 
@@ -184,6 +186,7 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
 
 def run_spec(run: Run) -> RunSpec:
     """What an executor needs of a run it has claimed (whole or a shard)."""
+    assert run.started_at is not None  # a claim sets it first
     return RunSpec(
         id=run.pk,
         dataset_id=run.dataset_id,
@@ -405,8 +408,10 @@ def _rewrite(
     for record in records:
         if (record.item_id, record.epoch) not in waiting:
             continue
-        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
-        _add_earlier_usage(record, *usage)
+        pk, _, _, attempts, prompt, completion, cost = waiting[
+            (record.item_id, record.epoch)
+        ]
+        _add_earlier_usage(record, prompt, completion, cost)
         row = _result_row(run_id, record)  # the new outcome, with its signature
         updated = Result.objects.filter(pk=pk, retry_pending=True).update(
             retry_pending=False,

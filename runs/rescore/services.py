@@ -12,7 +12,7 @@ when it is first re-scored (until then ``scoring_passes`` shows it as one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
@@ -28,7 +28,7 @@ from runs.models import Membership, Run, Score, ScoringPass
 from runs.results.services import _require_expected_answers, check_scorer_secrets
 from runs.scorers import clean_scorer_specs
 
-NAME_MAX = Score._meta.get_field("scorer").max_length
+NAME_MAX = cast(int, Score._meta.get_field("scorer").max_length)  # a CharField's
 INTERRUPTED = (
     "interrupted: its executor stopped reporting before the pass ended; "
     "re-score with the same scorers to run it again"

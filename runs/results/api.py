@@ -148,7 +148,7 @@ def list_results(
     """
     run = run_get(user=request.auth, run_id=run_id)
     chosen = ResultFilters.parse(filters.model_dump(), run=run)
-    if chosen.lists_items:
+    if chosen.lists_items and chosen.status is not None:
         return PendingRows(run_items_left(run=run, filters=chosen), chosen.status)
     return result_filter(run=run, filters=chosen)
 

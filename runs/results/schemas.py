@@ -378,11 +378,12 @@ class ResultRowOut(ResultOut):
     """A result, or (status pending / skipped) an item that has none: then
     ``id``, ``epoch`` and the times are null."""
 
-    id: int | None
-    epoch: int | None
-    status: str
-    started_at: datetime | None
-    finished_at: datetime | None
+    # Wider than ResultOut's on purpose: a row may be an item without a result.
+    id: int | None  # type: ignore[assignment]
+    epoch: int | None  # type: ignore[assignment]
+    status: str  # type: ignore[assignment]
+    started_at: datetime | None  # type: ignore[assignment]
+    finished_at: datetime | None  # type: ignore[assignment]
 
     @staticmethod
     def resolve_scores(obj: Result | PendingRow) -> list[Score]:
