@@ -23,6 +23,14 @@ from typing import Any
 from django.db import connection, models
 
 
+def column(field: models.Field[Any, Any] | models.ForeignObjectRel) -> str:
+    """A concrete field's column (Django's types leave it optional for others)."""
+    name = getattr(field, "column", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{field} has no column")
+    return name
+
+
 class Table:
     """A model's insert columns: the filled ones first, then the defaulted ones."""
 
@@ -35,12 +43,12 @@ class Table:
         rest = [f for f in fields if f.attname not in filled]
         self.table = model._meta.db_table
         self.fields = [by_attname[name] for name in filled] + rest
-        self.columns = [f.column for f in self.fields]
+        self.columns = [column(f) for f in self.fields]
         # Defaults of the other columns, adapted once for every row.
         self.defaults = tuple(
             f.get_db_prep_save(f.get_default(), connection) for f in rest
         )
-        self.pk_column = model._meta.pk.column
+        self.pk_column = column(model._meta.pk)
 
     def quoted(self) -> str:
         quote = connection.ops.quote_name

@@ -12,7 +12,7 @@ when it is first re-scored (until then ``scoring_passes`` shows it as one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
@@ -25,10 +25,11 @@ from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Membership, Run, Score, ScoringPass
+from runs.records.names import max_length
 from runs.results.services import _require_expected_answers, check_scorer_secrets
 from runs.scorers import clean_scorer_specs
 
-NAME_MAX = cast(int, Score._meta.get_field("scorer").max_length)  # a CharField's
+NAME_MAX = max_length(Score, "scorer")
 INTERRUPTED = (
     "interrupted: its executor stopped reporting before the pass ended; "
     "re-score with the same scorers to run it again"
