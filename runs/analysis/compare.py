@@ -136,10 +136,7 @@ class ScorerComparison:
     mde: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            name: getattr(self, name)
-            for name in self.__slots__  # type: ignore[attr-defined]
-        }
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,9 +467,8 @@ def single_scan(
     """
     if not scorers:
         return {}
-    stored = [run_verdicts(run=run) for run in (baseline, candidate)]
-    if stored[0] is not None and stored[1] is not None:
-        b, c = stored
+    b, c = run_verdicts(run=baseline), run_verdicts(run=candidate)
+    if b is not None and c is not None:
         paired = paired_columns(b, c, scorers)
         return {
             name: _scanned(
@@ -568,8 +564,10 @@ def newcombe_paired_interval(
     n = a + b + c + d
     p_cand, p_base = (a + c) / n, (a + b) / n
     # n > 0: the caller compares no empty table.
-    low_cand, high_cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
-    low_base, high_base = wilson_interval(a + b, n, confidence=CONFIDENCE)
+    cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
+    base = wilson_interval(a + b, n, confidence=CONFIDENCE)
+    assert cand is not None and base is not None
+    (low_cand, high_cand), (low_base, high_base) = cand, base
     margins = (a + b) * (c + d) * (a + c) * (b + d)
     phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
     below_cand, above_base = p_cand - low_cand, high_base - p_base
@@ -780,7 +778,7 @@ def _tested(
 
 def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
     tested = [i for i, row in enumerate(rows) if row.p_value is not None]
-    adjusted = holm_adjust([rows[i].p_value for i in tested])
+    adjusted = holm_adjust([p for row in rows if (p := row.p_value) is not None])
     out = list(rows)
     for i, p_adjusted in zip(tested, adjusted, strict=True):
         row = rows[i]
@@ -999,7 +997,7 @@ class ComparisonItems:
     ) -> Iterator[dict[str, Any]]:
         """The matching items in dataset order, fetched ``chunk`` at a time."""
         sql = self._from.format(columns=_ITEM_COLUMNS) + " ORDER BY p.idx, p.k"
-        params = list(self._params)
+        params: list[Any] = list(self._params)
         if limit is not None:
             sql += " LIMIT %s OFFSET %s"
             params += [limit, offset]
