@@ -3,11 +3,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.datasets.importers import FORMATS, Preview
 from runs.models import Project
 from runs.projects.selectors import project_get
-from runs.web.forms import PickField, User, _project_options, form_field
+from runs.web.forms import PickField, _project_options, form_field
 
 FORMAT_LABELS = {
     "jsonl": "JSON Lines",

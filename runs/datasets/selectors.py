@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db.models import (
     QuerySet,
 )
@@ -10,7 +11,6 @@ from runs.models import (
     Dataset,
     Item,
 )
-from runs.projects.selectors import User
 
 
 def dataset_list(*, user: User, project_id: int | None = None) -> QuerySet[Dataset]:

@@ -85,13 +85,18 @@ def _in_run_order(run: Run, specs: list[dict[str, Any]]) -> list[dict[str, Any]]
     return sorted(specs, key=lambda spec: order[spec["name"]])
 
 
+def run_results_to_score(*, run: Run) -> int:
+    """How many of the run's results a scoring pass would score."""
+    return results_to_score(run.pk).count()
+
+
 def _plan(run: Run, specs: list[dict[str, Any]]) -> RescorePlan:
     current = {spec["name"]: spec for spec in run.scorers}
     names = [spec["name"] for spec in specs]
     return RescorePlan(
         run=run,
         scorers=specs,
-        results=results_to_score(run.pk).count(),
+        results=run_results_to_score(run=run),
         added=[name for name in names if name not in current],
         replaced=[name for name in names if name in current],
         kind_changes={

@@ -46,7 +46,7 @@ def run_rescore(request: AuthedRequest, run_id: int) -> HttpResponse:
         "run": run,
         "form": form,
         "error": error,
-        "results": services.results_to_score(run.pk).count(),
+        "results": services.run_results_to_score(run=run),
     }
     return render(request, "runs/rescore/run_rescore.html", context, status=status)
 

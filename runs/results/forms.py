@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.access import editable_projects
 from runs.datasets.selectors import dataset_get, dataset_list
@@ -10,7 +11,7 @@ from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.models import Dataset, Target
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets.selectors import target_get, target_list
-from runs.web.forms import PickField, PluginFieldsMixin, User, form_field, param_field
+from runs.web.forms import PickField, PluginFieldsMixin, form_field, param_field
 
 OPTION_GROUPS = (
     (BASIC, "Options"),

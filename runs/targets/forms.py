@@ -4,6 +4,7 @@ import json
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.models import Project, Target
 from runs.projects.selectors import project_get
@@ -11,7 +12,6 @@ from runs.targets import REGISTRY as TARGETS
 from runs.web.forms import (
     PickField,
     PluginFieldsMixin,
-    User,
     _project_options,
     form_field,
 )
