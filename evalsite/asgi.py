@@ -30,7 +30,7 @@ application = ProtocolTypeRouter(
         "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
             # Consumer routes, typed by Django as view routes (runs/routing.py).
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]  # see above
         ),
     }
 )

@@ -119,7 +119,7 @@ class SyncChainASGIHandler(ASGIHandler):
         response = refused if request is None else self.get_response(request)
         assert response is not None  # create_request answers a request or a response
         # As Django's own handlers mark their responses.
-        response._handler_class = self.__class__  # type: ignore[attr-defined]
+        response._handler_class = self.__class__  # type: ignore[attr-defined]  # see above
         if isinstance(response, FileResponse):
             # The ASGI server chunks the body itself: read the file in big blocks.
             response.block_size = self.chunk_size

@@ -286,10 +286,11 @@ def _scorer_params(
 def _items_of(paired_by: str, baseline: Run, candidate: Run) -> tuple[str, str]:
     """SQL of how many items each run has results for."""
     if _one_result_each(paired_by, baseline, candidate):
-        return tuple(  # type: ignore[return-value]
+        b, c = (
             f"(SELECT COUNT(*) FROM {_RESULT} WHERE run_id = {int(run.pk)})"
             for run in (baseline, candidate)
         )
+        return b, c
     return (
         "SUM(CASE WHEN p.bn + p.bs > 0 THEN 1 ELSE 0 END)",
         "SUM(CASE WHEN p.cn + p.cs > 0 THEN 1 ELSE 0 END)",

@@ -39,5 +39,5 @@ def lockout_response(
         "registration/login.html",
         context,
         # django-axes puts its defaults on settings when it loads.
-        status=settings.AXES_HTTP_RESPONSE_CODE,  # type: ignore[misc]
+        status=settings.AXES_HTTP_RESPONSE_CODE,  # type: ignore[misc]  # axes sets it
     )

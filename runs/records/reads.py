@@ -133,7 +133,7 @@ def _run_row(raw: Sequence[Any], now: dt.datetime) -> RunRow:
             or (now - heartbeat_at).total_seconds() >= HEARTBEAT_STALE_SECONDS
         )
     # fields: the query's columns, in RunRow's order up to these two.
-    return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))  # type: ignore[misc]
+    return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))  # type: ignore[misc]  # see above
 
 
 class RunTable:

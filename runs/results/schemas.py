@@ -379,11 +379,11 @@ class ResultRowOut(ResultOut):
     ``id``, ``epoch`` and the times are null."""
 
     # Wider than ResultOut's on purpose: a row may be an item without a result.
-    id: int | None  # type: ignore[assignment]
-    epoch: int | None  # type: ignore[assignment]
-    status: str  # type: ignore[assignment]
-    started_at: datetime | None  # type: ignore[assignment]
-    finished_at: datetime | None  # type: ignore[assignment]
+    id: int | None  # type: ignore[assignment]  # see above
+    epoch: int | None  # type: ignore[assignment]  # see above
+    status: str  # type: ignore[assignment]  # see above
+    started_at: datetime | None  # type: ignore[assignment]  # see above
+    finished_at: datetime | None  # type: ignore[assignment]  # see above
 
     @staticmethod
     def resolve_scores(obj: Result | PendingRow) -> list[Score]:

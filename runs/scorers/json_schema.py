@@ -38,7 +38,7 @@ with warnings.catch_warnings():
             ),
         )
         # The name users write; it hides pydantic's deprecated schema() method.
-        schema: dict[str, Any] | None = Field(  # type: ignore[assignment]
+        schema: dict[str, Any] | None = Field(  # type: ignore[assignment]  # see above
             None,
             description=(
                 "A JSON Schema (draft 2020-12 unless $schema says otherwise) the "

@@ -61,7 +61,7 @@ def short(text: str, limit: int = 300) -> str:
 
 def _refuse(uri: str) -> Any:
     # attrs classes behind referencing's own decorator, which mypy cannot follow.
-    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs
 
 
 # No $ref leaves the schema: jsonschema's default registry would fetch a URL
@@ -113,7 +113,7 @@ def validator_class(schema: Any) -> Any:
     known = None
     if isinstance(dialect, str):
         # None for a draft it does not know (the stubs allow only a class).
-        known = validators.validator_for(schema, default=None)  # type: ignore[arg-type]
+        known = validators.validator_for(schema, default=None)  # type: ignore[arg-type]  # see above
     if known is None:
         raise SchemaProblem(
             f"names a $schema this scorer does not know ({short(repr(dialect))}): "

@@ -131,7 +131,7 @@ class PythonScorer(ScorerPlugin):
 class AsyncPythonScorer(PythonScorer):
     # Async on purpose: the executor awaits a coroutine function's score on the
     # loop (runs_on_loop), and runs a plain one in a worker thread.
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]  # see above
         return outcome_of(await self.fn(output, item), self.params.get("threshold"))
 
 

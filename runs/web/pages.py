@@ -63,7 +63,7 @@ def _page(request: HttpRequest, queryset: Pageable, per_page: int) -> Page[Any]:
     else:
         page = min(int(number), MAX_PAGE)
     # Paginator only counts and slices; its stubs ask for a whole sequence.
-    paginator: Paginator[Any] = Paginator(queryset, per_page)  # type: ignore[arg-type]
+    paginator: Paginator[Any] = Paginator(queryset, per_page)  # type: ignore[arg-type]  # see above
     return paginator.get_page(min(page, MAX_PAGE))
 
 

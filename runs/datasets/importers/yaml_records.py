@@ -30,7 +30,7 @@ try:
     from yaml._yaml import CParser as _Parser
 except ImportError:  # PyYAML built without libyaml
     # PyYAML's pure-Python parser, in the C parser's place.
-    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
+    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]  # see above
         def __init__(self, stream: str) -> None:
             yaml.reader.Reader.__init__(self, stream)
             yaml.scanner.Scanner.__init__(self)
@@ -146,7 +146,7 @@ _YamlLoader.yaml_implicit_resolvers = {
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
 # The stubs know PyYAML's own loaders only; this one is a SafeLoader's parts.
-_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)  # type: ignore[type-var]
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)  # type: ignore[type-var]  # see above
 
 
 def yaml_document(
