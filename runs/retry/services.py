@@ -7,14 +7,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.analysis.clusters import cluster_filter
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.executor.store import run_recount
 from runs.models import (
     Item,
-    Membership,
     Result,
     Run,
     RunStatus,
@@ -126,7 +125,7 @@ def run_retry(
     every result of it. ``launch=False`` leaves the execution to the caller.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     cluster = (cluster or "").strip() or None
     statuses = _retry_statuses(statuses, cluster)
     with transaction.atomic():
