@@ -51,6 +51,7 @@ test: install-test
 lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 format: install-test
 	$(BIN)/ruff format .

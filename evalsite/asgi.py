@@ -24,14 +24,15 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from evalsite.bodylimit import BodyLimit, install_under_daphne  # noqa: E402
-from runs.executor.launchers import get_launcher  # noqa: E402
+from runs.executor.launchers import local_launcher  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            # Consumer routes, typed by Django as view routes (runs/routing.py).
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))  # type: ignore[arg-type]  # see above
         ),
     }
 )
@@ -44,8 +45,8 @@ def _bind_launcher_when_serving() -> None:
     from daphne.server import twisted_loop
     from twisted.internet import reactor
 
-    reactor.callWhenRunning(  # type: ignore[attr-defined]
-        get_launcher().bind, twisted_loop, resume=settings.EVALSITE_RESUME_ON_START
+    reactor.callWhenRunning(
+        local_launcher().bind, twisted_loop, resume=settings.EVALSITE_RESUME_ON_START
     )
 
 

@@ -46,15 +46,17 @@ import asyncio
 import io
 import json
 import logging
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
+# The ASGI shapes as Django's handler declares them: a scope is a dict, and
+# messages are only read.
+Scope = dict[str, Any]
+Message = Mapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]

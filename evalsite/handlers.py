@@ -44,7 +44,7 @@ import functools
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from typing import Any
+from typing import Any, cast
 
 import django
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -115,10 +115,11 @@ class SyncChainASGIHandler(ASGIHandler):
         """Everything Django does for one request, on one worker thread."""
         set_script_prefix(get_script_prefix(scope))
         signals.request_started.send(sender=self.__class__, scope=scope)
-        request, response = self.create_request(scope, body_file)
-        if request is not None:
-            response = self.get_response(request)
-        response._handler_class = self.__class__
+        request, refused = self.create_request(scope, body_file)
+        response = refused if request is None else self.get_response(request)
+        assert response is not None  # create_request answers a request or a response
+        # As Django's own handlers mark their responses.
+        response._handler_class = self.__class__  # type: ignore[attr-defined]  # see above
         if isinstance(response, FileResponse):
             # The ASGI server chunks the body itself: read the file in big blocks.
             response.block_size = self.chunk_size
@@ -177,7 +178,8 @@ class _ThreadedBody:
 
     def __init__(self, response: StreamingHttpResponse) -> None:
         self.response = response
-        self.parts: Iterator[bytes] = response.streaming_content  # type: ignore[assignment]
+        # wrap() hands over sync bodies only.
+        self.parts = cast(Iterator[bytes], response.streaming_content)
         self.executor: ThreadPoolExecutor | None = None
 
     @classmethod

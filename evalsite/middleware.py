@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 from collections.abc import Awaitable, Callable
 from http import HTTPStatus
+from typing import cast
 
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
@@ -12,9 +13,11 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase, JsonRespons
 from django.http.multipartparser import MultiPartParser, MultiPartParserError
 from django.utils.csp import CSP, build_policy
 from django.utils.html import escape
-from whitenoise.middleware import WhiteNoiseMiddleware  # type: ignore[import-untyped]
+from whitenoise.middleware import WhiteNoiseMiddleware
 
-GetResponse = Callable[[HttpRequest], HttpResponseBase | Awaitable[HttpResponseBase]]
+# A middleware answers a response in a sync chain and an awaitable in an async one.
+Answer = HttpResponseBase | Awaitable[HttpResponseBase]
+GetResponse = Callable[[HttpRequest], Answer]
 
 
 class _EitherMode:
@@ -29,15 +32,21 @@ class _EitherMode:
         if self.is_async:
             markcoroutinefunction(self)
 
+    def __call__(self, request: HttpRequest) -> Answer:
+        raise NotImplementedError
+
 
 class _ResponseMiddleware(_EitherMode):
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> Answer:
         if self.is_async:
-            return self._acall(request)  # type: ignore[return-value]
-        return self.process(request, self.get_response(request))  # type: ignore[arg-type]
+            return self._acall(request)
+        # A sync chain: the next middleware answers a response.
+        response = cast(HttpResponseBase, self.get_response(request))
+        return self.process(request, response)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
-        response = await self.get_response(request)  # type: ignore[misc]
+        # An async chain: the next middleware answers an awaitable.
+        response = await cast(Awaitable[HttpResponseBase], self.get_response(request))
         return self.process(request, response)
 
     def process(
@@ -132,10 +141,10 @@ class StaticFiles(WhiteNoiseMiddleware):
         if self.is_async:
             markcoroutinefunction(self)
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> Answer:
         if self.is_async:
-            return self._acall(request)  # type: ignore[return-value]
-        return super().__call__(request)  # type: ignore[no-any-return]
+            return self._acall(request)
+        return super().__call__(request)
 
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         if self.autorefresh:
@@ -145,7 +154,7 @@ class StaticFiles(WhiteNoiseMiddleware):
         else:
             static_file = self.files.get(request.path_info)
         if static_file is None:
-            return await self.get_response(request)  # type: ignore[misc,no-any-return]
+            return await self.get_response(request)
         return await sync_to_async(self.serve, thread_sensitive=False)(
             static_file, request
         )
@@ -160,11 +169,11 @@ class MultipartHeader(_EitherMode):
     constructor reads nothing).
     """
 
-    def __call__(self, request: HttpRequest) -> HttpResponseBase:
+    def __call__(self, request: HttpRequest) -> Answer:
         refused = _multipart_refusal(request)
         if refused is None:
-            return self.get_response(request)  # type: ignore[return-value]
-        return _ready(refused) if self.is_async else refused  # type: ignore[return-value]
+            return self.get_response(request)
+        return _ready(refused) if self.is_async else refused
 
 
 async def _ready(response: HttpResponseBase) -> HttpResponseBase:

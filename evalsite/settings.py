@@ -148,7 +148,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": DATA_DIR / "evalsite.sqlite3",
+            "NAME": str(DATA_DIR / "evalsite.sqlite3"),
             # Executors call the database many times a second: keep connections.
             "CONN_MAX_AGE": 60,
             "CONN_HEALTH_CHECKS": True,

@@ -231,7 +231,7 @@ class ProjectSecretAdmin(admin.ModelAdmin):
     list_display = ["name", "project", "hosts", "updated_at", "updated_by"]
     list_filter = ["project"]
     search_fields = ["name", "project__name"]
-    fields = [
+    fields = readonly_fields = (
         "project",
         "name",
         "hosts",
@@ -239,8 +239,7 @@ class ProjectSecretAdmin(admin.ModelAdmin):
         "created_by",
         "updated_at",
         "updated_by",
-    ]
-    readonly_fields = fields
+    )
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -14,11 +14,11 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import User
 from django.db import DatabaseError
 from django.template.loader import render_to_string
 
@@ -58,13 +58,13 @@ def _state_of(run: Run) -> tuple[Any, ...]:
     )
 
 
-def run_state(user: AbstractBaseUser | AnonymousUser, run_id: int) -> tuple[Any, ...]:
+def run_state(user: User, run_id: int) -> tuple[Any, ...]:
     """The run's current figures, if the user may see it (else NotFound)."""
     return _state_of(run_get(user=user, run_id=run_id))
 
 
 def live_update(
-    user: AbstractBaseUser | AnonymousUser,
+    user: User,
     run_id: int,
     *,
     after_id: int,
@@ -106,7 +106,6 @@ class RunConsumer(AsyncWebsocketConsumer):
 
     async def connect(self) -> None:
         self.run_id: int = self.scope["url_route"]["kwargs"]["run_id"]
-        self.user = self.scope.get("user") or AnonymousUser()
         self.last_result_id = 0
         self.state: tuple[Any, ...] = ()
         self.final = False
@@ -114,9 +113,12 @@ class RunConsumer(AsyncWebsocketConsumer):
         self.poller: asyncio.Task[None] | None = None
         self.joined = False
         self.last_sent = 0.0
-        if not self.user.is_authenticated:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
             await self.close()
             return
+        # AuthMiddleware's lazy object stands for the signed-in user.
+        self.user = cast(User, user)
         try:
             await read_state(self.user, self.run_id)
         except NotFound:

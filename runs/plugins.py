@@ -165,7 +165,7 @@ def describe(model: type) -> tuple[Param, ...]:
     """The parameters of a pydantic model or dataclass, in declaration order."""
     schema = json_schema(model)
     required = set(schema.get("required", ()))
-    fields = model.__pydantic_fields__  # type: ignore[attr-defined]
+    fields = model.__pydantic_fields__  # type: ignore[attr-defined]  # a pydantic model or dataclass
     params = []
     for name, prop in schema.get("properties", {}).items():
         info = fields[name]

@@ -36,6 +36,9 @@ fi
 
 "$BIN/ruff" check .
 "$BIN/ruff" format --check .
+# The type checker, configured in pyproject.toml ([tool.mypy]); its cache is
+# .mypy_cache, so a run after a small change checks little again.
+"$BIN/mypy"
 
 sqlite_suite() {
     env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "$@"

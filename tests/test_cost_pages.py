@@ -129,6 +129,15 @@ def test_the_resume_form_runs_the_skipped_items(
 
 
 @live_db
+def test_resuming_a_run_with_nothing_skipped_says_why(bob_client, project, fake_openai):
+    run = executed(project, fake_openai, concurrency=1)
+    response = bob_client.post(f"/runs/{run.pk}/resume/", {"cost_budget": "1"})
+    assert response.status_code == 302
+    shown = text_of(bob_client.get(f"/runs/{run.pk}/"))
+    assert f"Not resumed: run {run.pk} has a result for every item" in shown
+
+
+@live_db
 def test_a_viewer_sees_no_resume_form_and_cannot_resume(
     victor_client, project, fake_openai
 ):

@@ -98,7 +98,11 @@ def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]
 
     One query for every scorer: the bin of a score depends on its scorer.
     """
-    ranges = {s.scorer: (s.low, s.high) for s in summary.scorers if s.low is not None}
+    ranges = {
+        s.scorer: (s.low, s.high)
+        for s in summary.scorers
+        if s.low is not None and s.high is not None  # both, or neither
+    }
     if not ranges:
         return []
     widths = {name: (high - low) / SCORE_BINS for name, (low, high) in ranges.items()}
@@ -120,7 +124,7 @@ def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]
     bins: dict[str, list[tuple[int, int, float, float]]] = {}
     for name, index, count, low, high in rows:
         bins.setdefault(name, []).append((index, count, low, high))
-    charts = []
+    charts: list[dict[str, Any]] = []
     for name in ranges:
         mine = sorted(bins.get(name, []))
         if all(low == high for _index, _count, low, high in mine):
@@ -197,8 +201,9 @@ def completion_timeline(*, run: Run, summary: RunSummary) -> dict[str, Any] | No
     series = {name: [0] * buckets for name in ("finished", "retried", "errored")}
     for row in rows:
         index = min(max(int(row["bin"]), 0), buckets - 1)
-        for name, values in series.items():
-            values[index] += row[name]
+        series["finished"][index] += row["finished"]
+        series["retried"][index] += row["retried"]
+        series["errored"][index] += row["errored"]
     return {
         "start": start.isoformat(),
         "width_seconds": width,

@@ -10,6 +10,7 @@ signature, a failing-score cluster by ``score:<scorer>:<signature>``;
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -459,14 +460,15 @@ def run_clusters(
     the same (by count), and the baseline's clusters this run no longer has
     follow as vanished. Shares are of the run's stored results.
     """
-    common = {
-        "run": run,
-        "baseline": baseline,
-        "results": run.processed,
-        "items_per_cluster": items_per_cluster,
-    }
-    errors, error_total = _clusters(ERRORS, _error_cluster, **common)
-    scores, score_total = _clusters(FAILING_SCORES, _score_cluster, **common)
+    common = functools.partial(
+        _clusters,
+        run=run,
+        baseline=baseline,
+        results=run.processed,
+        items_per_cluster=items_per_cluster,
+    )
+    errors, error_total = common(ERRORS, _error_cluster)
+    scores, score_total = common(FAILING_SCORES, _score_cluster)
     return RunClusters(
         run=run,
         baseline=baseline,

@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import batched
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Func, IntegerField
 from django.utils.text import slugify
@@ -103,7 +103,7 @@ def safe_cell(value: object) -> str:
     # Called for every cell of an export: the common types first.
     kind = type(value)
     if kind is str:
-        text = value
+        text = cast(str, value)
     elif kind is float or kind is int:
         return repr(value)
     else:
@@ -175,7 +175,8 @@ def run_export_rows(
     results = (
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")
-        .annotate(attempt_count=_JSONArrayLength("attempts"))
+        # Not Result.attempt_count's name: that property counts in Python.
+        .annotate(attempts_made=_JSONArrayLength("attempts"))
         .values_list(
             "pk",
             "item_index",
@@ -193,20 +194,20 @@ def run_export_rows(
             "prompt_tokens",
             "completion_tokens",
             "cost",
-            "attempt_count",
+            "attempts_made",
         )
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
         for pk, *fields in chunk:
             row = dict(zip((*ITEM_COLUMNS, *RESULT_COLUMNS), fields, strict=True))
-            for name, fields in scorers:
+            for name, score_fields in scorers:
                 score = scores.get((pk, name))
                 if score is None:
-                    row.update(dict.fromkeys(f"{name}.{field}" for field in fields))
+                    row.update(dict.fromkeys(f"{name}.{f}" for f in score_fields))
                     row[f"{name}.skipped"] = False
                     continue
-                for field in fields:
+                for field in score_fields:
                     row[f"{name}.{field}"] = score.get(field)
                 row[f"{name}.error"] = score["error"] or None
             yield row

@@ -227,9 +227,9 @@ def signatures_recompute(*, result_model: Any, score_model: Any) -> tuple[int, i
     for rows in _batches(failing, ("passed", "reason", "error")):
         updates = []
         for pk, passed, reason, error in rows:
-            sig = score_signature(passed=passed, reason=reason, error=error)
-            if sig is not None:
-                updates.append(score_model(pk=pk, reason_signature=sig.signature))
+            found = score_signature(passed=passed, reason=reason, error=error)
+            if found is not None:
+                updates.append(score_model(pk=pk, reason_signature=found.signature))
         score_model.objects.bulk_update(updates, ["reason_signature"])
         scores += len(updates)
     return results, scores

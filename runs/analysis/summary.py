@@ -11,9 +11,10 @@ that have a value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache
 from django.db import connection
@@ -125,7 +126,7 @@ def scorer_names(run: Run, found: set[str] | None = None) -> list[str]:
     return names + sorted((found or set()) - set(names))
 
 
-def _score_rows(run: Run) -> dict[str, dict[str, Any]]:
+def _score_rows(run: Run) -> dict[str, Mapping[str, Any]]:
     return {
         row["scorer"]: row
         for row in Score.objects.filter(result__run=run)
@@ -232,7 +233,8 @@ def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
     figures: dict[str, float | None] = {}
     for name, fraction in PERCENTILES.items():
         lower, upper, weight = stats.percentile_positions(count, fraction)
-        values = list(ordered[lower : upper + 1])
+        # _latencies leaves out results without a latency.
+        values = cast(list[int], list(ordered[lower : upper + 1]))
         figures[name] = values[0] + weight * (values[-1] - values[0])
     return figures
 

@@ -119,7 +119,7 @@ def _encode(verdicts: Verdicts) -> bytes:
     return buffer.getvalue()
 
 
-def _decode(data: bytes, scorers: Sequence[str]) -> Verdicts | None:
+def _decode(data: bytes | memoryview, scorers: Sequence[str]) -> Verdicts | None:
     """The stored arrays, or None when they do not fit the scorers given."""
     try:
         with np.load(io.BytesIO(bytes(data)), allow_pickle=False) as arrays:

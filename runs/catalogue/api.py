@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import (
-    HttpRequest,
-)
 from ninja import (
     Router,
 )
@@ -14,12 +11,13 @@ from ninja import (
 from runs.catalogue.kinds import scorer_kinds
 from runs.catalogue.schemas import ScorerKindOut
 from runs.web.api import READ_ERRORS
+from runs.web.requests import ApiRequest
 
 scorer_router = Router(tags=["scorers"])
 
 
 @scorer_router.get("", response={200: list[ScorerKindOut], **READ_ERRORS})
-def list_scorers(request: HttpRequest) -> list[dict[str, Any]]:
+def list_scorers(request: ApiRequest) -> list[dict[str, Any]]:
     """Every scorer kind: parameters as JSON Schema, an example, whether it
     needs an expected answer."""
     return scorer_kinds()

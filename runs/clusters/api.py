@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from django.http import (
-    HttpRequest,
-)
 from ninja import (
     Field,
     Router,
@@ -23,6 +20,7 @@ from runs.results.selectors import (
     run_get,
 )
 from runs.web.api import READ_ERRORS
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut
 
 cluster_router = Router(tags=["runs"])
@@ -32,7 +30,7 @@ cluster_router = Router(tags=["runs"])
     "/{run_id}/clusters", response={200: RunClustersOut, **READ_ERRORS, 400: ErrorOut}
 )
 def get_run_clusters(
-    request: HttpRequest,
+    request: ApiRequest,
     run_id: DbId,
     baseline: DbId | None = None,
     items: Annotated[int, Field(ge=0, le=MAX_ITEMS_PER_CLUSTER)] = ITEMS_PER_CLUSTER,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from runs.access import Action, require
 from runs.analysis.clusters import cluster_filter
@@ -18,7 +18,7 @@ from runs.models import (
 
 
 def dataset_create_from_cluster(
-    *, run: Run, user: AbstractBaseUser, key: str, name: str
+    *, run: Run, user: User, key: str, name: str
 ) -> Dataset:
     """A new dataset (or a new version of ``name``) of a cluster's items.
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -16,11 +16,12 @@ from runs.errors import Conflict, InvalidInput
 from runs.results.selectors import run_get
 from runs.results.views import BASELINE_CHOICES
 from runs.web.pages import domain_errors, query_id
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_GET
-def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
     """A run's failure clusters, against a baseline run chosen on the page."""
     run = run_get(user=request.user, run_id=run_id)
     baseline_id = query_id(request.GET.get("baseline"))
@@ -39,7 +40,7 @@ def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def run_cluster_save(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_cluster_save(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Save a cluster's items as a new dataset, or a new version of one."""
     run = run_get(user=request.user, run_id=run_id)
     try:

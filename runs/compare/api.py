@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from django.http import (
-    HttpRequest,
     StreamingHttpResponse,
 )
 from ninja import (
@@ -21,13 +20,14 @@ from runs.results.downloads import (
     comparison_csv_response,
 )
 from runs.web.api import READ_ERRORS
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut
 
 compare_router = Router(tags=["compare"])
 
 
 @compare_router.get("", response={200: ComparisonOut, 400: ErrorOut, **READ_ERRORS})
-def compare_runs(request: HttpRequest, baseline: DbId, candidates: str) -> Comparison:
+def compare_runs(request: ApiRequest, baseline: DbId, candidates: str) -> Comparison:
     """Each candidate run against the baseline, scorer by scorer: the paired
     table, a tested difference (Holm-adjusted) and a verdict.
 
@@ -53,7 +53,7 @@ def compare_runs(request: HttpRequest, baseline: DbId, candidates: str) -> Compa
     },
 )
 def compare_items(
-    request: HttpRequest,
+    request: ApiRequest,
     baseline: DbId,
     candidate: DbId,
     scorer: Annotated[str, Field(max_length=100)],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import urlencode
@@ -21,6 +21,7 @@ from runs.errors import InvalidInput
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
 from runs.web.pages import domain_errors, page_of
+from runs.web.requests import AuthedRequest
 
 ITEMS_PER_PAGE = 50
 CHANGE_LABELS = {
@@ -34,14 +35,14 @@ CHANGE_LABELS = {
 
 def compare_url(baseline: int, candidates: list[int]) -> str:
     query = urlencode(
-        {"baseline": baseline, "candidates": ",".join(map(str, candidates))}
+        {"baseline": str(baseline), "candidates": ",".join(map(str, candidates))}
     )
     return f"{reverse('runs:compare')}?{query}"
 
 
 @domain_errors
 @require_GET
-def compare(request: HttpRequest) -> HttpResponse:
+def compare(request: AuthedRequest) -> HttpResponse:
     try:
         if "run" in request.GET:  # ticked in the runs list or on a run's page
             return redirect(_ticked_url(request))
@@ -51,7 +52,7 @@ def compare(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/compare/compare.html", context)
 
 
-def _ticked_url(request: HttpRequest) -> str:
+def _ticked_url(request: AuthedRequest) -> str:
     """The comparison of the ticked runs: the given baseline, else the oldest."""
     ticked = run_ids_parse(",".join(request.GET.getlist("run")), field="run")
     baseline = request.GET.get("baseline")
@@ -65,7 +66,7 @@ def _ticked_url(request: HttpRequest) -> str:
     return compare_url(baseline_id, candidates)
 
 
-def _comparison_context(request: HttpRequest) -> dict[str, Any]:
+def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
     baseline_ids = run_ids_parse(request.GET.get("baseline"), field="baseline")
     if len(baseline_ids) != 1:
         raise InvalidInput("give one baseline run", field="baseline")
@@ -119,7 +120,7 @@ def _comparison_context(request: HttpRequest) -> dict[str, Any]:
 
 @domain_errors
 @require_GET
-def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_compare_choices(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Runs over the same dataset to compare a run with (a fragment for htmx)."""
     run = run_get(user=request.user, run_id=run_id)
     context = {
@@ -133,7 +134,7 @@ def run_compare_choices(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_GET
-def compare_items_csv(request: HttpRequest) -> HttpResponseBase:
+def compare_items_csv(request: AuthedRequest) -> HttpResponseBase:
     """Every paired item of one (candidate, scorer), as on the page, as CSV.
 
     A bad parameter is a 400 page naming it, as on the comparison page.
@@ -156,7 +157,7 @@ def compare_items_csv(request: HttpRequest) -> HttpResponseBase:
         return render(request, "runs/compare/compare.html", {"error": exc}, status=400)
 
 
-def _one_run_id(request: HttpRequest, field: str) -> int:
+def _one_run_id(request: AuthedRequest, field: str) -> int:
     ids = run_ids_parse(request.GET.get(field), field=field)
     if len(ids) != 1:
         raise InvalidInput("give one run id", field=field)

@@ -5,9 +5,6 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from django.db.models import QuerySet
-from django.http import (
-    HttpRequest,
-)
 from ninja import (
     File,
     Form,
@@ -36,13 +33,14 @@ from runs.projects.selectors import (
     project_get,
 )
 from runs.web.api import ERRORS, READ_ERRORS, paginated
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 dataset_router = Router(tags=["datasets"])
 
 
 @dataset_router.post("", response={201: DatasetOut, **ERRORS})
-def create_dataset(request: HttpRequest, payload: DatasetIn) -> Status[Dataset]:
+def create_dataset(request: ApiRequest, payload: DatasetIn) -> Status[Dataset]:
     """Create a dataset (a new version when the name exists) from JSON items."""
     data = payload.model_dump(exclude={"project"})
     project = project_get(user=request.auth, project_id=payload.project)
@@ -54,7 +52,7 @@ def create_dataset(request: HttpRequest, payload: DatasetIn) -> Status[Dataset]:
 
 @dataset_router.post("/upload", response={201: DatasetOut, **ERRORS})
 def upload_dataset(
-    request: HttpRequest, form: Form[DatasetUploadForm], file: File[UploadedFile]
+    request: ApiRequest, form: Form[DatasetUploadForm], file: File[UploadedFile]
 ) -> Status[Dataset]:
     """Import a JSONL, CSV, JSON or YAML file as a dataset."""
     data = form.model_dump(exclude={"project", "name"})
@@ -72,7 +70,7 @@ def upload_dataset(
 
 @dataset_router.post("/preview", response={200: DatasetPreviewOut, **ERRORS})
 def preview_dataset(
-    request: HttpRequest, form: Form[DatasetPreviewForm], file: File[UploadedFile]
+    request: ApiRequest, form: Form[DatasetPreviewForm], file: File[UploadedFile]
 ) -> importers.Preview:
     """The fields a file's records have and its first rows, to map before upload.
 
@@ -90,19 +88,19 @@ def preview_dataset(
 @dataset_router.get("", response={200: list[DatasetOut], **READ_ERRORS})
 @paginated
 def list_datasets(
-    request: HttpRequest, filters: Query[DatasetFilter]
+    request: ApiRequest, filters: Query[DatasetFilter]
 ) -> QuerySet[Dataset]:
     return filters.filter(dataset_list(user=request.auth))
 
 
 @dataset_router.get("/{dataset_id}", response={200: DatasetOut, **READ_ERRORS})
-def get_dataset(request: HttpRequest, dataset_id: DbId) -> Dataset:
+def get_dataset(request: ApiRequest, dataset_id: DbId) -> Dataset:
     return dataset_get(user=request.auth, dataset_id=dataset_id)
 
 
 @dataset_router.get("/{dataset_id}/items", response={200: list[ItemOut], **READ_ERRORS})
 @paginated
-def list_dataset_items(request: HttpRequest, dataset_id: DbId) -> QuerySet[Item]:
+def list_dataset_items(request: ApiRequest, dataset_id: DbId) -> QuerySet[Item]:
     """The dataset's items in dataset order."""
     dataset = dataset_get(user=request.auth, dataset_id=dataset_id)
     return dataset_items(dataset=dataset)

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.datasets.importers import FORMATS, Preview
 from runs.models import Project
 from runs.projects.selectors import project_get
-from runs.web.forms import PickField, User, project_options
+from runs.web.forms import PickField, form_field, project_options
 
 FORMAT_LABELS = {
     "jsonl": "JSON Lines",
@@ -39,7 +40,7 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(project_options(user))
+        form_field(self, "project", PickField).set_options(project_options(user))
 
     def clean_project(self) -> Project:
         return project_get(user=self.user, project_id=self.cleaned_data["project"])
@@ -82,9 +83,12 @@ class DatasetMappingForm(forms.Form):
             (name, f"{name} ({count:,} of {preview.count:,})")
             for name, count in preview.fields.items()
         ]
-        self.fields["id_field"].choices = [(NO_ID, "none: number the items"), *found]
-        self.fields["input_field"].choices = found
-        self.fields["expected_field"].choices = [
+        form_field(self, "id_field", forms.ChoiceField).choices = [
+            (NO_ID, "none: number the items"),
+            *found,
+        ]
+        form_field(self, "input_field", forms.ChoiceField).choices = found
+        form_field(self, "expected_field", forms.ChoiceField).choices = [
             (NO_EXPECTED, "none: the items have no expected answer"),
             *found,
         ]

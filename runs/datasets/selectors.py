@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db.models import (
     QuerySet,
 )
@@ -12,7 +13,6 @@ from runs.models import (
     Dataset,
     Item,
 )
-from runs.projects.selectors import User
 
 
 def dataset_list(*, user: User, project_id: int | None = None) -> QuerySet[Dataset]:

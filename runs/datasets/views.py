@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -19,12 +19,13 @@ from runs.errors import Conflict, InvalidInput
 from runs.projects.selectors import project_get
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors, page_of, query_id
+from runs.web.requests import AuthedRequest
 
 ITEMS_PER_PAGE = 50
 
 
 @require_GET
-def dataset_list(request: HttpRequest) -> HttpResponse:
+def dataset_list(request: AuthedRequest) -> HttpResponse:
     datasets = selectors.dataset_list(user=request.user).order_by(
         "project__name", "name", "-version"
     )
@@ -34,7 +35,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 
 @domain_errors
 @require_GET
-def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
+def dataset_detail(request: AuthedRequest, dataset_id: int) -> HttpResponse:
     dataset = dataset_get(user=request.user, dataset_id=dataset_id)
     context = {
         "dataset": dataset,
@@ -47,7 +48,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def dataset_upload(request: HttpRequest) -> HttpResponse:
+def dataset_upload(request: AuthedRequest) -> HttpResponse:
     """Step one: the file is checked, kept for a while, and its fields shown next."""
     initial = {
         "project": query_id(request.GET.get("project")),
@@ -76,7 +77,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def dataset_upload_map(request: HttpRequest, token: str) -> HttpResponse:
+def dataset_upload_map(request: AuthedRequest, token: str) -> HttpResponse:
     """Step two: say which field is the id, the input and the expected answer."""
     staged = staging.upload_get(user=request.user, token=token)
     project = project_get(user=request.user, project_id=staged.project_id)

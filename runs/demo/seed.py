@@ -13,7 +13,7 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
@@ -191,7 +191,7 @@ def demo_seed() -> DemoSeed:
     )
 
 
-def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
+def _demo_targets(user: User | AnonymousUser) -> QuerySet[Target]:
     """The demo targets in the projects the user may run in, oldest first."""
     return Target.objects.filter(
         kind="demo", project_id__in=project_ids_where(user, Action.EDIT)
@@ -208,9 +208,7 @@ def _newest_first(datasets: QuerySet[Dataset]) -> QuerySet[Dataset]:
     return datasets.order_by("-created_at", "-version")
 
 
-def run_demo_choice(
-    *, user: AbstractBaseUser | AnonymousUser
-) -> tuple[Dataset, Target] | None:
+def run_demo_choice(*, user: User) -> tuple[Dataset, Target] | None:
     """A demo target the user may run, with a dataset of its project it can answer."""
     target = _demo_targets(user).first()
     if target is None:
@@ -256,7 +254,7 @@ LIMIT 1
 EDIT_ROLES = roles_allowed(Action.EDIT)
 
 
-def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | None:
+def run_demo_offer(*, user: User | AnonymousUser) -> DemoOffer | None:
     """What ``run_demo_choice`` would start, for the button on the runs page.
 
     The same choice in one statement (``_DEMO_OFFER_SQL``), with only the
@@ -270,7 +268,7 @@ def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | Non
         dataset=Dataset._meta.db_table,
         roles=", ".join(f"%(role{n})s" for n in range(len(EDIT_ROLES))),
     )
-    params = {
+    params: dict[str, Any] = {
         "ready": Dataset.Status.READY,
         "arith": "%arith%",
         "kind": "demo",
@@ -285,7 +283,7 @@ def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | Non
     return DemoOffer(*row)
 
 
-def demo_run_start(*, user: AbstractBaseUser) -> Run:
+def demo_run_start(*, user: User) -> Run:
     """Create and launch the demo run on the user's demo target and dataset."""
     choice = run_demo_choice(user=user)
     if choice is None:

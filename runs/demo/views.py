@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -11,11 +11,12 @@ from django.views.decorators.http import require_POST
 from runs.demo import seed
 from runs.errors import InvalidInput
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_POST
-def run_demo_start(request: HttpRequest) -> HttpResponse:
+def run_demo_start(request: AuthedRequest) -> HttpResponse:
     """Start the demo run and show it live; the new-run form if it cannot start."""
     try:
         run = seed.demo_run_start(user=request.user)

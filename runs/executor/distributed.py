@@ -40,13 +40,15 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 from procrastinate import JobContext, RetryStrategy
 from procrastinate.contrib.django import app
+from procrastinate.contrib.django.django_connector import DjangoConnector
 from procrastinate.job_context import AbortReason
 from procrastinate.worker import Worker
 
 from runs import events
 from runs.executor import rescore_store, shard_store, store
-from runs.executor.engine import Execution, StorageUnavailable, execute_run
+from runs.executor.engine import Execution, execute_run
 from runs.executor.rescore import execute_scoring_pass
+from runs.executor.stops import StorageUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -306,7 +308,10 @@ async def run_worker(*, shards: int, queues: list[str]) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal)
     delay = 0.5
-    with app.replace_connector(app.connector.get_worker_connector()) as worker_app:
+    # The Django integration's app runs on Django's connector.
+    connector = app.connector
+    assert isinstance(connector, DjangoConnector)
+    with app.replace_connector(connector.get_worker_connector()) as worker_app:
         async with worker_app.open_async():
             recovery = asyncio.create_task(
                 recover_stalled(worker_app, stall_seconds=stall)

@@ -488,12 +488,17 @@ class Execution:
         watcher = asyncio.create_task(self.watch())
         flusher = asyncio.create_task(self.flush_forever())
         timer = asyncio.create_task(self.enforce_deadline())
-        tasks = (producer, *workers, everything, watcher, timer)
+        tasks: tuple[asyncio.Future[Any], ...] = (
+            producer,
+            *workers,
+            everything,
+            watcher,
+            timer,
+        )
+        first: set[asyncio.Future[Any]] = {everything, watcher, flusher}
         error = ""
         try:
-            await asyncio.wait(
-                {everything, watcher, flusher}, return_when=asyncio.FIRST_COMPLETED
-            )
+            await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             # The process is shutting down, not the user cancelling: keep what
             # finished and leave the run "running" so that it resumes.

@@ -153,13 +153,19 @@ _distributed: Launcher | None = None
 
 def get_launcher() -> Launcher:
     """The launcher of ``EVALSITE_EXECUTOR``: local, or procrastinate's."""
-    global _launcher, _distributed
+    global _distributed
     if settings.EVALSITE_EXECUTOR == "procrastinate":
         if _distributed is None:
             from runs.executor.distributed import ProcrastinateLauncher
 
             _distributed = ProcrastinateLauncher()
         return _distributed
+    return local_launcher()
+
+
+def local_launcher() -> LocalLauncher:
+    """The launcher of this process's own loop (``EVALSITE_EXECUTOR=local``)."""
+    global _launcher
     if _launcher is None:
         _launcher = LocalLauncher()
     return _launcher

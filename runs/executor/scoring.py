@@ -26,7 +26,8 @@ so the threads are shared by project (``runs/scorer_threads.py``).
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, cast
 
 from runs.pools.shares import Progress, tracking
 from runs.pools.threads import run_in_thread, scorer_pool, thread_shares
@@ -57,7 +58,9 @@ class ScorerCall:
     async def run(self) -> ScoreOutcome:
         if runs_on_loop(self.scorer):
             with tracking(self.progress):
-                return await self.scorer.score(output=self.output, item=self.item)  # type: ignore[misc]
+                # runs_on_loop: score is a coroutine function.
+                outcome = self.scorer.score(output=self.output, item=self.item)
+                return await cast(Awaitable[ScoreOutcome], outcome)
         with tracking(self.progress):
             name = getattr(self.scorer, "name", "?")
             return await run_in_thread(self.compute, name=name)
@@ -81,7 +84,7 @@ class ScorerCall:
             if close is not None:
                 close()  # never awaited: say so instead of warning at exit
             raise TypeError("score returned an awaitable: declare it async def")
-        return outcome  # type: ignore[return-value]
+        return outcome
 
     def timeout_message(self, timeout: float) -> str:
         if self.progress.waiting:

@@ -137,8 +137,10 @@ class ResultRecord:
 _USED_TOKENS = Q(prompt_tokens__isnull=False) | Q(completion_tokens__isnull=False)
 UNPRICED = Q(cost__isnull=True) & (
     _USED_TOKENS
-    | Exists(
-        Score.objects.filter(_USED_TOKENS, result=OuterRef("pk"), cost__isnull=True)
+    | Q(
+        Exists(
+            Score.objects.filter(_USED_TOKENS, result=OuterRef("pk"), cost__isnull=True)
+        )
     )
 )
 
@@ -183,6 +185,7 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
 
 def run_spec(run: Run) -> RunSpec:
     """What an executor needs of a run it has claimed (whole or a shard)."""
+    assert run.started_at is not None  # a claim sets it first
     return RunSpec(
         id=run.pk,
         dataset_id=run.dataset_id,

@@ -60,12 +60,13 @@ def short(text: str, limit: int = 300) -> str:
 
 
 def _refuse(uri: str) -> Any:
-    raise referencing.exceptions.NoSuchResource(ref=uri)
+    # attrs classes behind referencing's own decorator, which mypy cannot follow.
+    raise referencing.exceptions.NoSuchResource(ref=uri)  # type: ignore[call-arg]  # attrs
 
 
 # No $ref leaves the schema: jsonschema's default registry would fetch a URL
 # (a request from the server to wherever a user points it).
-LOCAL_ONLY = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]
+LOCAL_ONLY = referencing.Registry(retrieve=_refuse)  # type: ignore[call-arg]  # as above
 
 
 class SchemaProblem(ValueError):
@@ -111,7 +112,8 @@ def validator_class(schema: Any) -> Any:
     dialect = schema["$schema"]
     known = None
     if isinstance(dialect, str):
-        known = validators.validator_for(schema, default=None)
+        # None for a draft it does not know (the stubs allow only a class).
+        known = validators.validator_for(schema, default=None)  # type: ignore[arg-type]  # see above
     if known is None:
         raise SchemaProblem(
             f"names a $schema this scorer does not know ({short(repr(dialect))}): "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import (
     HttpRequest,
@@ -52,6 +52,7 @@ from runs.projects.services import (
 )
 from runs.secrets.store import secret_delete, secret_list, secret_set
 from runs.web.api import ERRORS, READ_ERRORS, paginated
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 secret_router = Router(tags=["secrets"])
@@ -60,7 +61,7 @@ secret_router = Router(tags=["secrets"])
 @secret_router.get(
     "/{project_id}/secrets", response={200: list[SecretOut], **READ_ERRORS}
 )
-def list_secrets(request: HttpRequest, project_id: DbId) -> QuerySet[ProjectSecret]:
+def list_secrets(request: ApiRequest, project_id: DbId) -> QuerySet[ProjectSecret]:
     """The project's secrets: names, hosts and times, never values (any member)."""
     project = project_get(user=request.auth, project_id=project_id)
     return secret_list(project=project, user=request.auth)
@@ -71,7 +72,7 @@ def list_secrets(request: HttpRequest, project_id: DbId) -> QuerySet[ProjectSecr
     response={200: SecretOut, 201: SecretOut, **ERRORS},
 )
 def set_secret(
-    request: HttpRequest, project_id: DbId, name: str, payload: SecretIn
+    request: ApiRequest, project_id: DbId, name: str, payload: SecretIn
 ) -> Status[ProjectSecret]:
     """Create (201) or change (200) a secret; project admins only.
 
@@ -91,7 +92,7 @@ def set_secret(
 
 
 @secret_router.delete("/{project_id}/secrets/{name}", response={204: None, **ERRORS})
-def delete_secret(request: HttpRequest, project_id: DbId, name: str) -> Status[None]:
+def delete_secret(request: ApiRequest, project_id: DbId, name: str) -> Status[None]:
     """Delete a secret; project admins only. Runs that use it will fail to start."""
     project = project_get(user=request.auth, project_id=project_id)
     secret_delete(project=project, user=request.auth, name=name)
@@ -104,13 +105,13 @@ key_router = Router(tags=["keys"])
 
 @project_router.get("", response={200: list[ProjectOut], **READ_ERRORS})
 @paginated
-def list_projects(request: HttpRequest) -> QuerySet[Project]:
+def list_projects(request: ApiRequest) -> QuerySet[Project]:
     """Your projects, each with your role in it."""
     return project_list(user=request.auth)
 
 
 @project_router.post("", response={201: ProjectOut, **ERRORS})
-def create_project(request: HttpRequest, payload: ProjectIn) -> Status[Project]:
+def create_project(request: ApiRequest, payload: ProjectIn) -> Status[Project]:
     """Create a project; you become its admin."""
     project = project_create(
         name=payload.name, description=payload.description, owner=request.auth
@@ -119,7 +120,7 @@ def create_project(request: HttpRequest, payload: ProjectIn) -> Status[Project]:
 
 
 @project_router.get("/{project_id}", response={200: ProjectOut, **READ_ERRORS})
-def get_project(request: HttpRequest, project_id: DbId) -> Project:
+def get_project(request: ApiRequest, project_id: DbId) -> Project:
     return project_get_with_role(user=request.auth, project_id=project_id)
 
 
@@ -127,7 +128,7 @@ def get_project(request: HttpRequest, project_id: DbId) -> Project:
     "/{project_id}/members", response={200: list[MemberOut], **READ_ERRORS}
 )
 @paginated
-def list_members(request: HttpRequest, project_id: DbId) -> QuerySet[Membership]:
+def list_members(request: ApiRequest, project_id: DbId) -> QuerySet[Membership]:
     """The project's members, admins first."""
     project = project_get(user=request.auth, project_id=project_id)
     return membership_list(project=project)
@@ -138,7 +139,7 @@ def list_members(request: HttpRequest, project_id: DbId) -> QuerySet[Membership]
     response={201: MemberOut, **ERRORS},
 )
 def add_member(
-    request: HttpRequest, project_id: DbId, payload: MemberIn
+    request: ApiRequest, project_id: DbId, payload: MemberIn
 ) -> Status[Membership]:
     """Add an existing user by username or email (project admins only)."""
     project = project_get(user=request.auth, project_id=project_id)
@@ -153,7 +154,7 @@ def add_member(
     response={200: MemberOut, **ERRORS},
 )
 def update_member(
-    request: HttpRequest, project_id: DbId, user_id: DbId, payload: MemberPatch
+    request: ApiRequest, project_id: DbId, user_id: DbId, payload: MemberPatch
 ) -> Membership:
     """Change a member's role (admins only); the last admin stays admin (400)."""
     project = project_get(user=request.auth, project_id=project_id)
@@ -166,9 +167,7 @@ def update_member(
     "/{project_id}/members/{user_id}",
     response={204: None, **ERRORS},
 )
-def remove_member(
-    request: HttpRequest, project_id: DbId, user_id: DbId
-) -> Status[None]:
+def remove_member(request: ApiRequest, project_id: DbId, user_id: DbId) -> Status[None]:
     """Remove a member (admins), or leave with your own id; never the last admin."""
     project = project_get(user=request.auth, project_id=project_id)
     membership_remove(project=project, actor=request.auth, user_id=user_id)
@@ -177,27 +176,28 @@ def remove_member(
 
 @key_router.get("", response={200: list[ApiKeyOut], **READ_ERRORS})
 @paginated
-def list_keys(request: HttpRequest) -> QuerySet[ApiKey]:
+def list_keys(request: ApiRequest) -> QuerySet[ApiKey]:
     """Your API keys, revoked ones included; never the keys themselves."""
     return api_key_list(user=request.auth)
 
 
 @key_router.post("", response={201: ApiKeyCreatedOut, **ERRORS})
 def create_key(
-    request: HttpRequest, response: HttpResponse, payload: ApiKeyIn
+    request: ApiRequest, response: HttpResponse, payload: ApiKeyIn
 ) -> Status[ApiKey]:
     """Create a key; it is in this response only. Needs a session: a key cannot
     make keys, so that revoking a leaked key is enough."""
     if getattr(request, "api_key", None) is not None:
         raise Forbidden("an API key cannot create keys; sign in to create one")
     key, plain = api_key_create(user=request.auth, name=payload.name)
-    key.key = plain  # type: ignore[attr-defined]  (for this response only)
+    # The plain key, for this response only (ApiKeyCreatedOut.key).
+    key.key = plain  # type: ignore[attr-defined]  # not a field: never stored
     response["Cache-Control"] = "no-store"
     return Status(201, key)
 
 
 @key_router.delete("/{key_id}", response={204: None, **ERRORS})
-def revoke_key(request: HttpRequest, key_id: DbId) -> Status[None]:
+def revoke_key(request: ApiRequest, key_id: DbId) -> Status[None]:
     """Revoke one of your keys; it stops working at once."""
     api_key_revoke(user=request.auth, key_id=key_id)
     return Status(204, None)
@@ -206,10 +206,10 @@ def revoke_key(request: HttpRequest, key_id: DbId) -> Status[None]:
 class ApiKeyAuth(HttpBearer):
     """``Authorization: Bearer evk_...``; no CSRF check, as no cookie is involved."""
 
-    def authenticate(self, request: HttpRequest, token: str) -> AbstractBaseUser | None:
+    def authenticate(self, request: HttpRequest, token: str) -> User | None:
         key = api_key_authenticate(token)
         if key is None:
             return None
         request.user = key.user
-        request.api_key = key  # type: ignore[attr-defined]
+        request.api_key = key  # type: ignore[attr-defined]  # read by create_key
         return key.user

@@ -38,5 +38,6 @@ def lockout_response(
         request,
         "registration/login.html",
         context,
-        status=settings.AXES_HTTP_RESPONSE_CODE,
+        # django-axes puts its defaults on settings when it loads.
+        status=settings.AXES_HTTP_RESPONSE_CODE,  # type: ignore[misc]  # axes sets it
     )

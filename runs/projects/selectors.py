@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import (
     Case,
     Count,
@@ -27,17 +27,18 @@ from runs.models import (
     Target,
 )
 
-User = AbstractBaseUser | AnonymousUser
+# The user of a request: signed in or anonymous.
+AnyUser = User | AnonymousUser
 
 
-def project_get(*, user: User, project_id: int) -> Project:
+def project_get(*, user: AnyUser, project_id: int) -> Project:
     try:
         return visible_projects(user).get(pk=project_id)
     except Project.DoesNotExist:
         raise NotFound(f"no project {project_id}") from None
 
 
-def project_list(*, user: User) -> QuerySet[Project]:
+def project_list(*, user: AnyUser) -> QuerySet[Project]:
     """The user's projects, each with ``role`` (the user's) and ``member_count``."""
     if not user.is_authenticated:
         return Project.objects.none()
@@ -55,7 +56,7 @@ def project_list(*, user: User) -> QuerySet[Project]:
     )
 
 
-def project_get_with_role(*, user: User, project_id: int) -> Project:
+def project_get_with_role(*, user: AnyUser, project_id: int) -> Project:
     """One of the user's projects, with ``role`` and ``member_count``."""
     try:
         return project_list(user=user).get(pk=project_id)
@@ -91,13 +92,13 @@ class ProjectOverview:
         return allows(self.role, Action.MANAGE)
 
 
-def project_overview(*, user: User, project_id: int) -> ProjectOverview:
+def project_overview(*, user: AnyUser, project_id: int) -> ProjectOverview:
     """A project with its members and what it holds, for one of its members."""
     project = project_get_with_role(user=user, project_id=project_id)
     members = list(membership_list(project=project))
     return ProjectOverview(
         project=project,
-        role=project.role,
+        role=project.role,  # type: ignore[attr-defined]  # annotated by project_list
         members=members,
         admin_count=sum(m.role == Membership.Role.ADMIN for m in members),
         dataset_count=Dataset.objects.filter(project=project).count(),
@@ -106,7 +107,7 @@ def project_overview(*, user: User, project_id: int) -> ProjectOverview:
     )
 
 
-def api_key_list(*, user: User) -> QuerySet[ApiKey]:
+def api_key_list(*, user: AnyUser) -> QuerySet[ApiKey]:
     """The user's own API keys, newest first; revoked ones included."""
     if not user.is_authenticated:
         return ApiKey.objects.none()

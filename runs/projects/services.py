@@ -6,7 +6,7 @@ import hashlib
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,9 +24,7 @@ from runs.records.names import clean_name
 API_KEY_PREFIX = "evk_"
 
 
-def project_create(
-    *, name: str, owner: AbstractBaseUser, description: str = ""
-) -> Project:
+def project_create(*, name: str, owner: User, description: str = "") -> Project:
     """Create a project with ``owner`` as its admin."""
     name = clean_name(name, model=Project)
     with transaction.atomic():
@@ -41,7 +39,7 @@ def project_create(
     return project
 
 
-def project_get_or_create(*, name: str, user: AbstractBaseUser) -> Project:
+def project_get_or_create(*, name: str, user: User) -> Project:
     """The user's project called ``name``, or a new one with the user as admin.
 
     Only the user's own projects are looked at: a project of that name that
@@ -54,7 +52,7 @@ def project_get_or_create(*, name: str, user: AbstractBaseUser) -> Project:
     return project_create(name=name, owner=user)
 
 
-def api_key_create(*, user: AbstractBaseUser, name: str) -> tuple[ApiKey, str]:
+def api_key_create(*, user: User, name: str) -> tuple[ApiKey, str]:
     """Create an API key; the plain key is returned once and never stored."""
     name = clean_name(name, model=ApiKey, required=False)
     secret = secrets.token_urlsafe(32)
@@ -94,9 +92,7 @@ def _role_checked(role: str) -> str:
     return role
 
 
-def _project_locked(
-    project: Project, actor: AbstractBaseUser, action: Action
-) -> Project:
+def _project_locked(project: Project, actor: User, action: Action) -> Project:
     """Lock the project's row and check the actor may do ``action`` under the lock.
 
     Every change of a project's members takes this lock first, so two admins
@@ -131,7 +127,7 @@ def _admins_besides(project: Project, membership: Membership) -> bool:
     )
 
 
-def _user_by_username_or_email(identifier: str) -> AbstractBaseUser:
+def _user_by_username_or_email(identifier: str) -> User:
     identifier = identifier.strip()
     if not identifier:
         raise InvalidInput("is required: a username or an email address", field="user")
@@ -152,7 +148,7 @@ def _user_by_username_or_email(identifier: str) -> AbstractBaseUser:
 def membership_add(
     *,
     project: Project,
-    actor: AbstractBaseUser,
+    actor: User,
     user: str,
     role: str = Membership.Role.EDITOR,
 ) -> Membership:
@@ -170,7 +166,7 @@ def membership_add(
 
 
 def membership_update(
-    *, project: Project, actor: AbstractBaseUser, user_id: int, role: str
+    *, project: Project, actor: User, user_id: int, role: str
 ) -> Membership:
     """Change a member's role; admins only, and never the last admin's."""
     with transaction.atomic():
@@ -192,9 +188,7 @@ def membership_update(
     return membership
 
 
-def membership_remove(
-    *, project: Project, actor: AbstractBaseUser, user_id: int
-) -> None:
+def membership_remove(*, project: Project, actor: User, user_id: int) -> None:
     """Remove a member (admins), or leave a project (any member); never the last
     admin."""
     # Anyone may leave; only an admin removes someone else.
@@ -213,7 +207,7 @@ def membership_remove(
         membership.delete()
 
 
-def api_key_revoke(*, user: AbstractBaseUser, key_id: int) -> ApiKey:
+def api_key_revoke(*, user: User, key_id: int) -> ApiKey:
     """Revoke one of the user's own keys; it stops working at once."""
     with transaction.atomic():
         key = ApiKey.objects.select_for_update().filter(user=user, pk=key_id).first()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -35,11 +35,12 @@ from runs.projects.services import (
 from runs.secrets import store
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     if request.method == "POST":
         # The form is an admin's: anyone else is refused before it is read, as
@@ -69,7 +70,7 @@ def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
 @domain_errors
 @require_POST
 def project_secret_delete(
-    request: HttpRequest, project_id: int, name: str
+    request: AuthedRequest, project_id: int, name: str
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     store.secret_delete(project=project, user=request.user, name=name)
@@ -78,7 +79,7 @@ def project_secret_delete(
 
 
 @require_http_methods(["GET", "POST"])
-def project_list(request: HttpRequest) -> HttpResponse:
+def project_list(request: AuthedRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if form.is_bound and form.is_valid():
         try:
@@ -94,7 +95,7 @@ def project_list(request: HttpRequest) -> HttpResponse:
 
 
 def _project_page(
-    request: HttpRequest, project_id: int, *, invite: MemberAddForm | None = None
+    request: AuthedRequest, project_id: int, *, invite: MemberAddForm | None = None
 ) -> HttpResponse:
     overview = project_overview(user=request.user, project_id=project_id)
     context = {
@@ -108,13 +109,13 @@ def _project_page(
 
 @domain_errors
 @require_GET
-def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_detail(request: AuthedRequest, project_id: int) -> HttpResponse:
     return _project_page(request, project_id)
 
 
 @domain_errors
 @require_POST
-def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
+def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     form = MemberAddForm(request.POST)
     # The service is asked even when the form has errors: it refuses a
@@ -137,7 +138,7 @@ def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
     return _project_page(request, project_id, invite=form)
 
 
-def _member_fields(request: HttpRequest) -> dict[str, str]:
+def _member_fields(request: AuthedRequest) -> dict[str, str]:
     return {
         "user": request.POST.get("user", ""),
         "role": request.POST.get("role", ""),
@@ -147,7 +148,7 @@ def _member_fields(request: HttpRequest) -> dict[str, str]:
 @domain_errors
 @require_POST
 def project_member_update(
-    request: HttpRequest, project_id: int, user_id: int
+    request: AuthedRequest, project_id: int, user_id: int
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     form = MemberRoleForm(request.POST)
@@ -170,7 +171,7 @@ def project_member_update(
 @domain_errors
 @require_POST
 def project_member_remove(
-    request: HttpRequest, project_id: int, user_id: int
+    request: AuthedRequest, project_id: int, user_id: int
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     try:
@@ -187,7 +188,7 @@ def project_member_remove(
 
 @never_cache
 @require_http_methods(["GET", "POST"])
-def account_keys(request: HttpRequest) -> HttpResponse:
+def account_keys(request: AuthedRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     created = plain = None
     if form.is_bound and form.is_valid():
@@ -212,7 +213,7 @@ def account_keys(request: HttpRequest) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def account_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
+def account_key_revoke(request: AuthedRequest, key_id: int) -> HttpResponse:
     key = api_key_revoke(user=request.user, key_id=key_id)
     messages.success(request, f"The key {key.name!r} ({key.prefix}…) is revoked.")
     return redirect("runs:account_keys")

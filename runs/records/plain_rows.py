@@ -26,6 +26,14 @@ from typing import Any
 from django.db import connection, models
 
 
+def column(field: models.Field[Any, Any] | models.ForeignObjectRel) -> str:
+    """A concrete field's column (Django's types leave it optional for others)."""
+    name = getattr(field, "column", None)
+    if not isinstance(name, str):
+        raise TypeError(f"{field} has no column")
+    return name
+
+
 class Table:
     """A model's insert columns: the filled ones first, then the defaulted ones."""
 
@@ -40,19 +48,21 @@ class Table:
             _refuse_per_row_default(model, f)
         self.table = model._meta.db_table
         self.fields = [by_attname[name] for name in filled] + rest
-        self.columns = [f.column for f in self.fields]
+        self.columns = [column(f) for f in self.fields]
         # Defaults of the other columns, adapted once for every row.
         self.defaults = tuple(
             f.get_db_prep_save(f.get_default(), connection) for f in rest
         )
-        self.pk_column = model._meta.pk.column
+        self.pk_column = column(model._meta.pk)
 
     def quoted(self) -> str:
         quote = connection.ops.quote_name
         return ", ".join(quote(column) for column in self.columns)
 
 
-def _refuse_per_row_default(model: type[models.Model], field: models.Field) -> None:
+def _refuse_per_row_default(
+    model: type[models.Model], field: models.Field[Any, Any]
+) -> None:
     """Refuse a column whose value a model instance computes for each row.
 
     Computed once and appended to every row, ``default=timezone.now`` would
@@ -137,7 +147,7 @@ def upsert(
     are stored already replaces its ``update`` columns instead (both
     databases: ``INSERT ... ON CONFLICT ... DO UPDATE``)."""
     quote = connection.ops.quote_name
-    by_attname = {f.attname: f.column for f in table.fields}
+    by_attname = {f.attname: column(f) for f in table.fields}
     assignments = ", ".join(
         f"{quote(by_attname[name])} = excluded.{quote(by_attname[name])}"
         for name in update

@@ -33,6 +33,7 @@ from runs.models import (
     RunStatus,
     ScoringPass,
 )
+from runs.records.plain_rows import column
 
 _STATUS_LABELS = dict(RunStatus.choices)
 
@@ -120,7 +121,9 @@ _RUN_COUNT_SQL = "SELECT COUNT(*) FROM {run} r WHERE {where}"
 
 def _run_row(raw: Sequence[Any], now: dt.datetime) -> RunRow:
     *fields, heartbeat_at = raw
-    fields[10] = created_at = _aware(fields[10])
+    created_at = _aware(fields[10])
+    assert created_at is not None  # a NOT NULL column
+    fields[10] = created_at
     # Run.alive, at ``now``, for a running run (any other is never stale).
     stale = False
     if fields[2] == RunStatus.RUNNING:
@@ -129,7 +132,8 @@ def _run_row(raw: Sequence[Any], now: dt.datetime) -> RunRow:
             heartbeat_at is None
             or (now - heartbeat_at).total_seconds() >= HEARTBEAT_STALE_SECONDS
         )
-    return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))
+    # fields: the query's columns, in RunRow's order up to these two.
+    return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))  # type: ignore[misc]  # see above
 
 
 class RunTable:
@@ -228,12 +232,12 @@ def _key_with_user_sql() -> tuple[str, list[Any], list[Any]]:
     key_fields = list(ApiKey._meta.concrete_fields)
     user_fields = list(user_model._meta.concrete_fields)
     quote = connection.ops.quote_name
-    columns = [f"k.{quote(f.column)}" for f in key_fields]
-    columns += [f"u.{quote(f.column)}" for f in user_fields]
+    columns = [f"k.{quote(column(f))}" for f in key_fields]
+    columns += [f"u.{quote(column(f))}" for f in user_fields]
     sql = (
         f"SELECT {', '.join(columns)} FROM {_tables()['apikey']} k"
         f" JOIN {quote(user_model._meta.db_table)} u"
-        f" ON u.{quote(user_model._meta.pk.column)} = k.{quote('user_id')}"
+        f" ON u.{quote(column(user_model._meta.pk))} = k.{quote('user_id')}"
         " WHERE k.prefix = %s AND k.revoked_at IS NULL AND u.is_active = %s"
     )
     return sql, key_fields, user_fields
@@ -244,10 +248,10 @@ def _user_sql() -> tuple[str, list[Any]]:
     user_model = get_user_model()
     quote = connection.ops.quote_name
     fields = list(user_model._meta.concrete_fields)
-    columns = ", ".join(quote(f.column) for f in fields)
+    columns = ", ".join(quote(column(f)) for f in fields)
     sql = (
         f"SELECT {columns} FROM {quote(user_model._meta.db_table)}"
-        f" WHERE {quote(user_model._meta.pk.column)} = %s"
+        f" WHERE {quote(column(user_model._meta.pk))} = %s"
     )
     return sql, fields
 
@@ -331,8 +335,8 @@ def _run_page_sql() -> tuple[str, str]:
     user_model = get_user_model()
     quote = connection.ops.quote_name
     user_table = quote(user_model._meta.db_table)
-    username = quote(user_model._meta.get_field(user_model.USERNAME_FIELD).column)
-    user_pk = quote(user_model._meta.pk.column)
+    username = quote(column(user_model._meta.get_field(user_model.USERNAME_FIELD)))
+    user_pk = quote(column(user_model._meta.pk))
     tables = _tables()
     run_sql = (
         f"SELECT r.*, p.name, d.name, d.version, d.item_count, c.{username}, m.role"

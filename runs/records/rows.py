@@ -299,8 +299,10 @@ def results_replace(
     for record in records:
         if (record.item_id, record.epoch) not in waiting:
             continue
-        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
-        _add_earlier_usage(record, *usage)
+        pk, _, _, attempts, prompt, completion, cost = waiting[
+            (record.item_id, record.epoch)
+        ]
+        _add_earlier_usage(record, prompt, completion, cost)
         error_type, signature, pattern = _error_columns(record)
         updated = Result.objects.filter(pk=pk, retry_pending=True).update(
             retry_pending=False,

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import (
-    HttpRequest,
-)
 from ninja import Router
 
 from runs.rescore.schemas import RescoreIn, RescoreOut, ScoringPassOut
@@ -16,6 +13,7 @@ from runs.results.selectors import (
     run_get,
 )
 from runs.web.api import ERRORS, READ_ERRORS
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 rescore_router = Router(tags=["runs"])
@@ -23,7 +21,7 @@ rescore_router = Router(tags=["runs"])
 
 @rescore_router.post("/{run_id}/rescore", response={200: RescoreOut, **ERRORS})
 def rescore_run(
-    request: HttpRequest, run_id: DbId, payload: RescoreIn
+    request: ApiRequest, run_id: DbId, payload: RescoreIn
 ) -> dict[str, Any]:
     """Score an ended run's stored outputs again, without calling its target.
 
@@ -53,7 +51,7 @@ def rescore_run(
 @rescore_router.get(
     "/{run_id}/scoring-passes", response={200: list[ScoringPassOut], **READ_ERRORS}
 )
-def list_scoring_passes(request: HttpRequest, run_id: DbId) -> list[Any]:
+def list_scoring_passes(request: ApiRequest, run_id: DbId) -> list[Any]:
     """The run's scoring passes, oldest first: its own execution, then each
     re-score with who started it, when, its scorers and parameters, and counts."""
     run = run_get(user=request.auth, run_id=run_id)

@@ -15,7 +15,7 @@ from django import forms
 
 from runs.models import Run
 from runs.scorers import REGISTRY as SCORERS
-from runs.web.forms import PluginFieldsMixin
+from runs.web.forms import PluginFieldsMixin, form_field
 
 NAME_PREFIX = "as__"
 
@@ -27,7 +27,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
         kwargs.setdefault("initial", run_initial(run))
         super().__init__(*args, **kwargs)
         self.run = run
-        self.fields["scorers"].choices = [
+        form_field(self, "scorers", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(SCORERS.items())
         ]
         for kind in sorted(SCORERS):
@@ -38,7 +38,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
                 help_text=f"the scorer's name (default {kind}); a name the run "
                 "has replaces its scores",
             )
-        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]
+        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
         self.error_paths = {}
 
     def scorer_specs(self) -> list[dict[str, Any]]:
@@ -48,7 +48,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
             where = f"scorers[{position}]"
             name_field = NAME_PREFIX + kind
             self.error_paths[f"{where}.name"] = name_field
-            params = self.plugin_values(kind, SCORERS[kind], path=f"{where}.params")  # type: ignore[arg-type]
+            params = self.plugin_values(kind, SCORERS[kind], path=f"{where}.params")  # type: ignore[arg-type]  # kinds are Plugins
             spec: dict[str, Any] = {"kind": kind, "params": params}
             name = self.cleaned_data.get(name_field, "").strip()
             if name:
@@ -57,7 +57,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
         return specs
 
     def scorer_sections(self) -> list[dict[str, Any]]:
-        sections = self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]
+        sections = self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
         for section in sections:
             section["fields"].insert(0, self[NAME_PREFIX + section["kind"]])
         return sections

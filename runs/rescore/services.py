@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,11 +24,12 @@ from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Run, Score, ScoringPass
+from runs.records.names import max_length
 from runs.rescore.selectors import initial_pass
 from runs.results.services import check_scorer_secrets, require_expected_answers
 from runs.scorers import clean_scorer_specs
 
-NAME_MAX = Score._meta.get_field("scorer").max_length
+NAME_MAX = max_length(Score, "scorer")
 INTERRUPTED = (
     "interrupted: its executor stopped reporting before the pass ended; "
     "re-score with the same scorers to run it again"
@@ -84,13 +85,18 @@ def _in_run_order(run: Run, specs: list[dict[str, Any]]) -> list[dict[str, Any]]
     return sorted(specs, key=lambda spec: order[spec["name"]])
 
 
+def run_results_to_score(*, run: Run) -> int:
+    """How many of the run's results a scoring pass would score."""
+    return results_to_score(run.pk).count()
+
+
 def _plan(run: Run, specs: list[dict[str, Any]]) -> RescorePlan:
     current = {spec["name"]: spec for spec in run.scorers}
     names = [spec["name"] for spec in specs]
     return RescorePlan(
         run=run,
         scorers=specs,
-        results=results_to_score(run.pk).count(),
+        results=run_results_to_score(run=run),
         added=[name for name in names if name not in current],
         replaced=[name for name in names if name in current],
         kind_changes={
@@ -126,7 +132,7 @@ def _check_not_busy(run: Run) -> None:
 def run_rescore(
     *,
     run: Run,
-    user: AbstractBaseUser | AnonymousUser | None,
+    user: User | AnonymousUser | None,
     scorers: list[Any],
     dry_run: bool = False,
     launch: bool = True,

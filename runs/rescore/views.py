@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
@@ -18,11 +18,12 @@ from runs.rescore.selectors import scoring_section
 from runs.results.selectors import run_get, run_overview
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def run_rescore(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_rescore(request: AuthedRequest, run_id: int) -> HttpResponse:
     """GET: the scorers to run over the stored outputs; POST: start the pass."""
     run = run_get(user=request.user, run_id=run_id)
     require(request.user, run.project, Action.EDIT)
@@ -46,13 +47,13 @@ def run_rescore(request: HttpRequest, run_id: int) -> HttpResponse:
         "run": run,
         "form": form,
         "error": error,
-        "results": services.results_to_score(run.pk).count(),
+        "results": services.run_results_to_score(run=run),
     }
     return render(request, "runs/rescore/run_rescore.html", context, status=status)
 
 
 def _rescore(
-    request: HttpRequest, run: Run, form: RescoreForm
+    request: AuthedRequest, run: Run, form: RescoreForm
 ) -> services.RescorePlan | None:
     """Start the pass the form (or ``again``: an earlier pass) asks for."""
     again = request.POST.get("again", "")
@@ -80,7 +81,7 @@ def _started(plan: services.RescorePlan) -> str:
 
 @domain_errors
 @require_GET
-def run_scoring_passes(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_scoring_passes(request: AuthedRequest, run_id: int) -> HttpResponse:
     """The run's scoring passes (the run page's section, refreshed while one runs)."""
     overview = run_overview(user=request.user, run_id=run_id)
     context = scoring_section(run=overview.run, overview=overview)

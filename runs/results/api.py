@@ -6,7 +6,6 @@ from typing import Any, Literal
 
 from django.db.models import QuerySet
 from django.http import (
-    HttpRequest,
     HttpResponse,
     StreamingHttpResponse,
 )
@@ -56,13 +55,14 @@ from runs.web.api import (
     BoundedPageNumberPagination,
     paginated,
 )
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 run_router = Router(tags=["runs"])
 
 
 @run_router.post("", response={201: RunDetailOut, **ERRORS})
-def create_run(request: HttpRequest, payload: RunIn) -> Status[Run]:
+def create_run(request: ApiRequest, payload: RunIn) -> Status[Run]:
     """Create a run of a dataset against a stored or ad-hoc target, and launch it."""
     dataset = dataset_get(user=request.auth, dataset_id=payload.dataset)
     target = None
@@ -92,7 +92,7 @@ PagedRunOut = type(
 
 @run_router.get("", response={200: PagedRunOut, **READ_ERRORS})
 def list_runs(
-    request: HttpRequest,
+    request: ApiRequest,
     filters: Query[RunFilter],
     ninja_pagination: Query[BoundedPageNumberPagination.Input],
 ) -> HttpResponse:
@@ -126,12 +126,12 @@ def list_runs(
 
 
 @run_router.get("/{run_id}", response={200: RunDetailOut, **READ_ERRORS})
-def get_run(request: HttpRequest, run_id: DbId) -> Run:
+def get_run(request: ApiRequest, run_id: DbId) -> Run:
     return run_get(user=request.auth, run_id=run_id)
 
 
 @run_router.post("/{run_id}/cancel", response={200: RunDetailOut, **ERRORS})
-def cancel_run(request: HttpRequest, run_id: DbId) -> Run:
+def cancel_run(request: ApiRequest, run_id: DbId) -> Run:
     """Ask a run to stop; repeating it, or cancelling an ended run, is harmless."""
     run = run_get(user=request.auth, run_id=run_id)
     return run_cancel(run=run, user=request.auth)
@@ -142,7 +142,7 @@ def cancel_run(request: HttpRequest, run_id: DbId) -> Run:
 )
 @paginated
 def list_results(
-    request: HttpRequest, run_id: DbId, filters: Query[ResultFilterIn]
+    request: ApiRequest, run_id: DbId, filters: Query[ResultFilterIn]
 ) -> QuerySet[Result] | PendingRows:
     """A run's results in dataset order, filtered (the filters combine).
 
@@ -150,7 +150,7 @@ def list_results(
     """
     run = run_get(user=request.auth, run_id=run_id)
     chosen = ResultFilters.parse(filters.model_dump(), run=run)
-    if chosen.lists_items:
+    if chosen.lists_items and chosen.status is not None:
         return PendingRows(run_items_left(run=run, filters=chosen), chosen.status)
     return result_filter(run=run, filters=chosen)
 
@@ -176,7 +176,7 @@ EXPORT_RESPONSES: dict[str, Any] = {
     openapi_extra={"responses": EXPORT_RESPONSES},
 )
 def export_run(
-    request: HttpRequest, run_id: DbId, format: Literal["jsonl", "csv"] = "jsonl"
+    request: ApiRequest, run_id: DbId, format: Literal["jsonl", "csv"] = "jsonl"
 ) -> StreamingHttpResponse:
     """A run's results as JSON Lines or CSV (cells safe to open in a spreadsheet)."""
     run = run_get(user=request.auth, run_id=run_id)
@@ -184,7 +184,7 @@ def export_run(
 
 
 @run_router.get("/{run_id}/summary", response={200: RunSummaryOut, **READ_ERRORS})
-def get_run_summary(request: HttpRequest, run_id: DbId) -> RunSummary:
+def get_run_summary(request: ApiRequest, run_id: DbId) -> RunSummary:
     """How good the run was: per scorer, results, scores, errors, the pass rate
     with its Wilson 95% interval and, with several epochs, pass@k and pass^k;
     latency percentiles, tokens, cost, counts per status and error kind."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.access import Action, projects_where
 from runs.datasets.selectors import dataset_get, dataset_list
@@ -12,7 +13,7 @@ from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.models import Dataset, Target
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets.selectors import target_get, target_list
-from runs.web.forms import PickField, PluginFieldsMixin, User, param_field
+from runs.web.forms import PickField, PluginFieldsMixin, form_field, param_field
 
 OPTION_GROUPS = (
     (BASIC, "Options"),
@@ -54,17 +55,17 @@ class RunForm(PluginFieldsMixin, forms.Form):
             .filter(project__in=editable)
             .order_by("project__name", "name")
         )
-        self.fields["dataset"].set_options(
+        form_field(self, "dataset", PickField).set_options(
             (d.pk, f"{d.project} / {d.name} v{d.version} ({d.item_count} items)")
             for d in datasets
         )
-        self.fields["target"].set_options(
+        form_field(self, "target", PickField).set_options(
             (t.pk, f"{t.project} / {t.name} ({t.kind})") for t in targets
         )
-        self.fields["scorers"].choices = [
+        form_field(self, "scorers", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(SCORERS.items())
         ]
-        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]
+        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
         for param in option_params():
             self.fields[param.name] = param_field(param)
         self.error_paths = {"target_config": "target"}
@@ -92,7 +93,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
         specs: list[Any] = []
         for position, kind in enumerate(data["scorers"]):
             path = f"scorers[{position}].params"
-            params = self.plugin_values(kind, SCORERS[kind], path=path)  # type: ignore[arg-type]
+            params = self.plugin_values(kind, SCORERS[kind], path=path)  # type: ignore[arg-type]  # kinds are Plugins
             specs.append({"kind": kind, "params": params})
         for spec in data.get("scorer_specs") or []:
             self.error_paths[f"scorers[{len(specs)}]"] = "scorer_specs"
@@ -110,7 +111,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
         }
 
     def scorer_sections(self) -> list[dict[str, Any]]:
-        return self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]
+        return self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
 
     def option_groups(self) -> list[tuple[str, str, list[forms.BoundField]]]:
         groups = []

@@ -380,11 +380,12 @@ class ResultRowOut(ResultOut):
     """A result, or (status pending / skipped) an item that has none: then
     ``id``, ``epoch`` and the times are null."""
 
-    id: int | None
-    epoch: int | None
-    status: str
-    started_at: datetime | None
-    finished_at: datetime | None
+    # Wider than ResultOut's on purpose: a row may be an item without a result.
+    id: int | None  # type: ignore[assignment]  # see above
+    epoch: int | None  # type: ignore[assignment]  # see above
+    status: str  # type: ignore[assignment]  # see above
+    started_at: datetime | None  # type: ignore[assignment]  # see above
+    finished_at: datetime | None  # type: ignore[assignment]  # see above
 
     @staticmethod
     def resolve_scores(obj: Result | PendingRow) -> list[Score]:

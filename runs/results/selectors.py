@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db.models import (
     Count,
     Exists,
@@ -34,7 +35,6 @@ from runs.models import (
     Run,
     Score,
 )
-from runs.projects.selectors import User
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:

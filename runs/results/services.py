@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -34,7 +34,7 @@ from runs.targets.base import get_target_class
 
 def run_create(
     *,
-    user: AbstractBaseUser | None,
+    user: User | None,
     dataset: Dataset,
     target: Target | None = None,
     target_kind: str | None = None,
@@ -148,7 +148,7 @@ def run_launch(*, run: Run) -> None:
     get_launcher().launch(run.pk)
 
 
-def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
+def run_cancel(*, run: Run, user: User | None = None) -> Run:
     """Ask a run to stop; harmless when repeated or when the run has ended.
 
     A pending run that no executor has claimed ends at once; a running one is

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.http import Http404, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -35,6 +35,7 @@ from runs.results.selectors import (
 from runs.results.services import run_create
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors, page_of, query_id
+from runs.web.requests import AuthedRequest
 
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
@@ -44,7 +45,7 @@ BASELINE_CHOICES = 50
 
 
 @require_GET
-def run_list(request: HttpRequest) -> HttpResponse:
+def run_list(request: AuthedRequest) -> HttpResponse:
     project_id = query_id(request.GET.get("project"))
     status = request.GET.get("status") or None
     runs = reads.RunTable(user_id=request.user.pk, project_id=project_id, status=status)
@@ -68,7 +69,7 @@ def run_list(request: HttpRequest) -> HttpResponse:
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def run_new(request: HttpRequest) -> HttpResponse:
+def run_new(request: AuthedRequest) -> HttpResponse:
     form = RunForm(
         request.POST or None, user=request.user, initial=_run_initial(request)
     )
@@ -85,7 +86,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _run_initial(request: HttpRequest) -> dict[str, Any]:
+def _run_initial(request: AuthedRequest) -> dict[str, Any]:
     """Preselections from the query: ?dataset=, ?target=, or the demo (?demo=1)."""
     initial: dict[str, Any] = {
         key: query_id(request.GET.get(key)) for key in ("dataset", "target")
@@ -104,7 +105,7 @@ def _run_initial(request: HttpRequest) -> dict[str, Any]:
 
 @domain_errors
 @require_GET
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_detail(request: AuthedRequest, run_id: int) -> HttpResponse:
     # A finished run's page: from the cache while nothing it shows has moved.
     def state() -> tuple[Any, ...] | None:
         return reads.run_page_state(user_id=request.user.pk, run_id=run_id)
@@ -119,7 +120,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 
 def _run_detail_context(
-    request: HttpRequest, run_id: int
+    request: AuthedRequest, run_id: int
 ) -> tuple[dict[str, Any], int]:
     overview = run_overview(user=request.user, run_id=run_id)
     run = overview.run
@@ -165,7 +166,7 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
 
 @domain_errors
 @require_POST
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
     run = run_get(user=request.user, run_id=run_id)
     services.run_cancel(run=run, user=request.user)
     if not request.headers.get("HX-Request"):
@@ -176,14 +177,14 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_GET
-def result_detail(request: HttpRequest, run_id: int, result_id: int) -> HttpResponse:
+def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
     result = result_get(user=request.user, run_id=run_id, result_id=result_id)
     return render(request, "runs/results/result_detail.html", {"result": result})
 
 
 @domain_errors
 @require_GET
-def run_export(request: HttpRequest, run_id: int, format: str) -> HttpResponseBase:
+def run_export(request: AuthedRequest, run_id: int, format: str) -> HttpResponseBase:
     """The run's results as a CSV or JSON Lines download."""
     if format not in EXPORT_FORMATS:
         raise Http404(f"no export format {format!r}")

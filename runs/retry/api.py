@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import (
-    HttpRequest,
-)
 from ninja import Router
 
 from runs.results.selectors import (
@@ -16,13 +13,14 @@ from runs.retry.resume import run_resume
 from runs.retry.schemas import ResumeIn, ResumeOut, RetryIn, RetryOut
 from runs.retry.services import run_retry
 from runs.web.api import ERRORS
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 retry_router = Router(tags=["runs"])
 
 
 @retry_router.post("/{run_id}/retry", response={200: RetryOut, **ERRORS})
-def retry_run(request: HttpRequest, run_id: DbId, payload: RetryIn) -> dict[str, Any]:
+def retry_run(request: ApiRequest, run_id: DbId, payload: RetryIn) -> dict[str, Any]:
     """Run the chosen results of an ended run again, in the same run.
 
     Each chosen result is rewritten in place, its new attempts appended to its
@@ -50,7 +48,7 @@ def retry_run(request: HttpRequest, run_id: DbId, payload: RetryIn) -> dict[str,
 
 
 @retry_router.post("/{run_id}/resume", response={200: ResumeOut, **ERRORS})
-def resume_run(request: HttpRequest, run_id: DbId, payload: ResumeIn) -> dict[str, Any]:
+def resume_run(request: ApiRequest, run_id: DbId, payload: ResumeIn) -> dict[str, Any]:
     """Run the items of the run that have no result, in the same run.
 
     For a run stopped by its cost budget: give a higher ``cost_budget`` in

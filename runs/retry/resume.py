@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from runs.access import Action, require
@@ -22,7 +22,7 @@ RESUME_OPTIONS = ("cost_budget",)
 def run_resume(
     *,
     run: Run,
-    user: AbstractBaseUser | None,
+    user: User | None,
     options: dict[str, Any] | None = None,
     launch: bool = True,
 ) -> Run:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
@@ -111,7 +111,7 @@ def _retry_plan(
 def run_retry(
     *,
     run: Run,
-    user: AbstractBaseUser | None,
+    user: User | None,
     statuses: Iterable[str] | None,
     cluster: str | None = None,
     dry_run: bool = False,

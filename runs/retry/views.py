@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -13,23 +15,27 @@ from runs.results.selectors import SKIPPED, run_get
 from runs.retry import services
 from runs.retry.resume import run_resume
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_retry(request: AuthedRequest, run_id: int) -> HttpResponse:
     """GET: what a retry would run, to confirm; POST: start it."""
     run = run_get(user=request.user, run_id=run_id)
     data = request.POST if request.method == "POST" else request.GET
     cluster = data.get("cluster") or None
     statuses = data.getlist("status") or None
-    arguments = {"run": run, "user": request.user, "statuses": statuses}
     try:
         plan = services.run_retry(
-            **arguments, cluster=cluster, dry_run=request.method != "POST"
+            run=run,
+            user=request.user,
+            statuses=statuses,
+            cluster=cluster,
+            dry_run=request.method != "POST",
         )
     except (InvalidInput, Conflict) as exc:
-        context = {"run": run, "error": exc, "cluster": cluster}
+        context: dict[str, Any] = {"run": run, "error": exc, "cluster": cluster}
         status = 409 if isinstance(exc, Conflict) else 400
         return render(request, "runs/retry/run_retry.html", context, status=status)
     if request.method == "POST":
@@ -52,7 +58,7 @@ def run_retry(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def run_resume_view(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_resume_view(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Run the run's skipped items, with the cost budget given (empty: none)."""
     run = run_get(user=request.user, run_id=run_id)
     budget = request.POST.get("cost_budget", "").strip()

@@ -212,9 +212,9 @@ def _undumpable():
         _restype_ = Long
 
     class Libc:
-        _handle = _ctypes.dlopen(None, 0)
+        _handle = _ctypes.dlopen(None, 0)  # type: ignore[arg-type]  # NULL: this program
 
-    prctl = Function(("prctl", Libc))
+    prctl = Function(("prctl", Libc))  # type: ignore[arg-type]  # any object with _handle
     if prctl(4, 0, 0, 0, 0) != 0 or prctl(3, 0, 0, 0, 0) != 0:  # SET/GET_DUMPABLE
         _refuse(f"prctl(PR_SET_DUMPABLE): {os.strerror(_ctypes.get_errno())}")
 
@@ -238,7 +238,7 @@ def _plain(value):
         return kind(_plain(item) for item in value)
     for base in (int, float, complex, str, bytes, tuple, list, dict, set, frozenset):
         if isinstance(value, base):  # a subclass: its plain value
-            return _plain(base(value))
+            return _plain(base(value))  # type: ignore[arg-type]  # value is a base
     if isinstance(value, (bytearray, memoryview)):
         return bytes(value)
     raise TypeError(
@@ -334,7 +334,7 @@ def _candidate(requests, replies):
 
 def _answer(module, request):
     if request[0] == "names":
-        found = {}
+        found: dict = {}
         for name in request[1]:
             if name not in module:
                 continue

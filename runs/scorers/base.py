@@ -178,7 +178,7 @@ REGISTRY: dict[str, type[ScorerFactory]] = {}
 
 def register[T: type](cls: T) -> T:
     check_declaration(cls, role="scorer", method="score")
-    REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]
+    REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]  # checked just above
     return cls
 
 
@@ -315,8 +315,8 @@ def build_scorer(
     cls = REGISTRY[spec["kind"]]
     params = cls.clean(spec.get("params") or {})
     if getattr(cls, "secrets", ()):
-        return cls(spec["name"], params, context)  # type: ignore[call-arg,return-value]
-    return cls(spec["name"], params)  # type: ignore[return-value]
+        return cls(spec["name"], params, context)  # type: ignore[call-arg,return-value]  # plug-in classes
+    return cls(spec["name"], params)  # type: ignore[return-value]  # a plug-in class
 
 
 def secret_values(context: TargetContext | None) -> tuple[str, ...]:

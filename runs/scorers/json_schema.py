@@ -37,7 +37,8 @@ with warnings.catch_warnings():
                 "plain ```) when it has one; otherwise the whole output must be JSON."
             ),
         )
-        schema: dict[str, Any] | None = Field(
+        # The name users write; it hides pydantic's deprecated schema() method.
+        schema: dict[str, Any] | None = Field(  # type: ignore[assignment]  # see above
             None,
             description=(
                 "A JSON Schema (draft 2020-12 unless $schema says otherwise) the "

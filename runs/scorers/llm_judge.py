@@ -4,7 +4,7 @@ import asyncio
 import json
 import math
 import re
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypedDict, TypeGuard
 
 from pydantic import Field, field_validator, model_validator
 
@@ -72,6 +72,15 @@ Answer:
 {output}
 
 {format}"""
+
+
+class Usage(TypedDict):
+    """What a judge's call used, kept with its score or its error."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    model: str
 
 
 class LLMJudgeParams(EndpointParams):
@@ -325,7 +334,7 @@ class LLMJudge(ScorerPlugin):
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
         model = reply.model or self.params["model"]
-        usage = {
+        usage: Usage = {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             # What the endpoint says the call cost, else its tokens priced
@@ -358,7 +367,7 @@ class LLMJudge(ScorerPlugin):
         value = read_score(text)
         if not low <= value <= high:
             raise ValueError(f"score {value:g} is outside {low:g} to {high:g}")
-        return value, value >= self.threshold
+        return value, self.passes(value)
 
     def read_json(self, text: str) -> tuple[float, bool]:
         data = _json_object(text)
@@ -378,13 +387,18 @@ class LLMJudge(ScorerPlugin):
                 f"the JSON object has neither {verdict_key!r} nor a numeric "
                 f"{score_key!r}"
             )
-        return float(score), float(score) >= self.threshold
+        return float(score), self.passes(float(score))
+
+    def passes(self, value: float) -> bool:
+        # Every format with a score has a threshold (DEFAULT_THRESHOLDS).
+        assert self.threshold is not None
+        return value >= self.threshold
 
     async def aclose(self) -> None:
         await self.client.aclose()
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -109,6 +109,7 @@ class PythonScorer(ScorerPlugin):
     Params = PythonScorerParams
     example: ClassVar[dict[str, Any]] = {"callable": "runs.scorers.examples.non_empty"}
     needs_expected: ClassVar[bool] = False
+    fn: Callable[..., Any]
 
     def __new__(cls, name: str, params: dict[str, Any]) -> PythonScorer:
         # The executor runs ``score`` on the loop only if it is a coroutine
@@ -128,7 +129,9 @@ class PythonScorer(ScorerPlugin):
 
 
 class AsyncPythonScorer(PythonScorer):
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]
+    # Async on purpose: the executor awaits a coroutine function's score on the
+    # loop (runs_on_loop), and runs a plain one in a worker thread.
+    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]  # see above
         return outcome_of(await self.fn(output, item), self.params.get("threshold"))
 
 

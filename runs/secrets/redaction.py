@@ -277,7 +277,7 @@ class _Bank:
         if self.pattern.search(data) is None:
             return None  # the usual case: one scan, nothing copied
         marker = self.marker
-        return self.pattern.sub(lambda _: marker, data)  # type: ignore[no-any-return]
+        return self.pattern.sub(lambda _: marker, data)
 
 
 def _detector(banks: list[_Bank], values: list[str]) -> Any:
@@ -324,8 +324,8 @@ class Redactor:
         for value in values:
             marker = f"[redacted secret {labels[value]}]"
             characters, literals = secret_forms(value)
-            first, *others = characters or [None]
-            self.banks.append(_Bank(marker, [*filter(None, [first]), *literals]))
+            first, others = characters[:1], characters[1:]
+            self.banks.append(_Bank(marker, [*filter(None, first), *literals]))
             self.banks.extend(_Bank(marker, [form]) for form in others)
         self.detector = _detector(self.banks, values)
         # One per secret: scanned only over a text's last TAIL_BYTES.

@@ -33,7 +33,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
@@ -134,7 +134,7 @@ def clean_hosts(hosts: Any) -> list[str]:
 def secret_set(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: User,
     name: str,
     value: str | None = None,
     hosts: Sequence[str] | None = None,
@@ -185,7 +185,7 @@ def secret_set(
     return secret, False
 
 
-def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> None:
+def secret_delete(*, project: Project, user: User, name: str) -> None:
     """Delete a project secret (admins only)."""
     require(user, project, Action.MANAGE)
     deleted, _ = ProjectSecret.objects.filter(project=project, name=name).delete()
@@ -194,7 +194,7 @@ def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> Non
 
 
 def secret_list(
-    *, project: Project, user: AbstractBaseUser | AnonymousUser
+    *, project: Project, user: User | AnonymousUser
 ) -> QuerySet[ProjectSecret]:
     """The project's secrets: names, hosts and times (any member may see them)."""
     require(user, project, Action.VIEW)
@@ -281,7 +281,7 @@ def secret_scope(
     """
     scope = getattr(plugin, "secret_scope", None)
     if scope is not None:
-        return scope(config)  # type: ignore[no-any-return]
+        return scope(config)
     return getattr(plugin, "secrets", ()), config, ""
 
 

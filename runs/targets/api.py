@@ -5,9 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from django.http import (
-    HttpRequest,
-)
 from ninja import (
     Query,
     Router,
@@ -39,13 +36,14 @@ from runs.targets.services import (
 )
 from runs.targets.trial import TargetTry
 from runs.web.api import ERRORS, READ_ERRORS, paginated
+from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut
 
 target_router = Router(tags=["targets"])
 
 
 @target_router.post("", response={201: TargetOut, **ERRORS})
-def create_target(request: HttpRequest, payload: TargetIn) -> Status[Target]:
+def create_target(request: ApiRequest, payload: TargetIn) -> Status[Target]:
     """Store a target; secrets are refused, name environment variables instead."""
     project = project_get(user=request.auth, project_id=payload.project)
     target = target_create(
@@ -60,27 +58,23 @@ def create_target(request: HttpRequest, payload: TargetIn) -> Status[Target]:
 
 @target_router.get("", response={200: list[TargetOut], **READ_ERRORS})
 @paginated
-def list_targets(
-    request: HttpRequest, filters: Query[TargetFilter]
-) -> QuerySet[Target]:
+def list_targets(request: ApiRequest, filters: Query[TargetFilter]) -> QuerySet[Target]:
     return filters.filter(target_list(user=request.auth))
 
 
 @target_router.get("/kinds", response={200: list[PluginKindOut], **READ_ERRORS})
-def list_target_kinds(request: HttpRequest) -> list[dict[str, Any]]:
+def list_target_kinds(request: ApiRequest) -> list[dict[str, Any]]:
     """Every target kind: its parameters as JSON Schema, an example, its secrets."""
     return target_kinds()
 
 
 @target_router.get("/{target_id}", response={200: TargetOut, **READ_ERRORS})
-def get_target(request: HttpRequest, target_id: DbId) -> Target:
+def get_target(request: ApiRequest, target_id: DbId) -> Target:
     return target_get(user=request.auth, target_id=target_id)
 
 
 @target_router.patch("/{target_id}", response={200: TargetOut, **ERRORS})
-def update_target(
-    request: HttpRequest, target_id: DbId, payload: TargetPatch
-) -> Target:
+def update_target(request: ApiRequest, target_id: DbId, payload: TargetPatch) -> Target:
     """Rename a target or replace its configuration; runs keep their copy."""
     target = target_get(user=request.auth, target_id=target_id)
     return target_update(
@@ -89,7 +83,7 @@ def update_target(
 
 
 @target_router.delete("/{target_id}", response={204: None, **ERRORS})
-def delete_target(request: HttpRequest, target_id: DbId) -> Status[None]:
+def delete_target(request: ApiRequest, target_id: DbId) -> Status[None]:
     """Delete a target; its runs keep the name, kind and configuration they used."""
     target = target_get(user=request.auth, target_id=target_id)
     target_delete(target=target, user=request.auth)
@@ -100,7 +94,7 @@ def delete_target(request: HttpRequest, target_id: DbId) -> Status[None]:
     "/{target_id}/try", response={200: TargetTryOut, 429: ErrorOut, **ERRORS}
 )
 async def try_target(
-    request: HttpRequest, target_id: DbId, payload: TargetTryIn
+    request: ApiRequest, target_id: DbId, payload: TargetTryIn
 ) -> TargetTry:
     """Send one input to the target; the answer or the error, never a secret.
 

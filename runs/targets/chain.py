@@ -247,9 +247,12 @@ class ChainTarget(Plugin):
             return self.inner
 
     def _build_inner(self) -> Target:
-        if not Run.objects.filter(
-            pk=self.source_id, project_id=self.project_id
-        ).exists():
+        if (
+            self.project_id is None
+            or not Run.objects.filter(
+                pk=self.source_id, project_id=self.project_id
+            ).exists()
+        ):
             raise TargetError(
                 f"there is no run {self.source_id} in this run's project",
                 kind=ErrorKind.PERMANENT,

@@ -6,11 +6,17 @@ import json
 from typing import Any
 
 from django import forms
+from django.contrib.auth.models import User
 
 from runs.models import Project, Target
 from runs.projects.selectors import project_get
 from runs.targets import REGISTRY as TARGETS
-from runs.web.forms import PickField, PluginFieldsMixin, User, project_options
+from runs.web.forms import (
+    PickField,
+    PluginFieldsMixin,
+    form_field,
+    project_options,
+)
 
 
 class TargetForm(PluginFieldsMixin, forms.Form):
@@ -21,13 +27,13 @@ class TargetForm(PluginFieldsMixin, forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(project_options(user))
-        self.fields["kind"].choices = [
+        form_field(self, "project", PickField).set_options(project_options(user))
+        form_field(self, "kind", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(TARGETS.items())
         ]
         if "openai_chat" in TARGETS:
             self.fields["kind"].initial = "openai_chat"
-        self.add_plugin_fields(TARGETS)  # type: ignore[arg-type]
+        self.add_plugin_fields(TARGETS)  # type: ignore[arg-type]  # kinds are Plugins
         self.error_paths = {"config": "kind"}
 
     def clean_project(self) -> Project:
@@ -41,11 +47,11 @@ class TargetForm(PluginFieldsMixin, forms.Form):
             "project": data["project"],
             "name": data["name"],
             "kind": kind,
-            "config": self.plugin_values(kind, TARGETS[kind], path="config"),  # type: ignore[arg-type]
+            "config": self.plugin_values(kind, TARGETS[kind], path="config"),  # type: ignore[arg-type]  # kinds are Plugins
         }
 
     def kind_sections(self) -> list[dict[str, Any]]:
-        sections = self.plugin_sections("kind", TARGETS)  # type: ignore[arg-type]
+        sections = self.plugin_sections("kind", TARGETS)  # type: ignore[arg-type]  # kinds are Plugins
         for section in sections:
             example = TARGETS[section["kind"]].example
             section["example"] = json.dumps(example, indent=2)

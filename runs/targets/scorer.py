@@ -21,7 +21,7 @@ from runs.targets.base import TargetError, TargetInput, TargetOutput, register
 def _scorers() -> dict[str, Any]:
     from runs.scorers.base import REGISTRY
 
-    return REGISTRY  # type: ignore[return-value]
+    return REGISTRY
 
 
 class ScorerTargetParams(Params):

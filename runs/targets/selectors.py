@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.models import User
 from django.db.models import (
     QuerySet,
 )
@@ -12,7 +13,6 @@ from runs.models import (
     Run,
     Target,
 )
-from runs.projects.selectors import User
 
 
 def target_list(*, user: User, project_id: int | None = None) -> QuerySet[Target]:

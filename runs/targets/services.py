@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from runs.access import Action, require
@@ -30,7 +30,7 @@ from runs.targets.selectors import target_get
 def target_create(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: User,
     name: str,
     kind: str,
     config: dict[str, Any],
@@ -57,7 +57,7 @@ TARGET_TRY_DEFAULT_INPUT = "Say hello"
 def target_update(
     *,
     target: Target,
-    user: AbstractBaseUser,
+    user: User,
     name: str | None = None,
     config: dict[str, Any] | None = None,
 ) -> Target:
@@ -90,7 +90,7 @@ def target_update(
     return target
 
 
-def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
+def target_delete(*, target: Target, user: User) -> None:
     """Delete a target; its runs keep their frozen name, kind and configuration."""
     require(user, target.project, Action.EDIT)
     with transaction.atomic():
@@ -100,7 +100,7 @@ def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
 async def target_try(
     *,
     target_id: int,
-    user: AbstractBaseUser,
+    user: User,
     text: str = TARGET_TRY_DEFAULT_INPUT,
     seconds: float = TARGET_TRY_TIMEOUT_SECONDS,
 ) -> trial.TargetTry:
@@ -134,7 +134,7 @@ class _TryPlan:
 
 
 @sync_to_async
-def _try_prepare(*, target_id: int, user: AbstractBaseUser, text: str) -> _TryPlan:
+def _try_prepare(*, target_id: int, user: User, text: str) -> _TryPlan:
     """What a try reads from the database, read before it goes out."""
     target = target_get(user=user, target_id=target_id)
     require(user, target.project, Action.EDIT)

@@ -6,7 +6,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -25,11 +25,12 @@ from runs.targets.services import (
 from runs.targets.trial import TargetTry
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors
+from runs.web.requests import AuthedRequest
 
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def target_list(request: HttpRequest) -> HttpResponse:
+def target_list(request: AuthedRequest) -> HttpResponse:
     form = TargetForm(request.POST or None, user=request.user)
     if form.is_bound and form.is_valid():
         try:
@@ -51,7 +52,7 @@ def target_list(request: HttpRequest) -> HttpResponse:
 
 
 def _target_page(
-    request: HttpRequest,
+    request: AuthedRequest,
     target: Target,
     *,
     form: Any = None,
@@ -72,7 +73,7 @@ def _target_page(
 
 @domain_errors
 @require_http_methods(["GET", "POST"])
-def target_detail(request: HttpRequest, target_id: int) -> HttpResponse:
+def target_detail(request: AuthedRequest, target_id: int) -> HttpResponse:
     """The target page; a POST saves the edit form."""
     target = target_get(user=request.user, target_id=target_id)
     if request.method == "GET":
@@ -101,7 +102,7 @@ def target_detail(request: HttpRequest, target_id: int) -> HttpResponse:
 
 @domain_errors
 @require_POST
-def target_delete(request: HttpRequest, target_id: int) -> HttpResponse:
+def target_delete(request: AuthedRequest, target_id: int) -> HttpResponse:
     target = target_get(user=request.user, target_id=target_id)
     services.target_delete(target=target, user=request.user)
     messages.success(
@@ -116,7 +117,7 @@ def target_delete(request: HttpRequest, target_id: int) -> HttpResponse:
 
 @domain_errors
 @require_POST
-async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
+async def target_try(request: AuthedRequest, target_id: int) -> HttpResponse:
     """Send one test input to the target and show the answer or the error.
 
     A coroutine: the server's worker threads are not held while the target
@@ -143,7 +144,7 @@ async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
 
 @sync_to_async
 def _try_response(
-    request: HttpRequest,
+    request: AuthedRequest,
     target_id: int,
     form: TargetTryForm,
     outcome: TargetTry | None,

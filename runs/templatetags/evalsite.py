@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.formats import localize
 from django.utils.safestring import mark_safe
-from django.utils.timezone import template_localtime
+from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
 
 if TYPE_CHECKING:
     from runs.records.reads import RunRow

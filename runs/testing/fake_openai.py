@@ -278,7 +278,7 @@ class FakeOpenAIServer:
             "malformed" in markers
             or roll < mix.error_500 + mix.error_429 + mix.malformed
         ):
-            body = {"id": "chatcmpl-fake", "object": "chat.completion"}
+            body: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion"}
             return self.http(
                 200, {**body, **({"key": echo} if echo else {})}, None, escape
             )

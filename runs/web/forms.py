@@ -7,13 +7,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import forms
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 from runs.access import Action, projects_where
 from runs.errors import InvalidInput
 from runs.plugins import Param, Plugin, describe, number
 
-User = AbstractBaseUser | AnonymousUser
+# The user of a request: signed in or anonymous.
+AnyUser = User | AnonymousUser
 
 
 class PickField(forms.IntegerField):
@@ -26,6 +27,14 @@ class PickField(forms.IntegerField):
         self.widget.choices = [("", "---------"), *options]
         if len(options) == 1 and self.initial is None:
             self.initial = options[0][0]  # the only choice: preselect it
+
+
+def form_field[F: forms.Field](form: forms.BaseForm, name: str, kind: type[F]) -> F:
+    """The form's own copy of a declared field, as the kind it was declared."""
+    field = form.fields[name]
+    if not isinstance(field, kind):
+        raise TypeError(f"{name} is a {type(field).__name__}, not a {kind.__name__}")
+    return field
 
 
 def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
@@ -102,7 +111,8 @@ def param_field(param: Param, *, example: Any = None) -> forms.Field:
         field = forms.CharField(
             widget=widget, initial=param.default or None, strip=False, **common
         )
-    field.param_required = param.required  # type: ignore[attr-defined]
+    # Read by the field template (_param_field.html) to mark it "(required)".
+    field.param_required = param.required  # type: ignore[union-attr]  # an attribute of our own
     return field
 
 
@@ -157,5 +167,5 @@ class PluginFieldsMixin:
         return sections
 
 
-def project_options(user: User) -> list[tuple[int, str]]:
+def project_options(user: AnyUser) -> list[tuple[int, str]]:
     return [(p.pk, p.name) for p in projects_where(user, Action.EDIT).order_by("name")]

@@ -84,9 +84,13 @@ def kinds_schema(registry: str) -> Any:
         from runs.scorers import REGISTRY as SCORERS
         from runs.targets import REGISTRY as TARGETS
 
-        plugins = TARGETS if registry == "targets" else SCORERS
+        params = (
+            {kind: cls.Params for kind, cls in TARGETS.items()}
+            if registry == "targets"
+            else {kind: cls.Params for kind, cls in SCORERS.items()}
+        )
         schema["x-parameters-by-kind"] = {
-            kind: json_schema(cls.Params) for kind, cls in sorted(plugins.items())
+            kind: json_schema(model) for kind, model in sorted(params.items())
         }
 
     return extra

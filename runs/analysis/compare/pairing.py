@@ -186,9 +186,8 @@ def single_scan(
     """
     if not scorers:
         return {}
-    stored = [run_verdicts(run=run) for run in (baseline, candidate)]
-    if stored[0] is not None and stored[1] is not None:
-        b, c = stored
+    b, c = run_verdicts(run=baseline), run_verdicts(run=candidate)
+    if b is not None and c is not None:
         paired = paired_columns(b, c, scorers)
         return {
             name: _scanned(

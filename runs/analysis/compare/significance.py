@@ -72,8 +72,10 @@ def newcombe_paired_interval(
     n = a + b + c + d
     p_cand, p_base = (a + c) / n, (a + b) / n
     # n > 0: the caller compares no empty table.
-    low_cand, high_cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
-    low_base, high_base = wilson_interval(a + b, n, confidence=CONFIDENCE)
+    cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
+    base = wilson_interval(a + b, n, confidence=CONFIDENCE)
+    assert cand is not None and base is not None
+    (low_cand, high_cand), (low_base, high_base) = cand, base
     margins = (a + b) * (c + d) * (a + c) * (b + d)
     phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
     below_cand, above_base = p_cand - low_cand, high_base - p_base

@@ -56,7 +56,7 @@ def names() -> Names:
     quote = connection.ops.quote_name
     return Names(
         result=quote(Result._meta.db_table),
-        result_id=quote(Result._meta.pk.column),
+        result_id=_column(Result, "id"),
         run=_column(Result, "run"),
         item=_column(Result, "item"),
         item_index=_column(Result, "item_index"),
@@ -68,7 +68,7 @@ def names() -> Names:
         passed=_column(Score, "passed"),
         skipped=_column(Score, "skipped"),
         items=quote(Item._meta.db_table),
-        item_id=quote(Item._meta.pk.column),
+        item_id=_column(Item, "id"),
         external_id=_column(Item, "external_id"),
     )
 

@@ -87,10 +87,7 @@ class ScorerComparison:
     mde: float | None
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            name: getattr(self, name)
-            for name in self.__slots__  # type: ignore[attr-defined]
-        }
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +187,7 @@ def _tested(
 
 def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
     tested = [i for i, row in enumerate(rows) if row.p_value is not None]
-    adjusted = holm_adjust([rows[i].p_value for i in tested])
+    adjusted = holm_adjust([p for i in tested if (p := rows[i].p_value) is not None])
     out = list(rows)
     for i, p_adjusted in zip(tested, adjusted, strict=True):
         row = rows[i]

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 
 from evalsite.private_files import private_dir, private_opener
 from runs.access import Action, require
@@ -64,7 +64,7 @@ class StagedUpload:
 
 def upload_stage(
     *,
-    user: AbstractBaseUser,
+    user: User,
     project: Project,
     upload: Any,
     name: str,
@@ -100,7 +100,7 @@ def upload_stage(
     return staged
 
 
-def upload_get(*, user: AbstractBaseUser, token: str) -> StagedUpload:
+def upload_get(*, user: User, token: str) -> StagedUpload:
     """The user's staged upload ``token``, unless it has expired."""
     directory = _root() / str(user.pk) / token
     if not _TOKEN.fullmatch(token) or _expired(directory):
@@ -124,7 +124,7 @@ def upload_import(
     *,
     staged: StagedUpload,
     project: Project,
-    user: AbstractBaseUser,
+    user: User,
     id_field: str,
     input_field: str,
     expected_field: str | None,
@@ -150,7 +150,7 @@ def upload_discard(*, staged: StagedUpload) -> None:
     shutil.rmtree(staged.directory, ignore_errors=True)
 
 
-def uploads_clean(*, user: AbstractBaseUser | None = None, keep: int = 0) -> int:
+def uploads_clean(*, user: User | None = None, keep: int = 0) -> int:
     """Delete every expired staged upload, and the user's beyond the newest ``keep``."""
     root = _root()
     removed = 0

@@ -19,7 +19,7 @@ from datetime import timedelta
 from pathlib import PurePath
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -115,7 +115,7 @@ def preview_file(*, source: Source, format: str | None = None) -> Preview:
 def dataset_preview(
     *,
     project: Project,
-    user: AbstractBaseUser,
+    user: User,
     source: Source,
     format: str | None = None,
 ) -> Preview:
@@ -147,7 +147,7 @@ def dataset_find_by_hash(
 def dataset_import(
     *,
     project: Project,
-    user: AbstractBaseUser | None,
+    user: User | None,
     name: str,
     content: bytes | str | None = None,
     source: Source | None = None,
@@ -179,7 +179,7 @@ def dataset_import(
 def dataset_create_from_items(
     *,
     project: Project,
-    user: AbstractBaseUser | None,
+    user: User | None,
     name: str,
     items: list[dict[str, Any]],
     id_field: str = "id",
@@ -200,7 +200,7 @@ def dataset_create_from_items(
 def dataset_create_from_rows(
     *,
     project: Project,
-    user: AbstractBaseUser | None,
+    user: User | None,
     name: str,
     read_rows: Callable[[], Iterable[ItemRow]],
     source_format: str,
@@ -232,7 +232,7 @@ def dataset_imports_clean(*, silent_for: timedelta = STALE_IMPORT) -> int:
 
 
 def _draft(
-    *, project: Project, user: AbstractBaseUser | None, name: str, description: str
+    *, project: Project, user: User | None, name: str, description: str
 ) -> Dataset:
     """An unsaved dataset, once the user may create it and its name is good."""
     # No user means a trusted caller: the command line or the demo seeder.

@@ -29,8 +29,8 @@ from runs.errors import InvalidInput
 try:
     from yaml._yaml import CParser as _Parser
 except ImportError:  # PyYAML built without libyaml
-
-    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]
+    # PyYAML's pure-Python parser, in the C parser's place.
+    class _Parser(yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser):  # type: ignore[no-redef]  # see above
         def __init__(self, stream: str) -> None:
             yaml.reader.Reader.__init__(self, stream)
             yaml.scanner.Scanner.__init__(self)
@@ -49,7 +49,7 @@ _LIBYAML_TOO_DEEP = "exceeded maximum nesting depth"
 _LONG_NUMBER = f"a number has more than {sys.get_int_max_str_digits()} digits"
 
 
-class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore[misc]
+class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):
     """Safe YAML that keeps dates as written and bounds nesting and aliases."""
 
     def __init__(
@@ -69,6 +69,8 @@ class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         event = self.peek_event()
+        # The composer asks for a node only where the parser has one, placed.
+        assert event is not None and event.start_mark is not None
         line = event.start_mark.line + 1
         self.nodes += 1
         if self.nodes % CHECK_EVERY == 0:
@@ -80,7 +82,7 @@ class _YamlLoader(Composer, _Parser, SafeConstructor, Resolver):  # type: ignore
                     line=line,
                 )
             node = self.anchors.get(event.anchor)
-            if node is not None:
+            if node is not None and event.anchor is not None:
                 self._count_alias(node, event.anchor, line)
             return super().compose_node(parent, index)
         if self.depth >= MAX_DEPTH:
@@ -143,7 +145,8 @@ _YamlLoader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if not tag.endswith(":timestamp")]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
-_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)
+# The stubs know PyYAML's own loaders only; this one is a SafeLoader's parts.
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_yaml_int)  # type: ignore[type-var]  # see above
 
 
 def yaml_document(

@@ -40,7 +40,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
@@ -377,7 +377,7 @@ class Command(BaseCommand):
                 progress.cancel()
 
 
-def acting_user(username: str | None) -> AbstractBaseUser:
+def acting_user(username: str | None) -> User:
     """The user named, or the only active one."""
     users = get_user_model().objects.filter(is_active=True)
     if username:
@@ -396,7 +396,7 @@ def acting_user(username: str | None) -> AbstractBaseUser:
     raise BadInput("several users exist: give --user USERNAME to act as one")
 
 
-def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
+def acting_project(user: User, name: str | None) -> Project:
     """The named project among the user's, else the user's only one."""
     if name:
         return project_get_or_create(name=name, user=user)
