@@ -174,7 +174,7 @@ def test_run_records_are_scoped_filtered_and_refuse_unknown_filters(
     )
 
     assert count == 1
-    assert [row[0] for row in rows] == [done.pk]
+    assert [dict(row)["id"] for row in rows] == [done.pk]
     with pytest.raises(ValueError, match="'target'"):
         reads.run_records(user_id=alice.pk, filters={"target": 1}, offset=0, limit=10)
 

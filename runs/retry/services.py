@@ -20,6 +20,7 @@ from runs.models import (
     RunStatus,
     ScoringPass,
 )
+from runs.records.versions import results_changed
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
 
@@ -158,7 +159,7 @@ def run_retry(
         locked.throttle_limit = None
         locked.in_flight = 0
         locked.retries_used = 0  # a retry pass has the whole retry budget again
-        locked.revision += 1
+        results_changed(locked)
         locked.save()
     if launch:
         run_launch(run=locked)
