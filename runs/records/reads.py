@@ -177,7 +177,7 @@ def _run_row(row: dict[str, Any], now: dt.datetime) -> RunRow:
         dataset_name=row["dataset_name"],
         dataset_version=row["dataset_version"],
         stale=stale,
-        created_ago=naturaltime(created_at),
+        created_ago=str(naturaltime(created_at)),
     )
 
 
