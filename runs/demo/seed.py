@@ -229,7 +229,7 @@ class DemoOffer:
 # builds these queries in several times the time the database runs them, and
 # the runs page asks on every view: compiled once (records/compiled.py);
 # tests/test_demo.py checks that both choose alike.
-def _demo_offer(args: Args) -> QuerySet[Target]:
+def _demo_offer(args: Args) -> QuerySet[Target, dict[str, Any]]:
     arithmetic = Q(name__icontains="arith")
     chosen = Dataset.objects.filter(
         project_id=OuterRef("project_id"), status=Dataset.Status.READY

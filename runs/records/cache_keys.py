@@ -45,15 +45,17 @@ def generation() -> str:
     return f"{CODE_GENERATION}.{max(names, default='0000')}"
 
 
-@functools.cache
-def _field_names(kind: type) -> tuple[str, ...]:
-    return tuple(field.name for field in dataclasses.fields(kind))
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def record(row: Any) -> tuple[Any, ...]:
     """A dataclass instance as a key part: its fields' values, in order
     (each still checked as a part)."""
-    return tuple(getattr(row, name) for name in _field_names(type(row)))
+    kind = type(row)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(row))
+    return tuple(getattr(row, name) for name in names)
 
 
 def _check(part: Any) -> None:

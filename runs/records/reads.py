@@ -41,7 +41,7 @@ from runs.records.compiled import Args
 _STATUS_LABELS = dict(RunStatus.choices)
 
 
-def _member_projects(args: Args) -> QuerySet[Membership]:
+def _member_projects(args: Args) -> QuerySet[Membership, dict[str, Any]]:
     """The ids of the projects of the user given as the argument ``user_id``."""
     return Membership.objects.filter(user_id=args.integer("user_id")).values(
         "project_id"
@@ -285,7 +285,7 @@ def user_by_id(user_id: Any) -> Any | None:
     return None if row is None else _instance(user_model, row)
 
 
-def _key_with_user(args: Args) -> QuerySet[ApiKey]:
+def _key_with_user(args: Args) -> QuerySet[ApiKey, dict[str, Any]]:
     user_fields = get_user_model()._meta.concrete_fields
     return (
         ApiKey.objects.filter(
@@ -357,7 +357,7 @@ def run_records(
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
 
 
-def _run_page_run(args: Args) -> QuerySet[Run]:
+def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
     username = get_user_model().USERNAME_FIELD
     names, texts = _columns(Run)
     return (
@@ -380,7 +380,7 @@ def _run_page_run(args: Args) -> QuerySet[Run]:
     )
 
 
-def _run_page_passes(args: Args) -> QuerySet[ScoringPass]:
+def _run_page_passes(args: Args) -> QuerySet[ScoringPass, dict[str, Any]]:
     username = get_user_model().USERNAME_FIELD
     names, texts = _columns(ScoringPass)
     return (

@@ -93,7 +93,7 @@ class RunCounts(Schema):
 
 class RunOut(Schema):
     # Only the run's own columns: the API's run list is cached under them
-    # (runs/hot_reads.py run_records); a field read from another table would
+    # (records/reads.py run_records); a field read from another table would
     # need that key to read it too.
     id: int
     project: int
