@@ -4,7 +4,7 @@ by column of the models' ``_meta``."""
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -178,7 +178,8 @@ def test_run_records_are_scoped_filtered_and_refuse_unknown_filters(
     )
 
     assert count == 1
-    assert [dict(row)["id"] for row in rows] == [done.pk]
+    names, values = rows
+    assert [dict(zip(names, row, strict=True))["id"] for row in values] == [done.pk]
     with pytest.raises(ValueError, match="'target'"):
         reads.run_records(user_id=alice.pk, filters={"target": 1}, offset=0, limit=10)
 
@@ -221,16 +222,23 @@ def test_run_records_hold_every_column_of_the_run_as_the_orm_reads_it(
         finished_at=timezone.now(), cost=1.25, options={"b": [1, 2], "a": "é"}
     )
 
-    _count, (row,) = reads.run_records(user_id=alice.pk, filters={}, offset=0, limit=10)
+    _count, (names, (row,)) = reads.run_records(
+        user_id=alice.pk, filters={}, offset=0, limit=10
+    )
 
     columns = _run_columns()
-    read = dict(row)
+    read = dict(zip(names, row, strict=True))
     assert set(read) == set(columns)
     orm = Run.objects.values(*columns.values()).get(pk=run.pk)
     for name, attname in columns.items():
         value = read[name]
         if name != attname and value is not None:
             value = json.loads(value)
+        elif isinstance(value, datetime) and value.tzinfo is None:
+            # SQLite hands datetimes back naive, in UTC.
+            value = value.replace(tzinfo=UTC)
+        elif isinstance(orm[attname], bool):
+            value = bool(value)
         assert value == orm[attname], name
 
 
@@ -267,8 +275,9 @@ def test_run_page_state_holds_every_column_of_the_run_and_its_passes(
     state = reads.run_page_state(user_id=alice.pk, run_id=done.pk)
 
     assert state is not None
-    (scoring_row,) = state[1]
-    run, scoring = dict(state[0]), dict(scoring_row)
+    (run_names, run_row), (pass_names, (pass_row,)) = state
+    run = dict(zip(run_names, run_row, strict=True))
+    scoring = dict(zip(pass_names, pass_row, strict=True))
     assert set(_run_columns()) <= set(run)
     assert (run["role"], run["project_name"]) == ("admin", project.name)
     assert {

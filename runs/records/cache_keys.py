@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # Raise when a cached value changes shape or meaning without a migration.
 CODE_GENERATION = 3
 
-_SCALARS = frozenset({str, int, float, bool, type(None), dt.datetime})
+_ALLOWED = frozenset({str, int, float, bool, type(None), dt.datetime, tuple})
 _MIGRATION = re.compile(r"^(\d{4}_\w+)\.py$")
 
 
@@ -58,18 +58,21 @@ def record(row: Any) -> tuple[Any, ...]:
     return tuple(getattr(row, name) for name in names)
 
 
-def _check(part: Any) -> None:
-    pending = [part]
+def _check(parts: tuple[Any, ...]) -> None:
+    # The types of a tuple's members as one set: a flat tuple (a row) is
+    # checked without a Python step per value.
+    pending = [parts]
     while pending:
-        value = pending.pop()
-        kind = type(value)
-        if kind is tuple:
-            pending.extend(value)
-        elif kind not in _SCALARS:
+        members = pending.pop()
+        kinds = set(map(type, members))
+        if not kinds <= _ALLOWED:
+            refused = sorted(kind.__name__ for kind in kinds - _ALLOWED)
             raise TypeError(
-                f"a cache key part must be str, int, float, bool, None, a"
-                f" datetime or a tuple of these, not {kind.__name__}"
+                "a cache key part must be str, int, float, bool, None, a datetime"
+                f" or a tuple of these, not {', '.join(refused)}"
             )
+        if tuple in kinds:
+            pending.extend(member for member in members if type(member) is tuple)
 
 
 def key(kind: str, *parts: Any) -> str:

@@ -132,15 +132,18 @@ def statement(
     return compiled
 
 
-def rows(
+def fetch(
     read: Statement,
     arguments: Mapping[str, Any],
     *,
     offset: int = 0,
     limit: int | None = None,
-) -> list[dict[str, Any]]:
-    """The read's rows for these arguments, each a dict by column name, with
-    the values the ORM would return."""
+    convert: bool = True,
+) -> tuple[tuple[str, ...], list[list[Any]]]:
+    """The read's column names and its rows' values for these arguments,
+    the values as the ORM would return them; ``convert=False``: as the
+    database hands them (what a cache key needs, without the time it takes
+    to parse them)."""
     if set(arguments) != read.arguments:
         raise TypeError(
             f"arguments {sorted(arguments)} are not {sorted(read.arguments)}"
@@ -152,23 +155,35 @@ def rows(
         params += [limit, offset]
     with connection.cursor() as cursor:
         cursor.execute(read.sql, params)
-        names = [column[0] for column in cursor.description]
+        names = tuple(column[0] for column in cursor.description)
         fetched = cursor.fetchall()
-    convert = [
+    converting = [
         (position, *read.converters[name])
         for position, name in enumerate(names)
         if name in read.converters
     ]
-    result = []
-    for raw in fetched:
-        values = list(raw)
-        for position, converters, expression in convert:
-            value = values[position]
-            for converter in converters:
-                value = converter(value, expression, connection)
-            values[position] = value
-        result.append(dict(zip(names, values, strict=True)))
-    return result
+    values = [list(raw) for raw in fetched]
+    if convert and converting:
+        for row in values:
+            for position, converters, expression in converting:
+                value = row[position]
+                for converter in converters:
+                    value = converter(value, expression, connection)
+                row[position] = value
+    return names, values
+
+
+def rows(
+    read: Statement,
+    arguments: Mapping[str, Any],
+    *,
+    offset: int = 0,
+    limit: int | None = None,
+) -> list[dict[str, Any]]:
+    """The read's rows for these arguments, each a dict by column name, with
+    the values the ORM would return."""
+    names, values = fetch(read, arguments, offset=offset, limit=limit)
+    return [dict(zip(names, row, strict=True)) for row in values]
 
 
 def one(read: Statement, arguments: Mapping[str, Any]) -> dict[str, Any] | None:

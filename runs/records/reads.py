@@ -315,25 +315,25 @@ def api_key_with_user(prefix: str) -> ApiKey | None:
 
 # RunFilter's fields (runs/results/schemas.py) that run_records filters by.
 _RUN_FILTERS = ("project", "dataset", "status")
-KeyRow = tuple[tuple[str, Any], ...]
+# Column names, and each row's values in their order.
+KeyRows = tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]
 
 
 def _run_records(filters: tuple[str, ...]) -> compiled.Statement:
-    names, texts = _columns(Run)
-    return compiled.statement(
-        ("run-records", filters),
-        lambda args: _visible_runs(args, filters).values(*names, **texts),
-        sliced=True,
-    )
+    def build(args: Args) -> QuerySet[Run, dict[str, Any]]:
+        names, texts = _columns(Run)
+        return _visible_runs(args, filters).values(*names, **texts)
+
+    return compiled.statement(("run-records", filters), build, sliced=True)
 
 
 def run_records(
     *, user_id: int, filters: Mapping[str, Any], offset: int, limit: int
-) -> tuple[int, tuple[KeyRow, ...]]:
+) -> tuple[int, KeyRows]:
     """How many runs the user may see under ``filters``, and every column of
-    the runs of ``[offset:offset + limit]`` of them, newest first, each row
-    as (column, value) pairs (JSON as its text): what the API's run list
-    shows, as values to key a cache.
+    the runs of ``[offset:offset + limit]`` of them, newest first, as the
+    database hands them (JSON as its text): what the API's run list shows,
+    as values to key a cache.
 
     A filter without a column here is refused, not ignored: a cache keyed by
     these rows would otherwise serve one filter's page for another's.
@@ -346,9 +346,11 @@ def run_records(
             arguments[name] = value
     given = tuple(name for name in _RUN_FILTERS if name in arguments)
     counted = compiled.one(_run_count(given), arguments)
-    found = compiled.rows(_run_records(given), arguments, offset=offset, limit=limit)
-    rows = tuple(tuple(row.items()) for row in found)
-    return (counted["n"] if counted is not None else 0), rows
+    names, values = compiled.fetch(
+        _run_records(given), arguments, offset=offset, limit=limit, convert=False
+    )
+    count = counted["n"] if counted is not None else 0
+    return count, (names, tuple(map(tuple, values)))
 
 
 # -- a finished run's page --------------------------------------------------------
@@ -391,8 +393,8 @@ def _run_page_passes(args: Args) -> QuerySet[ScoringPass, dict[str, Any]]:
 
 
 def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
-    """Everything a finished run's page shows, as (column, value) pairs, for
-    its cache key; None when the page must be built afresh (the user is no
+    """Everything a finished run's page shows, as column names and values,
+    for its cache key; None when the page must be built afresh (the user is no
     member of the run's project, the run is still going, or a re-score is
     under way: such pages move by the second).
 
@@ -400,15 +402,23 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     its figures and results table are cached under ``Run.results_version``,
     whose parts are columns of that row.
     """
-    run = compiled.one(
+    # As the database hands them: values to key a cache, not to show.
+    names, found = compiled.fetch(
         compiled.statement("run-page", _run_page_run),
         {"user_id": user_id, "run_id": run_id},
+        convert=False,
     )
-    if run is None or run["status"] not in FINAL_RUN_STATUSES:
+    if not found:
         return None
-    passes = compiled.rows(
-        compiled.statement("run-page-passes", _run_page_passes), {"run_id": run_id}
+    run = dict(zip(names, found[0], strict=True))
+    if run["status"] not in FINAL_RUN_STATUSES:
+        return None
+    pass_names, passes = compiled.fetch(
+        compiled.statement("run-page-passes", _run_page_passes),
+        {"run_id": run_id},
+        convert=False,
     )
-    if any(row["status"] in _ACTIVE_PASS_STATUSES for row in passes):
+    status = pass_names.index("status")
+    if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
         return None
-    return tuple(run.items()), tuple(tuple(row.items()) for row in passes)
+    return (names, tuple(found[0])), (pass_names, tuple(map(tuple, passes)))
