@@ -17,7 +17,7 @@ sliced read (the ORM writes a slice's bounds into the SQL as numbers).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,17 +138,17 @@ def fetch(
     *,
     offset: int = 0,
     limit: int | None = None,
-    convert: bool = True,
+    convert: bool | Collection[str] = True,
 ) -> tuple[tuple[str, ...], list[list[Any]]]:
     """The read's column names and its rows' values for these arguments,
-    the values as the ORM would return them; ``convert=False``: as the
-    database hands them (what a cache key needs, without the time it takes
-    to parse them)."""
-    if set(arguments) != read.arguments:
+    the values as the ORM would return them; only those of the columns
+    named in ``convert`` (``False``: none, as the database hands them, what
+    a cache key needs; see ``converted`` for one value later)."""
+    if arguments.keys() != read.arguments:
         raise TypeError(
             f"arguments {sorted(arguments)} are not {sorted(read.arguments)}"
         )
-    params = [arguments[p.name] if isinstance(p, _Arg) else p for p in read.params]
+    params = [arguments[p.name] if type(p) is _Arg else p for p in read.params]
     if read.sliced:
         if limit is None:
             raise TypeError("a sliced read needs a limit")
@@ -157,13 +157,14 @@ def fetch(
         cursor.execute(read.sql, params)
         names = tuple(column[0] for column in cursor.description)
         fetched = cursor.fetchall()
+    wanted = read.converters.keys() if convert is True else convert or ()
     converting = [
         (position, *read.converters[name])
         for position, name in enumerate(names)
-        if name in read.converters
+        if name in wanted and name in read.converters
     ]
     values = [list(raw) for raw in fetched]
-    if convert and converting:
+    if converting:
         for row in values:
             for position, converters, expression in converting:
                 value = row[position]
@@ -171,6 +172,14 @@ def fetch(
                     value = converter(value, expression, connection)
                 row[position] = value
     return names, values
+
+
+def converted(read: Statement, name: str, value: Any) -> Any:
+    """The raw ``value`` of the read's column ``name`` as the ORM returns it."""
+    converters, expression = read.converters.get(name, ((), None))
+    for converter in converters:
+        value = converter(value, expression, connection)
+    return value
 
 
 def rows(

@@ -13,6 +13,7 @@ checks each against its ORM twin.
 from __future__ import annotations
 
 import datetime as dt
+import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
@@ -150,35 +151,57 @@ def _run_count(filters: tuple[str, ...]) -> compiled.Statement:
     )
 
 
-def _run_row(row: dict[str, Any], now: dt.datetime) -> RunRow:
-    created_at = row["created_at"]
-    # Run.alive, at ``now``, for a running run (any other is never stale).
-    stale = False
-    if row["status"] == RunStatus.RUNNING:
-        heartbeat_at = row["heartbeat_at"]
-        stale = (
-            heartbeat_at is None
-            or (now - heartbeat_at).total_seconds() >= HEARTBEAT_STALE_SECONDS
-        )
-    return RunRow(
-        pk=row["id"],
-        name=row["name"],
-        status=row["status"],
-        target_name=row["target_name"],
-        target_kind=row["target_kind"],
-        total=row["total"],
-        succeeded=row["succeeded"],
-        failed=row["failed"],
-        timed_out=row["timed_out"],
-        cancelled=row["cancelled"],
-        created_at=created_at,
-        project_name=row["project_name"],
-        dataset_id=row["dataset_id"],
-        dataset_name=row["dataset_name"],
-        dataset_version=row["dataset_version"],
-        stale=stale,
-        created_ago=str(naturaltime(created_at)),
+# RunRow's fields read from the database, and the column of each.
+_RUN_ROW_FIELDS = {
+    "pk": "id",
+    "name": "name",
+    "status": "status",
+    "target_name": "target_name",
+    "target_kind": "target_kind",
+    "total": "total",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "timed_out": "timed_out",
+    "cancelled": "cancelled",
+    "created_at": "created_at",
+    "project_name": "project_name",
+    "dataset_id": "dataset_id",
+    "dataset_name": "dataset_name",
+    "dataset_version": "dataset_version",
+}
+
+
+def _run_rows_read(
+    read: compiled.Statement, arguments: Mapping[str, Any], *, offset: int, limit: int
+) -> list[RunRow]:
+    # Only created_at is converted for every row; a heartbeat only matters
+    # (and is converted) for a running run.
+    names, found = compiled.fetch(
+        read, arguments, offset=offset, limit=limit, convert=("created_at",)
     )
+    fields = operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values()))
+    status, created_at, heartbeat_at = (
+        names.index(column) for column in ("status", "created_at", "heartbeat_at")
+    )
+    now = timezone.now()
+    rows = []
+    for row in found:
+        # Run.alive, at ``now``, for a running run (any other is never stale).
+        stale = False
+        if row[status] == RunStatus.RUNNING:
+            heartbeat = compiled.converted(read, "heartbeat_at", row[heartbeat_at])
+            stale = (
+                heartbeat is None
+                or (now - heartbeat).total_seconds() >= HEARTBEAT_STALE_SECONDS
+            )
+        rows.append(
+            RunRow(
+                **dict(zip(_RUN_ROW_FIELDS, fields(row), strict=True)),
+                stale=stale,
+                created_ago=str(naturaltime(row[created_at])),
+            )
+        )
+    return rows
 
 
 class RunTable:
@@ -216,14 +239,12 @@ class RunTable:
         start, stop = index.start or 0, index.stop
         if index.step not in (None, 1) or stop is None or start < 0 or stop < start:
             raise ValueError("RunTable takes slices [start:stop] only")
-        found = compiled.rows(
+        return _run_rows_read(
             _run_rows(self._filters),
             self._arguments,
             offset=start,
             limit=stop - start,
         )
-        now = timezone.now()
-        return [_run_row(row, now) for row in found]
 
 
 # -- projects, for the runs page's filter -----------------------------------------
