@@ -47,10 +47,6 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.project} ({self.role})"
 
-    @property
-    def can_edit(self) -> bool:
-        return self.role in (self.Role.EDITOR, self.Role.ADMIN)
-
 
 class ReadyDatasetManager(models.Manager["Dataset"]):
     """Datasets that may be seen: an import in progress is nobody's yet."""

@@ -4,7 +4,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from runs.access import editable_projects
+from runs.access import Action, can, projects_where
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importers import staging
@@ -38,6 +38,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "dataset": dataset,
         "page": _page(request, dataset_items(dataset=dataset), ITEMS_PER_PAGE),
         "versions": dataset_versions(dataset=dataset),
+        "can_edit": can(request.user, dataset.project, Action.EDIT),
     }
     return render(request, "runs/datasets/dataset_detail.html", context)
 
@@ -63,7 +64,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
             add_domain_error(form, exc)
         else:
             return redirect("runs:dataset_upload_map", token=staged.token)
-    can_edit = editable_projects(request.user).exists()
+    can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request,
         "runs/datasets/dataset_upload.html",

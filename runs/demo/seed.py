@@ -19,7 +19,13 @@ from django.db.models import Case, F, QuerySet, Subquery, Value, When
 from django.db.models.functions import Lower, StrIndex
 from django.db.models.lookups import GreaterThan
 
-from runs.access import editable_project_ids, editable_projects
+from runs.access import (
+    Action,
+    project_ids_where,
+    projects_where,
+    roles_allowed,
+    visible_projects,
+)
 from runs.datasets.importers import dataset_create_from_items, dataset_import
 from runs.datasets.selectors import dataset_list
 from runs.errors import Conflict, Forbidden, NotFound
@@ -127,7 +133,7 @@ def demo_user_ensure() -> tuple[User, str | None, bool]:
 
 def demo_project_ensure(user: User) -> Project | None:
     """The demo project the demo user belongs to, created with it as its admin."""
-    project = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
+    project = visible_projects(user).filter(name=DEMO_PROJECT).first()
     if project is not None:
         return project
     try:
@@ -192,7 +198,7 @@ def demo_seed() -> DemoSeed:
 def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
     """The demo targets in the projects the user may run in, oldest first."""
     return Target.objects.filter(
-        kind="demo", project_id__in=editable_project_ids(user)
+        kind="demo", project_id__in=project_ids_where(user, Action.EDIT)
     ).order_by("created_at", "pk")
 
 
@@ -225,17 +231,20 @@ class DemoOffer:
     dataset_version: int
 
 
+EDIT_ROLES = roles_allowed(Action.EDIT)
+
+
 # ``run_demo_choice`` as one read: the dataset that the choice takes (the
 # arithmetic one with the most items, else the newest) in the project of the
 # first demo target of the projects where the user may run, with that
-# target's name, as values. The ORM
-# builds these queries in several times the time the database runs them, and
-# the runs page asks on every view: compiled once (records/compiled.py);
-# tests/test_demo.py checks that both choose alike.
+# target's name, as values. The ORM builds these queries in several times
+# the time the database runs them, and the runs page asks on every view:
+# compiled once (records/compiled.py); tests/test_demo.py checks that both
+# choose alike.
 def _demo_offer(args: Args) -> QuerySet[Dataset, dict[str, Any]]:
     runnable = Membership.objects.filter(
         user_id=args.integer("user_id"),
-        role__in=[Membership.Role.EDITOR, Membership.Role.ADMIN],
+        role__in=EDIT_ROLES,
     ).values("project_id")
     first_target = Target.objects.filter(kind="demo", project_id__in=runnable).order_by(
         "created_at", "pk"
@@ -282,7 +291,7 @@ def demo_run_start(*, user: AbstractBaseUser) -> Run:
     choice = run_demo_choice(user=user)
     if choice is None:
         demo_targets = target_list(user=user).filter(kind="demo")
-        editable = demo_targets.filter(project__in=editable_projects(user))
+        editable = demo_targets.filter(project__in=projects_where(user, Action.EDIT))
         if demo_targets.exists() and not editable.exists():
             raise Forbidden("starting the demo run needs the editor role")
         raise NotFound("no demo model with a dataset to run")

@@ -45,9 +45,9 @@ from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
+from runs.pools.shares import owner, scoring_for
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
-from runs.scorers.shares import owner, scoring_for
 from runs.secrets.redaction import NO_SECRETS, Redactor
 from runs.secrets.store import arun_scorer_contexts, arun_target_context
 from runs.targets import build_target

@@ -31,9 +31,9 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
+from runs.pools.shares import owner, scoring_for
 from runs.scorers import build_scorer
 from runs.scorers.base import conditions_of, scorers_prepare
-from runs.scorers.shares import owner, scoring_for
 from runs.secrets.redaction import Redactor
 from runs.secrets.store import arun_scorer_contexts
 from runs.targets import TargetInput, TargetOutput

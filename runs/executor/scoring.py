@@ -28,9 +28,9 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from runs.pools.shares import Progress, tracking
+from runs.pools.threads import run_in_thread, scorer_pool, thread_shares
 from runs.scorers import ScoreOutcome, Scorer
-from runs.scorers.shares import Progress, tracking
-from runs.scorers.threads import run_in_thread, scorer_pool, thread_shares
 from runs.targets import TargetInput
 
 __all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]

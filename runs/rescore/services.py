@@ -18,13 +18,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import run_scorer_summaries_cached
 from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
-from runs.models import Membership, Run, Score, ScoringPass
+from runs.models import Run, Score, ScoringPass
 from runs.records.versions import results_changed
 from runs.results.services import _require_expected_answers, check_scorer_secrets
 from runs.scorers import clean_scorer_specs
@@ -169,7 +169,7 @@ def run_rescore(
     the background, or by the caller with ``launch=False``.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     specs = clean_scorer_specs(
         scorers, path="scorers", earlier=[spec["name"] for spec in run.scorers]
     )

@@ -9,9 +9,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.errors import Conflict, InvalidInput, NotFound
-from runs.models import Membership, Run, ScoringPass
+from runs.models import Run, ScoringPass
 from runs.rescore import services
 from runs.rescore.forms import RescoreForm
 from runs.results.selectors import run_get, run_overview
@@ -24,7 +24,7 @@ from runs.web.pages import domain_errors
 def run_rescore(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET: the scorers to run over the stored outputs; POST: start the pass."""
     run = run_get(user=request.user, run_id=run_id)
-    require_role(request.user, run.project, Membership.Role.EDITOR)
+    require(request.user, run.project, Action.EDIT)
     form = RescoreForm(request.POST or None, run=run)
     status = 200
     error: Exception | None = None

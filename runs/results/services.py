@@ -7,14 +7,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import events
-from runs.access import require_role
+from runs.access import Action, require
 from runs.errors import InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.executor.store import retries_release, run_recount
 from runs.models import (
     Dataset,
-    Membership,
     Project,
     Run,
     RunStatus,
@@ -47,7 +46,7 @@ def run_create(
     """Create a run with a frozen copy of its configuration, and launch it."""
     project = dataset.project
     if user is not None:
-        require_role(user, project, Membership.Role.EDITOR)
+        require(user, project, Action.EDIT)
     name = clean_name(name, model=Run, required=False)
     if target is not None:
         if target.project_id != project.pk:
@@ -154,7 +153,7 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
     stopped by its executor, in whatever process, within a second.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     if run.is_final:
         return run
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs.access import editable_projects
+from runs.access import Action, projects_where
 from runs.analysis.export import EXPORT_FORMATS
 from runs.demo import seed
 from runs.errors import InvalidInput
@@ -85,7 +85,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             add_domain_error(form, exc)
         else:
             return redirect("runs:run_detail", run_id=run.pk)
-    can_edit = editable_projects(request.user).exists()
+    can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request, "runs/results/run_new.html", {"form": form, "can_edit": can_edit}
     )

@@ -7,19 +7,19 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.analysis.clusters import cluster_filter
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.executor.store import run_recount
 from runs.models import (
     Item,
-    Membership,
     Result,
     Run,
     RunStatus,
     ScoringPass,
 )
+from runs.records import rows
 from runs.records.versions import results_changed
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
@@ -127,7 +127,7 @@ def run_retry(
     every result of it. ``launch=False`` leaves the execution to the caller.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     cluster = (cluster or "").strip() or None
     statuses = _retry_statuses(statuses, cluster)
     with transaction.atomic():
@@ -149,7 +149,7 @@ def run_retry(
         plan, chosen = _retry_plan(locked, statuses, cluster)
         if dry_run or not plan.results:
             return plan
-        chosen.update(retry_pending=True)
+        rows.retry_mark(chosen)
         run_recount(locked)
         locked.status = RunStatus.PENDING
         locked.cancel_requested = False

@@ -8,12 +8,12 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from runs.plugins import FieldError, Params
+from runs.pools.json_schemas import schema_problem
+from runs.pools.json_validation import judge, patterns, single_pass_size
+from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
+from runs.pools.threads import run_in_thread
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
-from runs.scorers.json_schemas import schema_problem
-from runs.scorers.json_validation import judge, patterns, single_pass_size
 from runs.scorers.patterns import compile_user_pattern
-from runs.scorers.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
-from runs.scorers.threads import run_in_thread
 from runs.targets.base import TargetInput
 
 # The pool's own limit on one validation, for a caller without a timeout:

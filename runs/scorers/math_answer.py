@@ -6,9 +6,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
+from runs.pools.math_worker import compare
+from runs.pools.processes import MATH, WorkerEnded, WorkTimeout, run_in_process
 from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
-from runs.scorers.math_worker import compare
-from runs.scorers.processes import MATH, WorkerEnded, WorkTimeout, run_in_process
 from runs.scorers.text import expected_answers
 from runs.targets.base import TargetInput
 

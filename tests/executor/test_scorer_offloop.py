@@ -16,13 +16,13 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.scoring import scorer_pool, thread_shares
 from runs.models import RunStatus, Score
+from runs.pools.shares import scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.base import INLINE_CHARS
 from runs.scorers.exact_match import ExactMatch
 from runs.scorers.includes import Includes
 from runs.scorers.numeric import Numeric
 from runs.scorers.regex import Regex
-from runs.scorers.shares import scoring_for
 from runs.targets import TargetInput
 from tests.executor.conftest import wait_until
 

@@ -45,7 +45,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from runs.access import editable_projects
+from runs.access import Action, projects_where
 from runs.analysis.progress import run_progress
 from runs.analysis.summary import run_score_means
 from runs.calls.pricing import usd
@@ -524,7 +524,7 @@ def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
     """The named project among the user's, else the user's only one."""
     if name:
         return project_get_or_create(name=name, user=user)
-    projects = list(editable_projects(user).order_by("name")[:5])
+    projects = list(projects_where(user, Action.EDIT).order_by("name")[:5])
     if len(projects) == 1:
         return projects[0]
     if not projects:

@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.scorers.shares import Shares, current_owner, note_waiting, share_limit
+from runs.pools.shares import Shares, current_owner, note_waiting, share_limit
 
 _pool: ThreadPoolExecutor | None = None
 _shares: Shares | None = None
