@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
+from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest
 
 from runs.models import (
@@ -18,6 +19,7 @@ from runs.models import (
     ScoringPass,
     Target,
 )
+from runs.records.versions import results_changed, runs_results_changed
 from runs.results.services import run_cancel
 
 
@@ -172,8 +174,43 @@ class ScoreInline(admin.TabularInline):
         return False
 
 
+class ResultsWriterAdmin(admin.ModelAdmin):
+    """The admin of rows a run's results are made of: whatever it saves or
+    deletes moves the run's ``results_version`` (records/versions.py), so
+    nothing cached from the old rows (a summary kept for a day) is served."""
+
+    # The path from the admin's model to its run's id.
+    run_path = "run_id"
+
+    def _run_id(self, obj: Model) -> int:
+        rows = type(obj)._default_manager.filter(pk=obj.pk)
+        run_id: int = rows.values_list(self.run_path, flat=True)[0]
+        return run_id
+
+    # Called after save_model on every add or change, with the inlines saved.
+    def save_related(
+        self,
+        request: HttpRequest,
+        form: ModelForm,
+        formsets: list[BaseFormSet],
+        change: bool,
+    ) -> None:
+        super().save_related(request, form, formsets, change)
+        results_changed(self._run_id(form.instance))
+
+    def delete_model(self, request: HttpRequest, obj: Model) -> None:
+        run_id = self._run_id(obj)
+        super().delete_model(request, obj)
+        results_changed(run_id)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet) -> None:
+        run_ids = list(queryset.values_list(self.run_path, flat=True).distinct())
+        super().delete_queryset(request, queryset)
+        runs_results_changed(run_ids)
+
+
 @admin.register(Result)
-class ResultAdmin(admin.ModelAdmin):
+class ResultAdmin(ResultsWriterAdmin):
     list_display = ["run", "item_index", "epoch", "status", "error_kind", "latency_ms"]
     list_filter = ["status", "error_kind"]
     search_fields = ["item__external_id", "error_message", "error_signature"]
@@ -186,7 +223,9 @@ class ResultAdmin(admin.ModelAdmin):
 
 
 @admin.register(Score)
-class ScoreAdmin(admin.ModelAdmin):
+class ScoreAdmin(ResultsWriterAdmin):
+    run_path = "result__run_id"
+
     list_display = ["result", "scorer", "value", "passed", "error"]
     list_filter = ["scorer", "passed"]
     search_fields = ["scorer", "reason", "error"]

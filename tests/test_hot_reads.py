@@ -1,17 +1,21 @@
-"""The plain-SQL reads of the busiest pages agree with their ORM twins."""
+"""The compiled reads of the busiest pages agree with their ORM twins, column
+by column of the models' ``_meta``."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db.models import JSONField
 from django.utils import timezone
 
 from runs.access import visible_projects
-from runs.models import Dataset, Project, Run, RunStatus, ScoringPass
+from runs.models import ApiKey, Dataset, Project, Run, RunStatus, ScoringPass
 from runs.projects.services import API_KEY_PREFIX, api_key_create
-from runs.records import reads
+from runs.records import compiled, reads
 from runs.results.selectors import run_list
 from tests.factories import arithmetic_items, echo_run, make_dataset
 
@@ -174,7 +178,8 @@ def test_run_records_are_scoped_filtered_and_refuse_unknown_filters(
     )
 
     assert count == 1
-    assert [row[0] for row in rows] == [done.pk]
+    names, values = rows
+    assert [dict(zip(names, row, strict=True))["id"] for row in values] == [done.pk]
     with pytest.raises(ValueError, match="'target'"):
         reads.run_records(user_id=alice.pk, filters={"target": 1}, offset=0, limit=10)
 
@@ -197,3 +202,123 @@ def test_run_page_state_only_for_members_and_finished_runs_without_a_rescore(
 
     ScoringPass.objects.create(run=done, status=ScoringPass.Status.RUNNING)
     assert reads.run_page_state(user_id=alice.pk, run_id=done.pk) is None
+
+
+def _run_columns() -> dict[str, str]:
+    """The run's columns as run_records names them: JSON as ``<name>_json``."""
+    return {
+        (f"{f.attname}_json" if isinstance(f, JSONField) else f.attname): f.attname
+        for f in Run._meta.concrete_fields
+    }
+
+
+@pytest.mark.django_db
+def test_run_records_hold_every_column_of_the_run_as_the_orm_reads_it(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(
+        finished_at=timezone.now(), cost=1.25, options={"b": [1, 2], "a": "é"}
+    )
+
+    _count, (names, (row,)) = reads.run_records(
+        user_id=alice.pk, filters={}, offset=0, limit=10
+    )
+
+    columns = _run_columns()
+    read = dict(zip(names, row, strict=True))
+    assert set(read) == set(columns)
+    orm = Run.objects.values(*columns.values()).get(pk=run.pk)
+    for name, attname in columns.items():
+        value = read[name]
+        if name != attname and value is not None:
+            value = json.loads(value)
+        elif isinstance(value, datetime) and value.tzinfo is None:
+            # SQLite hands datetimes back naive, in UTC.
+            value = value.replace(tzinfo=UTC)
+        elif isinstance(orm[attname], bool):
+            value = bool(value)
+        assert value == orm[attname], name
+
+
+@pytest.mark.django_db
+def test_the_key_and_user_reads_hold_every_column_as_the_orm_reads_it(
+    alice: User,
+) -> None:
+    User.objects.filter(pk=alice.pk).update(last_login=timezone.now())
+    key, plain = api_key_create(user=alice, name="k")
+    prefix = plain.removeprefix(API_KEY_PREFIX).split("_")[0]
+
+    read = reads.api_key_with_user(prefix)
+    user = reads.user_by_id(str(alice.pk))
+
+    assert read is not None and user is not None
+    fresh_key = ApiKey.objects.get(pk=key.pk)
+    fresh_user = User.objects.get(pk=alice.pk)
+    for field in ApiKey._meta.concrete_fields:
+        assert getattr(read, field.attname) == getattr(fresh_key, field.attname)
+    for field in User._meta.concrete_fields:
+        assert getattr(read.user, field.attname) == getattr(fresh_user, field.attname)
+        assert getattr(user, field.attname) == getattr(fresh_user, field.attname)
+    assert reads.user_by_id("not a number") is None
+
+
+@pytest.mark.django_db
+def test_run_page_state_holds_every_column_of_the_run_and_its_passes(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (done,) = _runs(dataset, [RunStatus.COMPLETED])
+    ScoringPass.objects.create(run=done, status=ScoringPass.Status.COMPLETED)
+
+    state = reads.run_page_state(user_id=alice.pk, run_id=done.pk)
+
+    assert state is not None
+    (run_names, run_row), (pass_names, (pass_row,)) = state
+    run = dict(zip(run_names, run_row, strict=True))
+    scoring = dict(zip(pass_names, pass_row, strict=True))
+    assert set(_run_columns()) <= set(run)
+    assert (run["role"], run["project_name"]) == ("admin", project.name)
+    assert {
+        f"{f.attname}_json" if isinstance(f, JSONField) else f.attname
+        for f in ScoringPass._meta.concrete_fields
+    } <= set(scoring)
+
+
+def test_a_compiled_read_refuses_an_argument_it_did_not_compile() -> None:
+    def build(args: compiled.Args) -> Any:
+        args.integer("unused")
+        return Project.objects.values("id")
+
+    with pytest.raises(ValueError, match="unused"):
+        compiled.statement(("test", "unused argument"), build)
+
+
+def test_a_compiled_read_refuses_columns_without_names() -> None:
+    def build(args: compiled.Args) -> Any:
+        return Project.objects.filter(pk=args.integer("project_id"))
+
+    with pytest.raises(ValueError, match="distinct column names"):
+        compiled.statement(("test", "no values"), build)
+
+
+@pytest.mark.django_db
+def test_a_compiled_read_is_compiled_once_and_takes_its_arguments_by_name(
+    project: Project, other_project: Project
+) -> None:
+    calls = []
+
+    def build(args: compiled.Args) -> Any:
+        calls.append(1)
+        return Project.objects.filter(name=args.text("name")).values("id", "name")
+
+    read = compiled.statement(("test", "by name"), build)
+    again = compiled.statement(("test", "by name"), build)
+
+    assert again is read and len(calls) == 1
+    assert compiled.rows(read, {"name": "Elsewhere"}) == [
+        {"id": other_project.pk, "name": "Elsewhere"}
+    ]
+    with pytest.raises(TypeError):
+        compiled.rows(read, {"title": "Elsewhere"})

@@ -16,6 +16,8 @@ from django.utils import timezone
 
 from runs.models import Membership, Project, Run, RunStatus, ScoringPass
 from runs.projects.services import api_key_create
+from runs.records import cache_keys
+from runs.records.versions import results_changed
 from runs.secrets import store
 from tests.factories import arithmetic_items, echo_run, make_dataset
 
@@ -62,6 +64,34 @@ def test_runs_page_is_rendered_once_then_served_until_a_run_moves(
     assert third.templates
     assert "renamed" in third.content.decode()
     assert '<td class="num">3</td>' in third.content.decode()
+
+
+@pytest.mark.django_db
+def test_runs_page_is_rendered_again_under_a_new_cache_generation(
+    alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _finished_run(project)
+    first = alice_client.get("/")
+    second = alice_client.get("/")
+
+    monkeypatch.setattr(cache_keys, "generation", lambda: "next-deploy")
+    third = alice_client.get("/")
+
+    assert first.templates and not second.templates
+    assert third.templates
+
+
+@pytest.mark.django_db
+def test_run_page_is_rendered_again_once_a_result_is_deleted_through_the_service(
+    alice_client: Client, project: Project
+) -> None:
+    run = _finished_run(project)
+    alice_client.get(f"/runs/{run.pk}/")
+    assert not alice_client.get(f"/runs/{run.pk}/").templates
+
+    results_changed(run)
+
+    assert alice_client.get(f"/runs/{run.pk}/").templates
 
 
 @pytest.mark.django_db

@@ -30,6 +30,7 @@ from runs.analysis.summary import (
     cache_seconds,
 )
 from runs.models import Result, ResultStatus, Run, Score
+from runs.records import cache_keys
 
 LATENCY_BINS = 20
 SCORE_BINS = 10
@@ -224,7 +225,7 @@ def run_charts(*, run: Run, summary: RunSummary) -> dict[str, Any]:
 
 def run_charts_cached(*, run: Run, summary: RunSummary) -> dict[str, Any]:
     """``run_charts``, kept under the run's ``results_version``."""
-    key = f"run-charts:{run.results_version}"
+    key = cache_keys.run_charts(run)
     charts = cache.get(key)
     if charts is None:
         charts = run_charts(run=run, summary=summary)

@@ -38,6 +38,7 @@ from runs.analysis.signatures import (
 )
 from runs.errors import InvalidInput
 from runs.models import Result, Run, Score
+from runs.records import cache_keys
 
 ITEMS_PER_CLUSTER = 5
 MAX_ITEMS_PER_CLUSTER = 100
@@ -248,7 +249,7 @@ def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups
 def _groups_cached(family: _Family, run: Run) -> _Groups:
     """A run's groups, kept under its results version: a baseline is often
     compared again and again, and it has usually finished."""
-    key = f"run-cluster-groups:{family.name}:{run.results_version}"
+    key = cache_keys.run_cluster_groups(family.name, run)
     groups = cache.get(key)
     if groups is None:
         groups = _groups(family, run)
@@ -487,8 +488,7 @@ def run_clusters_cached(
     items_per_cluster: int = ITEMS_PER_CLUSTER,
 ) -> RunClusters:
     """``run_clusters``, kept under the results versions of both runs."""
-    versions = [run.results_version, baseline.results_version if baseline else "-"]
-    key = f"run-clusters:{':'.join(versions)}:{items_per_cluster}"
+    key = cache_keys.run_clusters(run, baseline, items_per_cluster)
     clusters = cache.get(key)
     if clusters is None:
         clusters = run_clusters(

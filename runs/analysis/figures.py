@@ -32,6 +32,7 @@ from runs.analysis.summary import (
 )
 from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
+from runs.records import cache_keys
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
         summary = run_summary_cached(run=run)
         return summary, run_charts_cached(run=run, summary=summary)
     # This process's cache first (no query), then the stored row.
-    key = f"run-figures:{_version(run)}"
+    key = cache_keys.run_figures(run, FORMAT)
     figures = cache.get(key)
     if figures is not None:
         return figures

@@ -33,6 +33,7 @@ from django.db.models import (
 
 from runs.analysis import stats
 from runs.models import ErrorKind, Result, ResultStatus, Run, Score
+from runs.records import cache_keys
 
 CACHE_SECONDS = 600
 # A finished run's results change only by what changes its results_version
@@ -335,7 +336,7 @@ def cache_seconds(run: Run) -> int:
 
 def run_summary_cached(*, run: Run) -> RunSummary:
     """``run_summary``, kept under the run's ``results_version``."""
-    key = f"run-summary:{run.results_version}"
+    key = cache_keys.run_summary(run)
     summary = cache.get(key)
     if summary is None:
         summary = run_summary(run=run)
@@ -356,7 +357,7 @@ def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:
     The key changes whenever a score is stored, so a cached figure is never
     stale; a finished run is aggregated once instead of on every view.
     """
-    key = f"run-scorers:{run.results_version}"
+    key = cache_keys.run_scorers(run)
     summaries = cache.get(key)
     if summaries is None:
         summaries = run_scorer_summaries(run=run)

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db import connection, transaction
-from django.db.models import QuerySet
+from django.db import transaction
+from django.db.models import Case, F, QuerySet, Subquery, Value, When
+from django.db.models.functions import Lower, StrIndex
+from django.db.models.lookups import GreaterThan
 
 from runs.access import (
     Action,
@@ -29,6 +31,8 @@ from runs.datasets.selectors import dataset_list
 from runs.errors import Conflict, Forbidden, NotFound
 from runs.models import Dataset, Membership, Project, Run, Target
 from runs.projects.services import project_create
+from runs.records import compiled
+from runs.records.compiled import Args
 from runs.results.services import run_create
 from runs.targets.selectors import target_list
 from runs.targets.services import target_create
@@ -225,62 +229,59 @@ class DemoOffer:
     dataset_version: int
 
 
-# ``run_demo_choice`` as one statement: the first demo target of the projects
-# where the user may run, and the dataset of its project that the choice takes
-# (the arithmetic one with the most items, else the newest), as values. The
-# ORM builds these queries in several times the time the database runs them,
-# and the runs page asks on every view; tests/test_demo.py checks that both
-# choose alike.
-_DEMO_OFFER_SQL = """
-SELECT t.name, d.name, d.version
-FROM {target} t
-JOIN {membership} m ON m.project_id = t.project_id
-LEFT JOIN {dataset} d ON d.id = (
-    SELECT c.id FROM {dataset} c
-    WHERE c.project_id = t.project_id AND c.status = %(ready)s
-    ORDER BY
-        CASE WHEN LOWER(c.name) LIKE %(arith)s THEN 1 ELSE 0 END DESC,
-        CASE WHEN LOWER(c.name) LIKE %(arith)s THEN c.item_count ELSE 0 END DESC,
-        CASE WHEN LOWER(c.name) LIKE %(arith)s THEN NULL ELSE c.created_at END DESC,
-        c.version DESC
-    LIMIT 1
-)
-WHERE t.kind = %(kind)s AND m.user_id = %(user)s AND m.role IN ({roles})
-ORDER BY t.created_at, t.id
-LIMIT 1
-"""
-
-
 EDIT_ROLES = roles_allowed(Action.EDIT)
+
+
+# ``run_demo_choice`` as one read: the dataset that the choice takes (the
+# arithmetic one with the most items, else the newest) in the project of the
+# first demo target of the projects where the user may run, with that
+# target's name, as values. The ORM builds these queries in several times
+# the time the database runs them, and the runs page asks on every view:
+# compiled once (records/compiled.py); tests/test_demo.py checks that both
+# choose alike.
+def _demo_offer(args: Args) -> QuerySet[Dataset, Any]:
+    runnable = Membership.objects.filter(
+        user_id=args.integer("user_id"),
+        role__in=EDIT_ROLES,
+    ).values("project_id")
+    first_target = Target.objects.filter(kind="demo", project_id__in=runnable).order_by(
+        "created_at", "pk"
+    )
+    # ``name__icontains`` without LIKE ... ESCAPE, which SQLite runs slowly.
+    arithmetic = GreaterThan(StrIndex(Lower("name"), Value("arith")), 0)
+    return (
+        Dataset.objects.filter(
+            project_id=Subquery(first_target.values("project_id")[:1]),
+            status=Dataset.Status.READY,
+        )
+        .order_by(
+            Case(When(arithmetic, then=1), default=0).desc(),
+            Case(When(arithmetic, then=F("item_count")), default=0).desc(),
+            # Arithmetic datasets by size alone; the others, newest first.
+            Case(When(arithmetic, then=None), default=F("created_at")).desc(),
+            "-version",
+        )
+        .values(
+            "name",
+            "version",
+            target_name=Subquery(first_target.values("name")[:1]),
+        )[:1]
+    )
 
 
 def run_demo_offer(*, user: User | AnonymousUser) -> DemoOffer | None:
     """What ``run_demo_choice`` would start, for the button on the runs page.
 
-    The same choice in one statement (``_DEMO_OFFER_SQL``), with only the
-    names and the version shown.
+    The same choice in one statement (``_demo_offer``), with only the names
+    and the version shown.
     """
     if not user.is_authenticated:
         return None
-    sql = _DEMO_OFFER_SQL.format(
-        target=Target._meta.db_table,
-        membership=Membership._meta.db_table,
-        dataset=Dataset._meta.db_table,
-        roles=", ".join(f"%(role{n})s" for n in range(len(EDIT_ROLES))),
-    )
-    params: dict[str, Any] = {
-        "ready": Dataset.Status.READY,
-        "arith": "%arith%",
-        "kind": "demo",
-        "user": user.pk,
-        **{f"role{n}": role for n, role in enumerate(EDIT_ROLES)},
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        row = cursor.fetchone()
-    if row is None or row[1] is None:
+    read = compiled.statement("demo-offer", _demo_offer)
+    row = compiled.one(read, {"user_id": user.pk})
+    if row is None:
         return None
-    return DemoOffer(*row)
+    return DemoOffer(row["target_name"], row["name"], row["version"])
 
 
 def demo_run_start(*, user: User) -> Run:

@@ -22,6 +22,7 @@ from runs.executor.items import total_cost
 from runs.executor.store import EXECUTOR_ID, UNPRICED, ItemData, ScoreRecord
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 from runs.records import rows as records_rows
+from runs.records.versions import results_changed
 
 RESULT_PAGE_SIZE = 200
 
@@ -155,7 +156,7 @@ def pass_scores_write(
             errored=F("errored") + errors,
             heartbeat_at=now,
         )
-        Run.objects.filter(pk=run_id).update(revision=F("revision") + 1)
+        results_changed(run_id)
     return len(scored)
 
 
@@ -207,7 +208,7 @@ def pass_finish(pass_id: int, *, error: str = "") -> str:
         scoring.finished_at = scoring.heartbeat_at = timezone.now()
         scoring.save(update_fields=["status", "error", "finished_at", "heartbeat_at"])
         run_cost_recount(scoring.run_id)
-        Run.objects.filter(pk=scoring.run_id).update(revision=F("revision") + 1)
+        results_changed(scoring.run_id)
     return status
 
 

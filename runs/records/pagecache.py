@@ -19,7 +19,6 @@ with messages to show is rendered and not cached (showing them uses them up).
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -30,6 +29,8 @@ from django.http import HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from ninja.renderers import JSONRenderer
+
+from runs.records import cache_keys
 
 if TYPE_CHECKING:
     from ninja import Schema
@@ -42,15 +43,13 @@ PAGE_CACHE_SECONDS = 300
 
 def page_key(request: HttpRequest, template_name: str, data: Any) -> str:
     user = request.user
-    parts = (
-        template_name,
-        user.pk,
-        user.get_username(),
-        request.META.get("QUERY_STRING", ""),
-        data,
+    return cache_keys.page(
+        template=template_name,
+        user_id=user.pk,
+        username=user.get_username(),
+        query=request.META.get("QUERY_STRING", ""),
+        data=data,
     )
-    digest = hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
-    return f"page:{digest}"
 
 
 def render_cached(
@@ -63,8 +62,8 @@ def render_cached(
 ) -> HttpResponse:
     """``render(request, template_name, context, status=status)`` with the
     ``(context, status)`` that ``build()`` returns; from the cache when a
-    page with the same ``key_data`` (everything the page shows, as values
-    with a faithful ``repr``) was rendered for this user before, and then
+    page with the same ``key_data`` (everything the page shows, as the
+    typed parts ``cache_keys.key`` takes) was rendered for this user before, and then
     without calling ``build``. ``key_data=None``: not cached.
 
     ``still_current()`` re-reads the key's data after a build: if a write
@@ -104,17 +103,15 @@ def json_cached(
 ) -> HttpResponse:
     """A 200 JSON answer: ``build()`` validated by ``schema`` and rendered as
     django-ninja renders it, from the cache when the same ``key_data`` was
-    answered to this user before.
+    answered to this user before (``key_data``: typed parts, as for
+    ``render_cached``).
 
     ``still_current()`` re-reads the key's data after a build: if a write
     came in between, the answer (which may show it) is sent but not cached
     under the older key.
     """
     cache = caches["default"]
-    digest = hashlib.blake2b(
-        repr((name, request.user.pk, key_data)).encode(), digest_size=20
-    ).hexdigest()
-    key = f"json:{digest}"
+    key = cache_keys.api_answer(name=name, user_id=request.user.pk, data=key_data)
     body = cache.get(key)
     if body is not None:
         return HttpResponse(body, content_type=JSON_CONTENT_TYPE)

@@ -1,68 +1,65 @@
-"""The reads of the busiest pages, as plain SQL returning plain rows.
+"""The reads of the busiest pages, as ORM querysets compiled once.
 
 The ORM builds a query in several times the time the database runs it (0.3
 to 1.5 ms of Python against 0.05 to 0.3 ms of SQL, bench/README.md), and it
 builds three model instances per row of the runs table. The runs page and
 the API's key check run on nearly every request, so they read here: each
-statement is written once, scoped to the user's memberships like every
-selector, and checked against its ORM twin by tests/test_hot_reads.py.
+read is a queryset written once, scoped to the user's memberships like every
+selector, compiled once per process (``compiled.py``) and run as a plain
+statement whose rows are mapped by column name. tests/test_hot_reads.py
+checks each against its ORM twin.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
 from django.contrib.auth import get_user_model
 from django.contrib.humanize.templatetags.humanize import naturaltime
+from django.core.exceptions import ValidationError
 from django.db import connection
+from django.db.models import F, JSONField, QuerySet, TextField
+from django.db.models.functions import Cast
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
     ApiKey,
-    Dataset,
     Membership,
     Project,
     Run,
     RunStatus,
     ScoringPass,
 )
-from runs.records.plain_rows import column
+from runs.records import compiled
+from runs.records.compiled import Args
 
 _STATUS_LABELS = dict(RunStatus.choices)
 
 
-def _aware(value: Any) -> dt.datetime | None:
-    """A datetime column as the ORM returns it: aware, in UTC.
-
-    SQLite hands back text (Django's converters are not applied to raw
-    cursors); PostgreSQL an aware datetime already.
-    """
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = parse_datetime(value)
-    if value is not None and timezone.is_naive(value):
-        value = timezone.make_aware(value, dt.UTC)
-    return value
+def _member_projects(args: Args) -> QuerySet[Membership, Any]:
+    """The ids of the projects of the user given as the argument ``user_id``."""
+    return Membership.objects.filter(user_id=args.integer("user_id")).values(
+        "project_id"
+    )
 
 
-@functools.cache
-def _tables() -> dict[str, str]:
-    quote = connection.ops.quote_name
-    return {
-        "run": quote(Run._meta.db_table),
-        "project": quote(Project._meta.db_table),
-        "dataset": quote(Dataset._meta.db_table),
-        "membership": quote(Membership._meta.db_table),
-        "apikey": quote(ApiKey._meta.db_table),
-    }
+def _columns(model: type[Any]) -> tuple[list[str], dict[str, Any]]:
+    """Every column of ``model`` for ``values()``: a JSON column as its text,
+    which is what a cache key may hold (``<name>_json``)."""
+    names: list[str] = []
+    texts: dict[str, Any] = {}
+    for field in model._meta.concrete_fields:
+        if isinstance(field, JSONField):
+            texts[f"{field.attname}_json"] = Cast(field.attname, TextField())
+        else:
+            names.append(field.attname)
+    return names, texts
 
 
 # -- the runs table of the dashboard ----------------------------------------------
@@ -105,35 +102,106 @@ class RunRow:
         return _STATUS_LABELS.get(self.status, self.status)
 
 
-_RUN_ROWS_SQL = """
-SELECT r.id, r.name, r.status, r.target_name, r.target_kind, r.total,
-       r.succeeded, r.failed, r.timed_out, r.cancelled, r.created_at,
-       p.name, d.id, d.name, d.version, r.heartbeat_at
-FROM {run} r
-JOIN {project} p ON p.id = r.project_id
-JOIN {dataset} d ON d.id = r.dataset_id
-WHERE {where}
-ORDER BY r.created_at DESC, r.id DESC
-LIMIT %s OFFSET %s
-"""
-_RUN_COUNT_SQL = "SELECT COUNT(*) FROM {run} r WHERE {where}"
+def _visible_runs(args: Args, filters: tuple[str, ...]) -> QuerySet[Run]:
+    """The runs of the user's projects, filtered by each of ``filters`` given
+    as the argument of its name: ``project``, ``dataset`` (ids), ``status``."""
+    runs = Run.objects.filter(project_id__in=_member_projects(args))
+    for name in filters:
+        if name == "status":
+            runs = runs.filter(status=args.text("status"))
+        else:
+            runs = runs.filter(**{f"{name}_id": args.integer(name)})
+    return runs.order_by("-created_at", "-id")
 
 
-def _run_row(raw: Sequence[Any], now: dt.datetime) -> RunRow:
-    *fields, heartbeat_at = raw
-    created_at = _aware(fields[10])
-    assert created_at is not None  # a NOT NULL column
-    fields[10] = created_at
-    # Run.alive, at ``now``, for a running run (any other is never stale).
-    stale = False
-    if fields[2] == RunStatus.RUNNING:
-        heartbeat_at = _aware(heartbeat_at)
-        stale = (
-            heartbeat_at is None
-            or (now - heartbeat_at).total_seconds() >= HEARTBEAT_STALE_SECONDS
+_RUN_ROW_COLUMNS = (
+    "id",
+    "name",
+    "status",
+    "target_name",
+    "target_kind",
+    "total",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+    "created_at",
+    "dataset_id",
+    "heartbeat_at",
+)
+
+
+def _run_rows(filters: tuple[str, ...]) -> compiled.Statement:
+    return compiled.statement(
+        ("run-table", filters),
+        lambda args: _visible_runs(args, filters).values(
+            *_RUN_ROW_COLUMNS,
+            project_name=F("project__name"),
+            dataset_name=F("dataset__name"),
+            dataset_version=F("dataset__version"),
+        ),
+        sliced=True,
+    )
+
+
+def _run_count(filters: tuple[str, ...]) -> compiled.Statement:
+    return compiled.statement(
+        ("run-count", filters),
+        lambda args: compiled.count_of(_visible_runs(args, filters)),
+    )
+
+
+# RunRow's fields read from the database, and the column of each.
+_RUN_ROW_FIELDS = {
+    "pk": "id",
+    "name": "name",
+    "status": "status",
+    "target_name": "target_name",
+    "target_kind": "target_kind",
+    "total": "total",
+    "succeeded": "succeeded",
+    "failed": "failed",
+    "timed_out": "timed_out",
+    "cancelled": "cancelled",
+    "created_at": "created_at",
+    "project_name": "project_name",
+    "dataset_id": "dataset_id",
+    "dataset_name": "dataset_name",
+    "dataset_version": "dataset_version",
+}
+
+
+def _run_rows_read(
+    read: compiled.Statement, arguments: Mapping[str, Any], *, offset: int, limit: int
+) -> list[RunRow]:
+    # Only created_at is converted for every row; a heartbeat only matters
+    # (and is converted) for a running run.
+    names, found = compiled.fetch(
+        read, arguments, offset=offset, limit=limit, convert=("created_at",)
+    )
+    fields = operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values()))
+    status, created_at, heartbeat_at = (
+        names.index(column) for column in ("status", "created_at", "heartbeat_at")
+    )
+    now = timezone.now()
+    rows = []
+    for row in found:
+        # Run.alive, at ``now``, for a running run (any other is never stale).
+        stale = False
+        if row[status] == RunStatus.RUNNING:
+            heartbeat = compiled.converted(read, "heartbeat_at", row[heartbeat_at])
+            stale = (
+                heartbeat is None
+                or (now - heartbeat).total_seconds() >= HEARTBEAT_STALE_SECONDS
+            )
+        rows.append(
+            RunRow(
+                **dict(zip(_RUN_ROW_FIELDS, fields(row), strict=True)),
+                stale=stale,
+                created_ago=str(naturaltime(row[created_at])),
+            )
         )
-    # fields: the query's columns, in RunRow's order up to these two.
-    return RunRow(*fields, stale=stale, created_ago=naturaltime(created_at))  # type: ignore[misc]  # see above
+    return rows
 
 
 class RunTable:
@@ -146,25 +214,17 @@ class RunTable:
     def __init__(
         self, *, user_id: int, project_id: int | None = None, status: str | None = None
     ) -> None:
-        where = [
-            "r.project_id IN (SELECT m.project_id FROM {membership} m"
-            " WHERE m.user_id = %s)"
-        ]
-        params: list[Any] = [user_id]
+        arguments: dict[str, Any] = {"user_id": user_id}
         if project_id is not None:
-            where.append("r.project_id = %s")
-            params.append(project_id)
+            arguments["project"] = project_id
         if status:
-            where.append("r.status = %s")
-            params.append(status)
-        self._where = " AND ".join(where).format(**_tables())
-        self._params = params
+            arguments["status"] = status
+        self._filters = tuple(name for name in arguments if name != "user_id")
+        self._arguments = arguments
 
     def count(self) -> int:
-        sql = _RUN_COUNT_SQL.format(where=self._where, **_tables())
-        with connection.cursor() as cursor:
-            cursor.execute(sql, self._params)
-            return cursor.fetchone()[0]
+        row = compiled.one(_run_count(self._filters), self._arguments)
+        return row["n"] if row is not None else 0
 
     def __len__(self) -> int:
         return self.count()
@@ -179,21 +239,15 @@ class RunTable:
         start, stop = index.start or 0, index.stop
         if index.step not in (None, 1) or stop is None or start < 0 or stop < start:
             raise ValueError("RunTable takes slices [start:stop] only")
-        sql = _RUN_ROWS_SQL.format(where=self._where, **_tables())
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*self._params, stop - start, start])
-            raw_rows = cursor.fetchall()
-        now = timezone.now()
-        return [_run_row(raw, now) for raw in raw_rows]
+        return _run_rows_read(
+            _run_rows(self._filters),
+            self._arguments,
+            offset=start,
+            limit=stop - start,
+        )
 
 
 # -- projects, for the runs page's filter -----------------------------------------
-
-_PROJECTS_SQL = """
-SELECT p.id, p.name FROM {project} p
-WHERE p.id IN (SELECT m.project_id FROM {membership} m WHERE m.user_id = %s)
-ORDER BY p.name, p.id
-"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,124 +258,120 @@ class ProjectChoice:
 
 def project_choices(*, user_id: int) -> list[ProjectChoice]:
     """The user's projects (id and name) by name: the runs page's filter."""
-    with connection.cursor() as cursor:
-        cursor.execute(_PROJECTS_SQL.format(**_tables()), [user_id])
-        return [ProjectChoice(*row) for row in cursor.fetchall()]
-
-
-# -- API keys -------------------------------------------------------------------
-
-
-def _from_row(model: type[Any], fields: Sequence[Any], values: Sequence[Any]) -> Any:
-    """``model.from_db`` on raw values, converted as the ORM would: only the
-    types of the models read here (datetimes, booleans, text, ids)."""
-    converted = []
-    for field, value in zip(fields, values, strict=True):
-        kind = field.get_internal_type()
-        if kind == "DateTimeField":
-            value = _aware(value)
-        elif kind == "BooleanField" and value is not None:
-            value = bool(value)
-        converted.append(value)
-    return model.from_db("default", [f.attname for f in fields], converted)
-
-
-@functools.cache
-def _key_with_user_sql() -> tuple[str, list[Any], list[Any]]:
-    user_model = get_user_model()
-    key_fields = list(ApiKey._meta.concrete_fields)
-    user_fields = list(user_model._meta.concrete_fields)
-    quote = connection.ops.quote_name
-    columns = [f"k.{quote(column(f))}" for f in key_fields]
-    columns += [f"u.{quote(column(f))}" for f in user_fields]
-    sql = (
-        f"SELECT {', '.join(columns)} FROM {_tables()['apikey']} k"
-        f" JOIN {quote(user_model._meta.db_table)} u"
-        f" ON u.{quote(column(user_model._meta.pk))} = k.{quote('user_id')}"
-        " WHERE k.prefix = %s AND k.revoked_at IS NULL AND u.is_active = %s"
+    read = compiled.statement(
+        "project-choices",
+        lambda args: (
+            Project.objects.filter(id__in=_member_projects(args))
+            .order_by("name", "id")
+            .values("id", "name")
+        ),
     )
-    return sql, key_fields, user_fields
+    return [
+        ProjectChoice(pk=row["id"], name=row["name"])
+        for row in compiled.rows(read, {"user_id": user_id})
+    ]
 
 
-@functools.cache
-def _user_sql() -> tuple[str, list[Any]]:
-    user_model = get_user_model()
-    quote = connection.ops.quote_name
-    fields = list(user_model._meta.concrete_fields)
-    columns = ", ".join(quote(column(f)) for f in fields)
-    sql = (
-        f"SELECT {columns} FROM {quote(user_model._meta.db_table)}"
-        f" WHERE {quote(column(user_model._meta.pk))} = %s"
+# -- the signed-in user and API keys ------------------------------------------------
+
+# The user's columns in the key's read: under names no column of the key has.
+_USER = "user__"
+
+
+def _instance(model: type[Any], row: Mapping[str, Any], prefix: str = "") -> Any:
+    """``model.from_db`` on the row's values of the model's columns."""
+    names = [field.attname for field in model._meta.concrete_fields]
+    return model.from_db(
+        connection.alias, names, [row[prefix + name] for name in names]
     )
-    return sql, fields
 
 
 def user_by_id(user_id: Any) -> Any | None:
     """The user with this id, or None: what every signed-in request reads."""
-    sql, fields = _user_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [user_id])
-        row = cursor.fetchone()
-    return None if row is None else _from_row(get_user_model(), fields, row)
+    user_model = get_user_model()
+    names = [field.attname for field in user_model._meta.concrete_fields]
+    read = compiled.statement(
+        "user",
+        lambda args: (
+            user_model._default_manager.filter(pk=args.integer("user_id"))
+            .order_by()
+            .values(*names)
+        ),
+    )
+    try:
+        user_pk = user_model._meta.pk.to_python(user_id)
+    except ValidationError:
+        return None
+    row = compiled.one(read, {"user_id": user_pk})
+    return None if row is None else _instance(user_model, row)
+
+
+def _key_with_user(args: Args) -> QuerySet[ApiKey, dict[str, Any]]:
+    user_fields = get_user_model()._meta.concrete_fields
+    return (
+        ApiKey.objects.filter(
+            prefix=args.text("prefix"), revoked_at=None, user__is_active=True
+        )
+        .order_by()
+        .values(
+            *(field.attname for field in ApiKey._meta.concrete_fields),
+            **{_USER + f.attname: F(f"user__{f.attname}") for f in user_fields},
+        )
+    )
 
 
 def api_key_with_user(prefix: str) -> ApiKey | None:
     """The active key with this prefix of an active user, its ``user`` set;
     or None. One statement (the ORM took about 1 ms of Python to build it)."""
-    sql, key_fields, user_fields = _key_with_user_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [prefix, True])
-        row = cursor.fetchone()
+    read = compiled.statement("api-key-with-user", _key_with_user)
+    row = compiled.one(read, {"prefix": prefix})
     if row is None:
         return None
-    key = _from_row(ApiKey, key_fields, row[: len(key_fields)])
-    key.user = _from_row(get_user_model(), user_fields, row[len(key_fields) :])
+    key = _instance(ApiKey, row)
+    key.user = _instance(get_user_model(), row, _USER)
     return key
 
 
 # -- the API's run list -----------------------------------------------------------
 
-# RunFilter's fields (runs/results/schemas.py) and the column each compares.
-_RUN_FILTER_COLUMNS = {
-    "project": "r.project_id",
-    "dataset": "r.dataset_id",
-    "status": "r.status",
-}
+# RunFilter's fields (runs/results/schemas.py) that run_records filters by.
+_RUN_FILTERS = ("project", "dataset", "status")
+# Column names, and each row's values in their order.
+KeyRows = tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]
+
+
+def _run_records(filters: tuple[str, ...]) -> compiled.Statement:
+    def build(args: Args) -> QuerySet[Run, dict[str, Any]]:
+        names, texts = _columns(Run)
+        return _visible_runs(args, filters).values(*names, **texts)
+
+    return compiled.statement(("run-records", filters), build, sliced=True)
 
 
 def run_records(
     *, user_id: int, filters: Mapping[str, Any], offset: int, limit: int
-) -> tuple[int, list[tuple[Any, ...]]]:
-    """How many runs the user may see under ``filters``, and the raw rows
-    (every column of the run's table) of ``[offset:offset + limit]`` of them,
-    newest first: what the API's run list shows, as values to key a cache.
+) -> tuple[int, KeyRows]:
+    """How many runs the user may see under ``filters``, and every column of
+    the runs of ``[offset:offset + limit]`` of them, newest first, as the
+    database hands them (JSON as its text): what the API's run list shows,
+    as values to key a cache.
 
     A filter without a column here is refused, not ignored: a cache keyed by
     these rows would otherwise serve one filter's page for another's.
     """
-    where = [
-        "r.project_id IN (SELECT m.project_id FROM {membership} m"
-        " WHERE m.user_id = %s)".format(**_tables())
-    ]
-    params: list[Any] = [user_id]
+    arguments: dict[str, Any] = {"user_id": user_id}
     for name, value in filters.items():
-        if name not in _RUN_FILTER_COLUMNS:
+        if name not in _RUN_FILTERS:
             raise ValueError(f"run filter {name!r} has no column in run_records")
         if value is not None:
-            where.append(f"{_RUN_FILTER_COLUMNS[name]} = %s")
-            params.append(value)
-    condition = " AND ".join(where)
-    run = _tables()["run"]
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT COUNT(*) FROM {run} r WHERE {condition}", params)
-        count = cursor.fetchone()[0]
-        cursor.execute(
-            f"SELECT r.* FROM {run} r WHERE {condition}"
-            " ORDER BY r.created_at DESC, r.id DESC LIMIT %s OFFSET %s",
-            [*params, limit, offset],
-        )
-        rows = [tuple(row) for row in cursor.fetchall()]
-    return count, rows
+            arguments[name] = value
+    given = tuple(name for name in _RUN_FILTERS if name in arguments)
+    counted = compiled.one(_run_count(given), arguments)
+    names, values = compiled.fetch(
+        _run_records(given), arguments, offset=offset, limit=limit, convert=False
+    )
+    count = counted["n"] if counted is not None else 0
+    return count, (names, tuple(map(tuple, values)))
 
 
 # -- a finished run's page --------------------------------------------------------
@@ -330,55 +380,66 @@ def run_records(
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
 
 
-@functools.cache
-def _run_page_sql() -> tuple[str, str]:
-    user_model = get_user_model()
-    quote = connection.ops.quote_name
-    user_table = quote(user_model._meta.db_table)
-    username = quote(column(user_model._meta.get_field(user_model.USERNAME_FIELD)))
-    user_pk = quote(column(user_model._meta.pk))
-    tables = _tables()
-    run_sql = (
-        f"SELECT r.*, p.name, d.name, d.version, d.item_count, c.{username}, m.role"
-        f" FROM {tables['run']} r"
-        f" JOIN {tables['project']} p ON p.id = r.project_id"
-        f" JOIN {tables['dataset']} d ON d.id = r.dataset_id"
-        f" JOIN {tables['membership']} m"
-        " ON m.project_id = r.project_id AND m.user_id = %s"
-        f" LEFT JOIN {user_table} c ON c.{user_pk} = r.created_by_id"
-        " WHERE r.id = %s"
+def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
+    username = get_user_model().USERNAME_FIELD
+    names, texts = _columns(Run)
+    return (
+        Run.objects.filter(
+            pk=args.integer("run_id"),
+            project__memberships__user_id=args.integer("user_id"),
+        )
+        .order_by()
+        .values(
+            *names,
+            **texts,
+            project_name=F("project__name"),
+            dataset_name=F("dataset__name"),
+            dataset_version=F("dataset__version"),
+            dataset_item_count=F("dataset__item_count"),
+            creator=F(f"created_by__{username}"),
+            # The membership the filter joined: the user's role.
+            role=F("project__memberships__role"),
+        )
     )
-    passes_sql = (
-        f"SELECT s.*, u.{username} FROM {quote(ScoringPass._meta.db_table)} s"
-        f" LEFT JOIN {user_table} u ON u.{user_pk} = s.user_id"
-        " WHERE s.run_id = %s ORDER BY s.created_at, s.id"
+
+
+def _run_page_passes(args: Args) -> QuerySet[ScoringPass, dict[str, Any]]:
+    username = get_user_model().USERNAME_FIELD
+    names, texts = _columns(ScoringPass)
+    return (
+        ScoringPass.objects.filter(run_id=args.integer("run_id"))
+        .order_by("created_at", "id")
+        .values(*names, **texts, username=F(f"user__{username}"))
     )
-    return run_sql, passes_sql
 
 
 def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
-    """Everything a finished run's page shows, as raw values, for its cache key;
-    None when the page must be built afresh (the user is no member of the
-    run's project, the run is still going, or a re-score is under way: such
-    pages move by the second).
+    """Everything a finished run's page shows, as column names and values,
+    for its cache key; None when the page must be built afresh (the user is no
+    member of the run's project, the run is still going, or a re-score is
+    under way: such pages move by the second).
 
     What the page reads beyond these values is keyed by the run's own row:
     its figures and results table are cached under ``Run.results_version``,
     whose parts are columns of that row.
     """
-    run_sql, passes_sql = _run_page_sql()
-    with connection.cursor() as cursor:
-        cursor.execute(run_sql, [user_id, run_id])
-        run = cursor.fetchone()
-        if run is None:
-            return None
-        # r.* comes first: the first "status" column is the run's.
-        run_status = [column[0] for column in cursor.description].index("status")
-        if run[run_status] not in FINAL_RUN_STATUSES:
-            return None
-        cursor.execute(passes_sql, [run_id])
-        passes = [tuple(row) for row in cursor.fetchall()]
-        pass_status = [column[0] for column in cursor.description].index("status")
-    if any(row[pass_status] in _ACTIVE_PASS_STATUSES for row in passes):
+    # As the database hands them: values to key a cache, not to show.
+    names, found = compiled.fetch(
+        compiled.statement("run-page", _run_page_run),
+        {"user_id": user_id, "run_id": run_id},
+        convert=False,
+    )
+    if not found:
         return None
-    return tuple(run), tuple(passes)
+    run = dict(zip(names, found[0], strict=True))
+    if run["status"] not in FINAL_RUN_STATUSES:
+        return None
+    pass_names, passes = compiled.fetch(
+        compiled.statement("run-page-passes", _run_page_passes),
+        {"run_id": run_id},
+        convert=False,
+    )
+    status = pass_names.index("status")
+    if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
+        return None
+    return (names, tuple(found[0])), (pass_names, tuple(map(tuple, passes)))

@@ -25,6 +25,7 @@ from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
 from runs.models import Run, Score, ScoringPass
 from runs.records.names import max_length
+from runs.records.versions import results_changed
 from runs.rescore.selectors import initial_pass
 from runs.results.services import check_scorer_secrets, require_expected_answers
 from runs.scorers import clean_scorer_specs
@@ -170,7 +171,7 @@ def run_rescore(
         if not ScoringPass.objects.filter(run=locked).exists():
             initial_pass(locked).save()
         locked.scorers = merged_scorers(locked.scorers, specs)
-        locked.revision += 1
+        results_changed(locked)
         locked.save(update_fields=["scorers", "revision"])
         scoring = ScoringPass.objects.create(
             run=locked,

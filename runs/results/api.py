@@ -100,7 +100,7 @@ def list_runs(
     page_size = min(ninja_pagination.page_size or PAGE_SIZE, MAX_PAGE_SIZE)
     offset = (ninja_pagination.page - 1) * page_size
 
-    def read_rows() -> tuple[int, list[tuple[Any, ...]]]:
+    def read_rows() -> tuple[int, reads.KeyRows]:
         # Every column of the page's runs: the answer shows nothing else.
         return reads.run_records(
             user_id=request.auth.pk,

@@ -15,7 +15,7 @@ from runs.analysis.export import EXPORT_FORMATS
 from runs.demo import seed
 from runs.errors import InvalidInput
 from runs.models import ErrorKind, Result, Run, RunStatus
-from runs.records import pagecache, reads
+from runs.records import cache_keys, pagecache, reads
 from runs.results import services
 from runs.results.downloads import export_response
 from runs.results.forms import RunForm
@@ -61,7 +61,13 @@ def run_list(request: AuthedRequest) -> HttpResponse:
         "demo": offer,
     }
     # The rows carry every value the table shows, as of this read.
-    key_data = (page.number, page.paginator.count, page.object_list, projects, offer)
+    key_data = (
+        page.number,
+        page.paginator.count,
+        tuple(map(cache_keys.record, page.object_list)),
+        tuple(map(cache_keys.record, projects)),
+        cache_keys.record(offer) if offer is not None else None,
+    )
     return pagecache.render_cached(
         request, "runs/results/run_list.html", lambda: (context, 200), key_data=key_data
     )

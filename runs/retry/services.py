@@ -22,6 +22,7 @@ from runs.models import (
     ScoringPass,
 )
 from runs.records import rows
+from runs.records.versions import results_changed
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
 
@@ -160,7 +161,7 @@ def run_retry(
         locked.throttle_limit = None
         locked.in_flight = 0
         locked.retries_used = 0  # a retry pass has the whole retry budget again
-        locked.revision += 1
+        results_changed(locked)
         locked.save()
     if launch:
         run_launch(run=locked)

@@ -10,9 +10,10 @@ from django.core.cache import cache
 
 from runs.analysis.compare import sql
 from runs.analysis.compare.pairing import comparison_pairing, sql_pairing
-from runs.analysis.compare.verdict import CACHE_SECONDS, ScorerComparison, cache_key
+from runs.analysis.compare.verdict import CACHE_SECONDS, ScorerComparison
 from runs.errors import InvalidInput
 from runs.models import Item, Result, Run
+from runs.records import cache_keys
 
 # The per-item table's filters, by the change of the chosen scorer.
 CHANGES = ("regressions", "improvements", "both_failed", "output_changed")
@@ -57,12 +58,8 @@ class ComparisonItems:
     def count(self) -> int:
         """How many paired items match; kept under both runs' results_version."""
         if self._count is None:
-            key = cache_key(
-                "compare-items",
-                self.baseline.results_version,
-                self.candidate.results_version,
-                self.scorer,
-                self.change or "",
+            key = cache_keys.comparison_items(
+                self.baseline, self.candidate, self.scorer, self.change
             )
             self._count = cache.get(key)
             if self._count is None:

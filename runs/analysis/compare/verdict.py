@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +44,9 @@ from runs.analysis.compare.significance import (
     paired_bootstrap,
 )
 from runs.models import Run
+from runs.records import cache_keys
 
 CACHE_SECONDS = 600
-# Part of every cache key: raised when what is cached changes shape or meaning
-# (2: skipped scores are not pairs), so that no entry of before is read back.
-CACHE_GENERATION = 2
 
 TEST_MCNEMAR = "mcnemar_exact"
 TEST_BOOTSTRAP = "paired_bootstrap"
@@ -254,17 +251,9 @@ def _candidate_rows(
     return [tested(scanned[scorer], scorer) for scorer in scorers]
 
 
-def cache_key(prefix: str, *parts: str) -> str:
-    # Scorer names are free text: hashed, the key suits any cache backend.
-    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-    return f"{prefix}:{CACHE_GENERATION}:{digest}"
-
-
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     """``compare_runs``, kept under the runs' ``results_version``."""
-    key = cache_key(
-        "compare", *(run.results_version for run in (baseline, *candidates))
-    )
+    key = cache_keys.comparison((baseline, *candidates))
     cached = cache.get(key)
     if cached is None:
         comparison = compare_runs(baseline=baseline, candidates=candidates)

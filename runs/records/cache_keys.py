@@ -1,0 +1,142 @@
+"""Every key evalsite caches under, declared here.
+
+A key is its kind's name, the generation and a digest of typed parts. The
+generation moves on every deploy that changes what a cached value holds
+(``CODE_GENERATION``, raised by hand) and on every one that brings a
+migration (the newest migration of the app is part of it), so a cache shared
+by processes of two versions never hands one a value of the other. What is
+cached from a run's results is keyed by its ``results_version``, which every
+writer of results moves (``versions.py``).
+
+Parts are str, int, float, bool, None, datetimes, and tuples of these: the
+digest is of their ``repr``, which is faithful for exactly these types. Any
+other value (an object whose ``repr`` leaves out what it holds, a list, a
+dict) is refused with TypeError rather than trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import functools
+import hashlib
+import re
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from runs.models import Run
+
+# Raise when a cached value changes shape or meaning without a migration.
+CODE_GENERATION = 3
+
+_ALLOWED = frozenset({str, int, float, bool, type(None), dt.datetime, tuple})
+_MIGRATION = re.compile(r"^(\d{4}_\w+)\.py$")
+
+
+@functools.cache
+def generation() -> str:
+    """``CODE_GENERATION`` and the app's newest migration, read once."""
+    names = (
+        match.group(1)
+        for entry in resources.files("runs.migrations").iterdir()
+        if (match := _MIGRATION.match(entry.name))
+    )
+    return f"{CODE_GENERATION}.{max(names, default='0000')}"
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def record(row: Any) -> tuple[Any, ...]:
+    """A dataclass instance as a key part: its fields' values, in order
+    (each still checked as a part)."""
+    kind = type(row)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(row))
+    return tuple(getattr(row, name) for name in names)
+
+
+def _check(parts: tuple[Any, ...]) -> None:
+    # The types of a tuple's members as one set: a flat tuple (a row) is
+    # checked without a Python step per value.
+    pending = [parts]
+    while pending:
+        members = pending.pop()
+        kinds = set(map(type, members))
+        if not kinds <= _ALLOWED:
+            refused = sorted(kind.__name__ for kind in kinds - _ALLOWED)
+            raise TypeError(
+                "a cache key part must be str, int, float, bool, None, a datetime"
+                f" or a tuple of these, not {', '.join(refused)}"
+            )
+        if tuple in kinds:
+            pending.extend(member for member in members if type(member) is tuple)
+
+
+def key(kind: str, *parts: Any) -> str:
+    """The key of ``kind`` for these parts (TypeError for a part of another
+    type than the module's docstring lists)."""
+    _check(parts)
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=20).hexdigest()
+    return f"{kind}:{generation()}:{digest}"
+
+
+# -- a run's figures, under its results_version ------------------------------------
+
+
+def run_summary(run: Run) -> str:
+    return key("run-summary", run.results_version)
+
+
+def run_scorers(run: Run) -> str:
+    return key("run-scorers", run.results_version)
+
+
+def run_charts(run: Run) -> str:
+    return key("run-charts", run.results_version)
+
+
+def run_figures(run: Run, figures_format: int) -> str:
+    return key("run-figures", figures_format, run.results_version)
+
+
+def run_cluster_groups(family: str, run: Run) -> str:
+    return key("run-cluster-groups", family, run.results_version)
+
+
+def run_clusters(run: Run, baseline: Run | None, items_per_cluster: int) -> str:
+    baseline_version = baseline.results_version if baseline is not None else None
+    return key("run-clusters", run.results_version, baseline_version, items_per_cluster)
+
+
+def comparison(runs: tuple[Run, ...]) -> str:
+    return key("compare", tuple(run.results_version for run in runs))
+
+
+def comparison_items(
+    baseline: Run, candidate: Run, scorer: str, change: str | None
+) -> str:
+    return key(
+        "compare-items",
+        baseline.results_version,
+        candidate.results_version,
+        scorer,
+        change or "",
+    )
+
+
+# -- whole pages and API answers ----------------------------------------------------
+
+
+def page(
+    *, template: str, user_id: int | None, username: str, query: str, data: Any
+) -> str:
+    """A rendered page: its template, the user it was rendered for (the
+    header shows the name), the query string (links repeat it) and its data."""
+    return key("page", template, user_id, username, query, data)
+
+
+def api_answer(*, name: str, user_id: int | None, data: Any) -> str:
+    return key("json", name, user_id, data)
