@@ -35,9 +35,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from runs.projects.services import project_create
-from runs.results.services import run_create
-
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 5000
 USERNAME = "bench"
@@ -313,6 +310,8 @@ def result_record(
 
 
 def seed_run(*, user: Any, dataset: Any, profile: Profile, name: str) -> Any:
+    from runs.results.services import run_create
+
     """A finished run of every item of ``dataset``, stored in bulk batches."""
     from django.utils import timezone
 
@@ -363,6 +362,8 @@ class Seeded:
 
 
 def seed_analysis(*, items: int, seed: int = 0) -> Seeded:
+    from runs.projects.services import project_create
+
     """A user, a project, a dataset of ``items`` and two finished runs of it."""
     from django.contrib.auth.models import User
 

@@ -25,9 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from runs.projects.services import project_create
-from runs.results.services import run_create
-
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 2_000
 
@@ -108,6 +105,8 @@ def build(count: int) -> tuple[Any, Any, Any, float]:
     from django.contrib.auth.models import User
 
     from runs.datasets import importers
+    from runs.projects.services import project_create
+    from runs.results.services import run_create
     from tests.factories import store_outcomes
 
     user = User.objects.create_user(f"bench{time.time_ns()}", password="x")

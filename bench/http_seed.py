@@ -16,10 +16,6 @@ import random
 import sys
 from typing import Any
 
-from runs.projects.services import api_key_create, project_create
-from runs.results.services import run_create
-from runs.targets.services import target_create
-
 USERNAME = "bench"
 PASSWORD = "bench-password-not-secret"
 
@@ -36,10 +32,14 @@ def arithmetic_items(count: int, *, seed: int) -> list[dict[str, Any]]:
 
 
 def seed(*, results: int, runs: int) -> dict[str, Any]:
+    from django.apps import apps
     from django.contrib.auth.models import User
 
     from runs.datasets import importers
     from runs.executor.engine import execute_run
+    from runs.projects.services import api_key_create, project_create
+    from runs.results.services import run_create
+    from runs.targets.services import target_create
 
     user = User.objects.create_user(USERNAME, "bench@example.org", PASSWORD)
     project = project_create(name="Benchmark", owner=user)
@@ -100,7 +100,7 @@ def seed(*, results: int, runs: int) -> dict[str, Any]:
         "run_status": measured.status,
         "results": measured.processed,
         "runs": 1 + len(others),
-        "code": os.path.dirname(runs.__file__),
+        "code": apps.get_app_config("runs").path,
     }
 
 

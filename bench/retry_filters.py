@@ -26,9 +26,6 @@ import sys
 import time
 from pathlib import Path
 
-from runs.projects.services import project_create
-from runs.results.services import run_create
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
@@ -37,6 +34,8 @@ def build(items: int) -> tuple[object, int]:
     from django.utils import timezone
 
     from runs.models import Item, Result, Run, RunStatus, Score
+    from runs.projects.services import project_create
+    from runs.results.services import run_create
     from tests.factories import arithmetic_items, make_dataset
 
     user = User.objects.create_user("bench-retry", password="bench-password")

@@ -22,14 +22,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from runs.projects.services import project_create
-from runs.results.services import run_create
-
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 5_000
 
 
 def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
+    from runs.projects.services import project_create
+    from runs.results.services import run_create
+
     """A finished run of ``items`` items x ``epochs`` with two scorers each."""
     from django.contrib.auth.models import User
     from django.db import connection

@@ -45,10 +45,6 @@ from pathlib import Path
 
 from http_bench import daphne, free_port, note, server_env
 
-import runs
-from runs.projects.services import api_key_create, membership_add, project_create
-from runs.targets.services import target_create
-
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "try-load-password-not-secret"
 LOGIN_PATH = "/login/"
@@ -58,6 +54,11 @@ LOGIN_PATH = "/login/"
 
 
 def seed(*, users: int, base_url: str) -> dict:
+    from django.apps import apps
+
+    from runs.projects.services import api_key_create, membership_add, project_create
+    from runs.targets.services import target_create
+
     """A project, its editors with one API key each, and a target at ``base_url``."""
     from django.contrib.auth.models import User
 
@@ -80,7 +81,7 @@ def seed(*, users: int, base_url: str) -> dict:
     return {
         "keys": keys,
         "target_id": target.pk,
-        "code": os.path.dirname(runs.__file__),
+        "code": apps.get_app_config("runs").path,
     }
 
 
