@@ -78,6 +78,12 @@ def environment(source: Path, data_dir: Path) -> dict[str, str]:
     return env
 
 
+def seed_script(source: Path) -> Path:
+    """The seed written for the code measured (its imports follow its layout)."""
+    own = source / "bench" / "http_seed.py"
+    return own if own.is_file() else HERE / "http_seed.py"
+
+
 def prepare(source: Path, data_dir: Path) -> str:
     env = environment(source, data_dir)
     python = sys.executable
@@ -88,7 +94,7 @@ def prepare(source: Path, data_dir: Path) -> str:
         check=True,
     )
     seeded = subprocess.run(
-        [python, str(HERE / "http_seed.py")],
+        [python, str(seed_script(source))],
         cwd=source,
         env=env,
         check=True,
