@@ -12,12 +12,18 @@ from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, InvalidInput, TooManyRequests
-from runs.projects.api import ApiKeyAuth, key_router, project_router, secret_router
+from runs.projects.api import (
+    ApiKeyAuth,
+    docs_access,
+    key_router,
+    project_router,
+    secret_router,
+)
 from runs.rescore.api import rescore_router
 from runs.results.api import run_router
 from runs.retry.api import retry_router
 from runs.targets.api import target_router
-from runs.web.api import EvalsiteAPI, docs_access
+from runs.web.api import EvalsiteAPI
 
 logger = logging.getLogger(__name__)
 

@@ -6,11 +6,11 @@ import asyncio
 
 from django.utils import timezone
 
-from runs.analysis.signatures import error_signature
 from runs.executor import store
 from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Dataset, ErrorKind, Item, Project, Run
+from runs.records.signatures import error_signature
 from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import arithmetic_items, make_dataset

@@ -29,16 +29,16 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from runs.analysis.signatures import (
+from runs.errors import InvalidInput
+from runs.models import Result, Run, Score
+from runs.records import cache_keys
+from runs.records.signatures import (
     FAILING_SCORE,
     SCORE_ERRORED,
     SCORE_FAILED,
     SIGNATURE_LENGTH,
     mask,
 )
-from runs.errors import InvalidInput
-from runs.models import Result, Run, Score
-from runs.records import cache_keys
 
 ITEMS_PER_CLUSTER = 5
 MAX_ITEMS_PER_CLUSTER = 100

@@ -6,6 +6,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from runs.plugins import json_schema
+
 
 class PluginKindOut(Schema):
     kind: str
@@ -22,3 +24,20 @@ class ScorerKindOut(PluginKindOut):
     needs_expected: bool = Field(
         description="whether the scorer compares with the item's expected answer"
     )
+
+
+def kinds_schema(registry: str) -> Any:
+    def extra(schema: dict[str, Any]) -> None:
+        from runs.scorers import REGISTRY as SCORERS
+        from runs.targets import REGISTRY as TARGETS
+
+        params = (
+            {kind: cls.Params for kind, cls in TARGETS.items()}
+            if registry == "targets"
+            else {kind: cls.Params for kind, cls in SCORERS.items()}
+        )
+        schema["x-parameters-by-kind"] = {
+            kind: json_schema(model) for kind, model in sorted(params.items())
+        }
+
+    return extra

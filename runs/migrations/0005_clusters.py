@@ -1,6 +1,6 @@
 from django.db import migrations, models
 
-from runs.analysis.signatures import signatures_recompute
+from runs.records.signatures import signatures_recompute
 
 
 def recompute_signatures(apps, schema_editor):

@@ -47,7 +47,7 @@ class Result(models.Model):
     error_kind = models.CharField(max_length=16, choices=ErrorKind.choices, blank=True)
     error_type = models.CharField(max_length=200, blank=True)
     error_message = models.TextField(blank=True)
-    # The error's signature and its masked message (runs/analysis/signatures.py):
+    # The error's signature and its masked message (runs/records/signatures.py):
     # the same failure, however its ids and numbers vary, has the same ones.
     error_signature = models.CharField(max_length=64, blank=True)
     error_pattern = models.CharField(max_length=300, blank=True)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib.auth.models import User
+from django.contrib.auth.views import redirect_to_login
 from django.db.models import QuerySet
 from django.http import (
     HttpRequest,
     HttpResponse,
+    JsonResponse,
 )
 from ninja import (
     Query,  # noqa: F401
@@ -213,3 +219,34 @@ class ApiKeyAuth(HttpBearer):
         request.user = key.user
         request.api_key = key  # type: ignore[attr-defined]  # read by create_key
         return key.user
+
+
+def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """The schema and the docs page, for a session or an API key.
+
+    Anonymous: 401 JSON for the schema (an API resource) and for clients that
+    ask for JSON; the docs page sends a browser to the login page instead.
+    """
+
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.is_authenticated:
+            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+            key = (
+                api_key_authenticate(token.strip())
+                if scheme.lower() == "bearer"
+                else None
+            )
+            if key is not None:
+                request.user = key.user
+            elif (
+                request.resolver_match is not None
+                and request.resolver_match.url_name == "openapi-view"
+                and "json" not in request.headers.get("Accept", "")
+            ):
+                return redirect_to_login(request.get_full_path())
+            else:
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
+        return view(request, *args, **kwargs)
+
+    return wrapper

@@ -7,7 +7,6 @@ import re
 from django import forms
 
 from runs.models import ApiKey, Membership, Project
-from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 
 
 class ProjectForm(forms.Form):
@@ -36,15 +35,6 @@ class ApiKeyForm(forms.Form):
     name = forms.CharField(
         max_length=ApiKey._meta.get_field("name").max_length,
         help_text="What the key is for, e.g. the script or machine using it.",
-    )
-
-
-class TargetTryForm(forms.Form):
-    input = forms.CharField(
-        max_length=TARGET_TRY_MAX_CHARS,
-        initial=TARGET_TRY_DEFAULT_INPUT,
-        label="Test input",
-        widget=forms.Textarea(attrs={"rows": 2}),
     )
 
 

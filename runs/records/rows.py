@@ -26,8 +26,8 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
-from runs.analysis import signatures
 from runs.models import Result, Score
+from runs.records import signatures
 from runs.records.plain_rows import (
     datetime_adapter,
     insert,

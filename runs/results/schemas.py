@@ -15,6 +15,8 @@ from runs.analysis.summary import (
     ScorerSummary,
     run_score_means,
 )
+from runs.catalogue.schemas import kinds_schema
+from runs.executor.options import RunOptions
 from runs.models import (
     ErrorKind,
     Item,
@@ -24,8 +26,16 @@ from runs.models import (
     RunStatus,
     Score,
 )
+from runs.plugins import json_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
-from runs.web.schemas import BodyIn, DbId, kinds_schema, run_options_schema
+from runs.web.schemas import BodyIn, DbId
+
+
+def run_options_schema(schema: dict[str, Any]) -> None:
+    # Derived from RunOptions when the schema is built: every option, typed.
+    declared = json_schema(RunOptions)
+    schema["properties"] = declared["properties"]
+    schema["additionalProperties"] = False
 
 
 class ScorerSpecIn(BodyIn):

@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from runs.models import Project, Target
 from runs.projects.selectors import project_get
 from runs.targets import REGISTRY as TARGETS
+from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 from runs.web.forms import (
     PickField,
     PluginFieldsMixin,
@@ -75,3 +76,12 @@ def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetF
     for fixed in ("project", "kind"):
         form.fields[fixed].disabled = True
     return form
+
+
+class TargetTryForm(forms.Form):
+    input = forms.CharField(
+        max_length=TARGET_TRY_MAX_CHARS,
+        initial=TARGET_TRY_DEFAULT_INPUT,
+        label="Test input",
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )

@@ -7,11 +7,12 @@ from typing import Annotated, Any
 
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
+from runs.catalogue.schemas import kinds_schema
 from runs.models import (
     Target,
 )
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
-from runs.web.schemas import BodyIn, DbId, kinds_schema
+from runs.web.schemas import BodyIn, DbId
 
 TARGET_CONFIG_HELP = (
     "the target kind's parameters (GET /api/v1/targets/kinds gives each kind's "

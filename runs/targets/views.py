@@ -14,9 +14,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 from runs.access import Action, can, projects_where, require
 from runs.errors import Conflict, InvalidInput, TooManyRequests
 from runs.models import Target
-from runs.projects.forms import TargetTryForm
 from runs.targets import selectors, services
-from runs.targets.forms import TargetForm, target_edit_form
+from runs.targets.forms import TargetForm, TargetTryForm, target_edit_form
 from runs.targets.selectors import target_get, target_runs
 from runs.targets.services import (
     target_create,

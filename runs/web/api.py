@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_not_required
-from django.contrib.auth.views import redirect_to_login
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    JsonResponse,
-)
 from django.urls import URLPattern, URLResolver
 from ninja import (
     Field,
@@ -24,9 +17,6 @@ from ninja import (
 from ninja.operation import Operation
 from ninja.pagination import PageNumberPagination, paginate
 
-from runs.projects.services import (
-    api_key_authenticate,
-)
 from runs.web.schemas import ErrorOut, ValidationErrorOut
 
 PAGE_SIZE = 50
@@ -34,7 +24,7 @@ MAX_PAGE_SIZE = 500
 # Far beyond any real list, and small enough that an offset never overflows.
 MAX_PAGE = 1_000_000
 # Pages for people keep the site-wide login redirect; API calls answer 401. The
-# schema and its docs page check access themselves (``docs_access``).
+# schema and its docs page check access themselves (``projects.api.docs_access``).
 LOGIN_REDIRECTED_URL_NAMES = frozenset({"api-root"})
 # Every status an operation can answer, for the schema: reads ...
 READ_ERRORS: dict[int, Any] = {
@@ -78,37 +68,6 @@ def paginated[View: Callable[..., Any]](view: View) -> View:
     """
     view.__annotations__ = typing.get_type_hints(view, include_extras=True)
     return _paginate(view)
-
-
-def docs_access(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """The schema and the docs page, for a session or an API key.
-
-    Anonymous: 401 JSON for the schema (an API resource) and for clients that
-    ask for JSON; the docs page sends a browser to the login page instead.
-    """
-
-    @functools.wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not request.user.is_authenticated:
-            scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-            key = (
-                api_key_authenticate(token.strip())
-                if scheme.lower() == "bearer"
-                else None
-            )
-            if key is not None:
-                request.user = key.user
-            elif (
-                request.resolver_match is not None
-                and request.resolver_match.url_name == "openapi-view"
-                and "json" not in request.headers.get("Accept", "")
-            ):
-                return redirect_to_login(request.get_full_path())
-            else:
-                return JsonResponse({"detail": "Unauthorized"}, status=401)
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 class EvalsiteAPI(NinjaAPI):

@@ -1,4 +1,4 @@
-"""Schema pieces every router shares: error bodies, a checked body, plug-in kinds."""
+"""Schema pieces every router shares: ids, error bodies, a checked body."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from typing import Annotated, Any
 from ninja import Field, Schema
 from ninja.schema import DjangoGetter
 from pydantic import model_validator
-
-from runs.executor.options import RunOptions
-from runs.plugins import json_schema
 
 # Ids and page numbers beyond what the database stores are refused (422), not
 # sent to it (an overflow there was a 500).
@@ -70,27 +67,3 @@ def _storable(value: Any, where: str) -> None:
     elif isinstance(value, list):
         for position, item in enumerate(value):
             _storable(item, f"{where}[{position}]")
-
-
-def run_options_schema(schema: dict[str, Any]) -> None:
-    # Derived from RunOptions when the schema is built: every option, typed.
-    declared = json_schema(RunOptions)
-    schema["properties"] = declared["properties"]
-    schema["additionalProperties"] = False
-
-
-def kinds_schema(registry: str) -> Any:
-    def extra(schema: dict[str, Any]) -> None:
-        from runs.scorers import REGISTRY as SCORERS
-        from runs.targets import REGISTRY as TARGETS
-
-        params = (
-            {kind: cls.Params for kind, cls in TARGETS.items()}
-            if registry == "targets"
-            else {kind: cls.Params for kind, cls in SCORERS.items()}
-        )
-        schema["x-parameters-by-kind"] = {
-            kind: json_schema(model) for kind, model in sorted(params.items())
-        }
-
-    return extra

@@ -11,9 +11,9 @@ from runs.analysis.clusters import (
     run_clusters,
     score_cluster_key,
 )
-from runs.analysis.signatures import signatures_recompute
 from runs.errors import InvalidInput
 from runs.models import Dataset, Project, Result, Run, Score
+from runs.records.signatures import signatures_recompute
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 CONTEXT = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from runs.analysis.signatures import (
+from runs.records.signatures import (
     PATTERN_MAX_LENGTH,
     error_signature,
     mask,

@@ -16,12 +16,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import IntegrityError, transaction
 
-from runs.analysis import signatures
 from runs.executor import engine, store
 from runs.executor.engine import execute_run
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result, Run, RunStatus, Score
 from runs.records import rows as records_rows
+from runs.records import signatures
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)
