@@ -75,6 +75,9 @@ def env_for(
         if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
     }
     env["EVALSITE_DATA_DIR"] = str(data_dir)
+    # The fake model server listens on loopback, which the default network
+    # policy refuses to targets.
+    env.setdefault("EVALSITE_TARGET_ALLOW", "loopback,public")
     if database_url:
         env["DATABASE_URL"] = database_url
     return env | (extra or {})
