@@ -34,7 +34,7 @@ from typing import Any
 
 from pebble import ProcessExpired, ProcessPool
 
-from runs.scorers.shares import Shares, current_owner, note_waiting, share_limit
+from runs.plugins.shares import Shares, current_owner, note_waiting, share_limit
 
 
 @dataclass(frozen=True)
