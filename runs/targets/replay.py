@@ -82,6 +82,7 @@ class ReplayTarget(TargetPlugin):
     def __init__(
         self, params: ReplayParams, context: TargetContext | None = None
     ) -> None:
+        self.params = params
         self.field = params.field
         self.value = params.value
 

@@ -8,6 +8,8 @@ from pydantic import model_validator
 
 from runs.executor.options import RunOptions
 from runs.plugins import json_schema
+from runs.plugins.scorers import SCORERS
+from runs.plugins.targets import TARGETS
 
 # Ids and page numbers beyond what the database stores are refused (422), not
 # sent to it (an overflow there was a 500).
@@ -79,9 +81,6 @@ def _run_options_schema(schema: dict[str, Any]) -> None:
 
 def _kinds_schema(registry: str) -> Any:
     def extra(schema: dict[str, Any]) -> None:
-        from runs.scorers import REGISTRY as SCORERS
-        from runs.targets import REGISTRY as TARGETS
-
         plugins = TARGETS if registry == "targets" else SCORERS
         schema["x-parameters-by-kind"] = {
             kind: json_schema(cls.Params) for kind, cls in sorted(plugins.items())
