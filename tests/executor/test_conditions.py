@@ -14,7 +14,7 @@ from runs.executor.options import RunOptions
 from runs.models import Project, Run, RunStatus, Score
 from runs.results.services import run_create
 from runs.scorers import build_scorer, clean_scorer_specs
-from runs.scorers.base import conditions_of
+from runs.plugins.scorers import conditions_of
 from runs.targets import TargetInput, build_target
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset
