@@ -81,6 +81,9 @@ def cut_attempt(attempt: dict[str, Any]) -> None:
 class Concurrency(Protocol):
     limit: int
 
+    @property
+    def backing_off(self) -> bool: ...
+
     def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
     def succeeded(self) -> None: ...

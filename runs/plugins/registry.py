@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ImproperlyConfigured
 from pydantic import BaseModel
 
@@ -26,7 +28,7 @@ class Registry[T: type](dict[str, T]):
     def fits(self, cls: type) -> bool:
         return isinstance(cls, type) and hasattr(cls, self.method)
 
-    def register(self, cls: T) -> T:
+    def register[C: type](self, cls: C) -> C:
         """Add ``cls`` under its kind; refuse, at start-up, one that does not
         declare itself (a subclass of the role's base declares everything)."""
         missing = [] if issubclass(cls, self.base) else self.undeclared(cls)
@@ -36,7 +38,7 @@ class Registry[T: type](dict[str, T]):
                 f"{', '.join(missing)}: subclass {self.base.__module__}."
                 f"{self.base.__qualname__}"
             )
-        adopted = cls
+        adopted: Any = cls
         if not issubclass(cls, self.base):
             # Written against the declaration alone: it gets the role's
             # declared hooks, with their defaults.

@@ -223,7 +223,9 @@ def clean_scorer_specs(
             )
         kind = spec.get("kind")
         plugin = SCORERS.lookup(kind, field=join(where, "kind"))
-        name = clean_scorer_name(spec.get("name"), kind, field=join(where, "name"))
+        name = clean_scorer_name(
+            spec.get("name"), plugin.kind, field=join(where, "name")
+        )
         if name in seen:
             raise ConfigError(f"{name!r} is used twice", field=join(where, "name"))
         params = plugin.clean(spec.get("params") or {}, path=join(where, "params"))

@@ -180,7 +180,7 @@ class Json(ScorerPlugin):
     def _item_schema(self, item: TargetInput) -> tuple[str, str]:
         """The item's schema as JSON text (checked in the worker), and where
         it is."""
-        path = self.params.schema_field
+        path = self.params.schema_field or ""  # called only when it is set
         schema: Any = item.metadata
         for part in path.split("."):
             if not isinstance(schema, dict) or part not in schema:

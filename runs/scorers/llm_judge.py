@@ -5,7 +5,7 @@ import json
 import math
 import re
 import warnings
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeGuard
 
 from pydantic import Field, field_validator, model_validator
 
@@ -277,7 +277,8 @@ class LLMJudge(ScorerPlugin):
         )
         threshold = params.pass_threshold
         if threshold is None:
-            threshold = DEFAULT_THRESHOLDS.get(params.verdict_format)
+            # pass_fail has none and reads none.
+            threshold = DEFAULT_THRESHOLDS.get(params.verdict_format, 0.5)
         self.threshold = threshold
 
     # -- the prompt --------------------------------------------------------------
@@ -356,7 +357,7 @@ class LLMJudge(ScorerPlugin):
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
         model = reply.model or self.params.model
-        usage = {
+        usage: dict[str, Any] = {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             # What the endpoint says the call cost, else its tokens priced
@@ -423,7 +424,7 @@ def timed_out(seconds: float) -> TargetError:
     )
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -110,7 +110,9 @@ class PythonScorer(ScorerPlugin):
     example: ClassVar[dict[str, Any]] = {"callable": "runs.scorers.examples.non_empty"}
     needs_expected: ClassVar[bool] = False
 
-    def __new__(cls, name: str, params: dict[str, Any]) -> PythonScorer:
+    fn: Callable[..., Any]
+
+    def __new__(cls, name: str, params: PythonScorerParams) -> PythonScorer:
         # The executor runs ``score`` on the loop only if it is a coroutine
         # function: an async callable gets the class whose score is async.
         fn = _load(params.callable)
