@@ -14,15 +14,15 @@ from asgiref.sync import sync_to_async
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.plugins.scoring import scorer_pool, thread_shares
 from runs.models import RunStatus, Score
+from runs.plugins.scoring import scorer_pool, thread_shares
+from runs.plugins.shares import scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.base import INLINE_CHARS
 from runs.scorers.exact_match import ExactMatch
 from runs.scorers.includes import Includes
 from runs.scorers.numeric import Numeric
 from runs.scorers.regex import Regex
-from runs.plugins.shares import scoring_for
 from runs.targets import TargetInput
 from tests.executor.conftest import wait_until
 

@@ -18,11 +18,11 @@ from django.conf import settings
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.plugins.scoring import thread_shares
 from runs.models import Project, RunStatus, Score
+from runs.plugins.scoring import thread_shares
+from runs.plugins.shares import owner, scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.processes import JSON, pool_size, work_pool
-from runs.plugins.shares import owner, scoring_for
 from runs.targets import TargetInput
 from tests.executor.conftest import wait_until
 from tests.factories import make_dataset
