@@ -43,7 +43,7 @@ GOAL_DELAY_SECONDS = 0.5
 
 SETUP = """
 from django.contrib.auth.models import User
-from runs.services import api_key_create, project_create
+from runs.projects.services import api_key_create, project_create
 user = User.objects.create_user("bench", password="bench-password-1")
 project = project_create(name="Bench", owner=user)
 print(project.pk, api_key_create(user=user, name="bench")[1])

@@ -137,7 +137,7 @@ def start_workers(
         log = (logs / f"worker-{len(list(logs.iterdir()))}-{i}.log").open("wb")
         workers.append(
             subprocess.Popen(
-                [PYTHON, "manage.py", "evalworker", "--concurrency", "1"],
+                [PYTHON, "manage.py", "evalworker", "--shards", "1"],
                 cwd=ROOT,
                 env=env,
                 stdout=log,

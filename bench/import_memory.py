@@ -38,7 +38,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "evalsite.settings"
 import django
 django.setup()
 from pathlib import Path
-from runs.importers import Source, preview_file
+from runs.datasets.importers import Source, preview_file
 started, cpu = time.perf_counter(), time.process_time()
 try:
     found = preview_file(source=Source.from_path(Path({path!r})))

@@ -144,7 +144,7 @@ sys.path.insert(0, {code!r})
 os.environ["DJANGO_SETTINGS_MODULE"] = "evalsite.settings"
 import django
 django.setup()
-from runs.importers import parse_items
+from runs.datasets.importers import parse_items
 started = time.perf_counter()
 try:
     parse_items(content=open({path!r}, "rb").read(), filename="x.yaml")

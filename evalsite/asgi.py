@@ -16,6 +16,8 @@ from evalsite.handlers import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
 django_asgi_app = get_asgi_application()
 
+# Only now: these import models, which need the app registry that
+# get_asgi_application() has just filled.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

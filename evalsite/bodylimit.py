@@ -4,10 +4,24 @@ Two limits (settings): ``EVALSITE_MAX_REQUEST_BYTES`` for everyone and
 ``EVALSITE_MAX_ANONYMOUS_REQUEST_BYTES`` for a request without a valid session
 or API key. Large bodies are refused with 413 (JSON under /api/, a short page
 elsewhere) from their Content-Length before any of them is read; a body
-without one (chunked) is counted as it arrives and cut at the limit.
+without one (chunked, or HTTP/2 with no length) is counted as it arrives and
+cut at the anonymous limit, lifted to the other once it gets there if the
+request's key or session is real.
 
-``BodyLimit`` wraps the Django application and works under any ASGI server.
-Daphne needs three more things, installed by ``install_under_daphne``:
+``BodyLimit`` wraps the Django application and works under any ASGI server,
+through the ASGI interface alone. What it can promise depends on the server:
+an ASGI application sees a request only once the server hands it over, and
+Daphne does that only after it has read the whole body. Under Daphne alone, a
+10 GB anonymous upload would be read and written to a temporary file before
+the 413, a large form body would be parsed whole in memory, and the body
+would be copied whole into memory for the application. Neither Daphne nor
+Twisted has a public hook or option for any of that (Twisted's
+``parsePOSTFormSubmission`` argument is public, but Daphne makes the requests
+itself), so ``install_under_daphne`` wraps three Twisted request methods of
+Daphne's request class and Daphne's ``Server.create_application``, and reads a
+few private attributes. pyproject.toml pins both packages to the versions this
+was tested with, and tests/test_http_body_limit_internals.py fails, naming
+what to check, when any of those internals changes. Under Daphne:
 
 - Twisted parses every form body (multipart or url-encoded) whole into
   ``request.args``, in memory and on the event loop, although Daphne never
@@ -15,10 +29,11 @@ Daphne needs three more things, installed by ``install_under_daphne``:
   seconds, whoever sent it. That parsing is switched off;
 - Twisted reads a whole request body into a temporary file before Daphne
   starts the application, so the size check by headers also happens there,
-  when the headers have arrived, and the connection is closed unread. A body
-  over the anonymous limit with a key or a session cookie waits, unread (the
-  connection paused), until a worker thread has checked that the key or the
-  session is real: a made-up one is refused as anonymous;
+  when the headers have arrived, and the connection is closed unread (with
+  no "100 Continue" after the 413). A body over the anonymous limit with a
+  key or a session cookie waits, unread (the connection paused), until a
+  worker thread has checked that the key or the session is real: a made-up
+  one is refused as anonymous;
 - Daphne then copies that whole file into the application's input queue in
   8 KB messages, in one go on the event loop (for 200 MB, 25,600 messages held
   in memory at once). Instead, the application reads the file lazily, a chunk
@@ -139,18 +154,30 @@ class BodyLimit:
         if declared is not None and declared > limit:
             await _refuse(send, scope["path"], limit, anonymous=False)
             return
-        body_file = scope.get("extensions", {}).get(BODY_FILE_EXTENSION)
-        chunked = declared is None and b"transfer-encoding" in headers
-        if (declared is not None and declared > anonymous_limit) or chunked:
-            valid = has_credentials(headers) and await sync_to_async(
-                credentials_valid, thread_sensitive=False
-            )(headers)
-            if not valid:
-                if declared is not None:
-                    await _refuse(send, scope["path"], anonymous_limit, anonymous=True)
-                    return
-                limit = anonymous_limit
-        await _LimitedExchange(self.app, scope, receive, send, limit, body_file).run()
+        if (
+            declared is not None
+            and declared > anonymous_limit
+            and not await _verified(headers)
+        ):
+            await _refuse(send, scope["path"], anonymous_limit, anonymous=True)
+            return
+        exchange = _LimitedExchange(self.app, scope, receive, send)
+        if declared is None:
+            # A body without a declared length (chunked, or HTTP/2 without
+            # Content-Length) is held to the anonymous limit while it arrives;
+            # the credentials are checked only if it grows past that, so a
+            # signed-in GET costs no database query.
+            exchange.limit, exchange.anonymous = anonymous_limit, True
+            exchange.lift_to = limit if has_credentials(headers) else None
+        else:
+            exchange.limit = limit
+        await exchange.run()
+
+
+async def _verified(headers: dict[bytes, bytes]) -> bool:
+    return has_credentials(headers) and await sync_to_async(
+        credentials_valid, thread_sensitive=False
+    )(headers)
 
 
 def _content_length(headers: dict[bytes, bytes]) -> int | None:
@@ -188,12 +215,15 @@ class _LimitedExchange:
         scope: Scope,
         receive: Receive,
         send: Send,
-        limit: int,
-        body_file: Any,
     ) -> None:
-        self.app, self.scope, self.limit = app, scope, limit
+        self.app, self.scope = app, scope
         self._receive, self._send = receive, send
-        self.body_file = body_file
+        self.body_file = scope.get("extensions", {}).get(BODY_FILE_EXTENSION)
+        self.limit = 0
+        # Whether the limit is the anonymous one, and the limit that valid
+        # credentials would lift it to (None: no credentials to check).
+        self.anonymous = False
+        self.lift_to: int | None = None
         self.dropped_placeholder = False
         self.received = 0
         self.exceeded = False
@@ -202,7 +232,9 @@ class _LimitedExchange:
     async def run(self) -> None:
         await self.app(self.scope, self.receive, self.send)
         if self.exceeded and not self.started:
-            await _refuse(self._send, self.scope["path"], self.limit, anonymous=False)
+            await _refuse(
+                self._send, self.scope["path"], self.limit, anonymous=self.anonymous
+            )
 
     async def send(self, message: Message) -> None:
         if message["type"] == "http.response.start":
@@ -218,6 +250,10 @@ class _LimitedExchange:
             message = await self._receive()
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
+            if self.received > self.limit and self.lift_to is not None:
+                lift_to, self.lift_to = self.lift_to, None
+                if await _verified(dict(self.scope["headers"])):
+                    self.limit, self.anonymous = lift_to, False
             if self.received > self.limit:
                 # The application stops reading at a disconnect; the answer
                 # is sent once it has returned.
@@ -374,6 +410,11 @@ def _unverified(failure: Any) -> bool:
 def _refuse_in_twisted(request: Any) -> None:
     """Answer 413 on the raw connection and close it, reading no more."""
     request._evalsite_refused = True
+    # Refused from the headers, the request must not be answered "100 Continue"
+    # too: Twisted sends that after gotLength when the client expects it, and
+    # it would follow the 413 on the connection (which curl, for one, expects
+    # for any body over 1 MB).
+    request.requestHeaders.removeHeader(b"Expect")
     channel = request.channel
     path = getattr(channel, "_path", b"/").decode("latin-1")
     body, content_type = refusal(

@@ -15,6 +15,7 @@ from runs.models import (
     Result,
     Run,
     Score,
+    ScoringPass,
     Target,
 )
 from runs.results.services import run_cancel
@@ -254,8 +255,6 @@ class ProjectSecretAdmin(admin.ModelAdmin):
 
 
 # -- scoring passes ---------------------------------------------------------------
-
-from runs.models import ScoringPass  # noqa: E402
 
 
 @admin.register(ScoringPass)

@@ -46,7 +46,7 @@ trap stop EXIT INT TERM
 # script only, whose trap sends each worker one SIGTERM (it finishes its
 # shards); a second signal would hand them back unfinished.
 for _ in $(seq "$WORKERS"); do
-    setsid "$BIN/python" manage.py evalworker --concurrency 2 &
+    setsid "$BIN/python" manage.py evalworker --shards 2 &
     pids+=($!)
 done
 "$BIN/daphne" -b "$HOST" -p "$PORT" evalsite.asgi:application &

@@ -40,7 +40,7 @@ CHROMIUM_ARGS = [
 ]
 SEED = f"""
 from django.contrib.auth.models import User
-from runs.importers import dataset_create_from_items
+from runs.datasets.importers import dataset_create_from_items
 from runs.models import Membership, Project, Target
 
 user = User.objects.create_user({USERNAME!r}, password={PASSWORD!r})

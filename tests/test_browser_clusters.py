@@ -17,7 +17,7 @@ pytestmark = pytest.mark.browser
 # rate-limit errors (its baseline 2) and 3 failing verdicts; both have ended.
 # Prints the ids of both.
 RUNS = """
-from runs import services
+from runs.results import services
 from runs.executor.store import run_finish
 from runs.models import Dataset
 from tests.factories import store_outcomes

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.management.commands.evalrun import EXIT_BAD_INPUT, scorer_spec
+from runs.management.evalrun_cli import EXIT_BAD_INPUT, scorer_spec
 from runs.models import Dataset, Run, Score
 
 CONDITIONAL = {

@@ -66,14 +66,17 @@ async def post(
     *,
     length: int | None,
     headers: list[tuple[bytes, bytes]] = (),
+    chunked: bool = True,
+    content_type: bytes = f"multipart/form-data; boundary={BOUNDARY}".encode(),
 ) -> Exchange:
+    """POST ``chunks``: with a Content-Length, or without one, framed as chunked
+    or (``chunked=False``) not at all, as HTTP/2 allows."""
     head = [(b"host", b"testserver")]
-    head.append(
-        (b"content-length", str(length).encode())
-        if length is not None
-        else (b"transfer-encoding", b"chunked")
-    )
-    head.append((b"content-type", f"multipart/form-data; boundary={BOUNDARY}".encode()))
+    if length is not None:
+        head.append((b"content-length", str(length).encode()))
+    elif chunked:
+        head.append((b"transfer-encoding", b"chunked"))
+    head.append((b"content-type", content_type))
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -131,6 +134,52 @@ async def test_anonymous_chunked_body_is_cut_at_the_limit() -> None:
 
     assert exchange.status == 413
     assert exchange.reads <= 5  # 1 MB anonymous limit, 256 KB chunks
+
+
+async def test_anonymous_body_without_any_length_header_is_cut_at_the_limit() -> None:
+    # HTTP/2 needs neither Content-Length nor chunked framing for a body.
+    exchange = await post(UPLOAD, [b"x" * (256 * 1024)] * 8, length=None, chunked=False)
+
+    assert exchange.status == 413
+    assert exchange.reads <= 5  # 1 MB anonymous limit, 256 KB chunks
+    assert "API key" in json.loads(exchange.body)["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_made_up_key_does_not_lift_the_anonymous_limit_of_a_chunked_body() -> (
+    None
+):
+    exchange = await post(
+        UPLOAD,
+        [b"x" * (256 * 1024)] * 8,
+        length=None,
+        headers=[(b"authorization", b"Bearer made-up-key")],
+    )
+
+    assert exchange.status == 413
+    assert exchange.reads <= 5
+    assert "API key" in json.loads(exchange.body)["detail"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_key_holder_streams_a_body_without_a_length_over_the_anonymous_limit(
+    alice: User, project: Project
+) -> None:
+    _, plain = await _key(alice)
+    items = [{"id": str(n), "input": "a" * 200, "expected": "a"} for n in range(6000)]
+    body = json.dumps({"project": project.pk, "name": "d", "items": items}).encode()
+    assert len(body) > MB
+
+    exchange = await post(
+        "/api/v1/datasets",
+        [body[i : i + 64 * 1024] for i in range(0, len(body), 64 * 1024)],
+        length=None,
+        headers=[(b"authorization", f"Bearer {plain}".encode())],
+        content_type=b"application/json",
+    )
+
+    assert exchange.status == 201, exchange.body
+    assert await Dataset.objects.filter(item_count=6000).aexists()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -262,6 +311,22 @@ def test_daphne_answers_413_from_the_headers_without_waiting_for_the_body(
     assert b"application/json" in answer
 
 
+def test_daphne_refusal_from_the_headers_is_the_only_answer_to_expect_continue(
+    daphne: int,
+) -> None:
+    with socket.create_connection(("127.0.0.1", daphne), timeout=20) as sock:
+        sock.sendall(
+            f"POST {UPLOAD} HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 100-continue\r\n"
+            f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n"
+            f"Content-Length: {200 * MB}\r\n\r\n".encode()
+        )
+        answer = _answer(sock, "a 413 in place of 100 Continue")
+
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert b"100 Continue" not in answer
+    assert answer.endswith(b"}")  # the JSON body, and nothing after it
+
+
 @pytest.mark.parametrize(
     "credential",
     [b"Authorization: Bearer made-up-key", b"Cookie: sessionid=made-up-session"],
@@ -287,7 +352,7 @@ def test_daphne_refuses_made_up_credentials_without_waiting_for_the_body(
 
 KEY_HOLDER = """
 from django.contrib.auth import get_user_model
-from runs.services import api_key_create, project_create
+from runs.projects.services import api_key_create, project_create
 user = get_user_model().objects.get(username="researcher")
 project = project_create(name="Uploads", owner=user)
 print(project.pk, api_key_create(user=user, name="ci")[1])

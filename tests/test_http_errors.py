@@ -113,7 +113,7 @@ def test_server_error_is_logged_and_answered_as_json(
     def broken(**kwargs: object) -> None:
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr("runs.api.run_list", broken)
+    monkeypatch.setattr("runs.results.api.run_list", broken)
 
     response = api.get(f"{API}/runs")
 

@@ -11,7 +11,7 @@ import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 from django.core.exceptions import ImproperlyConfigured
 
-from evalsite.settings import env_network_rules
+from evalsite.env import env_network_rules
 from runs.calls import netpolicy
 from runs.calls.netpolicy import (
     NetworkPolicy,

@@ -9,7 +9,8 @@ from django.test import Client
 
 from runs.errors import ConfigError
 from runs.executor.options import RunOptions, option_params
-from runs.management.commands.evalrun import Command, run_options, target_config
+from runs.management.commands.evalrun import Command
+from runs.management.evalrun_cli import run_options, target_config
 from runs.models import Project
 from runs.plugins import describe, json_schema
 from runs.results.forms import RunForm

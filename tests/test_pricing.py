@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 from django.core.exceptions import ImproperlyConfigured, ValidationError
 
-from evalsite.settings import env_prices
+from evalsite.env import env_prices
 from runs.calls.pricing import (
     Price,
     PriceTable,

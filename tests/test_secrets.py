@@ -14,7 +14,7 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from evalsite.settings import env_fernet_keys, local_secrets_key
+from evalsite.env import env_fernet_keys, local_secrets_key
 from runs.errors import Forbidden, InvalidInput, NotFound
 from runs.models import Project, ProjectSecret
 from runs.secrets import store
@@ -316,6 +316,19 @@ def test_page_refuses_writes_below_admin(
     assert store.decrypt(raw_ciphertexts()[0], name="K") == "a"
 
 
+@pytest.mark.parametrize("persona", ["bob_client", "victor_client"])
+def test_page_refuses_a_bad_form_below_admin_as_the_members_form_does(
+    request: pytest.FixtureRequest, project: Project, persona: str
+) -> None:
+    client = request.getfixturevalue(persona)
+    members = reverse("runs:project_member_add", args=[project.pk])
+
+    posted = client.post(page_url(project), {"name": "1bad", "value": "mine"})
+
+    assert client.post(members, {"user": ""}).status_code == 403
+    assert posted.status_code == 403
+
+
 def test_page_outsider_gets_404(mallory_client: Client, project: Project) -> None:
     assert mallory_client.get(page_url(project)).status_code == 404
     delete = reverse("runs:project_secret_delete", args=[project.pk, "K"])
@@ -373,7 +386,7 @@ def test_api_empty_value_is_a_400_naming_the_field(
 _READ_KEY = """
 import sys, time
 from pathlib import Path
-from evalsite.settings import local_key
+from evalsite.env import local_key
 
 def slow():  # a key that takes a while to write: the window is wide
     time.sleep(0.05)

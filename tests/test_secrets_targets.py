@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
 from django.test import Client
 
-from evalsite.settings import env_secret_bindings
+from evalsite.env import env_secret_bindings
 from runs.errors import InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Target

@@ -11,7 +11,7 @@ from tests.processes import ROOT, env_for, free_port
 
 SETUP = """
 from django.utils import timezone
-from runs import services
+from runs.results import services
 from runs.executor.store import HOSTNAME
 from runs.models import Project, Run
 from tests.factories import arithmetic_items, make_dataset

@@ -75,7 +75,25 @@ def test_dataset_page_shows_items_and_other_versions(
     assert "What is 9 + 18?" in page
     assert "<code>q9</code>" in page
     assert reverse("runs:dataset_detail", args=[newer.pk]) in page
-    assert reverse("runs:dataset_upload") in page
+
+
+def test_dataset_page_offers_an_editor_a_new_version_and_a_run(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    page = bob_client.get(reverse("runs:dataset_detail", args=[dataset.pk]))
+
+    assert reverse("runs:dataset_upload") in page.content.decode()
+    assert f"{reverse('runs:run_new')}?dataset={dataset.pk}" in page.content.decode()
+
+
+def test_dataset_page_offers_a_viewer_no_action_the_viewer_would_be_refused(
+    victor_client: Client, dataset: Dataset
+) -> None:
+    # As on a target's page: uploading and running need the editor role.
+    page = victor_client.get(reverse("runs:dataset_detail", args=[dataset.pk]))
+
+    assert reverse("runs:dataset_upload") not in page.content.decode()
+    assert reverse("runs:run_new") not in page.content.decode()
 
 
 def test_dataset_page_paginates_items(victor_client: Client, project: Project) -> None:

@@ -8,9 +8,10 @@ import pytest
 from django.urls import reverse
 
 from runs.executor.engine import execute_run
-from runs.models import Result, Run
+from runs.models import Result, Run, RunStatus
 from runs.retry.services import run_retry
 from tests.executor.conftest import wait_for
+from tests.factories import echo_run, store_outcomes
 from tests.mixed_results import ended_run_with_two_failures, mixed_run
 
 
@@ -96,3 +97,17 @@ def test_result_page_shows_old_and_retried_attempts(alice_client, project, fake_
 
     assert page.count("retry 1 ·") == 1  # the new attempt, after the old one
     assert "flaky upstream" in page  # the old attempt's error stays readable
+
+
+@pytest.mark.django_db
+def test_resuming_a_run_with_nothing_left_says_why(alice_client, dataset):
+    run = echo_run(dataset)
+    outcome = {"scores": [("exact_match", True, "")]}
+    run = store_outcomes(run, [outcome] * dataset.item_count)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED)
+
+    response = alice_client.post(reverse("runs:run_resume", args=[run.pk]), follow=True)
+
+    assert response.status_code == 200
+    assert "Not resumed: " in response.content.decode()
+    assert "nothing to resume" in response.content.decode()

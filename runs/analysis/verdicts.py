@@ -9,7 +9,7 @@ item, in item order, each scorer's state and value. Two runs of one dataset
 version then pair by intersecting their item ids in memory, whatever else the
 database holds. Stale or missing verdicts are computed again and stored on the
 next comparison; runs with several epochs, and unfinished runs, are compared
-in SQL (``compare.py``).
+in SQL (``compare/sql.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ SKIPPED = 4
 PASSED = 2
 
 # Scorers whose scores one query joins: SQLite joins at most 64 tables, and
-# the comparison's scan joins two a scorer (compare.py).
+# the comparison's scan joins two a scorer (compare/sql.py).
 JOINED_SCORERS = 24
 
 _RESULT = Result._meta.db_table

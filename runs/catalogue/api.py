@@ -1,3 +1,5 @@
+"""The catalogue's endpoint: the scorer kinds and their parameters."""
+
 from __future__ import annotations
 
 from typing import Any

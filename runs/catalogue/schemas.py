@@ -1,3 +1,5 @@
+"""The catalogue's API schemas: plug-in kinds and their parameters."""
+
 from __future__ import annotations
 
 from typing import Any

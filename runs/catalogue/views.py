@@ -1,3 +1,5 @@
+"""The catalogue page: every target and scorer kind with its parameters."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse

@@ -1,3 +1,5 @@
+"""The endpoint of a run's error and failing-score clusters."""
+
 from __future__ import annotations
 
 from typing import Annotated

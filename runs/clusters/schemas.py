@@ -1,3 +1,5 @@
+"""The API schemas of a run's clusters."""
+
 from __future__ import annotations
 
 from typing import Any

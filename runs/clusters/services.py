@@ -1,16 +1,17 @@
+"""Writes from clusters: a dataset made of a cluster's items."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from django.contrib.auth.models import AbstractBaseUser
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.analysis.clusters import cluster_filter
 from runs.datasets.importers import ItemRow, dataset_create_from_rows
 from runs.models import (
     Dataset,
     Item,
-    Membership,
     Result,
     Run,
 )
@@ -24,7 +25,7 @@ def dataset_create_from_cluster(
     Each item of the run's dataset with a result in the cluster is copied once,
     in dataset order, with its id, input, expected answer and metadata.
     """
-    require_role(user, run.project, Membership.Role.EDITOR)
+    require(user, run.project, Action.EDIT)
     members = Result.objects.filter(run=run).filter(cluster_filter(key))
     items = Item.objects.filter(
         dataset_id=run.dataset_id, pk__in=members.values("item_id")

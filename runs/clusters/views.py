@@ -1,3 +1,5 @@
+"""The clusters page of a run, and saving a cluster as a dataset."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -5,16 +7,15 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from runs.access import role_of
+from runs.access import Action, can
 from runs.analysis.clusters import run_clusters_cached
 from runs.clusters.services import dataset_create_from_cluster
 from runs.compare.selectors import run_compare_choices
 from runs.datasets.selectors import dataset_names
 from runs.errors import Conflict, InvalidInput
-from runs.models import Membership
 from runs.results.selectors import run_get
 from runs.results.views import BASELINE_CHOICES
-from runs.web.pages import _int_or_none, domain_errors
+from runs.web.pages import domain_errors, query_id
 
 
 @domain_errors
@@ -22,7 +23,7 @@ from runs.web.pages import _int_or_none, domain_errors
 def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
     """A run's failure clusters, against a baseline run chosen on the page."""
     run = run_get(user=request.user, run_id=run_id)
-    baseline_id = _int_or_none(request.GET.get("baseline"))
+    baseline_id = query_id(request.GET.get("baseline"))
     baseline = run_get(user=request.user, run_id=baseline_id) if baseline_id else None
     context = {
         "run": run,
@@ -31,8 +32,7 @@ def run_clusters(request: HttpRequest, run_id: int) -> HttpResponse:
             user=request.user, run=run, limit=BASELINE_CHOICES
         ),
         "dataset_names": dataset_names(project_id=run.project_id),
-        "can_edit": role_of(request.user, run.project)
-        in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+        "can_edit": can(request.user, run.project, Action.EDIT),
     }
     return render(request, "runs/clusters/run_clusters.html", context)
 

@@ -1,3 +1,5 @@
+"""The endpoints that compare runs, by scorer and item by item."""
+
 from __future__ import annotations
 
 from typing import Annotated, Literal

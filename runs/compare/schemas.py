@@ -1,3 +1,5 @@
+"""The API schemas of a comparison of runs."""
+
 from __future__ import annotations
 
 from typing import Any

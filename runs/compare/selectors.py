@@ -1,3 +1,5 @@
+"""Reads for comparing runs: the runs asked for, their comparison, the choices."""
+
 from __future__ import annotations
 
 from runs.analysis.compare import Comparison, compare_runs_cached

@@ -20,7 +20,7 @@ from runs.compare.selectors import (
 from runs.errors import InvalidInput
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
-from runs.web.pages import _page, domain_errors
+from runs.web.pages import domain_errors, page_of
 
 ITEMS_PER_PAGE = 50
 CHANGE_LABELS = {
@@ -99,7 +99,7 @@ def _comparison_context(request: HttpRequest) -> dict[str, Any]:
             change=change,
             count=analysis.item_count(row, change),
         )
-        page = _page(request, items, ITEMS_PER_PAGE)
+        page = page_of(request, items, ITEMS_PER_PAGE)
     return {
         "comparison": comparison,
         "baselines": [

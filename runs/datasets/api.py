@@ -1,3 +1,5 @@
+"""The dataset endpoints: create, upload, preview, list, read, items."""
+
 from __future__ import annotations
 
 from pathlib import PurePath

@@ -1,3 +1,5 @@
+"""The dataset forms: the upload and the mapping of its fields."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,7 +9,7 @@ from django import forms
 from runs.datasets.importers import FORMATS, Preview
 from runs.models import Project
 from runs.projects.selectors import project_get
-from runs.web.forms import PickField, User, _project_options
+from runs.web.forms import PickField, User, project_options
 
 FORMAT_LABELS = {
     "jsonl": "JSON Lines",
@@ -37,7 +39,7 @@ class DatasetUploadForm(forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(_project_options(user))
+        self.fields["project"].set_options(project_options(user))
 
     def clean_project(self) -> Project:
         return project_get(user=self.user, project_id=self.cleaned_data["project"])

@@ -1,3 +1,5 @@
+"""The dataset API's schemas."""
+
 from __future__ import annotations
 
 from datetime import datetime

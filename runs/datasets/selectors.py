@@ -1,3 +1,5 @@
+"""Reads of datasets, their versions and their items."""
+
 from __future__ import annotations
 
 from django.db.models import (

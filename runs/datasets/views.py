@@ -1,10 +1,12 @@
+"""The dataset pages: the list, a dataset, the upload and its field mapping."""
+
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from runs.access import editable_projects
+from runs.access import Action, can, projects_where
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importers import staging
@@ -16,7 +18,7 @@ from runs.datasets.selectors import (
 from runs.errors import Conflict, InvalidInput
 from runs.projects.selectors import project_get
 from runs.web.forms import add_domain_error
-from runs.web.pages import _int_or_none, _page, domain_errors
+from runs.web.pages import domain_errors, page_of, query_id
 
 ITEMS_PER_PAGE = 50
 
@@ -26,7 +28,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
     datasets = selectors.dataset_list(user=request.user).order_by(
         "project__name", "name", "-version"
     )
-    context = {"page": _page(request, datasets, ITEMS_PER_PAGE)}
+    context = {"page": page_of(request, datasets, ITEMS_PER_PAGE)}
     return render(request, "runs/datasets/dataset_list.html", context)
 
 
@@ -36,8 +38,9 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = dataset_get(user=request.user, dataset_id=dataset_id)
     context = {
         "dataset": dataset,
-        "page": _page(request, dataset_items(dataset=dataset), ITEMS_PER_PAGE),
+        "page": page_of(request, dataset_items(dataset=dataset), ITEMS_PER_PAGE),
         "versions": dataset_versions(dataset=dataset),
+        "can_edit": can(request.user, dataset.project, Action.EDIT),
     }
     return render(request, "runs/datasets/dataset_detail.html", context)
 
@@ -47,7 +50,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
 def dataset_upload(request: HttpRequest) -> HttpResponse:
     """Step one: the file is checked, kept for a while, and its fields shown next."""
     initial = {
-        "project": _int_or_none(request.GET.get("project")),
+        "project": query_id(request.GET.get("project")),
         "name": request.GET.get("name"),
     }
     form = DatasetUploadForm(
@@ -63,7 +66,7 @@ def dataset_upload(request: HttpRequest) -> HttpResponse:
             add_domain_error(form, exc)
         else:
             return redirect("runs:dataset_upload_map", token=staged.token)
-    can_edit = editable_projects(request.user).exists()
+    can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request,
         "runs/datasets/dataset_upload.html",

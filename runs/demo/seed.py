@@ -17,7 +17,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.db import connection, transaction
 from django.db.models import QuerySet
 
-from runs.access import editable_project_ids, editable_projects
+from runs.access import (
+    Action,
+    project_ids_where,
+    projects_where,
+    roles_allowed,
+    visible_projects,
+)
 from runs.datasets.importers import dataset_create_from_items, dataset_import
 from runs.datasets.selectors import dataset_list
 from runs.errors import Conflict, Forbidden, NotFound
@@ -123,7 +129,7 @@ def demo_user_ensure() -> tuple[User, str | None, bool]:
 
 def demo_project_ensure(user: User) -> Project | None:
     """The demo project the demo user belongs to, created with it as its admin."""
-    project = Project.objects.filter(name=DEMO_PROJECT, memberships__user=user).first()
+    project = visible_projects(user).filter(name=DEMO_PROJECT).first()
     if project is not None:
         return project
     try:
@@ -188,7 +194,7 @@ def demo_seed() -> DemoSeed:
 def _demo_targets(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Target]:
     """The demo targets in the projects the user may run in, oldest first."""
     return Target.objects.filter(
-        kind="demo", project_id__in=editable_project_ids(user)
+        kind="demo", project_id__in=project_ids_where(user, Action.EDIT)
     ).order_by("created_at", "pk")
 
 
@@ -241,10 +247,13 @@ LEFT JOIN {dataset} d ON d.id = (
         c.version DESC
     LIMIT 1
 )
-WHERE t.kind = %(kind)s AND m.user_id = %(user)s AND m.role IN (%(editor)s, %(admin)s)
+WHERE t.kind = %(kind)s AND m.user_id = %(user)s AND m.role IN ({roles})
 ORDER BY t.created_at, t.id
 LIMIT 1
 """
+
+
+EDIT_ROLES = roles_allowed(Action.EDIT)
 
 
 def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | None:
@@ -259,14 +268,14 @@ def run_demo_offer(*, user: AbstractBaseUser | AnonymousUser) -> DemoOffer | Non
         target=Target._meta.db_table,
         membership=Membership._meta.db_table,
         dataset=Dataset._meta.db_table,
+        roles=", ".join(f"%(role{n})s" for n in range(len(EDIT_ROLES))),
     )
     params = {
         "ready": Dataset.Status.READY,
         "arith": "%arith%",
         "kind": "demo",
         "user": user.pk,
-        "editor": Membership.Role.EDITOR,
-        "admin": Membership.Role.ADMIN,
+        **{f"role{n}": role for n, role in enumerate(EDIT_ROLES)},
     }
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -281,7 +290,7 @@ def demo_run_start(*, user: AbstractBaseUser) -> Run:
     choice = run_demo_choice(user=user)
     if choice is None:
         demo_targets = target_list(user=user).filter(kind="demo")
-        editable = demo_targets.filter(project__in=editable_projects(user))
+        editable = demo_targets.filter(project__in=projects_where(user, Action.EDIT))
         if demo_targets.exists() and not editable.exists():
             raise Forbidden("starting the demo run needs the editor role")
         raise NotFound("no demo model with a dataset to run")

@@ -1,3 +1,5 @@
+"""The demo's start: a run against the offline demo model."""
+
 from __future__ import annotations
 
 from django.contrib import messages

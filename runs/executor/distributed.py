@@ -281,7 +281,7 @@ async def recovery_pass(
     return True
 
 
-async def run_worker(*, concurrency: int, queues: list[str]) -> None:
+async def run_worker(*, shards: int, queues: list[str]) -> None:
     """Run a procrastinate worker until it is stopped (SIGTERM or SIGINT).
 
     The first signal stops it gracefully: its shards finish, or are handed
@@ -316,7 +316,7 @@ async def run_worker(*, concurrency: int, queues: list[str]) -> None:
                     worker = Worker(
                         worker_app,
                         queues=queues,
-                        concurrency=concurrency,
+                        concurrency=shards,  # one procrastinate job is one shard
                         name=store.EXECUTOR_ID,
                         install_signal_handlers=False,
                         update_heartbeat_interval=stall / 3,

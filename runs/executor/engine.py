@@ -27,7 +27,6 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from enum import StrEnum
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -39,15 +38,17 @@ from runs.analysis.figures import run_figures_store
 from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
 from runs.executor import shard_store, store
+from runs.executor.buffer import ResultBuffer
 from runs.executor.items import ItemRunner, Limits, WorkItem, cut_attempt, now
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
+from runs.executor.stops import Stop, StorageUnavailable
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
 from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
-from runs.plugins.shares import owner, scoring_for
 from runs.plugins.targets import build_target
+from runs.pools.shares import owner, scoring_for
 from runs.secrets.redaction import NO_SECRETS, Redactor
 from runs.secrets.store import arun_scorer_contexts, arun_target_context
 
@@ -73,50 +74,6 @@ run_signal = database_sync_to_async(shard_store.run_signal)
 finish_shard = database_sync_to_async(shard_store.shard_finish)
 
 ERRORED = frozenset({Result.Status.FAILED, Result.Status.TIMED_OUT})
-
-
-class Stop(StrEnum):
-    CANCEL = "cancel"
-    DEADLINE = "deadline"
-    FAIL_FAST = "fail_fast"
-    STORAGE = "storage"
-    # Another shard of the run stopped it with an error (a deadline, fail
-    # fast, storage, an executor error): that error stays the run's.
-    OTHER_SHARD = "other_shard"
-    BUDGET = "budget"  # a drain, not a stop: see request_drain
-
-
-class StorageUnavailable(Exception):
-    """The database stayed unavailable past the run's storage timeout."""
-
-
-class ResultBuffer:
-    """Bounded buffer between workers and the single writer."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self.records: list[ResultRecord] = []
-        self.not_full = asyncio.Condition()
-
-    async def wait_not_full(self) -> None:
-        if len(self.records) < self.capacity:
-            return  # the usual case: no lock needed on a single event loop
-        async with self.not_full:
-            await self.not_full.wait_for(lambda: len(self.records) < self.capacity)
-
-    def put(self, record: ResultRecord) -> None:
-        # Workers wait for room before they start an item, so a finished item
-        # never waits here; at most one item per worker overfills.
-        self.records.append(record)
-
-    def __len__(self) -> int:
-        return len(self.records)
-
-    async def take(self) -> list[ResultRecord]:
-        async with self.not_full:
-            batch, self.records = self.records, []
-            self.not_full.notify_all()
-        return batch
 
 
 class Execution:

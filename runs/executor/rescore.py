@@ -32,8 +32,8 @@ from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
 from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
-from runs.plugins.shares import owner, scoring_for
 from runs.plugins.targets import TargetInput, TargetOutput
+from runs.pools.shares import owner, scoring_for
 from runs.secrets.redaction import Redactor
 from runs.secrets.store import arun_scorer_contexts
 

@@ -19,21 +19,11 @@ from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.executor.items import total_cost
-from runs.executor.store import (
-    EXECUTOR_ID,
-    UNPRICED,
-    ItemData,
-    ScoreRecord,
-    _score_row,
-)
+from runs.executor.store import EXECUTOR_ID, UNPRICED, ItemData, ScoreRecord
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 from runs.records import rows as records_rows
 
 RESULT_PAGE_SIZE = 200
-# Every field of a score but its keys: a replaced score keeps nothing of the old.
-SCORE_FIELDS = tuple(
-    name for name in records_rows.SCORE_FIELDS if name not in ("result_id", "scorer")
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +144,11 @@ def pass_scores_write(
     moves in the same transaction, so nothing cached from its scores is kept.
     Returns how many results were written.
     """
-    rows = [_score_row(pk, record) for pk, records in scored for record in records]
-    errors = sum(bool(record.error) for _, records in scored for record in records)
+    pairs = [(pk, record) for pk, records in scored for record in records]
+    errors = sum(bool(record.error) for _, record in pairs)
     now = timezone.now()
     with transaction.atomic():
-        Score.objects.bulk_create(
-            rows,
-            update_conflicts=True,
-            unique_fields=["result", "scorer"],
-            update_fields=list(SCORE_FIELDS),
-        )
+        records_rows.scores_replace(pairs)
         _results_cost([pk for pk, _records in scored])
         ScoringPass.objects.filter(pk=pass_id).update(
             scored=F("scored") + len(scored),
@@ -197,8 +182,9 @@ def _results_cost(result_ids: list[int]) -> None:
     )
     for pk, prompt, completion, cost in scores:
         costs[pk].append((_used(prompt, completion), cost))
-    results = [Result(pk=pk, cost=total_cost(calls)) for pk, calls in costs.items()]
-    Result.objects.bulk_update(results, ["cost"])
+    records_rows.result_costs_set(
+        {pk: total_cost(calls) for pk, calls in costs.items()}
+    )
 
 
 def run_cost_recount(run_id: int) -> None:

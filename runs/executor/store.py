@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Count, Exists, F, OuterRef, Q, Sum
 from django.utils import timezone
 
-from runs.analysis import signatures
 from runs.calls.pricing import price_table
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
 from runs.records import rows
@@ -270,189 +269,18 @@ def item_page(
     ]
 
 
-def _result_row(run_id: int, r: ResultRecord) -> Result:
-    # Signatures are computed here, off the event loop, where the row is made.
-    error = (
-        signatures.error_signature(
-            kind=r.error_kind, error_type=r.error_type[:200], message=r.error_message
-        )
-        if signatures.result_has_error(
-            status=r.status, error_kind=r.error_kind, error_type=r.error_type
-        )
-        else None
-    )
-    return Result(
-        run_id=run_id,
-        item_id=r.item_id,
-        item_index=r.item_index,
-        epoch=r.epoch,
-        status=r.status,
-        output=r.output,
-        error_kind=r.error_kind,
-        error_type=r.error_type[:200],
-        error_message=r.error_message,
-        error_signature=error.signature if error else "",
-        error_pattern=error.pattern if error else "",
-        attempts=r.attempts,
-        latency_ms=r.latency_ms,
-        prompt_tokens=r.prompt_tokens,
-        completion_tokens=r.completion_tokens,
-        cost=r.cost,
-        model=r.model[:200],
-        started_at=r.started_at,
-        finished_at=r.finished_at,
-    )
-
-
-def _score_row(result_id: int, s: ScoreRecord) -> Score:
-    signature = signatures.score_signature(
-        passed=s.passed, reason=s.reason, error=s.error
-    )
-    return Score(
-        result_id=result_id,
-        scorer=s.scorer,
-        value=s.value,
-        passed=s.passed,
-        reason=s.reason,
-        error=s.error,
-        reason_signature=signature.signature if signature else "",
-        skipped=s.skipped,
-        prompt_tokens=s.prompt_tokens,
-        completion_tokens=s.completion_tokens,
-        cost=s.cost,
-        model=s.model[:200],
-    )
-
-
-def _without_stored(run_id: int, records: list[ResultRecord]) -> list[ResultRecord]:
-    stored = set(
-        Result.objects.filter(
-            run_id=run_id, item_id__in={r.item_id for r in records}
-        ).values_list("item_id", "epoch")
-    )
-    return [r for r in records if (r.item_id, r.epoch) not in stored]
-
-
-def _retried_attempts(
-    old: list[dict[str, Any]], new: list[dict[str, Any]]
-) -> list[dict[str, Any]]:
-    """The old attempt log with the new attempts after it, marked with their round.
-
-    Round 0 is the first execution (its attempts carry no mark); each retry of
-    the result is the next round, its attempts numbered from 1 again.
-    """
-    rounds = [attempt.get("round", 0) for attempt in old]
-    this_round = max(rounds, default=0) + 1
-    return [*old, *({**attempt, "round": this_round} for attempt in new)]
-
-
-def _add_earlier_usage(
-    record: ResultRecord,
-    prompt: int | None,
-    completion: int | None,
-    cost: float | None,
-) -> None:
-    """A rewritten result keeps what its earlier attempts used and cost: they
-    stay in its log, and they were paid for. An unknown part makes the whole
-    cost unknown."""
-    earlier_unpriced = (prompt is not None or completion is not None) and cost is None
-    unpriced = earlier_unpriced or record.unpriced
-
-    def plus(a: Any, b: Any) -> Any:
-        return b if a is None else a if b is None else a + b
-
-    record.prompt_tokens = plus(prompt, record.prompt_tokens)
-    record.completion_tokens = plus(completion, record.completion_tokens)
-    record.cost = None if unpriced else plus(cost, record.cost)
-
-
-def _rewrite(
-    run_id: int, records: list[ResultRecord]
-) -> tuple[list[tuple[int, ResultRecord]], list[ResultRecord]]:
-    """Rewrite in place the results of ``records`` that wait for a retry.
-
-    Returns (result id, record) for each row rewritten, and the records that
-    are new results. A row is rewritten only while it still waits (a
-    conditional UPDATE), so it is never rewritten twice for one retry.
-    """
-    if not Result.objects.filter(run_id=run_id, retry_pending=True).exists():
-        # The usual case, answered by a partial index: nothing waits for a
-        # retry, so no lookup of the batch's 500 items.
-        return [], records
-    keys = {(r.item_id, r.epoch) for r in records}
-    waiting = {
-        (row[1], row[2]): row
-        for row in Result.objects.select_for_update()
-        .filter(
-            run_id=run_id,
-            retry_pending=True,
-            item_id__in={item_id for item_id, _ in keys},
-        )
-        .values_list(
-            "pk",
-            "item_id",
-            "epoch",
-            "attempts",
-            "prompt_tokens",
-            "completion_tokens",
-            "cost",
-        )
-        if (row[1], row[2]) in keys
-    }
-    if not waiting:
-        return [], records
-    rewritten = []
-    for record in records:
-        if (record.item_id, record.epoch) not in waiting:
-            continue
-        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
-        _add_earlier_usage(record, *usage)
-        row = _result_row(run_id, record)  # the new outcome, with its signature
-        updated = Result.objects.filter(pk=pk, retry_pending=True).update(
-            retry_pending=False,
-            status=row.status,
-            output=row.output,
-            error_kind=row.error_kind,
-            error_type=row.error_type,
-            error_message=row.error_message,
-            error_signature=row.error_signature,
-            error_pattern=row.error_pattern,
-            attempts=_retried_attempts(attempts, record.attempts),
-            latency_ms=record.latency_ms,
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
-            cost=record.cost,
-            model=row.model,
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-        )
-        if updated:
-            rewritten.append((pk, record))
-    # The new scores replace the old ones.
-    Score.objects.filter(result_id__in=[pk for pk, _ in rewritten]).delete()
-    return rewritten, [r for r in records if (r.item_id, r.epoch) not in waiting]
-
-
 def results_write(run_id: int, records: list[ResultRecord]) -> int:
     """Store a batch of results with their scores and counts in one transaction.
 
     A result that already exists (written by another executor of the same run)
     is left as it is; the unique constraint makes a duplicate impossible. A
     result waiting for a retry is rewritten in place (same row, the attempt
-    log extended) and counted again.
-    Returns how many results were stored.
+    log extended) and counted again. The rows are written by ``rows``; what
+    it reports written is what is counted. Returns how many results were
+    stored.
     """
     with transaction.atomic():
-        rewritten, records = _rewrite(run_id, records)
-        # Plain rows, no model instances: the executor's hot path (store_rows).
-        try:
-            with transaction.atomic():
-                ids = rows.insert_results(run_id, records)
-        except IntegrityError:
-            records = _without_stored(run_id, records)
-            ids = rows.insert_results(run_id, records)
-        stored = [*zip(ids, records, strict=True), *rewritten]
-        rows.insert_scores([(pk, s) for pk, record in stored for s in record.scores])
+        stored = rows.results_store(run_id, records)
         counted = [record for _, record in stored]
         by_status: dict[str, int] = {}
         for r in counted:
@@ -512,9 +340,7 @@ def retries_release(run_id: int) -> int:
 
     Called when a run ends, in the transaction that recounts it.
     """
-    return Result.objects.filter(run_id=run_id, retry_pending=True).update(
-        retry_pending=False
-    )
+    return rows.retry_release(run_id)
 
 
 def run_finish(

@@ -29,9 +29,9 @@ import inspect
 from typing import Any
 
 from runs.plugins.scorers import ScoreOutcome, Scorer
-from runs.plugins.shares import Progress, tracking
 from runs.plugins.targets import TargetInput
-from runs.plugins.threads import run_in_thread, scorer_pool, thread_shares
+from runs.pools.shares import Progress, tracking
+from runs.pools.threads import run_in_thread, scorer_pool, thread_shares
 
 __all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]
 

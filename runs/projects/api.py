@@ -1,3 +1,5 @@
+"""The endpoints of projects, members, API keys and project secrets."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser

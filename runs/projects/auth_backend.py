@@ -1,5 +1,5 @@
 """Django's ModelBackend, with the user of a signed-in request read in one plain
-statement (runs/reads.py): every page reads it, and the ORM took longer to
+statement (runs/records/reads.py): every page reads it, and the ORM took longer to
 build that query than the database took to run it.
 
 Nothing else changes: the user is read on every request (no cache), so

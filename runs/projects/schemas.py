@@ -1,3 +1,5 @@
+"""The API schemas of projects, members, API keys and secrets."""
+
 from __future__ import annotations
 
 from datetime import datetime

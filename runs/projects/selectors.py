@@ -1,3 +1,5 @@
+"""Reads of projects, memberships and API keys."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,7 +16,7 @@ from django.db.models import (
     When,
 )
 
-from runs.access import ROLE_RANK, visible_projects
+from runs.access import ROLE_RANK, Action, allows, visible_projects
 from runs.errors import NotFound
 from runs.models import (
     ApiKey,
@@ -86,7 +88,7 @@ class ProjectOverview:
 
     @property
     def is_admin(self) -> bool:
-        return self.role == Membership.Role.ADMIN
+        return allows(self.role, Action.MANAGE)
 
 
 def project_overview(*, user: User, project_id: int) -> ProjectOverview:

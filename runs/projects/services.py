@@ -1,3 +1,5 @@
+"""Writes to projects, memberships and API keys."""
+
 from __future__ import annotations
 
 import hashlib
@@ -8,7 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
-from runs.access import require_role
+from runs.access import Action, require, visible_projects
 from runs.errors import Conflict, InvalidInput, NotFound
 from runs.models import (
     ApiKey,
@@ -46,7 +48,7 @@ def project_get_or_create(*, name: str, user: AbstractBaseUser) -> Project:
     the user is not a member of is a conflict, never joined.
     """
     name = name.strip()
-    project = Project.objects.filter(name=name, memberships__user=user).first()
+    project = visible_projects(user).filter(name=name).first()
     if project is not None:
         return project
     return project_create(name=name, owner=user)
@@ -92,8 +94,10 @@ def _role_checked(role: str) -> str:
     return role
 
 
-def _project_locked(project: Project, actor: AbstractBaseUser, role: str) -> Project:
-    """Lock the project's row and check the actor's role under the lock.
+def _project_locked(
+    project: Project, actor: AbstractBaseUser, action: Action
+) -> Project:
+    """Lock the project's row and check the actor may do ``action`` under the lock.
 
     Every change of a project's members takes this lock first, so two admins
     demoting each other at once cannot leave the project without one, and an
@@ -102,7 +106,7 @@ def _project_locked(project: Project, actor: AbstractBaseUser, role: str) -> Pro
     locked = Project.objects.select_for_update().filter(pk=project.pk).first()
     if locked is None:
         raise NotFound("no such project")
-    require_role(actor, locked, role)
+    require(actor, locked, action)
     return locked
 
 
@@ -154,7 +158,7 @@ def membership_add(
 ) -> Membership:
     """Add an existing user (by username or email) to a project; admins only."""
     with transaction.atomic():
-        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        project = _project_locked(project, actor, Action.MANAGE)
         role = _role_checked(role)
         invitee = _user_by_username_or_email(user)
         membership, created = Membership.objects.get_or_create(
@@ -170,7 +174,7 @@ def membership_update(
 ) -> Membership:
     """Change a member's role; admins only, and never the last admin's."""
     with transaction.atomic():
-        project = _project_locked(project, actor, Membership.Role.ADMIN)
+        project = _project_locked(project, actor, Action.MANAGE)
         role = _role_checked(role)
         membership = _member_of(project, user_id)
         if (
@@ -194,9 +198,9 @@ def membership_remove(
     """Remove a member (admins), or leave a project (any member); never the last
     admin."""
     # Anyone may leave; only an admin removes someone else.
-    needed = Membership.Role.VIEWER if actor.pk == user_id else Membership.Role.ADMIN
+    action = Action.VIEW if actor.pk == user_id else Action.MANAGE
     with transaction.atomic():
-        project = _project_locked(project, actor, needed)
+        project = _project_locked(project, actor, action)
         membership = _member_of(project, user_id)
         if membership.role == Membership.Role.ADMIN and not _admins_besides(
             project, membership

@@ -1,3 +1,5 @@
+"""The pages of projects, their members and secrets, and a user's API keys."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -6,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs.access import require_role, role_of
+from runs.access import Action, can, require
 from runs.errors import Conflict, InvalidInput
 from runs.models import Membership
 from runs.projects import selectors
@@ -39,6 +41,10 @@ from runs.web.pages import domain_errors
 @require_http_methods(["GET", "POST"])
 def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
+    if request.method == "POST":
+        # The form is an admin's: anyone else is refused before it is read, as
+        # on the members' form, rather than shown its errors.
+        require(request.user, project, Action.MANAGE)
     form = SecretForm(request.POST or None)
     if form.is_bound and form.is_valid():
         try:
@@ -54,7 +60,7 @@ def project_secrets(request: HttpRequest, project_id: int) -> HttpResponse:
     context = {
         "project": project,
         "secrets": store.secret_list(project=project, user=request.user),
-        "is_admin": role_of(request.user, project) == Membership.Role.ADMIN,
+        "is_admin": can(request.user, project, Action.MANAGE),
         "form": form,
     }
     return render(request, "runs/projects/project_secrets.html", context)
@@ -110,25 +116,32 @@ def project_detail(request: HttpRequest, project_id: int) -> HttpResponse:
 @require_POST
 def project_member_add(request: HttpRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
-    require_role(request.user, project, Membership.Role.ADMIN)
     form = MemberAddForm(request.POST)
-    if form.is_valid():
-        try:
-            membership = membership_add(
-                project=project, actor=request.user, **form.cleaned_data
-            )
-        except InvalidInput as exc:
+    # The service is asked even when the form has errors: it refuses a
+    # non-admin first, and checks the user and the role again itself.
+    data = form.cleaned_data if form.is_valid() else _member_fields(request)
+    try:
+        membership = membership_add(project=project, actor=request.user, **data)
+    except InvalidInput as exc:
+        if not form.errors:
             add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error("user", str(exc))
-        else:
-            messages.success(
-                request,
-                f"{membership.user.get_username()} joined {project} as "
-                f"{membership.get_role_display().lower()}.",
-            )
-            return redirect("runs:project_detail", project_id=project.pk)
+    except Conflict as exc:
+        form.add_error("user", str(exc))
+    else:
+        messages.success(
+            request,
+            f"{membership.user.get_username()} joined {project} as "
+            f"{membership.get_role_display().lower()}.",
+        )
+        return redirect("runs:project_detail", project_id=project.pk)
     return _project_page(request, project_id, invite=form)
+
+
+def _member_fields(request: HttpRequest) -> dict[str, str]:
+    return {
+        "user": request.POST.get("user", ""),
+        "role": request.POST.get("role", ""),
+    }
 
 
 @domain_errors

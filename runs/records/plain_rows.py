@@ -6,7 +6,10 @@ written whose values are already known (an executor's results and scores, a
 dataset's items), they go here as tuples in column order: one ``INSERT ...
 VALUES ... RETURNING`` per chunk on SQLite, ``COPY`` on PostgreSQL. Values are
 adapted as Django would (JSON text, datetimes in the database's form); a
-column the caller does not fill gets its field's default, computed once.
+column the caller does not fill gets its field's default, computed once per
+process. So a column whose value a model instance would compute per row (a
+callable default such as ``timezone.now``, ``auto_now``/``auto_now_add``, a
+database default) is refused when the table is built: the caller fills it.
 
 A duplicate under a unique constraint raises ``IntegrityError``, as
 ``bulk_create`` would. Callers hold the transaction.
@@ -33,6 +36,8 @@ class Table:
         if missing:
             raise LookupError(f"{model.__name__} has no column {missing[0]}")
         rest = [f for f in fields if f.attname not in filled]
+        for f in rest:
+            _refuse_per_row_default(model, f)
         self.table = model._meta.db_table
         self.fields = [by_attname[name] for name in filled] + rest
         self.columns = [f.column for f in self.fields]
@@ -45,6 +50,33 @@ class Table:
     def quoted(self) -> str:
         quote = connection.ops.quote_name
         return ", ".join(quote(column) for column in self.columns)
+
+
+def _refuse_per_row_default(model: type[models.Model], field: models.Field) -> None:
+    """Refuse a column whose value a model instance computes for each row.
+
+    Computed once and appended to every row, ``default=timezone.now`` would
+    stamp every row with the first one's time, and ``auto_now`` fields (set
+    by ``pre_save``, which plain rows skip) would be NULL. A callable default
+    cannot be told apart from a pure one (``dict``, ``uuid4``...), so any is
+    refused: the caller fills such a column itself, computing it per row.
+    """
+    name = f"{model.__name__}.{field.name}"
+    if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
+        raise ValueError(
+            f"{name} is set on save (auto_now/auto_now_add), which plain rows "
+            "skip: fill it"
+        )
+    if field.has_default() and callable(field.default):
+        raise ValueError(
+            f"{name} has a callable default, computed per row by the ORM and "
+            "only once here: fill it"
+        )
+    if field.has_db_default():
+        raise ValueError(
+            f"{name} has a database default, which a row that gives every "
+            "column cannot leave to the database: fill it"
+        )
 
 
 @cache
@@ -94,14 +126,41 @@ def insert(
     return _insert_values(table, rows, returning=returning)
 
 
+def upsert(
+    table: Table,
+    rows: list[tuple[Any, ...]],
+    *,
+    keys: Sequence[str],
+    update: Sequence[str],
+) -> None:
+    """Insert ``rows``; a row whose ``keys`` (a unique constraint's columns)
+    are stored already replaces its ``update`` columns instead (both
+    databases: ``INSERT ... ON CONFLICT ... DO UPDATE``)."""
+    quote = connection.ops.quote_name
+    by_attname = {f.attname: f.column for f in table.fields}
+    assignments = ", ".join(
+        f"{quote(by_attname[name])} = excluded.{quote(by_attname[name])}"
+        for name in update
+    )
+    conflict = ", ".join(quote(by_attname[name]) for name in keys)
+    _insert_values(
+        table, rows, tail=f" ON CONFLICT ({conflict}) DO UPDATE SET {assignments}"
+    )
+
+
 def _insert_values(
-    table: Table, rows: list[tuple[Any, ...]], *, returning: Sequence[str] = ()
+    table: Table,
+    rows: list[tuple[Any, ...]],
+    *,
+    returning: Sequence[str] = (),
+    tail: str = "",
 ) -> list[tuple[Any, ...]]:
-    """SQLite: multi-row INSERTs (executemany would run one statement a row);
-    the ``returning`` columns of each row inserted."""
+    """Multi-row INSERTs (executemany would run one statement a row), then
+    ``tail``; the ``returning`` columns of each row inserted."""
     quote = connection.ops.quote_name
     marks = "(" + ", ".join(["%s"] * len(table.columns)) + ")"
-    tail = f" RETURNING {', '.join(map(quote, returning))}" if returning else ""
+    if returning:
+        tail += f" RETURNING {', '.join(map(quote, returning))}"
     returned: list[tuple[Any, ...]] = []
     with connection.cursor() as cursor:
         for chunk in _chunks(rows, len(table.columns)):

@@ -277,7 +277,7 @@ def api_key_with_user(prefix: str) -> ApiKey | None:
 
 # -- the API's run list -----------------------------------------------------------
 
-# RunFilter's fields (runs/schemas.py) and the column each compares.
+# RunFilter's fields (runs/results/schemas.py) and the column each compares.
 _RUN_FILTER_COLUMNS = {
     "project": "r.project_id",
     "dataset": "r.dataset_id",

@@ -1,10 +1,21 @@
-"""Results and scores inserted as plain rows (``plain_rows``), without model
-instances: ``bulk_create`` cost about 40 µs a row, more than the rest of an
-item's storage together.
+"""The one writer of ``Result`` and ``Score`` rows.
 
-Called only from ``store.results_write`` (inside its transaction): a
-duplicate (item, epoch) raises ``IntegrityError`` like ``bulk_create`` would,
-and the caller skips what is already stored.
+Every result and score row is written here: the executor's batches
+(``results_store``: new results with their scores, and results waiting for a
+retry replaced in place), a retry's marking and release of the rows it runs
+again, and a scoring pass's scores (``scores_replace``) and the costs they
+change. What holds for the rows holds because nothing else writes them:
+
+- one result per (run, item, epoch): a duplicate is skipped, never stored
+  twice (the unique constraint makes it impossible);
+- a result is reported stored (returned, then counted by the caller) only
+  when its row was inserted or replaced in this transaction;
+- a replaced result keeps its earlier attempts and what they used and cost,
+  so the run's counts recomputed from rows match the counts added up.
+
+New rows go in as plain tuples (``plain_rows``), without model instances:
+``bulk_create`` cost about 40 µs a row, more than the rest of an item's
+storage together. Callers hold the transaction.
 """
 
 from __future__ import annotations
@@ -12,11 +23,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
+from django.db.models import QuerySet
 
 from runs.analysis import signatures
 from runs.models import Result, Score
-from runs.records.plain_rows import datetime_adapter, insert, json_text, table
+from runs.records.plain_rows import (
+    datetime_adapter,
+    insert,
+    json_text,
+    table,
+    upsert,
+)
 
 # What these functions fill, in this order; the models' other columns take
 # their default.
@@ -57,22 +75,32 @@ SCORE_FIELDS = (
 )
 
 
+# Every field of a score but its keys: a replaced score keeps nothing of the old.
+SCORE_VALUES = tuple(
+    name for name in SCORE_FIELDS if name not in ("result_id", "scorer")
+)
+
+
+def _error_columns(r: Any) -> tuple[str, str, str]:
+    """(error_type, error_signature, error_pattern) of a result record, as stored."""
+    error_type = r.error_type[:200]
+    if not signatures.result_has_error(
+        status=r.status, error_kind=r.error_kind, error_type=r.error_type
+    ):
+        return error_type, "", ""
+    error = signatures.error_signature(
+        kind=r.error_kind, error_type=error_type, message=r.error_message
+    )
+    return error_type, error.signature, error.pattern
+
+
 def result_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
     """Rows of ``Result`` in ``RESULT_FIELDS`` order, then the defaults."""
     when = datetime_adapter()
     defaults = table(Result, RESULT_FIELDS).defaults
     rows = []
     for r in records:
-        error_type = r.error_type[:200]
-        error = (
-            signatures.error_signature(
-                kind=r.error_kind, error_type=error_type, message=r.error_message
-            )
-            if signatures.result_has_error(
-                status=r.status, error_kind=r.error_kind, error_type=r.error_type
-            )
-            else None
-        )
+        error_type, signature, pattern = _error_columns(r)
         rows.append(
             (
                 run_id,
@@ -84,8 +112,8 @@ def result_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
                 r.error_kind,
                 error_type,
                 r.error_message,
-                error.signature if error else "",
-                error.pattern if error else "",
+                signature,
+                pattern,
                 json_text(r.attempts),
                 r.latency_ms,
                 r.prompt_tokens,
@@ -161,3 +189,173 @@ def insert_scores(pairs: Sequence[tuple[int, Any]]) -> None:
     """Insert the scores of (result id, score record) pairs."""
     if pairs:
         insert(table(Score, SCORE_FIELDS), score_rows(pairs))
+
+
+def _without_stored(run_id: int, records: list[Any]) -> list[Any]:
+    stored = set(
+        Result.objects.filter(
+            run_id=run_id, item_id__in={r.item_id for r in records}
+        ).values_list("item_id", "epoch")
+    )
+    return [r for r in records if (r.item_id, r.epoch) not in stored]
+
+
+def results_store(run_id: int, records: list[Any]) -> list[tuple[int, Any]]:
+    """Store a batch of result records with their scores.
+
+    A result waiting for a retry is replaced in place (``results_replace``);
+    one already stored (by another executor of the run) is left as it is;
+    the others are inserted. Returns (result id, record) for every row
+    written, and only those: what the caller counts. In the caller's
+    transaction, with the counts it adds.
+    """
+    if not connection.in_atomic_block:
+        # Committed apart from the counts, a crash between them would leave
+        # rows stored that the run never counted.
+        raise RuntimeError("results_store runs in the transaction of its counts")
+    replaced, records = results_replace(run_id, records)
+    try:
+        with transaction.atomic():
+            ids = insert_results(run_id, records)
+    except IntegrityError:
+        records = _without_stored(run_id, records)
+        ids = insert_results(run_id, records)
+    stored = [*zip(ids, records, strict=True), *replaced]
+    insert_scores([(pk, s) for pk, record in stored for s in record.scores])
+    return stored
+
+
+def _retried_attempts(
+    old: list[dict[str, Any]], new: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The old attempt log with the new attempts after it, marked with their round.
+
+    Round 0 is the first execution (its attempts carry no mark); each retry of
+    the result is the next round, its attempts numbered from 1 again.
+    """
+    rounds = [attempt.get("round", 0) for attempt in old]
+    this_round = max(rounds, default=0) + 1
+    return [*old, *({**attempt, "round": this_round} for attempt in new)]
+
+
+def _add_earlier_usage(
+    record: Any,
+    prompt: int | None,
+    completion: int | None,
+    cost: float | None,
+) -> None:
+    """A replaced result keeps what its earlier attempts used and cost: they
+    stay in its log, and they were paid for. An unknown part makes the whole
+    cost unknown."""
+    earlier_unpriced = (prompt is not None or completion is not None) and cost is None
+    unpriced = earlier_unpriced or record.unpriced
+
+    def plus(a: Any, b: Any) -> Any:
+        return b if a is None else a if b is None else a + b
+
+    record.prompt_tokens = plus(prompt, record.prompt_tokens)
+    record.completion_tokens = plus(completion, record.completion_tokens)
+    record.cost = None if unpriced else plus(cost, record.cost)
+
+
+def results_replace(
+    run_id: int, records: list[Any]
+) -> tuple[list[tuple[int, Any]], list[Any]]:
+    """Replace in place the results of ``records`` that wait for a retry.
+
+    Returns (result id, record) for each row replaced, its record carrying
+    the usage of the row's earlier attempts too, and the records that are
+    new results. A row is replaced only while it still waits (a conditional
+    UPDATE), so never twice for one retry; its old scores are deleted (the
+    caller inserts the new ones).
+    """
+    if not Result.objects.filter(run_id=run_id, retry_pending=True).exists():
+        # The usual case, answered by a partial index: nothing waits for a
+        # retry, so no lookup of the batch's items.
+        return [], records
+    keys = {(r.item_id, r.epoch) for r in records}
+    waiting = {
+        (row[1], row[2]): row
+        for row in Result.objects.select_for_update()
+        .filter(
+            run_id=run_id,
+            retry_pending=True,
+            item_id__in={item_id for item_id, _ in keys},
+        )
+        .values_list(
+            "pk",
+            "item_id",
+            "epoch",
+            "attempts",
+            "prompt_tokens",
+            "completion_tokens",
+            "cost",
+        )
+        if (row[1], row[2]) in keys
+    }
+    if not waiting:
+        return [], records
+    replaced = []
+    for record in records:
+        if (record.item_id, record.epoch) not in waiting:
+            continue
+        pk, _, _, attempts, *usage = waiting[(record.item_id, record.epoch)]
+        _add_earlier_usage(record, *usage)
+        error_type, signature, pattern = _error_columns(record)
+        updated = Result.objects.filter(pk=pk, retry_pending=True).update(
+            retry_pending=False,
+            status=record.status,
+            output=record.output,
+            error_kind=record.error_kind,
+            error_type=error_type,
+            error_message=record.error_message,
+            error_signature=signature,
+            error_pattern=pattern,
+            attempts=_retried_attempts(attempts, record.attempts),
+            latency_ms=record.latency_ms,
+            prompt_tokens=record.prompt_tokens,
+            completion_tokens=record.completion_tokens,
+            cost=record.cost,
+            model=record.model[:200],
+            started_at=record.started_at,
+            finished_at=record.finished_at,
+        )
+        if updated:
+            replaced.append((pk, record))
+    Score.objects.filter(result_id__in=[pk for pk, _ in replaced]).delete()
+    return replaced, [r for r in records if (r.item_id, r.epoch) not in waiting]
+
+
+def retry_mark(results: QuerySet[Result]) -> int:
+    """Mark ``results`` to be run again: out of the counts until replaced."""
+    return results.update(retry_pending=True)
+
+
+def retry_release(run_id: int) -> int:
+    """Results still waiting for a retry keep their previous outcome."""
+    return Result.objects.filter(run_id=run_id, retry_pending=True).update(
+        retry_pending=False
+    )
+
+
+def scores_replace(pairs: Sequence[tuple[int, Any]]) -> None:
+    """Add or replace, by scorer name, the scores of (result id, record) pairs.
+
+    An upsert on the (result, scorer) constraint: written twice (a pass run
+    again after a crash), the same rows. A replaced score keeps nothing of
+    the old but its keys.
+    """
+    if pairs:
+        upsert(
+            table(Score, SCORE_FIELDS),
+            score_rows(pairs),
+            keys=("result_id", "scorer"),
+            update=SCORE_VALUES,
+        )
+
+
+def result_costs_set(costs: dict[int, float | None]) -> None:
+    """Set the cost of results by id (a scoring pass's judges change it)."""
+    Result.objects.bulk_update(
+        [Result(pk=pk, cost=cost) for pk, cost in costs.items()], ["cost"]
+    )

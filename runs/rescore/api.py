@@ -1,3 +1,5 @@
+"""The re-scoring endpoints: start a re-score, list a run's scoring passes."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +10,8 @@ from django.http import (
 from ninja import Router
 
 from runs.rescore.schemas import RescoreIn, RescoreOut, ScoringPassOut
-from runs.rescore.services import run_rescore, scoring_passes
+from runs.rescore.selectors import scoring_passes
+from runs.rescore.services import run_rescore
 from runs.results.selectors import (
     run_get,
 )

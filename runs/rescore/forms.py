@@ -42,7 +42,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
         self.error_paths = {}
 
     def scorer_specs(self) -> list[dict[str, Any]]:
-        """The ``scorers`` argument of ``rescoring.run_rescore``."""
+        """The ``scorers`` argument of ``services.run_rescore``."""
         specs = []
         for position, kind in enumerate(self.cleaned_data["scorers"]):
             where = f"scorers[{position}]"

@@ -6,7 +6,8 @@ The run's frozen scorer list takes the new and changed entries, so what it
 says it was scored with is what its scores are. Every scoring pass is kept
 (``ScoringPass``): who, when, which scorers with which parameters, and how
 it went. The run's own execution is its first pass, recorded from the run
-when it is first re-scored (until then ``scoring_passes`` shows it as one).
+when it is first re-scored (until then ``selectors.scoring_passes`` shows it
+as one).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import transaction
 from django.utils import timezone
 
-from runs.access import require_role
-from runs.analysis.figures import run_figures
-from runs.analysis.summary import run_scorer_summaries_cached
+from runs.access import Action, require
 from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.rescore_store import results_to_score
-from runs.models import Membership, Run, Score, ScoringPass
-from runs.results.services import _require_expected_answers, check_scorer_secrets
+from runs.models import Run, Score, ScoringPass
+from runs.rescore.selectors import initial_pass
+from runs.results.services import check_scorer_secrets, require_expected_answers
 from runs.scorers import clean_scorer_specs
 
 NAME_MAX = Score._meta.get_field("scorer").max_length
@@ -123,34 +123,6 @@ def _check_not_busy(run: Run) -> None:
         scoring.save(update_fields=["status", "error", "finished_at"])
 
 
-def initial_pass(run: Run) -> ScoringPass:
-    """The run's own execution as a scoring pass (unsaved)."""
-    final = run.is_final
-    return ScoringPass(
-        run=run,
-        initial=True,
-        scorers=run.scorers,
-        status=ScoringPass.Status.COMPLETED if final else ScoringPass.Status.RUNNING,
-        error=run.error if final else "",
-        total=run.succeeded,
-        scored=run.succeeded,
-        # From the run's figures (stored, or cached under its results_version):
-        # the run page shows this pass on every view of a run never re-scored.
-        errored=sum(
-            s.errored
-            for s in (
-                run_figures(run=run)[0].scorers
-                if final
-                else run_scorer_summaries_cached(run=run)
-            )
-        ),
-        user=run.created_by,
-        created_at=run.created_at,
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-    )
-
-
 def run_rescore(
     *,
     run: Run,
@@ -168,7 +140,7 @@ def run_rescore(
     the background, or by the caller with ``launch=False``.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     specs = clean_scorer_specs(
         scorers, path="scorers", earlier=[spec["name"] for spec in run.scorers]
     )
@@ -181,7 +153,7 @@ def run_rescore(
                 f"must be 1 to {NAME_MAX} characters, not only spaces",
                 field=f"scorers[{position}].name",
             )
-    _require_expected_answers(run.dataset, specs)
+    require_expected_answers(run.dataset, specs)
     check_scorer_secrets(project=run.project, specs=specs)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -203,9 +175,3 @@ def run_rescore(
     if launch:
         transaction.on_commit(lambda: get_launcher().launch_scoring_pass(scoring.pk))
     return replace(plan, run=locked, scoring_pass=scoring, launched=launch)
-
-
-def scoring_passes(*, run: Run) -> list[ScoringPass]:
-    """The run's scoring passes, oldest first; its own execution is the first."""
-    stored = list(ScoringPass.objects.filter(run=run).select_related("user"))
-    return stored or [initial_pass(run)]

@@ -9,11 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.errors import Conflict, InvalidInput, NotFound
-from runs.models import Membership, Run, ScoringPass
+from runs.models import Run, ScoringPass
 from runs.rescore import services
 from runs.rescore.forms import RescoreForm
+from runs.rescore.selectors import scoring_section
 from runs.results.selectors import run_get, run_overview
 from runs.web.forms import add_domain_error
 from runs.web.pages import domain_errors
@@ -24,7 +25,7 @@ from runs.web.pages import domain_errors
 def run_rescore(request: HttpRequest, run_id: int) -> HttpResponse:
     """GET: the scorers to run over the stored outputs; POST: start the pass."""
     run = run_get(user=request.user, run_id=run_id)
-    require_role(request.user, run.project, Membership.Role.EDITOR)
+    require(request.user, run.project, Action.EDIT)
     form = RescoreForm(request.POST or None, run=run)
     status = 200
     error: Exception | None = None
@@ -82,23 +83,9 @@ def _started(plan: services.RescorePlan) -> str:
 def run_scoring_passes(request: HttpRequest, run_id: int) -> HttpResponse:
     """The run's scoring passes (the run page's section, refreshed while one runs)."""
     overview = run_overview(user=request.user, run_id=run_id)
-    context = scoring_context(overview.run, overview)
+    context = scoring_section(run=overview.run, overview=overview)
     response = render(request, "runs/rescore/_run_rescore.html", context)
     if request.headers.get("HX-Request") and not context["passes_active"]:
         # The pass has ended: the page's scores, summary and clusters change.
         response["HX-Refresh"] = "true"
     return response
-
-
-def scoring_context(run: Run, overview: Any) -> dict[str, Any]:
-    passes = services.scoring_passes(run=run)
-    return {
-        "run": run,
-        "overview": overview,
-        "passes": passes,
-        # A re-score under way; the run's own execution (its first pass) is
-        # followed live by the run page, which never reloads for it.
-        "passes_active": any(
-            p.active and not p.stale and not p.initial for p in passes
-        ),
-    }

@@ -1,3 +1,5 @@
+"""The run endpoints: create, list, read, cancel, results, export, summary."""
+
 from __future__ import annotations
 
 from typing import Any, Literal

@@ -1,10 +1,12 @@
+"""The new-run form."""
+
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
 
-from runs.access import editable_projects
+from runs.access import Action, projects_where
 from runs.datasets.selectors import dataset_get, dataset_list
 from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.models import Dataset, Target
@@ -41,7 +43,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        editable = editable_projects(user)
+        editable = projects_where(user, Action.EDIT)
         datasets = (
             dataset_list(user=user)
             .filter(project__in=editable)

@@ -1,3 +1,5 @@
+"""The API schemas of runs, their results and their summaries."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from runs.models import (
     Score,
 )
 from runs.targets.schemas import TARGET_CONFIG_HELP
-from runs.web.schemas import BodyIn, DbId, _kinds_schema, _run_options_schema
+from runs.web.schemas import BodyIn, DbId, kinds_schema, run_options_schema
 
 
 class ScorerSpecIn(BodyIn):
@@ -37,7 +39,7 @@ class ScorerSpecIn(BodyIn):
         default_factory=dict,
         description="the scorer kind's parameters (GET /api/v1/scorers gives "
         "each kind's JSON Schema)",
-        json_schema_extra=_kinds_schema("scorers"),
+        json_schema_extra=kinds_schema("scorers"),
     )
     # Validated by the service, so that a bad condition is a 400 naming
     # scorers[i].when.<field>.
@@ -61,7 +63,7 @@ class RunIn(BodyIn):
     target: DbId | None = Field(None, description="a stored target's id, or ...")
     target_kind: str | None = Field(None, description="... an ad-hoc target's kind")
     target_config: dict[str, Any] | None = Field(
-        None, description=TARGET_CONFIG_HELP, json_schema_extra=_kinds_schema("targets")
+        None, description=TARGET_CONFIG_HELP, json_schema_extra=kinds_schema("targets")
     )
     scorers: list[str | ScorerSpecIn]
     # Validated by the service, not here, so that a bad option is a 400 naming
@@ -69,7 +71,7 @@ class RunIn(BodyIn):
     options: dict[str, Any] = Field(
         default_factory=dict,
         description="run options; each is optional and has a default",
-        json_schema_extra=_run_options_schema,
+        json_schema_extra=run_options_schema,
     )
     name: str = ""
 
@@ -93,7 +95,7 @@ class RunCounts(Schema):
 
 class RunOut(Schema):
     # Only the run's own columns: the API's run list is cached under them
-    # (runs/hot_reads.py run_records); a field read from another table would
+    # (runs/records/reads.py run_records); a field read from another table would
     # need that key to read it too.
     id: int
     project: int

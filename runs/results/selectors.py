@@ -1,3 +1,5 @@
+"""Reads of runs and their results, for pages and the API."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -13,7 +15,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Coalesce
 
-from runs.access import visible_project_ids
+from runs.access import Action, allows, visible_project_ids
 from runs.analysis.clusters import cluster_filter, parse_cluster_key
 from runs.analysis.figures import run_figures
 from runs.analysis.progress import RunProgress, run_progress
@@ -103,7 +105,7 @@ def run_overview(*, user: User, run_id: int) -> RunOverview:
         # Only a run still going shows them in its progress block; once it
         # has ended, its summary does (run_report).
         scorers=[] if run.is_final else run_scorer_summaries_cached(run=run),
-        can_edit=run.user_role in (Membership.Role.EDITOR, Membership.Role.ADMIN),
+        can_edit=allows(run.user_role, Action.EDIT),
     )
 
 

@@ -1,3 +1,5 @@
+"""Writes to runs: create one (its scorers and secrets checked), launch, cancel."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -7,14 +9,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from runs import events
-from runs.access import require_role
+from runs.access import Action, require
 from runs.errors import InvalidInput
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.executor.store import retries_release, run_recount
 from runs.models import (
     Dataset,
-    Membership,
     Project,
     Run,
     RunStatus,
@@ -47,7 +48,7 @@ def run_create(
     """Create a run with a frozen copy of its configuration, and launch it."""
     project = dataset.project
     if user is not None:
-        require_role(user, project, Membership.Role.EDITOR)
+        require(user, project, Action.EDIT)
     name = clean_name(name, model=Run, required=False)
     if target is not None:
         if target.project_id != project.pk:
@@ -74,7 +75,7 @@ def run_create(
     scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
-    _require_expected_answers(dataset, scorer_specs)
+    require_expected_answers(dataset, scorer_specs)
     check_scorer_secrets(project=project, specs=scorer_specs)
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
@@ -121,7 +122,7 @@ def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> No
             raise InvalidInput(exc.message, field=field) from None
 
 
-def _require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
+def require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
     """Refuse scorers that compare with an expected answer the dataset lacks.
 
     Without this, every item would score 0 and the run would look completed.
@@ -154,7 +155,7 @@ def run_cancel(*, run: Run, user: AbstractBaseUser | None = None) -> Run:
     stopped by its executor, in whatever process, within a second.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     if run.is_final:
         return run
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)

@@ -1,3 +1,5 @@
+"""The run pages: the list, a new run, a run, a result, the export."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -8,7 +10,7 @@ from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs.access import editable_projects
+from runs.access import Action, projects_where
 from runs.analysis.export import EXPORT_FORMATS
 from runs.demo import seed
 from runs.errors import InvalidInput
@@ -32,12 +34,10 @@ from runs.results.selectors import (
 )
 from runs.results.services import run_create
 from runs.web.forms import add_domain_error
-from runs.web.pages import _int_or_none, _page, domain_errors
+from runs.web.pages import domain_errors, page_of, query_id
 
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
-
-
 LIVE_SNAPSHOT_ROWS = 20
 # Runs over the same dataset a run's clusters may be compared with.
 BASELINE_CHOICES = 50
@@ -45,10 +45,10 @@ BASELINE_CHOICES = 50
 
 @require_GET
 def run_list(request: HttpRequest) -> HttpResponse:
-    project_id = _int_or_none(request.GET.get("project"))
+    project_id = query_id(request.GET.get("project"))
     status = request.GET.get("status") or None
     runs = reads.RunTable(user_id=request.user.pk, project_id=project_id, status=status)
-    page = _page(request, runs, RUNS_PER_PAGE)
+    page = page_of(request, runs, RUNS_PER_PAGE)
     projects = reads.project_choices(user_id=request.user.pk)
     offer = seed.run_demo_offer(user=request.user)
     context = {
@@ -79,7 +79,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
             add_domain_error(form, exc)
         else:
             return redirect("runs:run_detail", run_id=run.pk)
-    can_edit = editable_projects(request.user).exists()
+    can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request, "runs/results/run_new.html", {"form": form, "can_edit": can_edit}
     )
@@ -88,7 +88,7 @@ def run_new(request: HttpRequest) -> HttpResponse:
 def _run_initial(request: HttpRequest) -> dict[str, Any]:
     """Preselections from the query: ?dataset=, ?target=, or the demo (?demo=1)."""
     initial: dict[str, Any] = {
-        key: _int_or_none(request.GET.get(key)) for key in ("dataset", "target")
+        key: query_id(request.GET.get(key)) for key in ("dataset", "target")
     }
     choice = seed.run_demo_choice(user=request.user) if "demo" in request.GET else None
     if choice is not None:
@@ -136,7 +136,7 @@ def _run_detail_context(
         "overview": overview,
         "run": run,
         # Counted and read only when the cached results table is rendered.
-        "page": SimpleLazyObject(lambda: _page(request, rows, RESULTS_PER_PAGE)),
+        "page": SimpleLazyObject(lambda: page_of(request, rows, RESULTS_PER_PAGE)),
         "status": filters.status or "",
         "filters": filters,
         "filter_error": filter_error,

@@ -1,3 +1,5 @@
+"""The retry and resume endpoints."""
+
 from __future__ import annotations
 
 from typing import Any

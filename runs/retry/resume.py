@@ -7,11 +7,11 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.calls.pricing import usd
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
-from runs.models import Membership, Result, Run
+from runs.models import Result, Run
 from runs.results.selectors import SKIPPED
 
 # What may change when a run resumes: a spending limit, not how items run
@@ -38,7 +38,7 @@ def run_resume(
     from runs.retry.services import run_retry
 
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     changes = dict(options or {})
     for key in changes:
         if key not in RESUME_OPTIONS:

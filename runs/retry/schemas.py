@@ -1,3 +1,5 @@
+"""The retry and resume API's schemas."""
+
 from __future__ import annotations
 
 from typing import Any

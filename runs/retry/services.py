@@ -1,3 +1,5 @@
+"""Retrying a run's results of some statuses, in the same run."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -7,19 +9,19 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q, QuerySet
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.analysis.clusters import cluster_filter
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.executor.store import run_recount
 from runs.models import (
     Item,
-    Membership,
     Result,
     Run,
     RunStatus,
     ScoringPass,
 )
+from runs.records import rows
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
 
@@ -126,7 +128,7 @@ def run_retry(
     every result of it. ``launch=False`` leaves the execution to the caller.
     """
     if user is not None:
-        require_role(user, run.project, Membership.Role.EDITOR)
+        require(user, run.project, Action.EDIT)
     cluster = (cluster or "").strip() or None
     statuses = _retry_statuses(statuses, cluster)
     with transaction.atomic():
@@ -148,7 +150,7 @@ def run_retry(
         plan, chosen = _retry_plan(locked, statuses, cluster)
         if dry_run or not plan.results:
             return plan
-        chosen.update(retry_pending=True)
+        rows.retry_mark(chosen)
         run_recount(locked)
         locked.status = RunStatus.PENDING
         locked.cancel_requested = False

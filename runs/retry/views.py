@@ -58,8 +58,10 @@ def run_resume_view(request: HttpRequest, run_id: int) -> HttpResponse:
     budget = request.POST.get("cost_budget", "").strip()
     try:
         run_resume(run=run, user=request.user, options={"cost_budget": budget})
-    except (InvalidInput, Conflict) as exc:
+    except InvalidInput as exc:
         messages.error(request, f"Not resumed: {exc.message}")
+    except Conflict as exc:
+        messages.error(request, f"Not resumed: {exc}")
     else:
         messages.success(request, "Resumed: the skipped items run now.")
     return redirect("runs:run_detail", run_id=run.pk)

@@ -10,11 +10,11 @@ from pydantic import Field, model_validator
 from runs.plugins import FieldError, Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
-from runs.plugins.threads import run_in_thread
-from runs.scorers.json_schemas import schema_problem
-from runs.scorers.json_validation import judge, patterns, single_pass_size
+from runs.pools.json_schemas import schema_problem
+from runs.pools.json_validation import judge, patterns, single_pass_size
+from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
+from runs.pools.threads import run_in_thread
 from runs.scorers.patterns import compile_user_pattern
-from runs.scorers.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 
 # The pool's own limit on one validation, for a caller without a timeout:
 # the longest scorer timeout a run may set. The run's timeout comes first.

@@ -8,8 +8,8 @@ from pydantic import Field
 from runs.plugins import Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
-from runs.scorers.math_worker import compare
-from runs.scorers.processes import MATH, WorkerEnded, WorkTimeout, run_in_process
+from runs.pools.math_worker import compare
+from runs.pools.processes import MATH, WorkerEnded, WorkTimeout, run_in_process
 from runs.scorers.text import expected_answers
 
 # The final answer comes last: only the end of a long output is read.

@@ -36,9 +36,9 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
-from runs.models import Membership, Project, ProjectSecret, Run
+from runs.models import Project, ProjectSecret, Run
 from runs.plugins.declaration import Plugin, SecretRef, TargetContext
 from runs.plugins.scorers import SCORERS
 from runs.plugins.targets import get_target_class
@@ -146,7 +146,7 @@ def secret_set(
     A new secret needs its value and its hosts; an existing one keeps what is
     not given (None), so its hosts can be changed without its value.
     """
-    require_role(user, project, Membership.Role.ADMIN)
+    require(user, project, Action.MANAGE)
     name = clean_secret_name(name)
     ciphertext = encrypt(_clean_value(value)) if value is not None else None
     patterns = clean_hosts(hosts) if hosts is not None else None
@@ -189,7 +189,7 @@ def secret_set(
 
 def secret_delete(*, project: Project, user: AbstractBaseUser, name: str) -> None:
     """Delete a project secret (admins only)."""
-    require_role(user, project, Membership.Role.ADMIN)
+    require(user, project, Action.MANAGE)
     deleted, _ = ProjectSecret.objects.filter(project=project, name=name).delete()
     if not deleted:
         raise NotFound(f"no secret named {name!r} in {project}")
@@ -199,7 +199,7 @@ def secret_list(
     *, project: Project, user: AbstractBaseUser | AnonymousUser
 ) -> QuerySet[ProjectSecret]:
     """The project's secrets: names, hosts and times (any member may see them)."""
-    require_role(user, project, Membership.Role.VIEWER)
+    require(user, project, Action.VIEW)
     return (
         ProjectSecret.objects.filter(project=project)
         .defer("ciphertext")

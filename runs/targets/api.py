@@ -1,3 +1,5 @@
+"""The target endpoints: create, list, kinds, read, update, delete, try."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,3 +1,5 @@
+"""The target form, with the fields its kind's parameters declare."""
+
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ from django import forms
 from runs.models import Project, Target
 from runs.projects.selectors import project_get
 from runs.targets import REGISTRY as TARGETS
-from runs.web.forms import PickField, PluginFieldsMixin, User, _project_options
+from runs.web.forms import PickField, PluginFieldsMixin, User, project_options
 
 
 class TargetForm(PluginFieldsMixin, forms.Form):
@@ -19,7 +21,7 @@ class TargetForm(PluginFieldsMixin, forms.Form):
     def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.user = user
-        self.fields["project"].set_options(_project_options(user))
+        self.fields["project"].set_options(project_options(user))
         self.fields["kind"].choices = [
             (kind, cls.label) for kind, cls in sorted(TARGETS.items())
         ]

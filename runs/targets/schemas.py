@@ -1,3 +1,5 @@
+"""The target API's schemas."""
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -9,7 +11,7 @@ from runs.models import (
     Target,
 )
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
-from runs.web.schemas import BodyIn, DbId, _kinds_schema
+from runs.web.schemas import BodyIn, DbId, kinds_schema
 
 TARGET_CONFIG_HELP = (
     "the target kind's parameters (GET /api/v1/targets/kinds gives each kind's "
@@ -24,7 +26,7 @@ class TargetIn(BodyIn):
     config: dict[str, Any] = Field(
         default_factory=dict,
         description=TARGET_CONFIG_HELP,
-        json_schema_extra=_kinds_schema("targets"),
+        json_schema_extra=kinds_schema("targets"),
     )
 
 

@@ -1,3 +1,5 @@
+"""Reads of targets and of the runs that used one."""
+
 from __future__ import annotations
 
 from django.db.models import (

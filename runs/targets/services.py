@@ -1,3 +1,5 @@
+"""Writes to targets, and sending one request to a target (try)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,11 +9,10 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.calls.pricing import PriceTable, price_table, use_prices
 from runs.errors import ConfigError, Conflict, InvalidInput
 from runs.models import (
-    Membership,
     Project,
     Target,
 )
@@ -35,7 +36,7 @@ def target_create(
     config: dict[str, Any],
 ) -> Target:
     """Validate a target configuration and store it (secrets only as env names)."""
-    require_role(user, project, Membership.Role.EDITOR)
+    require(user, project, Action.EDIT)
     name = clean_name(name, model=Target)
     cleaned = clean_target_config(kind, config, path="config")
     check_target_secrets(project=project, kind=kind, config=cleaned, path="config")
@@ -64,7 +65,7 @@ def target_update(
 
     Runs keep the frozen copy they were started with.
     """
-    require_role(user, target.project, Membership.Role.EDITOR)
+    require(user, target.project, Action.EDIT)
     changed: list[str] = []
     if name is not None:
         name = clean_name(name, model=Target)
@@ -91,7 +92,7 @@ def target_update(
 
 def target_delete(*, target: Target, user: AbstractBaseUser) -> None:
     """Delete a target; its runs keep their frozen name, kind and configuration."""
-    require_role(user, target.project, Membership.Role.EDITOR)
+    require(user, target.project, Action.EDIT)
     with transaction.atomic():
         target.delete()
 
@@ -136,7 +137,7 @@ class _TryPlan:
 def _try_prepare(*, target_id: int, user: AbstractBaseUser, text: str) -> _TryPlan:
     """What a try reads from the database, read before it goes out."""
     target = target_get(user=user, target_id=target_id)
-    require_role(user, target.project, Membership.Role.EDITOR)
+    require(user, target.project, Action.EDIT)
     if not text.strip():
         raise InvalidInput("is required", field="input")
     if len(text) > TARGET_TRY_MAX_CHARS:

@@ -1,3 +1,5 @@
+"""The target pages: the list, a target, its deletion, and trying it."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -9,9 +11,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from runs.access import ROLE_RANK, editable_projects, require_role, role_of
+from runs.access import Action, can, projects_where, require
 from runs.errors import Conflict, InvalidInput, TooManyRequests
-from runs.models import Membership, Target
+from runs.models import Target
 from runs.projects.forms import TargetTryForm
 from runs.targets import selectors, services
 from runs.targets.forms import TargetForm, target_edit_form
@@ -43,7 +45,7 @@ def target_list(request: HttpRequest) -> HttpResponse:
         "targets": selectors.target_list(user=request.user).order_by(
             "project__name", "name"
         ),
-        "can_edit": editable_projects(request.user).exists(),
+        "can_edit": projects_where(request.user, Action.EDIT).exists(),
     }
     return render(request, "runs/targets/target_list.html", context)
 
@@ -57,11 +59,9 @@ def _target_page(
     outcome: TargetTry | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    role = role_of(request.user, target.project)
-    can_edit = role is not None and ROLE_RANK[role] >= ROLE_RANK[Membership.Role.EDITOR]
     context = {
         "target": target,
-        "can_edit": can_edit,
+        "can_edit": can(request.user, target.project, Action.EDIT),
         "form": form or target_edit_form(None, user=request.user, target=target),
         "try_form": try_form or TargetTryForm(),
         "outcome": outcome,
@@ -77,7 +77,7 @@ def target_detail(request: HttpRequest, target_id: int) -> HttpResponse:
     target = target_get(user=request.user, target_id=target_id)
     if request.method == "GET":
         return _target_page(request, target)
-    require_role(request.user, target.project, Membership.Role.EDITOR)
+    require(request.user, target.project, Action.EDIT)
     form = target_edit_form(request.POST, user=request.user, target=target)
     if form.is_valid():
         data = form.cleaned_data
@@ -124,18 +124,20 @@ async def target_try(request: HttpRequest, target_id: int) -> HttpResponse:
     """
     form = TargetTryForm(request.POST)
     outcome, refused = None, None
-    if form.is_valid():
-        try:
-            outcome = await services.target_try(
-                target_id=target_id,
-                user=await request.auser(),
-                text=form.cleaned_data["input"],
-            )
-        except InvalidInput as exc:
+    # The service is asked even when the form has errors: it refuses a
+    # non-editor first, and checks the input again itself.
+    valid = form.is_valid()
+    text = form.cleaned_data["input"] if valid else request.POST.get("input", "")
+    try:
+        outcome = await services.target_try(
+            target_id=target_id, user=await request.auser(), text=text
+        )
+    except InvalidInput as exc:
+        if valid:
             add_domain_error(form, exc)
-        except TooManyRequests as exc:
-            form.add_error(None, exc.message)
-            refused = exc
+    except TooManyRequests as exc:
+        form.add_error(None, exc.message)
+        refused = exc
     return await _try_response(request, target_id, form, outcome, refused)
 
 
@@ -148,7 +150,6 @@ def _try_response(
     refused: TooManyRequests | None,
 ) -> HttpResponse:
     target = target_get(user=request.user, target_id=target_id)
-    require_role(request.user, target.project, Membership.Role.EDITOR)
     status = refused.status_code if refused else 200
     if request.headers.get("HX-Request"):
         context = {"target": target, "try_form": form, "outcome": outcome}

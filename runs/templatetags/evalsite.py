@@ -117,7 +117,7 @@ def _url_format(name: str) -> str:
 
 @register.simple_tag
 def run_rows(runs: Iterable[RunRow]) -> str:
-    """The rows of the runs table (runs/hot_reads.py RunTable)."""
+    """The rows of the runs table (runs/records/reads.py RunTable)."""
     escape = html.escape
     run_url = _url_format("runs:run_detail")
     dataset_url = _url_format("runs:dataset_detail")

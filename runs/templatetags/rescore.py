@@ -7,15 +7,14 @@ from typing import Any
 from django import template
 
 from runs.models import Run
+from runs.rescore.selectors import scoring_section
 
 register = template.Library()
 
 
 @register.inclusion_tag("runs/rescore/_run_rescore.html", takes_context=True)
 def scoring_passes(context: template.Context, run: Run) -> dict[str, Any]:
-    from runs.rescore.views import scoring_context
-
     return {
-        **scoring_context(run, context.get("overview")),
+        **scoring_section(run=run, overview=context.get("overview")),
         "csrf_token": context.get("csrf_token"),
     }

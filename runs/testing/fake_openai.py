@@ -2,10 +2,10 @@
 
 It stands in for a model endpoint in tests and benchmarks, and can be told to
 misbehave, per request through markers in the prompt (``PROMPT_MARKERS``) or
-for all requests through a fault mix (``FaultMix``, the command-line options).
-Otherwise it answers arithmetic ("What is 12 * 7?" gets "84") and echoes
-anything else, except a request to grade, which it judges (``judge_reply``):
-a judge model that tests can rely on.
+for all requests through a fault mix (``FaultMix``, the command-line options),
+both in ``fake_faults.py``. Otherwise it answers arithmetic ("What is 12 * 7?"
+gets "84") and echoes anything else, except a request to grade, which it
+judges (``fake_judge.judge_reply``): a judge model that tests can rely on.
 
 Run it alone with ``python -m runs.testing.fake_openai --port 8765``;
 ``--help`` lists every option and marker.
@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import random
-import re
 import textwrap
 import threading
 import time
@@ -26,97 +25,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix
+from runs.testing.fake_judge import GRADING, judge_reply
 from runs.testing.key_forms import FORMS, echoed
 
-_MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
-# What each marker in the last message's content does; markers are removed
-# from the prompt before it is answered.
-PROMPT_MARKERS = {
-    "[[latency:MS]]": "answer after MS milliseconds (instead of --latency-ms)",
-    "[[hang]]": "never answer, until the client closes the connection",
-    "[[status:CODE]]": "answer with HTTP status CODE (default 500) and an "
-    "OpenAI-style error body",
-    "[[retry_after:S]]": "with [[status:CODE]] or [[flaky:N]]: add a "
-    "Retry-After: S header",
-    "[[quota]]": "429 whose body says the quota is exhausted (insufficient_quota)",
-    "[[malformed]]": "200 whose JSON has no choices",
-    "[[badjson]]": "200 whose body is not JSON",
-    "[[empty]]": "a legitimately empty completion",
-    "[[nocontent]]": "200 whose message has no content (as a content filter "
-    "answers), with its usage",
-    "[[wrong]]": "a wrong answer (the right one with a 1 appended)",
-    "[[flaky:N]]": "the first N requests with this exact prompt get a 500 "
-    "(default 1), later ones are answered",
-    "[[tool:NAME]]": "a reply that calls tool NAME (default: the request's "
-    'first tool) with {"query": the prompt}, and no content',
-    "[[flaky_status:CODE]]": "with [[flaky:N]]: those first requests get CODE "
-    "(503, 429, ...) instead of 500",
-    "[[unparseable]]": "a reply that holds no verdict or score, whatever was asked",
-    "[[echo_key:FORM]]": "echo the request's key (after Bearer) in FORM (exact, "
-    "reversed, base64, base64url, hex, spaced, url, html; unicode: \\uXXXX in "
-    "the body) in the content, the model, a tool call, a [[status]] error and a "
-    "[[malformed]] answer",
-}
 # A request whose response_format asks for JSON gets {"answer": ...} as content.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
-# A request whose messages ask to grade is answered as a judge (judge_reply).
-_GRADING = re.compile(r"\bgrad(?:e|er|ing)\b", re.IGNORECASE)
-_SECTION = r"^{label}:[ \t]*\n?(.*?)(?=\n[ \t]*\n|\Z)"
-_ANSWER = re.compile(_SECTION.format(label="Answer"), re.MULTILINE | re.DOTALL)
-_REFERENCE = re.compile(
-    _SECTION.format(label="Reference(?: answer)?"),
-    re.MULTILINE | re.DOTALL | re.IGNORECASE,
-)
-_JSON_VERDICT_KEY = re.compile(r'"(\w+)":\s*"pass" or "fail"')
-_JSON_SCORE_KEY = re.compile(r'"(\w+)":\s*a number')
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.split()).rstrip(".").casefold()
-
-
-def judge_reply(prompt: str) -> str:
-    """What the fake judge answers to a grading prompt (markers removed).
-
-    The convention: the answer is the text after a line ``Answer:`` up to a
-    blank line, the reference the text after ``Reference answer:`` (or
-    ``Reference:``) likewise. The answer passes when it equals the reference,
-    ignoring case, surrounding whitespace and a final full stop; without a
-    reference, when it is not empty. The reply is a reasoning line and the
-    verdict in the form the prompt asks for: a JSON object (when the prompt
-    says JSON, with the keys it names for "pass" or "fail" and for a
-    number), "Score: 5" or "Score: 1" (when it asks for 1 to 5), "Score: 10"
-    or "Score: 0" (0 to 10), otherwise "Verdict: PASS" or "Verdict: FAIL".
-    """
-    answers = _ANSWER.findall(prompt)
-    references = _REFERENCE.findall(prompt)
-    answer = answers[-1].strip() if answers else ""
-    if references:
-        passed = _normal(answer) == _normal(references[-1])
-        why = (
-            "The answer matches the reference."
-            if passed
-            else f"The answer {answer[:80]!r} does not match the reference "
-            f"{references[-1].strip()[:80]!r}."
-        )
-    else:
-        passed = bool(answer)
-        why = "The answer is there." if passed else "There is no answer."
-    if "JSON" in prompt:
-        verdict_key = _JSON_VERDICT_KEY.search(prompt)
-        score_key = _JSON_SCORE_KEY.search(prompt)
-        reply: dict[str, Any] = {"reasoning": why}
-        if verdict_key:
-            reply[verdict_key.group(1)] = "pass" if passed else "fail"
-        if score_key:
-            reply[score_key.group(1)] = 1 if passed else 0
-        return json.dumps(reply)
-    if "1 to 5" in prompt:
-        return f"{why}\nScore: {5 if passed else 1}"
-    if "0 to 10" in prompt:
-        return f"{why}\nScore: {10 if passed else 0}"
-    return f"{why}\nVerdict: {'PASS' if passed else 'FAIL'}"
-
 
 _REASONS = {
     200: "OK",
@@ -132,17 +46,6 @@ _REASONS = {
     503: "Service Unavailable",
     504: "Gateway Timeout",
 }
-
-
-@dataclass
-class FaultMix:
-    """Probabilities of misbehaviour applied to every request."""
-
-    error_500: float = 0.0
-    error_429: float = 0.0
-    retry_after: str = "1"
-    hang: float = 0.0
-    malformed: float = 0.0
 
 
 @dataclass
@@ -317,14 +220,14 @@ class FakeOpenAIServer:
     ) -> bytes | None:
         from runs.targets.demo import solve  # after Django is set up (see main)
 
-        markers = {m.group(1): m.group(2) for m in _MARKER.finditer(prompt)}
+        markers = {m.group(1): m.group(2) for m in MARKER.finditer(prompt)}
         latency = float(markers.get("latency") or self.latency_ms)
         hang = "hang" in markers or self.random.random() < self.faults.hang
         if hang or latency > 0:
             delay = None if hang else latency / 1000
             if not await self.wait_unless_closed(reader, delay):
                 return None
-        clean = _MARKER.sub("", prompt).strip()
+        clean = MARKER.sub("", prompt).strip()
         form = (markers["echo_key"] or "exact") if "echo_key" in markers else None
         if form is not None and form not in FORMS:
             return self.http(400, {"error": {"message": f"no key form {form!r}"}})
@@ -394,11 +297,11 @@ class FakeOpenAIServer:
         elif "unparseable" in markers:
             content = "I would rather not say."
         elif any(
-            _GRADING.search(str(m.get("content", "")))
+            GRADING.search(str(m.get("content", "")))
             for m in request["messages"]
             if isinstance(m, dict)
         ):
-            content = judge_reply(_MARKER.sub("", prompt))
+            content = judge_reply(MARKER.sub("", prompt))
         else:
             content = solve(clean) or clean
             if "wrong" in markers:

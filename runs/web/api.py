@@ -1,3 +1,5 @@
+"""What every router shares: the API class, its error maps and its pagination."""
+
 from __future__ import annotations
 
 import functools

@@ -1,3 +1,5 @@
+"""Form pieces every surface shares: plug-in parameter fields, domain errors."""
+
 from __future__ import annotations
 
 import re
@@ -7,7 +9,7 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
-from runs.access import editable_projects
+from runs.access import Action, projects_where
 from runs.errors import InvalidInput
 from runs.plugins import Param, Plugin, describe, number
 
@@ -155,5 +157,5 @@ class PluginFieldsMixin:
         return sections
 
 
-def _project_options(user: User) -> list[tuple[int, str]]:
-    return [(p.pk, p.name) for p in editable_projects(user).order_by("name")]
+def project_options(user: User) -> list[tuple[int, str]]:
+    return [(p.pk, p.name) for p in projects_where(user, Action.EDIT).order_by("name")]

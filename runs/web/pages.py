@@ -1,3 +1,5 @@
+"""What every page shares: domain errors as HTTP, pagination, ids from queries."""
+
 from __future__ import annotations
 
 import functools
@@ -46,7 +48,7 @@ def domain_errors[View: Callable[..., Any]](view: View) -> View:
     return cast(View, wrapper)
 
 
-def _page(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:
+def page_of(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:
     # Anything but a page number in range shows the first or the last page.
     number = request.GET.get("page", "")
     if not (number.isascii() and number.isdigit()):
@@ -58,7 +60,7 @@ def _page(request: HttpRequest, queryset: QuerySet[Any], per_page: int) -> Page:
     return Paginator(queryset, per_page).get_page(min(page, MAX_PAGE))
 
 
-def _int_or_none(value: str | None) -> int | None:
+def query_id(value: str | None) -> int | None:
     """A database id from the query string, or None (never one out of range)."""
     if not (value and value.isascii() and value.isdigit()):
         return None

@@ -1,3 +1,5 @@
+"""Schema pieces every router shares: error bodies, a checked body, plug-in kinds."""
+
 from __future__ import annotations
 
 from typing import Annotated, Any
@@ -72,14 +74,14 @@ def _storable(value: Any, where: str) -> None:
             _storable(item, f"{where}[{position}]")
 
 
-def _run_options_schema(schema: dict[str, Any]) -> None:
+def run_options_schema(schema: dict[str, Any]) -> None:
     # Derived from RunOptions when the schema is built: every option, typed.
     declared = json_schema(RunOptions)
     schema["properties"] = declared["properties"]
     schema["additionalProperties"] = False
 
 
-def _kinds_schema(registry: str) -> Any:
+def kinds_schema(registry: str) -> Any:
     def extra(schema: dict[str, Any]) -> None:
         plugins = TARGETS if registry == "targets" else SCORERS
         schema["x-parameters-by-kind"] = {

@@ -70,7 +70,7 @@ class Workers:
         self.processes: list[subprocess.Popen[bytes]] = []
 
     def start(
-        self, count: int, *, env: dict[str, str] | None = None, concurrency: int = 1
+        self, count: int, *, env: dict[str, str] | None = None, shards: int = 1
     ) -> list[subprocess.Popen[bytes]]:
         started = []
         for _ in range(count):
@@ -82,8 +82,8 @@ class Workers:
                     "evalworker",
                     "-v",
                     "2",
-                    "--concurrency",
-                    str(concurrency),
+                    "--shards",
+                    str(shards),
                 ],
                 cwd=ROOT,
                 env=env or worker_env(),

@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from runs.executor import engine
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Result, Run, RunFigures, RunStatus
-from runs.testing.fake_openai import FaultMix
+from runs.testing.fake_faults import FaultMix
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)

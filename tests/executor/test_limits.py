@@ -13,7 +13,7 @@ from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.events import run_group
 from runs.executor.engine import Execution, execute_run
 from runs.models import Run, RunStatus
-from runs.testing.fake_openai import FaultMix
+from runs.testing.fake_faults import FaultMix
 from tests.factories import arithmetic_items
 
 

@@ -15,7 +15,8 @@ from runs.executor.engine import execute_run
 from runs.executor.rescore import execute_scoring_pass
 from runs.executor.store import ScoreRecord
 from runs.models import Result, Run, Score, ScoringPass
-from runs.rescore.services import run_rescore, scoring_passes
+from runs.rescore.selectors import scoring_passes
+from runs.rescore.services import run_rescore
 from runs.scorers.base import ScoreOutcome, ScorerPlugin
 from tests.factories import arithmetic_items
 

@@ -16,7 +16,7 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.models import RunStatus, Score
 from runs.plugins.scoring import scorer_pool, thread_shares
-from runs.plugins.shares import scoring_for
+from runs.pools.shares import scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.base import INLINE_CHARS
 from runs.scorers.exact_match import ExactMatch

@@ -20,9 +20,9 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.models import Project, RunStatus, Score
 from runs.plugins.scoring import thread_shares
-from runs.plugins.shares import owner, scoring_for
+from runs.pools.processes import JSON, pool_size, work_pool
+from runs.pools.shares import owner, scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
-from runs.scorers.processes import JSON, pool_size, work_pool
 from runs.targets import TargetInput
 from tests.executor.conftest import wait_until
 from tests.factories import make_dataset
@@ -154,7 +154,7 @@ async def test_while_one_projects_scorers_overrun_another_projects_run_scores(
 
     # Every scorer call of the hog has timed out; the threads it got are
     # still held, and will be until released.
-    with caplog.at_level(logging.WARNING, logger="runs.plugins.shares"):
+    with caplog.at_level(logging.WARNING, logger="runs.pools.shares"):
         await execute_run(hog.pk)
     assert await execute_run(other.pk) == RunStatus.COMPLETED
 

@@ -1,4 +1,4 @@
-"""The executor's plain-row inserts (store_rows) and its writer's pace.
+"""The executor's plain-row inserts (runs.records.rows) and its writer's pace.
 
 Results and scores are inserted without model instances (COPY on
 PostgreSQL, one INSERT ... RETURNING per chunk on SQLite): what they store
@@ -133,15 +133,67 @@ def stored(run: Run) -> tuple[list[tuple], list[tuple]]:
     return results, scores
 
 
+def orm_result(run_id: int, r: ResultRecord) -> Result:
+    """A result as the ORM would build it (the reference the plain rows match)."""
+    error = (
+        signatures.error_signature(
+            kind=r.error_kind, error_type=r.error_type[:200], message=r.error_message
+        )
+        if signatures.result_has_error(
+            status=r.status, error_kind=r.error_kind, error_type=r.error_type
+        )
+        else None
+    )
+    return Result(
+        run_id=run_id,
+        item_id=r.item_id,
+        item_index=r.item_index,
+        epoch=r.epoch,
+        status=r.status,
+        output=r.output,
+        error_kind=r.error_kind,
+        error_type=r.error_type[:200],
+        error_message=r.error_message,
+        error_signature=error.signature if error else "",
+        error_pattern=error.pattern if error else "",
+        attempts=r.attempts,
+        latency_ms=r.latency_ms,
+        prompt_tokens=r.prompt_tokens,
+        completion_tokens=r.completion_tokens,
+        cost=r.cost,
+        model=r.model[:200],
+        started_at=r.started_at,
+        finished_at=r.finished_at,
+    )
+
+
+def orm_score(result_id: int, s: ScoreRecord) -> Score:
+    signature = signatures.score_signature(
+        passed=s.passed, reason=s.reason, error=s.error
+    )
+    return Score(
+        result_id=result_id,
+        scorer=s.scorer,
+        value=s.value,
+        passed=s.passed,
+        reason=s.reason,
+        error=s.error,
+        reason_signature=signature.signature if signature else "",
+        skipped=s.skipped,
+        prompt_tokens=s.prompt_tokens,
+        completion_tokens=s.completion_tokens,
+        cost=s.cost,
+        model=s.model[:200],
+    )
+
+
 def orm_write(run: Run, records: list[ResultRecord]) -> None:
     """The same records through the ORM, as the executor stored them before."""
     with transaction.atomic():
-        rows = Result.objects.bulk_create(
-            [store._result_row(run.pk, r) for r in records]
-        )
+        rows = Result.objects.bulk_create([orm_result(run.pk, r) for r in records])
         Score.objects.bulk_create(
             [
-                store._score_row(row.pk, s)
+                orm_score(row.pk, s)
                 for row, r in zip(rows, records, strict=True)
                 for s in r.scores
             ]
@@ -243,3 +295,50 @@ async def test_a_full_batch_is_written_before_the_flush_interval(make_run, monke
     assert sum(sizes) == 12
     assert sizes[:2] == [5, 5]
     assert await Result.objects.filter(run=run).acount() == 12
+
+
+def test_scores_replace_stores_what_the_orm_upsert_stored(make_run):
+    # A scoring pass replaces scores by (result, scorer) and adds new ones,
+    # as Score.objects.bulk_create(update_conflicts=True) did before.
+    items = arithmetic_items(6)
+    fast_run = make_run(items)
+    orm_run = make_run(items, dataset=fast_run.dataset)
+    dataset_items = list(fast_run.dataset.items.order_by("index"))
+    store.results_write(fast_run.pk, records_for(dataset_items))
+    store.results_write(orm_run.pk, records_for(dataset_items))
+    rescored = [
+        ScoreRecord("exact_match", 0.0, False, reason="now differs"),
+        ScoreRecord("new", 0.5, None, prompt_tokens=2, cost=0.25, model="j" * 210),
+    ]
+    for run in (fast_run, orm_run):
+        ids = (
+            Result.objects.filter(run=run)
+            .order_by("item_index")
+            .values_list("pk", flat=True)
+        )
+        pairs = [(pk, s) for pk in ids for s in rescored]
+        with transaction.atomic():
+            if run is fast_run:
+                records_rows.scores_replace(pairs)
+                records_rows.scores_replace(pairs)  # twice: the same rows
+            else:
+                Score.objects.bulk_create(
+                    [orm_score(pk, s) for pk, s in pairs],
+                    update_conflicts=True,
+                    unique_fields=["result", "scorer"],
+                    update_fields=list(records_rows.SCORE_VALUES),
+                )
+    assert stored(fast_run) == stored(orm_run)
+    assert Score.objects.filter(result__run=fast_run, scorer="new").count() == 6
+    changed = Score.objects.filter(result__run=fast_run, scorer="exact_match")
+    assert {(s.value, s.passed, s.reason) for s in changed} == {
+        (0.0, False, "now differs")
+    }
+
+
+def test_results_are_stored_only_in_the_transaction_of_their_counts(make_run):
+    run = make_run(arithmetic_items(1))
+    records = records_for(list(run.dataset.items.all()))
+    with pytest.raises(RuntimeError, match="transaction"):
+        records_rows.results_store(run.pk, records)
+    assert not Result.objects.filter(run=run).exists()

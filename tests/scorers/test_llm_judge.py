@@ -18,7 +18,8 @@ from runs.results.services import run_create
 from runs.scorers import build_scorer, clean_scorer_specs
 from runs.scorers.llm_judge import LLMJudge
 from runs.targets import TargetInput
-from runs.testing.fake_openai import FakeOpenAIServer, judge_reply
+from runs.testing.fake_judge import judge_reply
+from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset, set_bound_secret
 from tests.local_http import serve
 

@@ -111,7 +111,7 @@ def test_timeout_is_bounded() -> None:
 async def test_stopping_the_pool_leaves_no_worker_and_it_starts_again() -> None:
     import multiprocessing
 
-    from runs.scorers.processes import stop_scorer_processes
+    from runs.pools.processes import stop_scorer_processes
 
     await score("math", "\\boxed{1}", "1")
     stop_scorer_processes()

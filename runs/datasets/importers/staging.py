@@ -27,12 +27,12 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from evalsite.private_files import private_dir, private_opener
-from runs.access import require_role
+from runs.access import Action, require
 from runs.datasets.importers.items import FieldMap, Preview
 from runs.datasets.importers.parsers import Source
 from runs.datasets.importers.store import dataset_import, preview_file
 from runs.errors import NotFound
-from runs.models import Dataset, Membership, Project
+from runs.models import Dataset, Project
 
 MAX_PER_USER = 3
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")
@@ -72,7 +72,7 @@ def upload_stage(
     description: str,
 ) -> StagedUpload:
     """Keep an uploaded file for its mapping step, once it parses as records."""
-    require_role(user, project, Membership.Role.EDITOR)
+    require(user, project, Action.EDIT)
     uploaded = Source.from_upload(upload)
     uploaded.check_size()
     preview = preview_file(source=uploaded, format=format)

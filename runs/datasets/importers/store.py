@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from runs.access import require_role
+from runs.access import Action, require
 from runs.datasets.importers.items import (
     DEFAULT_FIELDS,
     HUMANEVAL_FIELDS,
@@ -46,7 +46,7 @@ from runs.datasets.importers.parsers import (
     resolve_format,
 )
 from runs.errors import Conflict, InvalidInput
-from runs.models import Dataset, Item, Membership, Project
+from runs.models import Dataset, Item, Project
 from runs.records import plain_rows
 from runs.records.names import clean_name
 
@@ -120,7 +120,7 @@ def dataset_preview(
     format: str | None = None,
 ) -> Preview:
     """``preview_file`` for someone who may import into ``project`` (an editor)."""
-    require_role(user, project, Membership.Role.EDITOR)
+    require(user, project, Action.EDIT)
     return preview_file(source=source, format=format)
 
 
@@ -237,7 +237,7 @@ def _draft(
     """An unsaved dataset, once the user may create it and its name is good."""
     # No user means a trusted caller: the command line or the demo seeder.
     if user is not None:
-        require_role(user, project, Membership.Role.EDITOR)
+        require(user, project, Action.EDIT)
     name = clean_name(name, model=Dataset)
     return Dataset(project=project, name=name, description=description, created_by=user)
 

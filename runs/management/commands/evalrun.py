@@ -29,12 +29,11 @@ again in this process (the target is not called): 0 when the pass completes,
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import signal
 import sys
 import time
-from argparse import ArgumentError, ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -45,13 +44,20 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from runs.access import editable_projects
-from runs.analysis.progress import run_progress
-from runs.analysis.summary import run_score_means
-from runs.calls.pricing import usd
+from runs.access import Action, projects_where
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
-from runs.executor.options import option_params
+from runs.management.evalrun_cli import (
+    BadInput,
+    add_option_flags,
+    add_target_flags,
+    human_summary,
+    json_object,
+    report,
+    run_options,
+    scorer_spec,
+    target_config,
+)
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
@@ -60,7 +66,6 @@ from runs.models import (
     RunShard,
     RunStatus,
 )
-from runs.plugins import Param, describe
 from runs.projects.services import project_get_or_create
 from runs.results.services import run_cancel, run_create, run_launch
 from runs.retry.resume import run_resume
@@ -69,15 +74,9 @@ from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import REGISTRY as TARGETS
 
-EXIT_BAD_INPUT = 2
 DEFAULT_PROJECT = "Default"
 CLAIM_POLL_SECONDS = 0.5
 FOLLOW_POLL_SECONDS = 0.25
-
-
-class BadInput(CommandError):
-    def __init__(self, message: str) -> None:
-        super().__init__(message, returncode=EXIT_BAD_INPUT)
 
 
 class Command(BaseCommand):
@@ -378,129 +377,6 @@ class Command(BaseCommand):
                 progress.cancel()
 
 
-# -- arguments derived from the declarations ------------------------------------
-
-TARGET_DEST = "target__"
-OPTION_DEST = "option__"
-
-
-def json_object(text: str) -> dict[str, Any]:
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ArgumentTypeError(f"not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise ArgumentTypeError("must be a JSON object")
-    return value
-
-
-def scorer_spec(text: str) -> dict[str, Any]:
-    """``KIND``, ``KIND:{"param": ...}``, ``NAME=KIND:{...}``, or the whole
-    spec as a JSON object (``{"kind": ..., "name": ..., "params": {...},
-    "when": {...}}``).
-
-    Only the text is read here; the specs are checked together when the run
-    is created, as the API checks them, with errors naming the field
-    (``scorers[1].when.scorer``).
-    """
-    if text.lstrip().startswith("{"):
-        return json_object(text)
-    head, colon, params = text.partition(":")
-    name, _, kind = head.rpartition("=")
-    spec: dict[str, Any] = {"kind": kind.strip()}
-    if name:
-        spec["name"] = name.strip()
-    if colon:
-        spec["params"] = json_object(params)
-    return spec
-
-
-def flag_name(param: Param) -> str:
-    return param.extra.get("flag") or "--" + param.name.replace("_", "-")
-
-
-def add_param_flag(
-    group: Any, param: Param, *, dest: str, flag: str, help: str
-) -> None:
-    """One flag for one declared parameter; None when not given."""
-    kwargs: dict[str, Any] = {"dest": dest, "default": None, "help": help}
-    if param.type == "boolean":
-        if param.default is True:
-            flag = "--no-" + flag.removeprefix("--")
-        kwargs.update(action="store_const", const=param.default is not True)
-    else:
-        types = {"integer": int, "number": float, "json": json.loads}
-        kwargs.update(type=types.get(param.type, str), metavar=param.type.upper())
-        if param.choices:
-            kwargs.update(choices=param.choices, metavar=None)
-    # A name the command already uses gets no flag; --target-config sets it.
-    with contextlib.suppress(ArgumentError):
-        group.add_argument(flag, **kwargs)
-
-
-def _help(param: Param, *, kinds: list[str] | None = None) -> str:
-    parts = [param.help, f"({param.bounds})" if param.bounds else ""]
-    if param.type == "boolean" and param.default is True:
-        parts.append("(on unless this flag is given)")
-    if kinds:
-        parts.append(f"[{', '.join(kinds)}]")
-    return " ".join(part for part in parts if part).replace("%", "%%")
-
-
-def add_target_flags(group: Any) -> None:
-    """A flag per target parameter; kinds that share a name share the flag."""
-    kinds_of: dict[str, list[str]] = {}
-    first: dict[str, Param] = {}
-    for kind, cls in sorted(TARGETS.items()):
-        for param in describe(cls.Params):
-            kinds_of.setdefault(param.name, []).append(kind)
-            first.setdefault(param.name, param)
-    for name, param in first.items():
-        add_param_flag(
-            group,
-            param,
-            dest=TARGET_DEST + name,
-            flag=flag_name(param),
-            help=_help(param, kinds=kinds_of[name]),
-        )
-
-
-def add_option_flags(group: Any) -> None:
-    for param in option_params():
-        add_param_flag(
-            group,
-            param,
-            dest=OPTION_DEST + param.name,
-            flag=flag_name(param),
-            help=_help(param),
-        )
-
-
-def target_config(opts: dict[str, Any]) -> dict[str, Any]:
-    """--target-config, with the target flags that were given on top."""
-    kind = opts["target"]
-    declared = describe(TARGETS[kind].Params) if kind in TARGETS else None
-    known = {p.name for p in declared} if declared is not None else None
-    config = dict(opts["target_config"])
-    for key, value in opts.items():
-        if not key.startswith(TARGET_DEST) or value is None:
-            continue
-        name = key.removeprefix(TARGET_DEST)
-        if known is not None and name not in known:
-            flag = "--" + name.replace("_", "-")
-            raise BadInput(f"{flag} is not a parameter of target {kind}")
-        config[name] = value
-    return config
-
-
-def run_options(opts: dict[str, Any]) -> dict[str, Any]:
-    return {
-        key.removeprefix(OPTION_DEST): value
-        for key, value in opts.items()
-        if key.startswith(OPTION_DEST) and value is not None
-    }
-
-
 def acting_user(username: str | None) -> AbstractBaseUser:
     """The user named, or the only active one."""
     users = get_user_model().objects.filter(is_active=True)
@@ -524,7 +400,7 @@ def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
     """The named project among the user's, else the user's only one."""
     if name:
         return project_get_or_create(name=name, user=user)
-    projects = list(editable_projects(user).order_by("name")[:5])
+    projects = list(projects_where(user, Action.EDIT).order_by("name")[:5])
     if len(projects) == 1:
         return projects[0]
     if not projects:
@@ -534,6 +410,7 @@ def acting_project(user: AbstractBaseUser, name: str | None) -> Project:
 
 
 async def show_progress(run_id: int) -> None:
+    from rich.console import Console
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -551,8 +428,6 @@ async def show_progress(run_id: int) -> None:
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    from rich.console import Console
-
     with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
         task = bar.add_task("run", total=None, detail="")
         while True:
@@ -598,49 +473,6 @@ async def follow(run: Run, *, quiet: bool, say: Callable[[str], Any]) -> str:
     finally:
         if progress is not None:
             progress.cancel()
-
-
-def report(run: Run) -> dict[str, Any]:
-    """The ``--json`` summary: exactly these keys."""
-    return {
-        "run_id": run.pk,
-        "status": run.status,
-        "total": run.total,
-        "succeeded": run.succeeded,
-        "failed": run.failed,
-        "timed_out": run.timed_out,
-        "cancelled": run.cancelled,
-        "skipped": run.skipped,
-        "wall_seconds": run.wall_seconds,
-        "scores": run_score_means(run),
-    }
-
-
-def human_summary(summary: dict[str, Any], run: Run) -> str:
-    progress = run_progress(run=run)
-    scores = ", ".join(
-        f"{name} {value:.3f}" if value is not None else f"{name} n/a"
-        for name, value in summary["scores"].items()
-    )
-    lines = [
-        f"run {run.pk} {run.status}: {summary['succeeded']} succeeded, "
-        f"{summary['failed']} failed, {summary['timed_out']} timed out, "
-        f"{summary['cancelled']} cancelled, {summary['skipped']} skipped "
-        f"of {summary['total']} in {summary['wall_seconds'] or 0:.2f} s"
-        + (f" ({progress.throughput:.1f} items/s)" if progress.throughput else ""),
-        f"scores: {scores or 'none'}",
-        f"tokens: {run.prompt_tokens} prompt + {run.completion_tokens} completion"
-        + cost_note(run),
-    ]
-    if run.error:
-        lines.append(f"error: {run.error}")
-    return "\n".join(lines)
-
-
-def cost_note(run: Run) -> str:
-    if run.unpriced:
-        return f", cost {usd(run.cost)} + {run.unpriced} results with no price"
-    return f", cost {usd(run.cost)}" if run.cost else ""
 
 
 def run_shards_claimed(run_id: int) -> bool:

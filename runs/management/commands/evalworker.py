@@ -1,6 +1,6 @@
 """Execute shards of distributed runs (EVALSITE_EXECUTOR=procrastinate).
 
-    python manage.py evalworker [--concurrency N] [--queues evalsite,...]
+    python manage.py evalworker [--shards N] [--queues evalsite,...]
 
 Start any number, on any machines that reach the database and Redis. SIGTERM
 or Ctrl-C stops a worker gracefully (its shards finish, or are handed back
@@ -9,6 +9,7 @@ after EVALSITE_WORKER_GRACE_SECONDS); a second signal hands them back at once.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 from typing import Any
@@ -22,11 +23,15 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
-            "--concurrency",
+            "--shards",
             type=int,
-            default=1,
+            default=None,
             help="shards this worker executes at once (default 1); each runs as "
             "many items at once as its run's concurrency option",
+        )
+        # The flag's old name, which read as the run option of the same name.
+        parser.add_argument(
+            "--concurrency", type=int, dest="old_shards", help=argparse.SUPPRESS
         )
         parser.add_argument(
             "--queues",
@@ -35,7 +40,21 @@ class Command(BaseCommand):
             "(default: EVALSITE_QUEUE)",
         )
 
-    def handle(self, *args: Any, concurrency: int, queues: str, **opts: Any) -> None:
+    def handle(
+        self,
+        *args: Any,
+        shards: int | None,
+        old_shards: int | None,
+        queues: str,
+        **opts: Any,
+    ) -> None:
+        if old_shards is not None:
+            self.stderr.write(
+                "evalworker: --concurrency is now --shards (shards at once; a "
+                "run's concurrency option is its items at once)"
+            )
+            shards = old_shards if shards is None else shards
+        shards = 1 if shards is None else shards
         if settings.EVALSITE_EXECUTOR != "procrastinate":
             raise CommandError(
                 "evalworker executes distributed runs: set "
@@ -43,13 +62,14 @@ class Command(BaseCommand):
                 "and REDIS_URL)",
                 returncode=2,
             )
-        if not 1 <= concurrency <= 64:
+        if not 1 <= shards <= 64:
             raise CommandError(
-                f"--concurrency must be between 1 and 64, not {concurrency}",
+                f"--shards must be between 1 and 64, not {shards}",
                 returncode=2,
             )
         names = [q.strip() for q in queues.split(",") if q.strip()]
         database_ready()
+        # Only now: it needs procrastinate's app, installed on PostgreSQL alone.
         from runs.executor.distributed import run_worker
 
         if opts["verbosity"] >= 1:
@@ -61,14 +81,12 @@ class Command(BaseCommand):
             # print every "runs" message a second time, without its time.
             logging.getLogger("runs").handlers.clear()
         self.stderr.write(
-            f"evalworker: concurrency {concurrency}, queues "
+            f"evalworker: {shards} shards at once, queues "
             f"{', '.join(names or [settings.EVALSITE_QUEUE])}"
         )
         self.stderr.flush()
         asyncio.run(
-            run_worker(
-                concurrency=concurrency, queues=names or [settings.EVALSITE_QUEUE]
-            )
+            run_worker(shards=shards, queues=names or [settings.EVALSITE_QUEUE])
         )
         self.stderr.write("evalworker: stopped")
 

@@ -1,6 +1,6 @@
 """Scorer work in the process's pool of worker threads, shared per project.
 
-The event loop must not compute (``scoring.py``), so a scorer's
+The event loop must not compute (``runs/executor/scoring.py``), so a scorer's
 CPU work runs in a bounded pool of threads. A thread cannot be stopped: one
 past its timeout holds its worker until it returns. So the pool is shared by
 project (``runs/worker_shares.py``): a project's runs hold at most
@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.plugins.shares import Shares, current_owner, note_waiting, share_limit
+from runs.pools.shares import Shares, current_owner, note_waiting, share_limit
 
 _pool: ThreadPoolExecutor | None = None
 _shares: Shares | None = None

@@ -19,7 +19,7 @@ import re2
 from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.exceptions import best_match
 
-from runs.scorers.json_schemas import (
+from runs.pools.json_schemas import (
     LOCAL_ONLY,
     SchemaProblem,
     check_schema,

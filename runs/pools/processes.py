@@ -34,7 +34,7 @@ from typing import Any
 
 from pebble import ProcessExpired, ProcessPool
 
-from runs.plugins.shares import Shares, current_owner, note_waiting, share_limit
+from runs.pools.shares import Shares, current_owner, note_waiting, share_limit
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ class WorkKind:
     max_tasks: int
 
 
-MATH = WorkKind("math", "runs.scorers.math_worker.warm_up", 2 * 1024**3, 500)
-JSON = WorkKind("json", "runs.scorers.json_validation.warm_up", 1024**3, 2000)
+MATH = WorkKind("math", "runs.pools.math_worker.warm_up", 2 * 1024**3, 500)
+JSON = WorkKind("json", "runs.pools.json_validation.warm_up", 1024**3, 2000)
 
 _pools: dict[str, tuple[Any, Shares]] = {}
 _lock = threading.Lock()

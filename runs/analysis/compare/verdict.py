@@ -1,0 +1,281 @@
+"""Every (candidate, scorer) of a comparison: its figures, its test, its verdict.
+
+- A result whose target call failed or timed out, or whose score errored,
+  counts as not passed, with value 0: it is what the user got.
+- A score skipped by its condition (a scorer that runs only when another
+  passed or failed) is neither passed nor failed, as in a run's summary: that
+  result leaves the item's epochs for that scorer. An item whose every epoch
+  is skipped in either run is not a pair for that scorer; it is counted in the
+  scorer row's ``skipped``, not in ``paired`` nor in ``unpaired``.
+- With several epochs an item's score is its mean over epochs: its pass
+  fraction and its mean value. Pass rates are the mean of the items' pass
+  fractions (with one epoch: passed items / paired items).
+- The verdict reads the Holm-adjusted p-value (``significance``) at alpha
+  0.05.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from django.core.cache import cache
+
+from runs.analysis.compare.pairing import (
+    PairedTable,
+    ScannedScorer,
+    comparison_pairing,
+    one_result_each,
+    paired_differences,
+    paired_table,
+    shared_scorers,
+    single_scan,
+    unpaired_count,
+)
+from runs.analysis.compare.significance import (
+    ALPHA,
+    bootstrap_mde,
+    holm_adjust,
+    mcnemar_exact,
+    mcnemar_mde,
+    newcombe_paired_interval,
+    paired_bootstrap,
+)
+from runs.models import Run
+
+CACHE_SECONDS = 600
+# Part of every cache key: raised when what is cached changes shape or meaning
+# (2: skipped scores are not pairs), so that no entry of before is read back.
+CACHE_GENERATION = 2
+
+TEST_MCNEMAR = "mcnemar_exact"
+TEST_BOOTSTRAP = "paired_bootstrap"
+INTERVAL_NEWCOMBE = "newcombe_paired"
+INTERVAL_BOOTSTRAP = "bootstrap_percentile"
+
+BETTER = "better"
+WORSE = "worse"
+NO_DIFFERENCE = "no_significant_difference"
+
+
+@dataclass(frozen=True, slots=True)
+class ScorerComparison:
+    scorer: str
+    candidate: int
+    paired: int
+    unpaired: int
+    skipped: int  # items in both runs whose score is skipped in either
+    measure: str  # "pass_rate" or "mean" (numeric scorers): what delta is of
+    baseline_pass_rate: float | None
+    candidate_pass_rate: float | None
+    baseline_mean: float | None
+    candidate_mean: float | None
+    delta: float | None
+    delta_ci: tuple[float, float] | None
+    interval: str | None
+    both_passed: int
+    regressions: int
+    improvements: int
+    both_failed: int
+    test: str | None
+    p_value: float | None
+    p_value_adjusted: float | None
+    verdict: str
+    mde: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            name: getattr(self, name)
+            for name in self.__slots__  # type: ignore[attr-defined]
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    baseline: Run
+    candidates: list[Run]
+    paired_by: str
+    unpaired: int
+    scorers: list[ScorerComparison]
+
+
+def _scorer_comparison(
+    *, baseline: Run, candidate: Run, scorer: str, paired_by: str
+) -> ScorerComparison:
+    table = paired_table(
+        baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
+    )
+
+    def differences(column: str) -> tuple[np.ndarray, np.ndarray]:
+        return paired_differences(
+            baseline=baseline,
+            candidate=candidate,
+            scorer=scorer,
+            paired_by=paired_by,
+            column=column,
+        )
+
+    return _tested(table, differences, scorer=scorer, candidate=candidate)
+
+
+def _tested(
+    table: PairedTable,
+    differences: Callable[[str], tuple[np.ndarray, np.ndarray]],
+    *,
+    scorer: str,
+    candidate: Run,
+) -> ScorerComparison:
+    """One (candidate, scorer) row from its paired table; ``differences(column)``
+    gives the per-item differences when a bootstrap needs them."""
+    n = table.paired
+    numeric = table.graded_scores > 0
+    row: dict[str, Any] = {
+        "scorer": scorer,
+        "candidate": candidate.pk,
+        "paired": n,
+        "unpaired": table.unpaired,
+        "skipped": table.skipped,
+        "measure": "mean" if numeric else "pass_rate",
+        "both_passed": table.both_passed,
+        "regressions": table.regressions,
+        "improvements": table.improvements,
+        "both_failed": table.both_failed,
+        "baseline_pass_rate": table.baseline_pass_sum / n if n else None,
+        "candidate_pass_rate": table.candidate_pass_sum / n if n else None,
+        "baseline_mean": table.baseline_value_sum / n if n else None,
+        "candidate_mean": table.candidate_value_sum / n if n else None,
+        "delta": None,
+        "delta_ci": None,
+        "interval": None,
+        "test": None,
+        "p_value": None,
+        "mde": None,
+    }
+    if n == 0:
+        return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
+    if not numeric and table.split_items == 0:
+        row.update(
+            delta=row["candidate_pass_rate"] - row["baseline_pass_rate"],
+            delta_ci=newcombe_paired_interval(
+                both_passed=table.both_passed,
+                regressions=table.regressions,
+                improvements=table.improvements,
+                both_failed=table.both_failed,
+            ),
+            interval=INTERVAL_NEWCOMBE,
+            test=TEST_MCNEMAR,
+            p_value=mcnemar_exact(
+                regressions=table.regressions, improvements=table.improvements
+            ),
+            mde=mcnemar_mde(
+                paired=n, discordant=table.regressions + table.improvements
+            ),
+        )
+    else:
+        values, counts = differences("total" if numeric else "passes")
+        boot = paired_bootstrap(values, counts)
+        row.update(
+            delta=boot.mean,
+            delta_ci=boot.interval,
+            interval=INTERVAL_BOOTSTRAP,
+            test=TEST_BOOTSTRAP,
+            p_value=boot.p_value,
+            mde=bootstrap_mde(paired=n, sd=boot.sd),
+        )
+    return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
+
+
+def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
+    tested = [i for i, row in enumerate(rows) if row.p_value is not None]
+    adjusted = holm_adjust([rows[i].p_value for i in tested])
+    out = list(rows)
+    for i, p_adjusted in zip(tested, adjusted, strict=True):
+        row = rows[i]
+        verdict = NO_DIFFERENCE
+        if p_adjusted < ALPHA and row.delta:
+            verdict = BETTER if row.delta > 0 else WORSE
+        values = row.as_dict() | {
+            "p_value_adjusted": p_adjusted,
+            "verdict": verdict,
+            # The effect the test could have seen matters when it saw none.
+            "mde": row.mde if verdict == NO_DIFFERENCE else None,
+        }
+        out[i] = ScorerComparison(**values)
+    return out
+
+
+def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
+    """Every (candidate, shared scorer) against the baseline, Holm-adjusted."""
+    paired_by = comparison_pairing(baseline=baseline, candidates=candidates)
+    rows = [
+        row
+        for candidate in candidates
+        for row in _candidate_rows(baseline, candidate, paired_by)
+    ]
+    if len(candidates) == 1 and rows:
+        unpaired = rows[0].unpaired  # the same count, from the paired table
+    else:
+        unpaired = unpaired_count(baseline, candidates, paired_by)
+    return Comparison(
+        baseline=baseline,
+        candidates=list(candidates),
+        paired_by=paired_by,
+        unpaired=unpaired,
+        scorers=_with_verdicts(rows),
+    )
+
+
+def _candidate_rows(
+    baseline: Run, candidate: Run, paired_by: str
+) -> list[ScorerComparison]:
+    scorers = shared_scorers(baseline, candidate)
+    if not one_result_each(paired_by, baseline, candidate):
+        return [
+            _scorer_comparison(
+                baseline=baseline,
+                candidate=candidate,
+                scorer=scorer,
+                paired_by=paired_by,
+            )
+            for scorer in scorers
+        ]
+    scanned = single_scan(baseline=baseline, candidate=candidate, scorers=scorers)
+
+    def tested(one: ScannedScorer, scorer: str) -> ScorerComparison:
+        # One epoch: an item's pass fraction is 0 or 1, so only the values'
+        # differences are ever drawn from (numeric scorers).
+        return _tested(
+            one.table,
+            lambda column: (one.values, one.counts),
+            scorer=scorer,
+            candidate=candidate,
+        )
+
+    return [tested(scanned[scorer], scorer) for scorer in scorers]
+
+
+def cache_key(prefix: str, *parts: str) -> str:
+    # Scorer names are free text: hashed, the key suits any cache backend.
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+    return f"{prefix}:{CACHE_GENERATION}:{digest}"
+
+
+def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
+    """``compare_runs``, kept under the runs' ``results_version``."""
+    key = cache_key(
+        "compare", *(run.results_version for run in (baseline, *candidates))
+    )
+    cached = cache.get(key)
+    if cached is None:
+        comparison = compare_runs(baseline=baseline, candidates=candidates)
+        cache.set(
+            key,
+            (comparison.paired_by, comparison.unpaired, comparison.scorers),
+            CACHE_SECONDS,
+        )
+        return comparison
+    paired_by, unpaired, rows = cached
+    return Comparison(baseline, list(candidates), paired_by, unpaired, rows)

@@ -1,0 +1,96 @@
+"""Datasets and their items."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from runs.models.projects import Project
+
+
+class ReadyDatasetManager(models.Manager["Dataset"]):
+    """Datasets that may be seen: an import in progress is nobody's yet."""
+
+    def get_queryset(self) -> models.QuerySet[Dataset]:
+        return super().get_queryset().filter(status=Dataset.Status.READY)
+
+
+class Dataset(models.Model):
+    """One immutable version of a named dataset.
+
+    An import writes its items in batches under a dataset in the ``importing``
+    state, which no page, endpoint or selector sees (``objects`` hides it);
+    one last update makes it ``ready`` and gives it its version number.
+    """
+
+    class Status(models.TextChoices):
+        IMPORTING = "importing", "Importing"
+        READY = "ready", "Ready"
+
+    project = models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name="datasets"
+    )
+    name = models.CharField(max_length=200)
+    version = models.PositiveIntegerField(default=1)
+    description = models.TextField(blank=True)
+    content_hash = models.CharField(max_length=64, db_index=True)
+    item_count = models.PositiveIntegerField(default=0)
+    source_format = models.CharField(max_length=16, blank=True)
+    source_name = models.CharField(max_length=255, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.READY
+    )
+    # Items whose expected answer is not null, and the source field it came from.
+    expected_count = models.PositiveIntegerField(default=0)
+    expected_field = models.CharField(max_length=255, blank=True)
+    # Each source field and how many records have a value for it.
+    field_counts = models.JSONField(default=dict, blank=True)
+    # The last sign of life of an import in progress; a stale one is cleaned up.
+    import_touched_at = models.DateTimeField(null=True, blank=True)
+
+    all_objects = models.Manager()
+    objects = ReadyDatasetManager()
+
+    class Meta:
+        ordering = ["project", "name", "-version"]
+        default_manager_name = "objects"
+        base_manager_name = "all_objects"
+        constraints = [
+            # Imports in progress have no version yet (0).
+            models.UniqueConstraint(
+                fields=["project", "name", "version"],
+                condition=Q(status="ready"),
+                name="dataset_version_unique",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} v{self.version}"
+
+
+class Item(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="items")
+    index = models.PositiveIntegerField()
+    external_id = models.CharField(max_length=255)
+    input = models.JSONField()
+    expected = models.JSONField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["dataset", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["dataset", "index"], name="item_index_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["dataset", "external_id"], name="item_external_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.dataset_id}#{self.index} ({self.external_id})"

@@ -1,0 +1,271 @@
+"""What a run stores: results, scores, scoring passes, figures and verdicts."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from runs.models.datasets import Item
+from runs.models.runs import HEARTBEAT_STALE_SECONDS, Run
+
+
+class ResultStatus(models.TextChoices):
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    TIMED_OUT = "timed_out", "Timed out"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class ErrorKind(models.TextChoices):
+    TRANSIENT = "transient", "Transient"
+    QUOTA = "quota", "Quota"
+    PERMANENT = "permanent", "Permanent"
+    TIMEOUT = "timeout", "Timeout"
+    CANCELLED = "cancelled", "Cancelled"
+    # An agent that stopped to wait for input or approval: neither an answer
+    # nor a failure worth retrying; its payload is kept on the attempt.
+    SUSPENDED = "suspended", "Suspended"
+
+
+class Result(models.Model):
+    """The final outcome of one item in one epoch of a run."""
+
+    Status = ResultStatus
+
+    # No index of its own: every index below starts with the run (one B-tree
+    # less to update for each result stored).
+    run = models.ForeignKey(
+        Run, on_delete=models.CASCADE, related_name="results", db_index=False
+    )
+    item = models.ForeignKey(Item, on_delete=models.PROTECT, related_name="results")
+    item_index = models.PositiveIntegerField()
+    epoch = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=ResultStatus.choices)
+    output = models.JSONField(null=True, blank=True)
+    error_kind = models.CharField(max_length=16, choices=ErrorKind.choices, blank=True)
+    error_type = models.CharField(max_length=200, blank=True)
+    error_message = models.TextField(blank=True)
+    # The error's signature and its masked message (runs/analysis/signatures.py):
+    # the same failure, however its ids and numbers vary, has the same ones.
+    error_signature = models.CharField(max_length=64, blank=True)
+    error_pattern = models.CharField(max_length=300, blank=True)
+    attempts = models.JSONField(default=list)
+    latency_ms = models.FloatField(null=True, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    # The model the target reported (or was configured with) for its tokens.
+    model = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+    # Chosen for a retry that has not rewritten it yet: out of the run's
+    # counts until it is rewritten or the run ends (then it keeps its outcome).
+    retry_pending = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["run", "item_index", "epoch"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "item", "epoch"], name="result_run_item_epoch_unique"
+            )
+        ]
+        # Each index costs every result stored an update: none is a prefix of
+        # another ((run, status) is served by (run, status, latency_ms)).
+        indexes = [
+            models.Index(fields=["run", "item_index", "epoch"]),
+            models.Index(fields=["run", "finished_at"]),
+            # A run's error clusters: counted, and their first items read, on it.
+            models.Index(
+                fields=["run", "error_signature", "item_index", "epoch"],
+                name="result_run_signature_idx",
+            ),
+            # Latency percentiles of a run's succeeded results, read in order.
+            models.Index(fields=["run", "status", "latency_ms"]),
+            # Partial: only rows waiting for a retry (few, and briefly), so a
+            # lookup of a run's other rows never picks it over the unique index.
+            models.Index(
+                fields=["run"],
+                condition=Q(retry_pending=True),
+                name="result_run_retry_pending",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} #{self.item_index} epoch {self.epoch}: {self.status}"
+
+    @property
+    def attempt_count(self) -> int:
+        return len(self.attempts)
+
+
+class Score(models.Model):
+    # No index of its own: the unique (result, scorer) constraint's serves.
+    result = models.ForeignKey(
+        Result, on_delete=models.CASCADE, related_name="scores", db_index=False
+    )
+    scorer = models.CharField(max_length=100)
+    value = models.FloatField(null=True, blank=True)
+    passed = models.BooleanField(null=True, blank=True)
+    reason = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    # Of a failing score only: the signature of its reason, or of its error.
+    reason_signature = models.CharField(max_length=64, blank=True)
+    # A conditional scorer whose condition did not hold: neither passed nor
+    # failed, its reason says why ("skipped: exact_match passed").
+    skipped = models.BooleanField(default=False)
+    # What a judge model used for this score (llm_judge); empty for others.
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["result", "scorer"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["result", "scorer"], name="score_result_scorer_unique"
+            ),
+            models.CheckConstraint(
+                condition=Q(error="") | Q(value__isnull=True),
+                name="score_error_has_no_value",
+            ),
+            models.CheckConstraint(
+                condition=Q(skipped=False)
+                | Q(value__isnull=True, passed__isnull=True, error=""),
+                name="score_skipped_has_no_verdict",
+            ),
+        ]
+        indexes = [
+            # Failing scores only (the others have no reason signature): a
+            # run's are grouped without reading the scores table.
+            models.Index(
+                fields=["result", "scorer", "reason_signature"],
+                condition=~Q(reason_signature=""),
+                name="score_failing_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.scorer}={self.value}"
+
+
+class ScoringPass(models.Model):
+    """One pass of scorers over a run's stored outputs: the first, or a re-score.
+
+    A run's scores are what its passes wrote, each pass adding or replacing
+    scores by scorer name. The first pass is the run's own execution; it is
+    recorded from the run when the run is first re-scored (runs/rescore/services.py).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        COMPLETED = "completed", "Completed"
+        FAILED = "failed", "Failed"
+        INTERRUPTED = "interrupted", "Interrupted"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="passes")
+    initial = models.BooleanField(default=False)
+    # The scorer specs this pass ran ({"name", "kind", "params"}, cleaned).
+    scorers = models.JSONField(default=list)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    error = models.TextField(blank=True)
+    # Results with an output, to score; those whose scores are stored; and
+    # the scores of this pass that are errors (a scorer raised or timed out).
+    total = models.PositiveIntegerField(default=0)
+    scored = models.PositiveIntegerField(default=0)
+    errored = models.PositiveIntegerField(default=0)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    executor_id = models.CharField(max_length=100, blank=True)
+
+    class Meta:
+        ordering = ["run", "created_at", "id"]
+        constraints = [
+            # At most one pass of a run is under way at a time.
+            models.UniqueConstraint(
+                fields=["run"],
+                condition=Q(status__in=["pending", "running"]),
+                name="scoring_pass_one_active_per_run",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"scoring pass {self.pk} of run {self.run_id}: {self.status}"
+
+    @property
+    def active(self) -> bool:
+        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+
+    @property
+    def stale(self) -> bool:
+        """Under way on paper, but no executor has reported on it for a while."""
+        if not self.active:
+            return False
+        last_sign_of_life = self.heartbeat_at or self.created_at
+        age = (timezone.now() - last_sign_of_life).total_seconds()
+        return age >= HEARTBEAT_STALE_SECONDS
+
+    @property
+    def scorer_names(self) -> list[str]:
+        return [spec.get("name") or spec.get("kind") for spec in self.scorers]
+
+
+class RunFigures(models.Model):
+    """A finished run's summary and chart data, stored when it ends.
+
+    Read only while ``version`` is the run's ``results_version`` (with the
+    figures' format): a retry or a re-score that changes the results makes
+    them stale, and they are computed and stored again.
+    """
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="figures"
+    )
+    version = models.CharField(max_length=200)
+    data = models.JSONField()
+    computed_at = models.DateTimeField()
+    compute_seconds = models.FloatField()
+
+    class Meta:
+        verbose_name_plural = "run figures"
+
+    def __str__(self) -> str:
+        return f"figures of run {self.run_id}"
+
+
+class RunVerdicts(models.Model):
+    """A finished single-epoch run's verdict and value per item and scorer.
+
+    Stored when the run ends, beside its figures, and read by comparisons:
+    two runs' verdicts pair in memory instead of in a join of both runs'
+    results and scores. Read only under the run's ``results_version``, as
+    ``RunFigures``.
+    """
+
+    run = models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name="verdicts"
+    )
+    version = models.CharField(max_length=200)
+    scorers = models.JSONField()
+    data = models.BinaryField()
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "run verdicts"
+
+    def __str__(self) -> str:
+        return f"verdicts of run {self.run_id}"

@@ -1,0 +1,232 @@
+"""Runs, their statuses and their shards."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from runs.models.datasets import Dataset
+from runs.models.projects import Project, Target
+
+
+class RunStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    COMPLETED = "completed", "Completed"
+    COMPLETED_WITH_ERRORS = "completed_with_errors", "Completed with errors"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+# An executor beats every two seconds; after this long without a beat its run
+# is taken for orphaned and may be resumed by another.
+HEARTBEAT_STALE_SECONDS = 15.0
+
+FINAL_RUN_STATUSES = frozenset(
+    {
+        RunStatus.COMPLETED,
+        RunStatus.COMPLETED_WITH_ERRORS,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    }
+)
+
+
+class Run(models.Model):
+    Status = RunStatus
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    name = models.CharField(max_length=200, blank=True)
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="runs")
+    dataset_hash = models.CharField(max_length=64)
+    target = models.ForeignKey(
+        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # Frozen copies: what this run really used, whatever happens to the target.
+    target_name = models.CharField(max_length=200, blank=True)
+    target_kind = models.CharField(max_length=32)
+    target_config = models.JSONField(default=dict)
+    scorers = models.JSONField(default=list)
+    options = models.JSONField(default=dict)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="children",
+    )
+
+    status = models.CharField(
+        max_length=32,
+        choices=RunStatus.choices,
+        default=RunStatus.PENDING,
+        db_index=True,
+    )
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+
+    # Counts, kept in step with the stored results in the same transaction.
+    total = models.PositiveIntegerField(default=0)
+    succeeded = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    timed_out = models.PositiveIntegerField(default=0)
+    cancelled = models.PositiveIntegerField(default=0)
+    prompt_tokens = models.PositiveBigIntegerField(default=0)
+    completion_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.FloatField(default=0.0)
+    # Results whose tokens have no price: their cost is not in ``cost``.
+    unpriced = models.PositiveIntegerField(default=0)
+    # The price table as it was when the run first started (runs/calls/pricing.py):
+    # one run, one price per model, whatever is edited while it goes.
+    prices = models.JSONField(null=True, blank=True)
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    executor_id = models.CharField(max_length=100, blank=True)
+    # While the executor backs off after 429s: the concurrency it allows now.
+    throttle_limit = models.PositiveIntegerField(null=True, blank=True)
+    # Items its workers hold (attempting, backing off or scoring), as of the
+    # executor's last heartbeat.
+    in_flight = models.PositiveIntegerField(default=0)
+    # Moves each time stored results are taken back for a retry in the run.
+    revision = models.PositiveIntegerField(default=0)
+    # Retries spent out of the run's retry budget, by every executor of the
+    # run (its shards): counted here so that the budget is the run's.
+    retries_used = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.name or f"Run {self.pk}"
+
+    @property
+    def processed(self) -> int:
+        return self.succeeded + self.failed + self.timed_out + self.cancelled
+
+    @property
+    def scorer_names(self) -> list[str]:
+        """The run's scorers by the name their scores carry, in its order."""
+        return [spec.get("name") or spec.get("kind") for spec in self.scorers]
+
+    @property
+    def errored(self) -> int:
+        return self.failed + self.timed_out
+
+    @property
+    def skipped(self) -> int:
+        """Items that never produced a result (only meaningful once the run ended)."""
+        return max(self.total - self.processed, 0) if self.is_final else 0
+
+    @property
+    def pending(self) -> int:
+        return max(self.total - self.processed, 0) if not self.is_final else 0
+
+    @property
+    def in_flight_now(self) -> int:
+        """Pending items its executor holds now, as of its last heartbeat."""
+        return min(self.in_flight, self.pending) if self.alive else 0
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_RUN_STATUSES
+
+    @property
+    def alive(self) -> bool:
+        """An executor has reported on this unfinished run in the last seconds."""
+        if self.is_final or self.heartbeat_at is None:
+            return False
+        age = (timezone.now() - self.heartbeat_at).total_seconds()
+        return age < HEARTBEAT_STALE_SECONDS
+
+    @property
+    def results_version(self) -> str:
+        """Changes whenever a result or a score of this run is stored.
+
+        Results and scores are added, or rewritten in place by a retry, in
+        the transaction that moves the counts (executor/store.py); a retry
+        also moves ``revision``. What else rewrites them (a re-score) must
+        add what it moves here. Keys of what is cached from a run's results
+        (its results table, its scorer figures).
+        """
+        return ":".join(
+            str(part)
+            for part in (
+                self.pk,
+                self.created_at.timestamp(),
+                self.revision,
+                self.status,
+                self.finished_at and self.finished_at.timestamp(),
+                self.succeeded,
+                self.failed,
+                self.timed_out,
+                self.cancelled,
+            )
+        )
+
+    @property
+    def backing_off(self) -> bool:
+        return self.throttle_limit is not None and not self.is_final
+
+    @property
+    def wall_seconds(self) -> float | None:
+        if self.started_at is None or self.finished_at is None:
+            return None
+        return (self.finished_at - self.started_at).total_seconds()
+
+
+class RunShard(models.Model):
+    """A range of a run's items, executed as one procrastinate job.
+
+    Many workers execute shards of one run at once, so the claim, the
+    heartbeat and the end are per shard; the run ends when its last shard does
+    (``runs/executor/shard_store.py``).
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        DONE = "done"
+        CANCELLED = "cancelled"
+        # Ended early with an error that stops its whole run (fail fast, the
+        # deadline, storage, an executor error), or never ran for that: the
+        # run's other shards stop, and the run fails with the first error.
+        STOPPED = "stopped"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="shards")
+    # Item indexes start <= index < stop.
+    start = models.PositiveIntegerField()
+    stop = models.PositiveIntegerField()
+    job_id = models.BigIntegerField(null=True, blank=True)
+    status = models.CharField(
+        max_length=16, choices=Status.choices, default=Status.PENDING
+    )
+    # The executor that holds it now (host:pid:token), and when it last beat.
+    worker = models.CharField(max_length=100, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Items its executor holds now, as of its last heartbeat (the run's
+    # in_flight is the sum over its running shards).
+    in_flight = models.PositiveIntegerField(default=0)
+    # While its executor backs off after 429s, the concurrency it allows now
+    # (the run's throttle_limit is the smallest among its live shards).
+    throttle_limit = models.PositiveIntegerField(null=True, blank=True)
+    # How many times a worker claimed it: more than one after a crash or a
+    # hand-back.
+    claims = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["run", "start"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "start"], name="unique_shard_start")
+        ]
+        indexes = [models.Index(fields=["run", "status"])]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} items {self.start}-{self.stop - 1}"
