@@ -28,7 +28,7 @@ import django
 
 django.setup()
 
-from runs.executor.scoring import ScorerCall  # noqa: E402
+from runs.plugins.scoring import ScorerCall  # noqa: E402
 from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs  # noqa: E402
 from runs.targets import TargetInput  # noqa: E402
 

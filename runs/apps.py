@@ -22,6 +22,6 @@ class RunsConfig(AppConfig):
         # Built-in plug-ins register themselves on import; third-party ones
         # are listed in a setting.
         from runs import scorers, targets  # noqa: F401
-        from runs.plugins import load_plugins
+        from runs.plugins.loading import load_plugins
 
         load_plugins(settings.EVALSITE_PLUGINS)

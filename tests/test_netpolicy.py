@@ -287,7 +287,7 @@ async def test_a_refused_connection_is_a_permanent_target_error(
     )
     settings.EVALSITE_TARGET_DENY = ["127.0.0.0/8"]
     # Built as for a run whose configuration passed before the rule was added.
-    target = OpenAIChatTarget(config)
+    target = OpenAIChatTarget(OpenAIChatTarget.Params.model_construct(**config))
     try:
         with pytest.raises(Exception) as caught:
             await target.generate(_item("1+1"))

@@ -117,7 +117,7 @@ async def test_an_error_page_is_not_read_back(
 
 
 def test_a_json_error_message_is_quoted_short_and_printable() -> None:
-    target = OpenAIChatTarget({"base_url": "http://h/v1", "model": "m"})
+    target = OpenAIChatTarget.from_config({"base_url": "http://h/v1", "model": "m"})
     message = "model not found\x1b[31m " + "y" * 1000
     response = httpx.Response(404, json={"error": {"message": message}})
     with pytest.raises(Exception) as caught:
@@ -130,7 +130,7 @@ def test_a_json_error_message_is_quoted_short_and_printable() -> None:
 
 
 def test_a_custom_reason_phrase_is_not_read_back() -> None:
-    target = OpenAIChatTarget({"base_url": "http://h/v1", "model": "m"})
+    target = OpenAIChatTarget.from_config({"base_url": "http://h/v1", "model": "m"})
     response = httpx.Response(
         403, text="<html/>", extensions={"reason_phrase": b"root:x:0:0:root"}
     )
@@ -140,7 +140,7 @@ def test_a_custom_reason_phrase_is_not_read_back() -> None:
 
 
 def test_an_html_error_body_gives_only_the_status_line() -> None:
-    target = OpenAIChatTarget({"base_url": "http://h/v1", "model": "m"})
+    target = OpenAIChatTarget.from_config({"base_url": "http://h/v1", "model": "m"})
     response = httpx.Response(500, text=INTERNAL_PAGE)
     with pytest.raises(Exception) as caught:
         target.parse_response(response)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +16,13 @@ from django.urls import reverse
 from runs.management.commands.evalrun import Command
 from runs.models import Project, Run
 from runs.scorers import REGISTRY as SCORERS
+from runs.scorers import build_scorer
 from runs.targets import REGISTRY as TARGETS
+from runs.targets import TargetInput, build_target
 from tests.factories import make_dataset
 
 API = "/api/v1"
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 PLUGINS = ["tests.thirdparty_plugins", "tests.thirdparty_plugins.Shouting"]
 
 
@@ -134,3 +138,34 @@ def test_a_run_of_thirdparty_plugins_from_the_form(
     assert run.status == "completed"
     scores = dict(run.results.values_list("item__external_id", "scores__value"))
     assert scores == {"a": 1.0, "b": 0.0}
+
+
+def readme_plugin_example() -> str:
+    """The Python block of the README's plug-ins section."""
+    section = README.split("## Plug-ins", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_readme_example_loads_and_scores() -> None:
+    saved = dict(SCORERS)
+    namespace: dict[str, Any] = {"__name__": "readme_example"}
+    try:
+        exec(compile(readme_plugin_example(), "README.md", "exec"), namespace)
+        scorer = build_scorer({"name": "short", "kind": "short", "params": {}})
+        assert isinstance(scorer.params, namespace["ShortParams"])
+        outcome = await scorer.score(output="x" * 100, item=None)
+        assert outcome.passed is True
+        assert (await scorer.score(output="x" * 101, item=None)).passed is False
+    finally:
+        SCORERS.clear()
+        SCORERS.update(saved)
+
+
+async def test_a_plugin_written_for_dict_params_still_scores(thirdparty: None) -> None:
+    scorer = build_scorer({"name": "s", "kind": "shouting", "params": {}})
+    outcome = await scorer.score(output="HELLO there", item=None)
+    assert outcome.passed is True  # 5 of 10 letters: min_ratio 0.5, read as a key
+    target = build_target("parrot", {"prefix": "> ", "repeat": 2})
+    await target.prepare()  # a hook it does not define: the declared default
+    answer = await target.generate(TargetInput(index=0, external_id="a", input="hi"))
+    assert answer.output == "> hi hi"

@@ -29,7 +29,7 @@ from django.db.models import Func, IntegerField
 from django.utils.text import slugify
 
 from runs.models import Result, Run, Score
-from runs.scorers import REGISTRY
+from runs.plugins.scorers import SCORERS
 
 CHUNK_SIZE = 1000
 
@@ -141,7 +141,7 @@ def _scorer_fields(run: Run, *, skipped: bool) -> list[tuple[str, tuple[str, ...
     fields = []
     for spec in run.scorers:
         name = spec.get("name") or spec.get("kind")
-        plugin = REGISTRY.get(spec.get("kind", ""))
+        plugin = SCORERS.get(spec.get("kind", ""))
         usage = USAGE_FIELDS if getattr(plugin, "reports_usage", False) else ()
         flag = ("skipped",) if skipped else ()
         fields.append((name, (*SCORE_FIELDS, *flag, *usage)))

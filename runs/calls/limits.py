@@ -9,40 +9,15 @@ run; the bucket's maths (``reservation``) is here, one for every store.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
-from runs.models import ErrorKind
-
 THROTTLE_BURST = 3  # this many 429s ...
 THROTTLE_WINDOW = 10.0  # ... within this many seconds halve the concurrency
 THROTTLE_COOLDOWN = 1.0  # at most one halving per this many seconds
-# Only these failures are tried again: a deterministic failure would fail the
-# same way, and a quota is not restored by waiting seconds.
-RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
-
-
-class Backoff:
-    """How long to wait before retry ``number`` (1 for the first retry).
-
-    Exponential with full jitter, capped; a server's Retry-After wins. The
-    target's attempts (``items.py``) and a judge's calls use it alike.
-    """
-
-    def __init__(self, base: float = 0.5, maximum: float = 30.0) -> None:
-        self.base = base
-        self.maximum = maximum
-        self.random = random.Random()
-
-    def delay(self, number: int, retry_after: float | None = None) -> float:
-        if retry_after is not None:
-            return retry_after  # already capped when parsed
-        ceiling = min(self.maximum, self.base * 2 ** (number - 1))
-        return self.random.uniform(0, ceiling)
 
 
 class RateLimiter:

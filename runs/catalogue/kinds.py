@@ -6,18 +6,18 @@ import json
 from typing import Any
 
 from runs.plugins import Plugin, catalogue_entry, describe
-from runs.scorers import REGISTRY as SCORERS
-from runs.targets import REGISTRY as TARGETS
+from runs.plugins.scorers import SCORERS
+from runs.plugins.targets import TARGETS
 
 
 def scorer_kinds() -> list[dict[str, Any]]:
     """``GET /api/v1/scorers``: every scorer kind, by kind."""
-    return [catalogue_entry(cls) for _, cls in sorted(SCORERS.items())]  # type: ignore[arg-type]  # kinds are Plugins
+    return [catalogue_entry(cls) for _, cls in sorted(SCORERS.items())]
 
 
 def target_kinds() -> list[dict[str, Any]]:
     """``GET /api/v1/targets/kinds``: every target kind, by kind."""
-    return [catalogue_entry(cls) for _, cls in sorted(TARGETS.items())]  # type: ignore[arg-type]  # kinds are Plugins
+    return [catalogue_entry(cls) for _, cls in sorted(TARGETS.items())]
 
 
 def _page_entry(plugin: type[Plugin]) -> dict[str, Any]:
@@ -30,6 +30,6 @@ def _page_entry(plugin: type[Plugin]) -> dict[str, Any]:
 
 def plugin_catalogue() -> dict[str, Any]:
     """The catalogue page's context."""
-    targets = [_page_entry(cls) for _, cls in sorted(TARGETS.items())]  # type: ignore[arg-type]  # kinds are Plugins
-    scorers = [_page_entry(cls) for _, cls in sorted(SCORERS.items())]  # type: ignore[arg-type]  # kinds are Plugins
+    targets = [_page_entry(cls) for _, cls in sorted(TARGETS.items())]
+    scorers = [_page_entry(cls) for _, cls in sorted(SCORERS.items())]
     return {"sections": [("Targets", targets), ("Scorers", scorers)]}

@@ -7,6 +7,8 @@ from typing import Any
 from ninja import Field, Schema
 
 from runs.plugins import json_schema
+from runs.plugins.scorers import SCORERS
+from runs.plugins.targets import TARGETS
 
 
 class PluginKindOut(Schema):
@@ -28,16 +30,9 @@ class ScorerKindOut(PluginKindOut):
 
 def kinds_schema(registry: str) -> Any:
     def extra(schema: dict[str, Any]) -> None:
-        from runs.scorers import REGISTRY as SCORERS
-        from runs.targets import REGISTRY as TARGETS
-
-        params = (
-            {kind: cls.Params for kind, cls in TARGETS.items()}
-            if registry == "targets"
-            else {kind: cls.Params for kind, cls in SCORERS.items()}
-        )
+        plugins = TARGETS if registry == "targets" else SCORERS
         schema["x-parameters-by-kind"] = {
-            kind: json_schema(model) for kind, model in sorted(params.items())
+            kind: json_schema(cls.Params) for kind, cls in sorted(plugins.items())
         }
 
     return extra

@@ -39,19 +39,18 @@ from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
 from runs.executor import shard_store, store
 from runs.executor.buffer import ResultBuffer
-from runs.executor.items import ItemRunner, WorkItem, cut_attempt, now
+from runs.executor.items import ItemRunner, Limits, WorkItem, cut_attempt, now
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.stops import Stop, StorageUnavailable
 from runs.executor.store import ResultRecord, RunSpec
 from runs.models import ErrorKind, Result, RunStatus
+from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
+from runs.plugins.targets import build_target
 from runs.pools.shares import owner, scoring_for
-from runs.scorers import build_scorer
-from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets.redaction import NO_SECRETS, Redactor
 from runs.secrets.store import arun_scorer_contexts, arun_target_context
-from runs.targets import build_target
 
 logger = logging.getLogger(__name__)
 
@@ -435,23 +434,12 @@ class Execution:
             ]
             await scorers_prepare(scorers)
             # A target that wraps a scorer (the scorer target) prepares it too.
-            prepare = getattr(target, "prepare", None)
-            if prepare is not None:
-                await prepare()
+            await target.prepare()
         except ConfigError as exc:
             return await self.finish(error=f"configuration: {exc}")
         # Compiled once per execution, off the loop (tens of milliseconds).
         self.redactor = await asyncio.to_thread(
             Redactor.of, context, *contexts.values()
-        )
-        self.runner = ItemRunner(
-            target=target,
-            scorers=scorers,
-            options=self.options,
-            conditions=conditions_of(self.spec.scorers),
-            prices=self.prices,
-            model=configured_model(self.spec.target_config),
-            redactor=self.redactor,
         )
         # The target's rate and back-off and the run's retry budget, shared
         # with every other executor of any run (shared_limits.py).
@@ -462,7 +450,20 @@ class Execution:
             ),
             options=self.options,
         )
-        self.pacing.fit(self.runner)
+        self.runner = ItemRunner(
+            target=target,
+            scorers=scorers,
+            options=self.options,
+            conditions=conditions_of(self.spec.scorers),
+            prices=self.prices,
+            model=configured_model(self.spec.target_config),
+            redactor=self.redactor,
+            limits=Limits(
+                concurrency=self.pacing.concurrency,
+                rate=self.pacing.rate,
+                budget=self.pacing.budget,
+            ),
+        )
         await events.publish_run_update(self.spec.id)
         self.check_budget()  # resumed with the budget already spent
         try:
@@ -475,9 +476,7 @@ class Execution:
             await self.pacing.aclose()
             await target.aclose()
             for scorer in scorers:
-                close = getattr(scorer, "aclose", None)
-                if close is not None:
-                    await close()
+                await scorer.aclose()
 
     async def run_workers(self) -> str:
         workers = [

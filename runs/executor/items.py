@@ -8,30 +8,24 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.utils import timezone
 
-from runs.calls.limits import (
-    RETRYABLE,
-    AdaptiveConcurrency,
-    Backoff,
-    RateLimiter,
-    RetryBudget,
-)
+from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.calls.pricing import PriceTable, token_count
+from runs.calls.retry import Backoff, RetryPolicy
 from runs.executor.options import RunOptions
-from runs.executor.scoring import ScorerCall
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
-from runs.scorers import ScoreOutcome, Scorer
-from runs.scorers.base import Condition, ScorerError
+from runs.plugins.scorers import Condition, ScoreOutcome, Scorer, ScorerError
+from runs.plugins.scoring import ScorerCall
+from runs.plugins.targets import Target, TargetError, TargetInput, TargetOutput
 from runs.secrets.redaction import NO_SECRETS, Redactor
-from runs.targets import Target, TargetError, TargetInput, TargetOutput
 
 RAW_BODY_LIMIT = 20_000
 MODEL_CHARS = 200  # as Result.model
-__all__ = ["RETRYABLE", "ItemRunner", "WorkItem"]
+__all__ = ["ItemRunner", "Limits", "WorkItem"]
 
 
 def now() -> datetime:
@@ -84,6 +78,50 @@ def cut_attempt(attempt: dict[str, Any]) -> None:
             attempt[key] = attempt[key][:limit]
 
 
+class Concurrency(Protocol):
+    limit: int
+
+    @property
+    def backing_off(self) -> bool: ...
+
+    def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
+
+    def succeeded(self) -> None: ...
+
+    def throttled(self) -> None: ...
+
+
+class Rate(Protocol):
+    async def acquire(self) -> None: ...
+
+
+class Budget(Protocol):
+    async def take(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What paces an item runner's calls: its concurrency, its request rate
+    and its retry budget. Built by one owner: these, local to the runner, or
+    an execution's, shared with every other (``shared_limits.Pacing``)."""
+
+    concurrency: Concurrency
+    rate: Rate | None
+    budget: Budget
+
+    @classmethod
+    def local(cls, options: RunOptions) -> Limits:
+        return cls(
+            concurrency=AdaptiveConcurrency(
+                options.concurrency, adaptive=options.adaptive_concurrency
+            ),
+            rate=RateLimiter(options.rate_limit_rpm)
+            if options.rate_limit_rpm
+            else None,
+            budget=RetryBudget(options.retry_budget),
+        )
+
+
 class ItemRunner:
     """Runs items against one target with the run's pacing and scorers."""
 
@@ -97,6 +135,7 @@ class ItemRunner:
         prices: PriceTable | None = None,
         model: str | None = None,
         redactor: Redactor = NO_SECRETS,
+        limits: Limits | None = None,
     ) -> None:
         self.target = target
         self.scorers = scorers
@@ -110,15 +149,15 @@ class ItemRunner:
         # The secrets of the run's target and scorers, replaced in every text
         # an item leaves (``redact_attempt``, ``redact_scores``).
         self.redactor = redactor
-        self.concurrency = AdaptiveConcurrency(
-            options.concurrency, adaptive=options.adaptive_concurrency
-        )
-        self.rate = (
-            RateLimiter(options.rate_limit_rpm) if options.rate_limit_rpm else None
-        )
-        self.budget = RetryBudget(options.retry_budget)
-        self.backoff_policy = Backoff(
-            options.backoff_base_seconds, options.backoff_max_seconds
+        # Given by the execution (shared across processes), else its own.
+        limits = limits or Limits.local(options)
+        self.concurrency = limits.concurrency
+        self.rate = limits.rate
+        self.budget = limits.budget
+        self.retry_policy = RetryPolicy(
+            options.max_attempts,
+            options.timeout_seconds,
+            Backoff(options.backoff_base_seconds, options.backoff_max_seconds),
         )
 
     async def run(self, work: WorkItem, record: ResultRecord) -> None:
@@ -156,23 +195,23 @@ class ItemRunner:
             if attempt.get("http_status") == 429:
                 self.concurrency.throttled()
             self.record_failure(record, attempt, failure)
-            if failure.kind not in RETRYABLE or number == options.max_attempts:
+            if not self.retry_policy.retries(number, failure):
                 return
             if not await self.budget.take():
                 attempt["note"] = "the run's retry budget is spent: not retried"
                 return
-            await asyncio.sleep(self.backoff(number, failure.retry_after))
+            await asyncio.sleep(self.retry_policy.delay(number, failure))
 
     async def attempt(
         self, item: TargetInput, record: ResultRecord, attempt: dict[str, Any]
     ) -> Failure | None:
         """One call under the per-attempt timeout; None when it succeeded."""
         try:
-            async with asyncio.timeout(self.options.timeout_seconds):
+            async with asyncio.timeout(self.retry_policy.timeout):
                 answer = await self.target.generate(item)
         except TimeoutError:
             attempt["outcome"] = "timeout"
-            message = f"attempt exceeded {self.options.timeout_seconds:g} s"
+            message = f"attempt exceeded {self.retry_policy.timeout:g} s"
             return Failure(
                 ErrorKind.TIMEOUT, "Timeout", message, Result.Status.TIMED_OUT
             )
@@ -265,10 +304,6 @@ class ItemRunner:
         record.error_type = failure.error_type
         record.error_message = failure.message
 
-    def backoff(self, number: int, retry_after: float | None) -> float:
-        """Exponential backoff with full jitter; a server's Retry-After wins."""
-        return self.backoff_policy.delay(number, retry_after)
-
     async def score(
         self,
         output: Any,
@@ -353,9 +388,8 @@ class ItemRunner:
             return self.score_inline(call)
         # A scorer with its own concurrency limit (a judge): waiting for a
         # turn is not its work, so the scorer timeout starts once it has one.
-        limiter = getattr(scorer, "limiter", None) or contextlib.nullcontext()
         try:
-            async with limiter:
+            async with scorer.turn():
                 async with asyncio.timeout(timeout):
                     outcome = await call.run()
         except TimeoutError:

@@ -31,12 +31,11 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
+from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
+from runs.plugins.targets import TargetInput, TargetOutput
 from runs.pools.shares import owner, scoring_for
-from runs.scorers import build_scorer
-from runs.scorers.base import conditions_of, scorers_prepare
 from runs.secrets.redaction import Redactor
 from runs.secrets.store import arun_scorer_contexts
-from runs.targets import TargetInput, TargetOutput
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +53,9 @@ class NoTarget:
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         raise RuntimeError("a scoring pass never calls the target")
+
+    async def prepare(self) -> None:
+        return None
 
     async def aclose(self) -> None:
         return None

@@ -415,7 +415,7 @@ class SharedRetryBudget:
 
 
 class Pacing:
-    """The shared limits of one execution, fitted to its item runner."""
+    """The shared limits of one execution, given to its item runner."""
 
     def __init__(self, *, run_id: int, key: str, options: RunOptions) -> None:
         self.key = key
@@ -432,12 +432,6 @@ class Pacing:
             else None
         )
         self.budget = SharedRetryBudget(run_id, options.retry_budget)
-
-    def fit(self, runner: Any) -> None:
-        """Give the runner the shared limits in place of its own."""
-        runner.concurrency = self.concurrency
-        runner.rate = self.rate
-        runner.budget = self.budget
 
     async def sync(self) -> None:
         """Take up the back-off other workers announced (each watch tick)."""

@@ -38,7 +38,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
                 help_text=f"the scorer's name (default {kind}); a name the run "
                 "has replaces its scores",
             )
-        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
+        self.add_plugin_fields(SCORERS)
         self.error_paths = {}
 
     def scorer_specs(self) -> list[dict[str, Any]]:
@@ -48,7 +48,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
             where = f"scorers[{position}]"
             name_field = NAME_PREFIX + kind
             self.error_paths[f"{where}.name"] = name_field
-            params = self.plugin_values(kind, SCORERS[kind], path=f"{where}.params")  # type: ignore[arg-type]  # kinds are Plugins
+            params = self.plugin_values(kind, SCORERS[kind], path=f"{where}.params")
             spec: dict[str, Any] = {"kind": kind, "params": params}
             name = self.cleaned_data.get(name_field, "").strip()
             if name:
@@ -57,7 +57,7 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
         return specs
 
     def scorer_sections(self) -> list[dict[str, Any]]:
-        sections = self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
+        sections = self.plugin_sections("scorers", SCORERS)
         for section in sections:
             section["fields"].insert(0, self[NAME_PREFIX + section["kind"]])
         return sections

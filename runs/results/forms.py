@@ -65,7 +65,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
         form_field(self, "scorers", forms.ChoiceField).choices = [
             (kind, cls.label) for kind, cls in sorted(SCORERS.items())
         ]
-        self.add_plugin_fields(SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
+        self.add_plugin_fields(SCORERS)
         for param in option_params():
             self.fields[param.name] = param_field(param)
         self.error_paths = {"target_config": "target"}
@@ -93,7 +93,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
         specs: list[Any] = []
         for position, kind in enumerate(data["scorers"]):
             path = f"scorers[{position}].params"
-            params = self.plugin_values(kind, SCORERS[kind], path=path)  # type: ignore[arg-type]  # kinds are Plugins
+            params = self.plugin_values(kind, SCORERS[kind], path=path)
             specs.append({"kind": kind, "params": params})
         for spec in data.get("scorer_specs") or []:
             self.error_paths[f"scorers[{len(specs)}]"] = "scorer_specs"
@@ -111,7 +111,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
         }
 
     def scorer_sections(self) -> list[dict[str, Any]]:
-        return self.plugin_sections("scorers", SCORERS)  # type: ignore[arg-type]  # kinds are Plugins
+        return self.plugin_sections("scorers", SCORERS)
 
     def option_groups(self) -> list[tuple[str, str, list[forms.BoundField]]]:
         groups = []

@@ -9,9 +9,9 @@ import re2
 from pydantic import Field, field_validator
 
 from runs.plugins import Params
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.scorers.text import collapse_whitespace, slices
-from runs.targets.base import TargetInput
 
 # Fixed patterns, run with RE2: linear in the output, the GIL released.
 _OPEN = r"(?:\*\*|__|\$|\\boxed\{|\\text(?:bf)?\{|\(|\[|\"|')*"
@@ -115,13 +115,13 @@ class Choice(ScorerPlugin):
     Params = ChoiceParams
     example: ClassVar[dict[str, Any]] = {"letters": "ABCDE", "options_field": "choices"}
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: ChoiceParams) -> None:
         self.name = name
         self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         options = self._options(item)
-        letters = self.params["letters"]
+        letters = self.params.letters
         if options:
             letters = letters[: len(options)]
         expected = self._expected(item, letters, options)
@@ -142,19 +142,19 @@ class Choice(ScorerPlugin):
         )
 
     def _options(self, item: TargetInput) -> dict[str, str]:
-        path = self.params.get("options_field", "").strip()
+        path = self.params.options_field.strip()
         value: Any = item.metadata if path else None
         for part in path.split(".") if path else []:
             value = value.get(part) if isinstance(value, dict) else None
         if isinstance(value, list) and value:
-            if len(value) > len(self.params["letters"]):
+            if len(value) > len(self.params.letters):
                 raise ValueError(
                     f"the item has {len(value)} options in metadata.{path} but "
-                    f"only the letters {self.params['letters']} (letters)"
+                    f"only the letters {self.params.letters} (letters)"
                 )
             return {
                 letter: as_text(text)
-                for letter, text in zip(self.params["letters"], value, strict=False)
+                for letter, text in zip(self.params.letters, value, strict=False)
             }
         if isinstance(value, dict) and value:
             return {str(key).strip().upper(): as_text(v) for key, v in value.items()}

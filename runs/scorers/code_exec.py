@@ -7,9 +7,9 @@ from pydantic import Field, model_validator
 
 from runs.errors import ConfigError
 from runs.plugins import FieldError, Params
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.sandbox import Limits, Program, SandboxUnavailable, mode, run_program
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
-from runs.targets.base import TargetInput
 
 
 class CodeExecParams(Params):
@@ -129,17 +129,17 @@ class CodeExec(ScorerPlugin):
     }
     needs_expected: ClassVar[bool] = False
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: CodeExecParams) -> None:
         self.name = name
         self.params = params
         self.limits = Limits(
-            wall_seconds=params["timeout_seconds"],
-            cpu_seconds=params["cpu_seconds"],
-            memory_mb=params["memory_mb"],
-            processes=params["processes"],
-            file_size_mb=params["file_size_mb"],
-            open_files=params["open_files"],
-            output_kb=params["max_output_kb"],
+            wall_seconds=params.timeout_seconds,
+            cpu_seconds=params.cpu_seconds,
+            memory_mb=params.memory_mb,
+            processes=params.processes,
+            file_size_mb=params.file_size_mb,
+            open_files=params.open_files,
+            output_kb=params.max_output_kb,
         )
 
     async def prepare(self) -> None:
@@ -152,18 +152,18 @@ class CodeExec(ScorerPlugin):
     def program(self, *, output: Any, item: TargetInput) -> Program:
         """The program to run; ValueError naming a missing field."""
         metadata = item.metadata or {}
-        test = metadata.get(self.params["test_field"])
-        entry_point = metadata.get(self.params["entry_point_field"])
+        test = metadata.get(self.params.test_field)
+        entry_point = metadata.get(self.params.entry_point_field)
         for field, value in (
-            (self.params["test_field"], test),
-            (self.params["entry_point_field"], entry_point),
+            (self.params.test_field, test),
+            (self.params.entry_point_field, entry_point),
         ):
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"the item's metadata has no {field!r} text")
         assert isinstance(test, str) and isinstance(entry_point, str)
         if not entry_point.strip().isidentifier():
             raise ValueError(f"entry point {entry_point!r} is not a Python name")
-        prompt = as_text(item.input) if self.params["include_input"] else ""
+        prompt = as_text(item.input) if self.params.include_input else ""
         candidate = "\n".join([prompt, as_text(output)]) + "\n"
         return Program(candidate=candidate, tests=test, entry_point=entry_point.strip())
 

@@ -4,15 +4,15 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.scorers.base import (
+from runs.plugins.scorers import (
     INLINE_CHARS,
     ScoreOutcome,
     ScorerPlugin,
     as_text,
     register,
 )
+from runs.plugins.targets import TargetInput
 from runs.scorers.text import NormaliseParams, expected_answers, normalise
-from runs.targets.base import TargetInput
 
 
 class ExactMatchParams(NormaliseParams):
@@ -36,7 +36,7 @@ class ExactMatch(ScorerPlugin):
     example: ClassVar[dict[str, Any]] = {"strip": True, "ignore_case": True}
     inline_chars: ClassVar[int] = INLINE_CHARS
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: ExactMatchParams) -> None:
         self.name = name
         self.params = params
 

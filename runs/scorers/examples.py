@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.targets.base import TargetInput
+from runs.plugins.targets import TargetInput
 
 
 def non_empty(output: Any, item: TargetInput) -> bool:

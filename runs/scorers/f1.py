@@ -9,9 +9,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.scorers.text import SLICE, expected_answers
-from runs.targets.base import TargetInput
 
 # SQuAD's official normalisation (evaluate-v2.0.py): lower case, drop ASCII
 # punctuation, drop the articles a, an and the, split on whitespace.
@@ -89,7 +89,7 @@ class TokenF1(ScorerPlugin):
     Params = F1Params
     example: ClassVar[dict[str, Any]] = {"threshold": 0.5}
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: F1Params) -> None:
         self.name = name
         self.params = params
 
@@ -102,12 +102,12 @@ class TokenF1(ScorerPlugin):
             if value > best[0]:
                 best = (value, precision, recall, answer)
         value, precision, recall, answer = best
-        passed = value >= self.params["threshold"]
+        passed = value >= self.params.threshold
         relation = "at least" if passed else "below"
         return ScoreOutcome(
             value,
             passed,
-            f"F1 {value:.3f} ({relation} {self.params['threshold']:g}) against "
+            f"F1 {value:.3f} ({relation} {self.params.threshold:g}) against "
             f"{answer[:200]!r}: precision {precision:.3f}, recall {recall:.3f} "
             f"over {predicted.total():,} output tokens",
         )

@@ -4,16 +4,16 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.scorers.base import (
+from runs.plugins.scorers import (
     INLINE_CHARS,
     ScoreOutcome,
     ScorerPlugin,
     as_text,
     register,
 )
+from runs.plugins.targets import TargetInput
 from runs.scorers.patterns import contains_whole
 from runs.scorers.text import NormaliseParams, expected_answers, normalise
-from runs.targets.base import TargetInput
 
 
 class IncludesParams(NormaliseParams):
@@ -45,14 +45,14 @@ class Includes(ScorerPlugin):
     example: ClassVar[dict[str, Any]] = {"ignore_case": True, "strip": True}
     inline_chars: ClassVar[int] = INLINE_CHARS
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: IncludesParams) -> None:
         self.name = name
         self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)
         text = normalise(as_text(output), self.params)
-        whole = self.params.get("whole_words", True)
+        whole = self.params.whole_words
         needles = [(a, normalise(a, self.params)) for a in answers]
         needles = [(answer, needle) for answer, needle in needles if needle]
         if not needles:

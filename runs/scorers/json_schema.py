@@ -8,13 +8,13 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from runs.plugins import FieldError, Params
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.targets import TargetInput
 from runs.pools.json_schemas import schema_problem
 from runs.pools.json_validation import judge, patterns, single_pass_size
 from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 from runs.pools.threads import run_in_thread
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
 from runs.scorers.patterns import compile_user_pattern
-from runs.targets.base import TargetInput
 
 # The pool's own limit on one validation, for a caller without a timeout:
 # the longest scorer timeout a run may set. The run's timeout comes first.
@@ -118,16 +118,16 @@ class Json(ScorerPlugin):
     }
     needs_expected: ClassVar[bool] = False
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: JsonParams) -> None:
         self.name = name
         self.params = params
-        schema = params.get("schema")
+        schema = params.schema
         # As text: what a worker process caches its validator by.
         self.schema_text = None if schema is None else json.dumps(schema)
         self.single_pass = None if schema is None else single_pass_size(schema)
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        limit = self.params["max_chars"]
+        limit = self.params.max_chars
         if isinstance(output, str) and len(output) > limit:
             return ScoreOutcome(
                 0.0,
@@ -136,15 +136,15 @@ class Json(ScorerPlugin):
                 "are read (max_chars)",
             )
         schema_text, source = self.schema_text, "the schema"
-        if schema_text is None and self.params.get("schema_field"):
+        if schema_text is None and self.params.schema_field:
             schema_text, source = self._item_schema(item)
         check = functools.partial(
             judge,
             output,
             schema_text,
-            fenced=self.params["fenced"],
+            fenced=self.params.fenced,
             max_chars=limit,
-            max_depth=self.params["max_depth"],
+            max_depth=self.params.max_depth,
             schema_source=source,
         )
         if self.bounded(output, from_item=schema_text is not self.schema_text):
@@ -181,7 +181,7 @@ class Json(ScorerPlugin):
     def _item_schema(self, item: TargetInput) -> tuple[str, str]:
         """The item's schema as JSON text (checked in the worker), and where
         it is."""
-        path = self.params["schema_field"]
+        path = self.params.schema_field or ""  # called only when it is set
         schema: Any = item.metadata
         for part in path.split("."):
             if not isinstance(schema, dict) or part not in schema:

@@ -4,23 +4,23 @@ import asyncio
 import json
 import math
 import re
+import warnings
 from typing import Any, ClassVar, Literal, TypedDict, TypeGuard
 
 from pydantic import Field, field_validator, model_validator
 
-from runs.calls.limits import RETRYABLE, Backoff
 from runs.calls.pricing import cost_of
+from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.models import ErrorKind
-from runs.plugins import FieldError
-from runs.scorers.base import (
+from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins.scorers import (
     ScoreOutcome,
     ScorerError,
     ScorerPlugin,
     as_text,
     register,
 )
-from runs.secrets.store import SecretRef, TargetContext
-from runs.targets.base import TargetError, TargetInput
+from runs.plugins.targets import TargetError, TargetInput
 from runs.targets.chat_client import (
     SECRETS,
     ChatClient,
@@ -60,6 +60,13 @@ _SCORE = re.compile(
     re.IGNORECASE,
 )
 _BARE_NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*\d+)?\s*[.!]?\s*")
+# The judge's call limit was named ``concurrency``, like the run option that
+# limits the target's calls; configurations stored under that name still load.
+FORMER_CALL_LIMIT = "concurrency"
+CALL_LIMIT_RENAMED = (
+    "llm_judge: the parameter 'concurrency' is deprecated and read as "
+    "'max_parallel_calls'; name it max_parallel_calls"
+)
 DEFAULT_TEMPLATE = """Grade the answer below.
 
 Question:
@@ -135,11 +142,14 @@ class LLMJudgeParams(EndpointParams):
     max_tokens: int | None = Field(
         None, ge=1, le=1_000_000, description="Most tokens a reply may have."
     )
-    concurrency: int = Field(
+    max_parallel_calls: int = Field(
         4,
         ge=1,
         le=1024,
-        description="Judge calls in flight at once, for this scorer in a run.",
+        description=(
+            "Judge calls in flight at once, for this scorer in a run "
+            "(formerly concurrency)."
+        ),
     )
     max_attempts: int = Field(
         3,
@@ -171,6 +181,27 @@ class LLMJudgeParams(EndpointParams):
         default_factory=dict,
         description="Further JSON fields of every request body (seed, ...).",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _former_names(cls, data: Any) -> Any:
+        """Stored runs and older API clients name the call limit ``concurrency``:
+        it is read as ``max_parallel_calls``, with a deprecation warning."""
+        if not isinstance(data, dict) or FORMER_CALL_LIMIT not in data:
+            return data
+        data = dict(data)
+        value = data.pop(FORMER_CALL_LIMIT)
+        if data.get("max_parallel_calls") is not None:
+            if value is not None and value != data["max_parallel_calls"]:
+                raise FieldError(
+                    FORMER_CALL_LIMIT,
+                    "is the former name of max_parallel_calls: give only "
+                    "max_parallel_calls",
+                )
+            return data
+        warnings.warn(CALL_LIMIT_RENAMED, DeprecationWarning, stacklevel=2)
+        data["max_parallel_calls"] = value
+        return data
 
     @field_validator("prompt_template")
     @classmethod
@@ -213,7 +244,7 @@ class LLMJudge(ScorerPlugin):
     (an object with a verdict or a score key). The judge's whole reply is the
     reason, with its tokens and model. Calls are retried like a target's
     (transient failures only, honouring Retry-After) and limited to
-    ``concurrency`` at once. A call that still fails, or a reply that cannot
+    ``max_parallel_calls`` at once. A call that still fails, or a reply that cannot
     be read, is a scorer error with the reply kept.
     """
 
@@ -225,40 +256,47 @@ class LLMJudge(ScorerPlugin):
         "model": "gpt-4o-mini",
         "api_key_secret": "OPENAI_API_KEY",
         "verdict_format": "pass_fail",
-        "concurrency": 4,
+        "max_parallel_calls": 4,
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
     needs_expected: ClassVar[bool] = False
     reports_usage: ClassVar[bool] = True
 
     @classmethod
-    def requires_expected(cls, params: dict[str, Any]) -> bool:
+    def requires_expected(cls, params: dict[str, Any]) -> bool:  # a cleaned config
         template = params.get("prompt_template", DEFAULT_TEMPLATE)
         return any(name == "expected" for name in template_names(template))
 
     def __init__(
-        self, name: str, params: dict[str, Any], context: TargetContext | None = None
+        self,
+        name: str,
+        params: LLMJudgeParams,
+        context: TargetContext | None = None,
     ) -> None:
         self.name = name
         self.params = params
         self.client = ChatClient(params, context)
         # One limiter per scorer instance, so per run: the executor holds a
         # turn around each call of score (``items.py``).
-        self.limiter = asyncio.Semaphore(params["concurrency"])
-        self.backoff = Backoff(
-            params["backoff_base_seconds"], params["backoff_max_seconds"]
+        self.limiter = asyncio.Semaphore(params.max_parallel_calls)
+        self.retry_policy = RetryPolicy(
+            params.max_attempts,
+            params.timeout_seconds,
+            Backoff(params.backoff_base_seconds, params.backoff_max_seconds),
         )
-        self.threshold = params.get(
-            "pass_threshold", DEFAULT_THRESHOLDS.get(params["verdict_format"])
-        )
+        threshold = params.pass_threshold
+        if threshold is None:
+            # pass_fail has none and reads none.
+            threshold = DEFAULT_THRESHOLDS.get(params.verdict_format, 0.5)
+        self.threshold = threshold
 
     # -- the prompt --------------------------------------------------------------
 
     def instructions(self) -> str:
-        fmt = self.params["verdict_format"]
+        fmt = self.params.verdict_format
         if fmt != "json":
             return INSTRUCTIONS[fmt]
-        verdict, score = self.params["json_verdict_key"], self.params["json_score_key"]
+        verdict, score = self.params.json_verdict_key, self.params.json_score_key
         return (
             f'Reply with only a JSON object: {{"reasoning": "...", "{verdict}": '
             f'"pass" or "fail", "{score}": a number from 0 to 1}}.'
@@ -277,48 +315,42 @@ class LLMJudge(ScorerPlugin):
             "format": self.instructions(),
         }
         try:
-            prompt = fill_template(self.params["prompt_template"], fields)
+            prompt = fill_template(self.params.prompt_template, fields)
         except MissingField as exc:
             raise ScorerError(
                 f"the judge's template names {{{exc.name}}}, which item "
                 f"{item.external_id!r} does not have"
             ) from None
         messages = []
-        if self.params["system_prompt"]:
-            messages.append({"role": "system", "content": self.params["system_prompt"]})
+        if self.params.system_prompt:
+            messages.append({"role": "system", "content": self.params.system_prompt})
         messages.append({"role": "user", "content": prompt})
         return messages
 
     # -- the call --------------------------------------------------------------
 
     async def ask(self, messages: list[dict[str, str]]) -> ChatReply:
-        """One judge call with the executor's retry rules; ScorerError when it fails."""
+        """One judge call under the call policy (``runs.calls.retry``), as a
+        target's attempts are; ScorerError when it fails."""
+        params = self.params
         payload: dict[str, Any] = {
-            **self.params["extra_body"],
-            "model": self.params["model"],
+            **params.extra_body,
+            "model": params.model,
             "messages": messages,
         }
-        for key in ("temperature", "max_tokens"):
-            if self.params.get(key) is not None:
-                payload[key] = self.params[key]
-        attempts = self.params["max_attempts"]
-        timeout = self.params["timeout_seconds"]
-        for number in range(1, attempts + 1):
-            try:
-                async with asyncio.timeout(timeout):
-                    return await self.client.complete(payload)
-            except TimeoutError:
-                failure = TargetError(
-                    f"judge call exceeded {timeout:g} s",
-                    kind=ErrorKind.TIMEOUT,
-                    error_type="Timeout",
-                )
-            except TargetError as exc:
-                failure = exc
-            if failure.kind not in RETRYABLE or number == attempts:
-                raise self.failed(failure, number)
-            await asyncio.sleep(self.backoff.delay(number, failure.retry_after))
-        raise AssertionError("unreachable")  # the loop returns or raises
+        if params.temperature is not None:
+            payload["temperature"] = params.temperature
+        if params.max_tokens is not None:
+            payload["max_tokens"] = params.max_tokens
+        try:
+            return await with_retries(
+                lambda: self.client.complete(payload),
+                policy=self.retry_policy,
+                failures=TargetError,
+                timed_out=timed_out,
+            )
+        except GaveUp as gave_up:
+            raise self.failed(gave_up.failure, gave_up.attempts) from None
 
     def failed(self, failure: TargetError, attempts: int) -> ScorerError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
@@ -326,15 +358,15 @@ class LLMJudge(ScorerPlugin):
         return ScorerError(
             f"judge call failed{tries}: {failure.message}",
             reason=(failure.raw_body or "")[:REASON_LIMIT],
-            model=self.params["model"],
+            model=self.params.model,
         )
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         reply = await self.ask(self.messages(output, item))
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
-        model = reply.model or self.params["model"]
-        usage: Usage = {
+        model = reply.model or self.params.model
+        usage: dict[str, Any] = {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
             # What the endpoint says the call cost, else its tokens priced
@@ -356,7 +388,7 @@ class LLMJudge(ScorerPlugin):
 
     def verdict(self, text: str) -> tuple[float, bool]:
         """(value, passed) from a reply in the chosen format; ValueError if none."""
-        fmt = self.params["verdict_format"]
+        fmt = self.params.verdict_format
         if not text.strip():
             raise ValueError("the reply is empty")
         if fmt == "pass_fail":
@@ -371,8 +403,8 @@ class LLMJudge(ScorerPlugin):
 
     def read_json(self, text: str) -> tuple[float, bool]:
         data = _json_object(text)
-        verdict_key = self.params["json_verdict_key"]
-        score_key = self.params["json_score_key"]
+        verdict_key = self.params.json_verdict_key
+        score_key = self.params.json_score_key
         verdict = data.get(verdict_key)
         if verdict is not None:
             passed = _word_verdict(verdict)
@@ -398,7 +430,15 @@ class LLMJudge(ScorerPlugin):
         await self.client.aclose()
 
 
-def _is_number(value: Any) -> TypeGuard[int | float]:
+def timed_out(seconds: float) -> TargetError:
+    return TargetError(
+        f"judge call exceeded {seconds:g} s",
+        kind=ErrorKind.TIMEOUT,
+        error_type="Timeout",
+    )
+
+
+def _is_number(value: Any) -> TypeGuard[float]:
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -6,11 +6,11 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.pools.math_worker import compare
 from runs.pools.processes import MATH, WorkerEnded, WorkTimeout, run_in_process
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.scorers.text import expected_answers
-from runs.targets.base import TargetInput
 
 # The final answer comes last: only the end of a long output is read.
 OUTPUT_TAIL = 20_000
@@ -63,7 +63,7 @@ class Math(ScorerPlugin):
     Params = MathParams
     example: ClassVar[dict[str, Any]] = {"float_rounding": 6, "timeout_seconds": 5}
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: MathParams) -> None:
         self.name = name
         self.params = params
 
@@ -77,7 +77,7 @@ class Math(ScorerPlugin):
             raise ValueError("the expected answer is empty")
         text = as_text(output)
         cut = len(text) > OUTPUT_TAIL
-        timeout = self.params["timeout_seconds"]
+        timeout = self.params.timeout_seconds
         try:
             # In a worker process, awaited here: the run's scorer timeout
             # kills the process; math-verify's own alarms stop most slow steps
@@ -87,7 +87,7 @@ class Math(ScorerPlugin):
                 compare,
                 golds,
                 text[-OUTPUT_TAIL:],
-                float_rounding=self.params["float_rounding"],
+                float_rounding=self.params.float_rounding,
                 timeout=timeout,
                 kill_after=2 * timeout,
             )

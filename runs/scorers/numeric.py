@@ -7,9 +7,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.scorers.text import SLICE
-from runs.targets.base import TargetInput
 
 # A decimal number: an optional sign, digits with optional thousands separators
 # in groups of three (1,234,567), an optional fraction, an optional exponent.
@@ -111,13 +111,13 @@ class Numeric(ScorerPlugin):
         "extract": "last",
     }
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: NumericParams) -> None:
         self.name = name
         self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         expected = self.expected_number(item.expected)
-        which = self.params["extract"]
+        which = self.params.extract
         token, seen = _output_number(output, which)
         if token is None:
             return ScoreOutcome(0.0, False, "output has no number")
@@ -127,8 +127,8 @@ class Numeric(ScorerPlugin):
         ok = math.isclose(
             got,
             expected,
-            rel_tol=self.params["rel_tol"],
-            abs_tol=self.params["abs_tol"],
+            rel_tol=self.params.rel_tol,
+            abs_tol=self.params.abs_tol,
         )
         relation = "within" if ok else "outside"
         return ScoreOutcome(

@@ -12,8 +12,8 @@ from pydantic import Field, field_validator
 
 from runs.errors import ConfigError
 from runs.plugins import Params, allowlisted_callable
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, register
-from runs.targets.base import TargetInput
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.targets import TargetInput
 
 
 class PythonScorerParams(Params):
@@ -111,28 +111,28 @@ class PythonScorer(ScorerPlugin):
     needs_expected: ClassVar[bool] = False
     fn: Callable[..., Any]
 
-    def __new__(cls, name: str, params: dict[str, Any]) -> PythonScorer:
+    def __new__(cls, name: str, params: PythonScorerParams) -> PythonScorer:
         # The executor runs ``score`` on the loop only if it is a coroutine
         # function: an async callable gets the class whose score is async.
-        fn = _load(params["callable"])
+        fn = _load(params.callable)
         chosen = AsyncPythonScorer if is_async(fn) else cls
         instance = super().__new__(chosen)
         instance.fn = fn
         return instance
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: PythonScorerParams) -> None:
         self.name = name
         self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        return outcome_of(self.fn(output, item), self.params.get("threshold"))
+        return outcome_of(self.fn(output, item), self.params.threshold)
 
 
 class AsyncPythonScorer(PythonScorer):
     # Async on purpose: the executor awaits a coroutine function's score on the
     # loop (runs_on_loop), and runs a plain one in a worker thread.
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]  # see above
-        return outcome_of(await self.fn(output, item), self.params.get("threshold"))
+        return outcome_of(await self.fn(output, item), self.params.threshold)
 
 
 def _load(path: str) -> Callable[..., Any]:

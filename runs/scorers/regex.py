@@ -5,10 +5,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from runs.plugins import Params
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.scorers.patterns import EXPECTED, compile_user_pattern, with_expected
 from runs.scorers.text import expected_answers
-from runs.targets.base import TargetInput
 
 
 class RegexParams(Params):
@@ -58,27 +58,27 @@ class Regex(ScorerPlugin):
     def requires_expected(cls, params: dict[str, Any]) -> bool:
         return EXPECTED in params.get("pattern", "")
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: RegexParams) -> None:
         self.name = name
         self.params = params
-        self.uses_expected = EXPECTED in params["pattern"]
+        self.uses_expected = EXPECTED in params.pattern
         self.pattern = compile_user_pattern(
-            params["pattern"], ignore_case=params["ignore_case"]
+            params.pattern, ignore_case=params.ignore_case
         )
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         pattern = self.pattern
-        shown = f"/{self.params['pattern']}/"
+        shown = f"/{self.params.pattern}/"
         if self.uses_expected:
             answers = expected_answers(item)
             pattern = with_expected(
-                self.params["pattern"], answers, ignore_case=self.params["ignore_case"]
+                self.params.pattern, answers, ignore_case=self.params.ignore_case
             )
             shown = f"{shown} with {{expected}} = {' or '.join(map(repr, answers))}"
         text = as_text(output)
         match = (
             pattern.fullmatch(text)
-            if self.params["mode"] == "fullmatch"
+            if self.params.mode == "fullmatch"
             else pattern.search(text)
         )
         if match:

@@ -7,9 +7,9 @@ from pydantic import Field
 from rapidfuzz import fuzz, utils
 
 from runs.plugins import Params
-from runs.scorers.base import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
+from runs.plugins.targets import TargetInput
 from runs.scorers.text import expected_answers
-from runs.targets.base import TargetInput
 
 METHODS: dict[str, Callable[..., float]] = {
     "ratio": fuzz.ratio,
@@ -77,16 +77,16 @@ class Similarity(ScorerPlugin):
     Params = SimilarityParams
     example: ClassVar[dict[str, Any]] = {"method": "token_sort_ratio", "threshold": 0.9}
 
-    def __init__(self, name: str, params: dict[str, Any]) -> None:
+    def __init__(self, name: str, params: SimilarityParams) -> None:
         self.name = name
         self.params = params
-        self.measure = METHODS[params["method"]]
+        self.measure = METHODS[params.method]
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)
         text = as_text(output)
-        method, threshold = self.params["method"], self.params["threshold"]
-        limit = self.params["max_length"]
+        method, threshold = self.params.method, self.params.threshold
+        limit = self.params.max_length
         if len(text) > limit:
             return ScoreOutcome(
                 0.0,
@@ -94,7 +94,7 @@ class Similarity(ScorerPlugin):
                 f"the output has {len(text):,} characters; {method} compares at "
                 f"most {limit:,} (max_length)",
             )
-        processor = utils.default_process if self.params["preprocess"] else None
+        processor = utils.default_process if self.params.preprocess else None
         best, best_answer, refused = -1.0, "", ""
         for answer in answers:
             if why := self._too_long(text, answer):
@@ -115,14 +115,14 @@ class Similarity(ScorerPlugin):
         )
 
     def _too_long(self, text: str, answer: str) -> str:
-        limit = self.params["max_length"]
+        limit = self.params.max_length
         if len(answer) > limit:
             return (
                 f"the expected answer has {len(answer):,} characters; "
-                f"{self.params['method']} compares at most {limit:,} (max_length)"
+                f"{self.params.method} compares at most {limit:,} (max_length)"
             )
         shorter = min(len(text), len(answer))
-        if self.params["method"] == "partial_ratio" and shorter > PARTIAL_MAX_SHORTER:
+        if self.params.method == "partial_ratio" and shorter > PARTIAL_MAX_SHORTER:
             return (
                 f"partial_ratio compares a shorter text of at most "
                 f"{PARTIAL_MAX_SHORTER:,} characters, and both have more "

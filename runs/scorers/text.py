@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.scorers.base import as_text
-from runs.targets.base import TargetInput
+from runs.plugins.scorers import as_text
+from runs.plugins.targets import TargetInput
 
 SLICE = 1 << 16
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
@@ -57,13 +57,13 @@ def slices(text: str, size: int | None = None) -> Iterator[str]:
         start = end
 
 
-def _normalise_slice(text: str, options: dict[str, bool]) -> str:
+def _normalise_slice(text: str, options: NormaliseParams) -> str:
     text = unicodedata.normalize("NFC", text)
-    if options.get("ignore_punctuation"):
+    if options.ignore_punctuation:
         text = text.translate(_PUNCTUATION)
-    if options.get("collapse_whitespace"):
+    if options.collapse_whitespace:
         text = collapse_whitespace(text)
-    if options.get("ignore_case"):
+    if options.ignore_case:
         text = text.casefold()
     return text
 
@@ -78,16 +78,16 @@ def collapse_whitespace(text: str) -> str:
     return f"{lead}{words}{trail}"
 
 
-def normalise(text: str, options: dict[str, bool]) -> str:
+def normalise(text: str, options: NormaliseParams) -> str:
     """NFC, then as asked: drop punctuation, collapse whitespace, strip, fold case."""
     if len(text) <= SLICE:
         text = _normalise_slice(text, options)
     else:
         text = "".join(_normalise_slice(piece, options) for piece in slices(text))
-        if options.get("collapse_whitespace") and options.get("ignore_punctuation"):
+        if options.collapse_whitespace and options.ignore_punctuation:
             # Punctuation dropped at a cut can bring two collapsed runs together.
             text = "".join(collapse_whitespace(piece) for piece in slices(text))
-    if options.get("strip"):
+    if options.strip:
         text = text.strip()
     return text
 

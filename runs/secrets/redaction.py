@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import re2
 
 if TYPE_CHECKING:
-    from runs.secrets.store import TargetContext
+    from runs.plugins import TargetContext
 
 MIN_ENCODED_CHARS = 8
 # A secret's characters are matched in pieces of at most this many (the

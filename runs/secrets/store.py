@@ -27,7 +27,6 @@ import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -40,6 +39,9 @@ from django.db.models import QuerySet
 from runs.access import Action, require
 from runs.errors import ConfigError, Conflict, InvalidInput, NotFound
 from runs.models import Project, ProjectSecret, Run
+from runs.plugins.declaration import Plugin, SecretRef, TargetContext
+from runs.plugins.scorers import SCORERS
+from runs.plugins.targets import get_target_class
 from runs.secrets import destinations
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -230,59 +232,21 @@ def secrets_rotate() -> int:
 # -- what a plug-in declares ---------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SecretRef:
-    """One secret a plug-in uses, and the configuration fields that name it.
-
-    ``secret_field`` names a project secret; ``env_field`` (if any) an
-    environment variable the operator allows in ``EVALSITE_ENV_SECRETS``.
-    Either is sent only if one of its host patterns matches the URL in
-    ``url_field``, the base of every request the plug-in makes with it: a
-    plug-in that declares no ``url_field`` cannot use a project secret.
-    """
-
-    key: str  # the plug-in reads the value as ``context.secrets[key]``
-    secret_field: str
-    env_field: str | None = None
-    url_field: str | None = None
-    help: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class TargetContext:
-    """What a plug-in is built with besides its configuration."""
-
-    project_id: int | None = None
-    secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
-
-
-# Plug-ins import this module to declare their secrets: the plug-in registry
-# is imported where it is used, not at the top.
+# ``SecretRef`` and ``TargetContext`` are the plug-in core's: what a plug-in
+# declares and what it is built with.
 
 
 def _config_error(field_name: str, message: str) -> ConfigError:
     return ConfigError(message, field=field_name)
 
 
-def _target_class(kind: str) -> Any:
-    from runs.targets.base import get_target_class
-
-    return get_target_class(kind)
-
-
 def secret_scope(
-    plugin: Any, config: dict[str, Any]
+    plugin: type[Plugin], config: dict[str, Any]
 ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
-    """The secrets a plug-in's configuration names, where, and that place's path.
-
-    A plug-in that wraps another (the ``scorer`` target wraps a scorer) names
-    its inner plug-in's secrets inside its own configuration: it says where
-    with ``secret_scope(config) -> (refs, inner config, path)``.
-    """
-    scope = getattr(plugin, "secret_scope", None)
-    if scope is not None:
-        return scope(config)
-    return getattr(plugin, "secrets", ()), config, ""
+    """The secrets a plug-in's configuration names, where, and that place's path
+    (``Plugin.secret_scope``: a plug-in that wraps another names its inner
+    plug-in's secrets inside its own configuration)."""
+    return plugin.secret_scope(config)
 
 
 def _url_of(ref: SecretRef, config: dict[str, Any]) -> str:
@@ -383,12 +347,12 @@ def check_secrets_bound(*, project: Project, kind: str, config: dict[str, Any]) 
     """Raise ConfigError naming a project secret the (cleaned) configuration
     would send where the secret is not bound (or that does not exist)."""
     check_plugin_secrets_bound(
-        project=project, plugin=_target_class(kind), config=config
+        project=project, plugin=get_target_class(kind), config=config
     )
 
 
 def check_plugin_secrets_bound(
-    *, project: Project, plugin: Any, config: dict[str, Any]
+    *, project: Project, plugin: type[Plugin], config: dict[str, Any]
 ) -> None:
     """``check_secrets_bound`` for any plug-in class (a target or a scorer)."""
     refs, config, path = secret_scope(plugin, config)
@@ -443,14 +407,16 @@ def run_target_context(run_id: int, kind: str, config: dict[str, Any]) -> Target
 
 def target_context(project_id: int, kind: str, config: dict[str, Any]) -> TargetContext:
     """The context a project's target is built with: the secrets it names."""
-    return plugin_context(project_id, _target_class(kind), config, path="target_config")
+    return plugin_context(
+        project_id, get_target_class(kind), config, path="target_config"
+    )
 
 
 def plugin_context(
-    project_id: int, plugin: Any, config: dict[str, Any], *, path: str
+    project_id: int, plugin: type[Plugin], config: dict[str, Any], *, path: str
 ) -> TargetContext:
     """The context a project's plug-in (target or scorer) is built with."""
-    if secret_scope(plugin, {})[0] or hasattr(plugin, "secret_scope"):
+    if plugin.uses_context():
         config = plugin.clean(config, path=path)
     refs, config, _ = secret_scope(plugin, config)
     return TargetContext(
@@ -463,20 +429,18 @@ def run_scorer_contexts(
     run_id: int, specs: list[dict[str, Any]]
 ) -> dict[str, TargetContext]:
     """The contexts of a run's scorers that declare secrets, by scorer name."""
-    from runs.scorers.base import REGISTRY
-
     project_id = (
         Run.objects.filter(pk=run_id).values_list("project_id", flat=True).get()
     )
     return {
         spec["name"]: plugin_context(
             project_id,
-            REGISTRY[spec["kind"]],
+            SCORERS[spec["kind"]],
             spec.get("params") or {},
             path=f"scorers.{spec['name']}.params",
         )
         for spec in specs
-        if getattr(REGISTRY[spec["kind"]], "secrets", ())
+        if SCORERS[spec["kind"]].uses_context()
     }
 
 

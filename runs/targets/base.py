@@ -1,154 +1,39 @@
-"""The target protocol: something that turns one dataset item into an output."""
+"""What a target plug-in is written against (a public module for plug-in authors).
+
+The names live in the plug-in core (``runs.plugins.targets``); this module
+hands them on under the path plug-ins have always imported.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from runs.plugins.declaration import Plugin, SecretRef, TargetContext
+from runs.plugins.targets import (
+    REGISTRY,
+    TARGETS,
+    Target,
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    TargetPlugin,
+    build_target,
+    clean_target_config,
+    get_target_class,
+    register,
+)
 
-from django.conf import settings
-from pydantic import BaseModel
-
-from runs.errors import ConfigError
-from runs.models import ErrorKind
-from runs.plugins import check_declaration
-
-if TYPE_CHECKING:
-    from runs.secrets.store import TargetContext
-
-
-@dataclass(frozen=True, slots=True)
-class TargetInput:
-    """What a target and a scorer see of one item."""
-
-    index: int
-    external_id: str
-    input: Any
-    expected: Any = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class TargetOutput:
-    output: Any
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost: float | None = None
-    http_status: int | None = None
-    # The response as received, kept on the attempt (bounded) when a target
-    # returns it: what a tool call or a parse was made from.
-    raw_body: str | None = None
-
-    # The model that answered, as the endpoint reports it (prices its tokens).
-    model: str | None = None
-
-
-class TargetError(Exception):
-    """A target could not answer; ``kind`` decides whether it is retried."""
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        kind: ErrorKind = ErrorKind.PERMANENT,
-        http_status: int | None = None,
-        raw_body: str | None = None,
-        retry_after: float | None = None,
-        error_type: str | None = None,
-        usage: TargetOutput | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.kind = kind
-        self.http_status = http_status
-        self.raw_body = raw_body
-        self.retry_after = retry_after
-        self.error_type = error_type or type(self).__name__
-        # What a failed call consumed, when the endpoint said (its tokens,
-        # model and cost; the output is unused): it is paid for all the same.
-        self.usage = usage
-
-
-class Target(Protocol):
-    kind: ClassVar[str]
-
-    async def generate(self, item: TargetInput) -> TargetOutput:
-        """Answer one item or raise TargetError."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-class TargetFactory(Protocol):
-    """A target kind's declaration (see ``runs.plugins.Plugin``) and factory."""
-
-    kind: ClassVar[str]
-    label: ClassVar[str]
-    Params: ClassVar[type[BaseModel]]
-    example: ClassVar[dict[str, Any]]
-    secrets: ClassVar[tuple[Any, ...]]  # runs.secrets.store.SecretRef
-
-    @classmethod
-    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
-        """Validated, normalised configuration, or ConfigError naming the field."""
-        ...
-
-    @classmethod
-    def summary(cls) -> str: ...
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> Target: ...
-
-
-REGISTRY: dict[str, type[TargetFactory]] = {}
-
-
-def register[T: type](cls: T) -> T:
-    check_declaration(cls, role="target", method="from_config")
-    REGISTRY[cls.kind] = cls  # type: ignore[attr-defined]  # checked just above
-    return cls
-
-
-def get_target_class(kind: str | None, *, field: str = "kind") -> type[TargetFactory]:
-    cls = REGISTRY.get(kind) if kind is not None else None
-    if cls is None:
-        known = ", ".join(sorted(REGISTRY))
-        raise ConfigError(f"unknown target kind {kind!r} (known: {known})", field=field)
-    return cls
-
-
-def clean_target_config(
-    kind: str | None, config: Any, *, path: str = "config", kind_field: str = "kind"
-) -> dict[str, Any]:
-    """A target kind's configuration, validated against its declaration, and
-    at most ``EVALSITE_MAX_TARGET_CONFIG_BYTES`` as compact JSON, as it is
-    stored (with its defaults)."""
-    cleaned = get_target_class(kind, field=kind_field).clean(config, path=path)
-    _check_config_size(cleaned, path=path)
-    return cleaned
-
-
-def _check_config_size(config: dict[str, Any], *, path: str) -> None:
-    limit = settings.EVALSITE_MAX_TARGET_CONFIG_BYTES
-    text = json.dumps(config, separators=(",", ":"), ensure_ascii=False, default=str)
-    size = len(text.encode())
-    if size > limit:
-        raise ConfigError(
-            f"is {size:,} bytes as compact JSON; at most {limit:,} "
-            "(EVALSITE_MAX_TARGET_CONFIG_BYTES)",
-            field=path,
-        )
-
-
-def build_target(
-    kind: str, config: dict[str, Any], *, context: TargetContext | None = None
-) -> Target:
-    """Build a target; one that declares secrets gets them through ``context``.
-
-    A kind that sets ``needs_context`` (one that reads the database for its
-    project, as ``chain`` does) gets the context too.
-    """
-    cls = get_target_class(kind)
-    if getattr(cls, "secrets", ()) or getattr(cls, "needs_context", False):
-        return cls.from_config(config, context)  # type: ignore[call-arg]  # declared it
-    return cls.from_config(config)
+__all__ = [
+    "REGISTRY",
+    "TARGETS",
+    "Plugin",
+    "SecretRef",
+    "Target",
+    "TargetContext",
+    "TargetError",
+    "TargetInput",
+    "TargetOutput",
+    "TargetPlugin",
+    "build_target",
+    "clean_target_config",
+    "get_target_class",
+    "register",
+]

@@ -25,25 +25,20 @@ from pydantic import Field, field_validator, model_validator
 from runs.errors import ConfigError, InvalidInput
 from runs.models import Dataset, ErrorKind, Project, Result, Run
 from runs.models import Target as SavedTarget
-from runs.plugins import FieldError, Params, Plugin, join
-from runs.secrets.redaction import NO_SECRETS, Redactor
-from runs.secrets.store import (
-    SecretRef,
-    TargetContext,
-    check_secrets_bound,
-    secret_scope,
-    target_context,
-)
-from runs.targets.base import (
+from runs.plugins import FieldError, Params, SecretRef, TargetContext, join
+from runs.plugins.targets import (
     Target,
     TargetError,
     TargetInput,
     TargetOutput,
+    TargetPlugin,
     build_target,
     clean_target_config,
     get_target_class,
     register,
 )
+from runs.secrets.redaction import NO_SECRETS, Redactor
+from runs.secrets.store import check_secrets_bound, secret_scope, target_context
 from runs.targets.templating import (
     ITEM_ROOTS,
     item_fields,
@@ -131,7 +126,7 @@ def _prefixed(path: str, exc: InvalidInput) -> ConfigError:
 
 
 @register
-class ChainTarget(Plugin):
+class ChainTarget(TargetPlugin):
     """Another run's outputs as this run's inputs, item by item: each item's
     output in the source run (same project, same dataset) is put into a
     template beside the item's fields ({run.output}, {input}, ...) and sent to
@@ -158,23 +153,17 @@ class ChainTarget(Plugin):
     needs_context: ClassVar[bool] = True
 
     def __init__(
-        self, config: dict[str, Any], context: TargetContext | None = None
+        self, params: ChainParams, context: TargetContext | None = None
     ) -> None:
-        self.config = config
-        self.source_id: int = config["run"]
+        self.params = params
+        self.source_id = params.run
         self.project_id = context.project_id if context else None
-        self.template = config.get("template", "{run.output}")
+        self.template = params.template
         self.inner: Target | None = None
         # The inner target's secrets are its own, not the run's: what it
         # answers is redacted of them here (the run redacts its own).
         self.redactor = NO_SECRETS
         self.ready = asyncio.Lock()
-
-    @classmethod
-    def from_config(
-        cls, config: dict[str, Any], context: TargetContext | None = None
-    ) -> ChainTarget:
-        return cls(cls.clean(config), context)
 
     @classmethod
     def secret_scope(
@@ -258,7 +247,7 @@ class ChainTarget(Plugin):
                 kind=ErrorKind.PERMANENT,
                 error_type="ChainSource",
             )
-        target = self.config["target"]
+        target = self.params.target
         if "id" in target:  # frozen at run creation; only an unprepared config
             raise TargetError(
                 "the chained target was not resolved when the run was created",

@@ -25,9 +25,9 @@ from pydantic import Field, field_validator, model_validator
 from runs.calls.netpolicy import clean_target_url, endpoint_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params
-from runs.secrets.store import SecretRef, TargetContext, clean_secret_refs
-from runs.targets.base import TargetError, TargetOutput
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins.targets import TargetError, TargetOutput
+from runs.secrets.store import clean_secret_refs
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
@@ -189,7 +189,7 @@ def _cost_of(usage: dict[str, Any]) -> float | None:
     return None
 
 
-def bearer_headers(config: dict[str, Any], context: TargetContext) -> httpx.Headers:
+def bearer_headers(params: EndpointParams, context: TargetContext) -> httpx.Headers:
     """The headers of every request: JSON, and the key as a Bearer token.
 
     A key named in the configuration but not resolved for the project, or one
@@ -204,7 +204,7 @@ def bearer_headers(config: dict[str, Any], context: TargetContext) -> httpx.Head
                 field="api_key_secret",
             )
         headers["Authorization"] = f"Bearer {key}"
-    elif config.get("api_key_secret") or config.get("api_key_env"):
+    elif params.api_key_secret or params.api_key_env:
         raise ConfigError(
             "the key was not resolved for this project", field="api_key_secret"
         )
@@ -214,11 +214,11 @@ def bearer_headers(config: dict[str, Any], context: TargetContext) -> httpx.Head
 class ChatClient:
     """Sends chat-completion requests to one endpoint with one key."""
 
-    def __init__(self, config: dict[str, Any], context: TargetContext | None) -> None:
+    def __init__(self, params: EndpointParams, context: TargetContext | None) -> None:
         context = context or TargetContext()
         # Parsed once: httpx would parse a string URL on every request.
-        self.url = endpoint_url(config["base_url"], "chat/completions")
-        self.headers = bearer_headers(config, context)
+        self.url = endpoint_url(params.base_url, "chat/completions")
+        self.headers = bearer_headers(params, context)
         self.client = PolicyClient()
 
     async def post(self, payload: dict[str, Any]) -> Answer:

@@ -17,11 +17,12 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, Plugin
-from runs.targets.base import (
+from runs.plugins import FieldError, Params, TargetContext
+from runs.plugins.targets import (
     TargetError,
     TargetInput,
     TargetOutput,
+    TargetPlugin,
     register,
 )
 
@@ -84,7 +85,7 @@ class DemoParams(Params):
 
 
 @register
-class DemoTarget(Plugin):
+class DemoTarget(TargetPlugin):
     """Answers arithmetic offline, with random latency, mistakes and 503s."""
 
     kind: ClassVar[str] = "demo"
@@ -97,18 +98,16 @@ class DemoTarget(Plugin):
         "transient_error_rate": 0.03,
     }
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
+    def __init__(
+        self, params: DemoParams, context: TargetContext | None = None
+    ) -> None:
+        self.params = params
         self.random = random.Random()
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> DemoTarget:
-        return cls(cls.clean(config))
-
     async def generate(self, item: TargetInput) -> TargetOutput:
-        low, high = self.config["min_latency_ms"], self.config["max_latency_ms"]
+        low, high = self.params.min_latency_ms, self.params.max_latency_ms
         await asyncio.sleep(self.random.uniform(low, high) / 1000)
-        if self.random.random() < self.config["transient_error_rate"]:
+        if self.random.random() < self.params.transient_error_rate:
             raise TargetError(
                 "demo model is overloaded (simulated 503)",
                 kind=ErrorKind.TRANSIENT,
@@ -119,12 +118,9 @@ class DemoTarget(Plugin):
         answer = solve(text)
         if answer is None:
             answer = text[::-1]
-        elif _fraction(item.external_id) >= self.config["accuracy"]:
+        elif _fraction(item.external_id) >= self.params.accuracy:
             answer = str(int(float(answer)) + 1 + int(_fraction(text) * 9))
         words = len(text.split())
         return TargetOutput(
             output=answer, prompt_tokens=words + 12, completion_tokens=2, model="demo"
         )
-
-    async def aclose(self) -> None:
-        return None

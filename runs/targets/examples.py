@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.targets.base import TargetInput
+from runs.plugins.targets import TargetInput
 
 
 def echo(item: TargetInput) -> Any:

@@ -34,7 +34,7 @@ class TargetForm(PluginFieldsMixin, forms.Form):
         ]
         if "openai_chat" in TARGETS:
             self.fields["kind"].initial = "openai_chat"
-        self.add_plugin_fields(TARGETS)  # type: ignore[arg-type]  # kinds are Plugins
+        self.add_plugin_fields(TARGETS)
         self.error_paths = {"config": "kind"}
 
     def clean_project(self) -> Project:
@@ -48,11 +48,11 @@ class TargetForm(PluginFieldsMixin, forms.Form):
             "project": data["project"],
             "name": data["name"],
             "kind": kind,
-            "config": self.plugin_values(kind, TARGETS[kind], path="config"),  # type: ignore[arg-type]  # kinds are Plugins
+            "config": self.plugin_values(kind, TARGETS[kind], path="config"),
         }
 
     def kind_sections(self) -> list[dict[str, Any]]:
-        sections = self.plugin_sections("kind", TARGETS)  # type: ignore[arg-type]  # kinds are Plugins
+        sections = self.plugin_sections("kind", TARGETS)
         for section in sections:
             example = TARGETS[section["kind"]].example
             section["example"] = json.dumps(example, indent=2)

@@ -12,9 +12,15 @@ from pydantic import Field, field_validator, model_validator
 from runs.calls.netpolicy import clean_target_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, Plugin
-from runs.secrets.store import SecretRef, TargetContext, clean_secret_refs
-from runs.targets.base import TargetError, TargetInput, TargetOutput, register
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins.targets import (
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    TargetPlugin,
+    register,
+)
+from runs.secrets.store import clean_secret_refs
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
@@ -267,7 +273,7 @@ class HttpParams(Params):
 
 
 @register
-class HttpTarget(Plugin):
+class HttpTarget(TargetPlugin):
     """An agent or service behind HTTP: one request per item, with a JSON body
     templated from the item; the output is read from the response JSON by a
     dotted path. Statuses are classified as for a model endpoint (5xx, 408 and
@@ -291,40 +297,34 @@ class HttpTarget(Plugin):
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
 
     def __init__(
-        self, config: dict[str, Any], context: TargetContext | None = None
+        self, params: HttpParams, context: TargetContext | None = None
     ) -> None:
-        self.config = config
+        self.params = params
         context = context or TargetContext()
-        self.url = httpx.URL(config["url"])
-        self.method = config.get("method", "POST")
-        self.body = config.get("body")
-        self.output_path = config.get("output_path", "")
-        self.status_field = config.get("status_field", "")
-        self.suspended = frozenset(config.get("suspended_values", ()))
-        headers = {"Accept": "application/json", **config.get("headers", {})}
+        self.url = httpx.URL(params.url)
+        self.method = params.method
+        self.body = params.body
+        self.output_path = params.output_path
+        self.status_field = params.status_field
+        self.suspended = frozenset(params.suspended_values)
+        headers = {"Accept": "application/json", **params.headers}
         if self.body is not None:
             headers["Content-Type"] = "application/json"
         secret = context.secrets.get("auth")
         if secret:
-            value = config.get("auth_prefix", "Bearer ") + secret
+            value = params.auth_prefix + secret
             if not value.isascii() or not value.isprintable():
                 raise ConfigError(
                     "the secret holds characters a header cannot carry",
                     field="auth_secret",
                 )
-            headers[config.get("auth_header", "Authorization")] = value
-        elif config.get("auth_secret") or config.get("auth_env"):
+            headers[params.auth_header] = value
+        elif params.auth_secret or params.auth_env:
             raise ConfigError(
                 "the secret was not resolved for this project", field="auth_secret"
             )
         self.headers = httpx.Headers(headers)
         self.client = PolicyClient()
-
-    @classmethod
-    def from_config(
-        cls, config: dict[str, Any], context: TargetContext | None = None
-    ) -> HttpTarget:
-        return cls(cls.clean(config), context)
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         body = None
@@ -342,7 +342,7 @@ class HttpTarget(Plugin):
         # secret replaced, in whatever form, where the item's outcome is
         # recorded (runs.secrets.redaction), before it is scored or stored.
         text = response.text
-        if self.config.get("response_type", "json") == "text":
+        if self.params.response_type == "text":
             return TargetOutput(output=text, http_status=response.status_code)
         try:
             data = json.loads(text)

@@ -9,9 +9,7 @@ replaced where an item's outcome is recorded (``runs.secrets.redaction``).
 
 from __future__ import annotations
 
-import email.utils
 import json
-import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -19,17 +17,10 @@ import aiohttp
 import httpx
 
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
+from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
-from runs.targets.base import TargetError
+from runs.plugins.targets import TargetError
 
-TRANSIENT_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
-QUOTA_WORDS = (
-    "insufficient_quota",
-    "quota exceeded",
-    "exceeded your current quota",
-    "billing",
-)
-MAX_RETRY_AFTER_SECONDS = 60.0
 # An error body is kept in the attempt log up to this many characters, and its
 # JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
 # provider's error, too little to read a page back through the endpoint.
@@ -112,22 +103,6 @@ class PlainAnswer:
         return True
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a Retry-After header (seconds or HTTP date), capped."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        seconds = when.timestamp() - time.time()
-    return min(max(seconds, 0.0), MAX_RETRY_AFTER_SECONDS)
-
-
 def error_summary(response: Answer) -> str:
     """The status line and, from a JSON error body, its message in short.
 
@@ -153,14 +128,6 @@ def error_summary(response: Answer) -> str:
     if len(text) > ERROR_MESSAGE_LIMIT:
         text = text[: ERROR_MESSAGE_LIMIT - 1] + "…"
     return f"{status}: {text}"
-
-
-def classify_status(status: int, body: str) -> ErrorKind:
-    if status == 429 and any(word in body.lower() for word in QUOTA_WORDS):
-        return ErrorKind.QUOTA
-    if status in TRANSIENT_STATUSES:
-        return ErrorKind.TRANSIENT
-    return ErrorKind.PERMANENT
 
 
 def status_error(response: Answer) -> TargetError:

@@ -7,13 +7,14 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
+from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Plugin
-from runs.secrets.store import SecretRef, TargetContext
-from runs.targets.base import (
+from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins.targets import (
     TargetError,
     TargetInput,
     TargetOutput,
+    TargetPlugin,
     register,
 )
 from runs.targets.chat_client import (
@@ -25,8 +26,6 @@ from runs.targets.chat_client import (
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
-    classify_status,
-    parse_retry_after,
 )
 from runs.targets.templating import item_fields, render_text
 
@@ -245,7 +244,7 @@ class OpenAIChatParams(EndpointParams):
 
 
 @register
-class OpenAIChatTarget(Plugin):
+class OpenAIChatTarget(TargetPlugin):
     """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...).
 
     An item whose input is a list of messages is sent as that conversation
@@ -269,20 +268,14 @@ class OpenAIChatTarget(Plugin):
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
 
     def __init__(
-        self, config: dict[str, Any], context: TargetContext | None = None
+        self, params: OpenAIChatParams, context: TargetContext | None = None
     ) -> None:
-        self.config = config
-        self.client = ChatClient(config, context)
-
-    @classmethod
-    def from_config(
-        cls, config: dict[str, Any], context: TargetContext | None = None
-    ) -> OpenAIChatTarget:
-        return cls(cls.clean(config), context)
+        self.params = params
+        self.client = ChatClient(params, context)
 
     def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
-        system_prompt = self.config.get("system_prompt")
+        system_prompt = self.params.system_prompt
         if is_conversation(item.input):
             conversation = check_messages(item.input, item)
             if system_prompt and conversation[0].get("role") != "system":
@@ -291,21 +284,26 @@ class OpenAIChatTarget(Plugin):
             return messages
         if system_prompt:
             messages.append({"role": "system", "content": system_prompt})
-        template = self.config.get("prompt_template", "{input}")
+        template = self.params.prompt_template
         messages.append({"role": "user", "content": render_prompt(template, item)})
         return messages
 
     def build_payload(self, item: TargetInput) -> dict[str, Any]:
+        params = self.params
         payload: dict[str, Any] = {
-            **self.config.get("extra_body", {}),
-            "model": self.config["model"],
+            **params.extra_body,
+            "model": params.model,
             "messages": self.build_messages(item),
         }
-        for key in ("temperature", "max_tokens", "response_format", "tool_choice"):
-            if key in self.config:
-                payload[key] = self.config[key]
-        if self.config.get("tools"):
-            payload["tools"] = self.config["tools"]
+        optional = {
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+            "response_format": params.response_format,
+            "tool_choice": params.tool_choice,
+        }
+        payload.update((k, v) for k, v in optional.items() if v is not None)
+        if params.tools:
+            payload["tools"] = params.tools
         return payload
 
     async def generate(self, item: TargetInput) -> TargetOutput:
@@ -315,7 +313,7 @@ class OpenAIChatTarget(Plugin):
     def parse_response(self, response: Answer) -> TargetOutput:
         reply = parse_chat_response(response)
         tool_calls = reply.message.get("tool_calls")
-        keep_raw = self.config.get("keep_raw_response", True)
+        keep_raw = self.params.keep_raw_response
         return TargetOutput(
             output=(
                 {"content": reply.content, "tool_calls": tool_calls}
@@ -327,7 +325,7 @@ class OpenAIChatTarget(Plugin):
             cost=reply.cost,
             http_status=reply.http_status,
             # The model the endpoint says answered prices the tokens.
-            model=reply.model or self.config["model"],
+            model=reply.model or self.params.model,
             # Whole: the executor cuts it once any secret in it is replaced
             # (cut first, a key across the cut would keep its first part).
             raw_body=response.text if keep_raw else None,

@@ -12,11 +12,12 @@ from pydantic import Field, field_validator
 
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import Params, Plugin, allowlisted_callable
-from runs.targets.base import (
+from runs.plugins import Params, TargetContext, allowlisted_callable
+from runs.plugins.targets import (
     TargetError,
     TargetInput,
     TargetOutput,
+    TargetPlugin,
     register,
 )
 
@@ -37,7 +38,7 @@ class PythonParams(Params):
 
 
 @register
-class PythonTarget(Plugin):
+class PythonTarget(TargetPlugin):
     """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as output.
 
     A sync callable runs in a worker thread; on timeout the executor stops
@@ -58,8 +59,10 @@ class PythonTarget(Plugin):
         self.is_async = inspect.iscoroutinefunction(fn)
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> PythonTarget:
-        path = cls.clean(config)["callable"]
+    def from_config(
+        cls, config: dict[str, Any], context: TargetContext | None = None
+    ) -> PythonTarget:
+        path = cls.parse(config).callable
         try:
             fn = import_string(path)
         except ImportError as exc:
@@ -87,6 +90,3 @@ class PythonTarget(Plugin):
         if isinstance(value, TargetOutput):
             return value
         return TargetOutput(output=value)
-
-    async def aclose(self) -> None:
-        return None

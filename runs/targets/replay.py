@@ -8,8 +8,14 @@ from typing import Any, ClassVar
 from pydantic import Field, field_validator, model_validator
 
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, Plugin
-from runs.targets.base import TargetError, TargetInput, TargetOutput, register
+from runs.plugins import FieldError, Params, TargetContext
+from runs.plugins.targets import (
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    TargetPlugin,
+    register,
+)
 from runs.targets.templating import (
     ITEM_ROOTS,
     PATH,
@@ -60,7 +66,7 @@ class ReplayParams(Params):
 
 
 @register
-class ReplayTarget(Plugin):
+class ReplayTarget(TargetPlugin):
     """Replays what each item already holds (a field by dotted path, such as
     expected or metadata.answer) or a constant, as the output: scores stored
     outputs, or checks a scorer against known answers, with no call made. An
@@ -73,13 +79,12 @@ class ReplayTarget(Plugin):
     Params = ReplayParams
     example: ClassVar[dict[str, Any]] = {"field": "expected"}
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.field: str | None = config.get("field")
-        self.value = config.get("value")
-
-    @classmethod
-    def from_config(cls, config: dict[str, Any]) -> ReplayTarget:
-        return cls(cls.clean(config))
+    def __init__(
+        self, params: ReplayParams, context: TargetContext | None = None
+    ) -> None:
+        self.params = params
+        self.field = params.field
+        self.value = params.value
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         if self.field is None:
@@ -102,6 +107,3 @@ class ReplayTarget(Plugin):
             kind=ErrorKind.PERMANENT,
             error_type="MissingField",
         )
-
-    async def aclose(self) -> None:
-        return None

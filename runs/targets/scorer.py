@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import Params, Plugin, join
-from runs.secrets.store import SecretRef, TargetContext
-from runs.targets.base import TargetError, TargetInput, TargetOutput, register
-
-# The scorer registry imports the target protocol: it is read here when a
-# configuration is cleaned or built, never at import.
-
-
-def _scorers() -> dict[str, Any]:
-    from runs.scorers.base import REGISTRY
-
-    return REGISTRY
+from runs.plugins import Params, SecretRef, TargetContext, join
+from runs.plugins.scorers import SCORERS, ScorerError, build_scorer, scorers_prepare
+from runs.plugins.scoring import ScorerCall
+from runs.plugins.targets import (
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    TargetPlugin,
+    register,
+)
 
 
 class ScorerTargetParams(Params):
@@ -55,7 +51,7 @@ class ScorerTargetParams(Params):
 
 
 @register
-class ScorerTarget(Plugin):
+class ScorerTarget(TargetPlugin):
     """Runs a scorer as the target, to measure a judge against human labels.
 
     The item's input is the output to be judged; its metadata carries the
@@ -87,17 +83,8 @@ class ScorerTarget(Plugin):
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
         cleaned = super().clean(params, path=path)
-        scorers = _scorers()
-        kind = cleaned["scorer_kind"]
-        if kind not in scorers:
-            known = ", ".join(sorted(scorers))
-            raise ConfigError(
-                f"unknown scorer {kind!r} (known: {known})",
-                field=join(path, "scorer_kind"),
-            )
-        cleaned["params"] = scorers[kind].clean(
-            cleaned["params"], path=join(path, "params")
-        )
+        plugin = SCORERS.lookup(cleaned["scorer_kind"], field=join(path, "scorer_kind"))
+        cleaned["params"] = plugin.clean(cleaned["params"], path=join(path, "params"))
         return cleaned
 
     @classmethod
@@ -108,32 +95,20 @@ class ScorerTarget(Plugin):
 
         ``secrets`` stays empty: they are the scorer's, declared by its kind.
         """
-        plugin = _scorers().get(config.get("scorer_kind") or "")
-        refs = getattr(plugin, "secrets", ()) if plugin is not None else ()
+        plugin = SCORERS.get(config.get("scorer_kind") or "")
+        refs = plugin.secrets if plugin is not None else ()
         return refs, config.get("params") or {}, "params"
 
     def __init__(
-        self, config: dict[str, Any], context: TargetContext | None = None
+        self, params: ScorerTargetParams, context: TargetContext | None = None
     ) -> None:
-        from runs.scorers.base import build_scorer
-
-        self.config = config
-        spec = {"name": config["scorer_kind"], "kind": config["scorer_kind"]}
-        self.scorer = build_scorer(
-            {**spec, "params": config["params"]}, context=context
-        )
-
-    @classmethod
-    def from_config(
-        cls, config: dict[str, Any], context: TargetContext | None = None
-    ) -> ScorerTarget:
-        return cls(cls.clean(config), context)
+        self.params = params
+        spec = {"name": params.scorer_kind, "kind": params.scorer_kind}
+        self.scorer = build_scorer({**spec, "params": params.params}, context=context)
 
     async def prepare(self) -> None:
         """The wrapped scorer's ``prepare``, awaited by the executor before any
         item: a code_exec scorer where the sandbox cannot run fails the run."""
-        from runs.scorers.base import scorers_prepare
-
         await scorers_prepare([self.scorer])
 
     def judged_item(self, item: TargetInput) -> TargetInput:
@@ -141,19 +116,15 @@ class ScorerTarget(Plugin):
         return TargetInput(
             index=item.index,
             external_id=item.external_id,
-            input=metadata.get(self.config["input_key"]),
-            expected=metadata.get(self.config["expected_key"]),
+            input=metadata.get(self.params.input_key),
+            expected=metadata.get(self.params.expected_key),
             metadata=metadata,
         )
 
     async def generate(self, item: TargetInput) -> TargetOutput:
-        from runs.executor.scoring import ScorerCall
-        from runs.scorers.base import ScorerError
-
         call = ScorerCall(self.scorer, item.input, self.judged_item(item))
-        limiter = getattr(self.scorer, "limiter", None) or contextlib.nullcontext()
         try:
-            async with limiter:
+            async with self.scorer.turn():
                 outcome = await call.run()
         except ScorerError as exc:
             raise TargetError(
@@ -162,7 +133,7 @@ class ScorerTarget(Plugin):
                 raw_body=exc.reason or None,
                 error_type="ScorerError",
             ) from None
-        if self.config["output"] == "verdict" and outcome.passed is not None:
+        if self.params.output == "verdict" and outcome.passed is not None:
             output: Any = "pass" if outcome.passed else "fail"
         else:
             output = outcome.value
@@ -174,6 +145,4 @@ class ScorerTarget(Plugin):
         )
 
     async def aclose(self) -> None:
-        close = getattr(self.scorer, "aclose", None)
-        if close is not None:
-            await close()
+        await self.scorer.aclose()

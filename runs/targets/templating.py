@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from runs.models import ErrorKind
-from runs.targets.base import TargetError, TargetInput
+from runs.plugins.targets import TargetError, TargetInput
 
 PATH = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_-]+)*"
 _TOKEN = re.compile(r"\{\{|\}\}|\{(" + PATH + r")\}")

@@ -10,11 +10,11 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from runs.errors import ConfigError
+from runs.plugins.targets import TargetError, TargetInput, build_target
 from runs.secrets.redaction import Redactor
-from runs.targets.base import TargetError, TargetInput, build_target
 
 if TYPE_CHECKING:
-    from runs.secrets.store import TargetContext
+    from runs.plugins import TargetContext
 
 MAX_CHARS = 10_000
 

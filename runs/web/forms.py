@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django import forms
@@ -123,7 +123,7 @@ class PluginFieldsMixin:
     cleaned_data: dict[str, Any]
     error_paths: dict[str, str]
 
-    def add_plugin_fields(self, plugins: dict[str, type[Plugin]]) -> None:
+    def add_plugin_fields(self, plugins: Mapping[str, type[Plugin]]) -> None:
         for kind, plugin in sorted(plugins.items()):
             for param in describe(plugin.Params):
                 self.fields[f"{kind}__{param.name}"] = param_field(
@@ -144,7 +144,7 @@ class PluginFieldsMixin:
         return values
 
     def plugin_sections(
-        self, choice_field: str, plugins: dict[str, type[Plugin]]
+        self, choice_field: str, plugins: Mapping[str, type[Plugin]]
     ) -> list[dict[str, Any]]:
         """For the template: each choice next to its plug-in's fields."""
         form: Any = self

@@ -12,9 +12,9 @@ from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.models import Project, Run, RunStatus, Score
+from runs.plugins.scorers import conditions_of
 from runs.results.services import run_create
 from runs.scorers import build_scorer, clean_scorer_specs
-from runs.scorers.base import conditions_of
 from runs.targets import TargetInput, build_target
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset

@@ -14,8 +14,8 @@ from asgiref.sync import sync_to_async
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.executor.scoring import scorer_pool, thread_shares
 from runs.models import RunStatus, Score
+from runs.plugins.scoring import scorer_pool, thread_shares
 from runs.pools.shares import scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs
 from runs.scorers.base import INLINE_CHARS

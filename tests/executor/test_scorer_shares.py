@@ -18,8 +18,8 @@ from django.conf import settings
 from runs.executor.engine import execute_run
 from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
-from runs.executor.scoring import thread_shares
 from runs.models import Project, RunStatus, Score
+from runs.plugins.scoring import thread_shares
 from runs.pools.processes import JSON, pool_size, work_pool
 from runs.pools.shares import owner, scoring_for
 from runs.scorers import base, build_scorer, clean_scorer_specs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from runs.executor.scoring import ScorerCall
+from runs.plugins.scoring import ScorerCall
 from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from runs.errors import ConfigError
-from runs.executor.scoring import ScorerCall
+from runs.plugins.scoring import ScorerCall
 from runs.scorers import build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
 

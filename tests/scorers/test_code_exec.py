@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from runs.errors import ConfigError
-from runs.executor.scoring import ScorerCall, runs_on_loop
+from runs.plugins.scoring import ScorerCall, runs_on_loop
 from runs.sandbox import Limits, Program, run_program
 from runs.scorers import build_scorer, clean_scorer_specs
 from tests.sandboxes import (  # noqa: F401  (fixtures)

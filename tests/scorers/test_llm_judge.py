@@ -15,7 +15,7 @@ from runs.errors import ConfigError, InvalidInput
 from runs.executor.engine import execute_run
 from runs.models import Project, Result, Run, RunStatus, Score
 from runs.results.services import run_create
-from runs.scorers import clean_scorer_specs
+from runs.scorers import build_scorer, clean_scorer_specs
 from runs.scorers.llm_judge import LLMJudge
 from runs.targets import TargetInput
 from runs.testing.fake_judge import judge_reply
@@ -237,7 +237,7 @@ async def test_a_permanent_failure_is_not_retried(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_judge_calls_respect_the_concurrency_limit(
+async def test_judge_calls_respect_the_call_limit(
     project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
     items = [
@@ -245,7 +245,10 @@ async def test_judge_calls_respect_the_concurrency_limit(
         for i in range(12)
     ]
     run = await sync_to_async(echo_run)(
-        project, items, [judge(fake_openai.base_url, concurrency=2)], concurrency=12
+        project,
+        items,
+        [judge(fake_openai.base_url, max_parallel_calls=2)],
+        concurrency=12,
     )
     scores = await run_and_scores(run)
 
@@ -331,7 +334,7 @@ def test_a_template_field_that_does_not_exist_is_refused_at_run_creation(
             "pass_threshold",
             "between 1 and 5",
         ),
-        ({"concurrency": 0}, "concurrency", "between 1 and 1024"),
+        ({"max_parallel_calls": 0}, "max_parallel_calls", "between 1 and 1024"),
         ({"api_key": "sk-x"}, "api_key", "never stored"),
         ({"base_url": "http://169.254.169.254/v1"}, "base_url", ""),
     ],
@@ -345,6 +348,31 @@ def test_bad_parameters_name_the_field(
         clean_scorer_specs([spec])
     assert caught.value.field == f"scorers[0].params.{field}"
     assert message in caught.value.message
+
+
+def test_a_stored_config_naming_the_former_call_limit_still_loads() -> None:
+    """Runs stored (and API clients written) before the rename say
+    ``concurrency``: it is read as max_parallel_calls, with a warning."""
+    stored = {
+        "name": "llm_judge",
+        "kind": "llm_judge",
+        "params": {"base_url": "http://127.0.0.1:9/v1", "model": "m", "concurrency": 3},
+    }
+    with pytest.warns(DeprecationWarning, match="'concurrency' is deprecated"):
+        scorer = build_scorer(stored)
+    assert scorer.params.max_parallel_calls == 3
+    with pytest.warns(DeprecationWarning, match="max_parallel_calls"):
+        [cleaned] = clean_scorer_specs([stored])
+    assert cleaned["params"]["max_parallel_calls"] == 3
+    assert "concurrency" not in cleaned["params"]
+
+
+def test_the_former_and_the_new_call_limit_together_must_agree() -> None:
+    spec = judge("http://127.0.0.1:9/v1", concurrency=3, max_parallel_calls=5)
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs([spec])
+    assert caught.value.field == "scorers[0].params.concurrency"
+    assert "former name of max_parallel_calls" in caught.value.message
 
 
 @pytest.mark.django_db
@@ -385,7 +413,7 @@ def _judge(**params: Any) -> LLMJudge:
     cleaned = LLMJudge.clean(
         {"base_url": "http://127.0.0.1:9/v1", "model": "m", **params}
     )
-    return LLMJudge("judge", cleaned)
+    return LLMJudge("judge", LLMJudge.Params.model_validate(cleaned))
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from django.test import override_settings
 
 from runs.errors import ConfigError
-from runs.executor.scoring import runs_on_loop
+from runs.plugins.scoring import runs_on_loop
 from runs.scorers import ScoreOutcome, build_scorer, clean_scorer_specs
 from runs.targets import TargetInput
 from tests.scorers.scoring import HUGE, score

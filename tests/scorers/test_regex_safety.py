@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import pytest
 
 from runs.errors import ConfigError
-from runs.executor.scoring import ScorerCall
+from runs.plugins.scoring import ScorerCall
 from runs.scorers import build_scorer, clean_scorer_specs
 from runs.scorers.patterns import MAX_PATTERN_LENGTH
 from runs.targets import TargetInput

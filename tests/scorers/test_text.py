@@ -11,7 +11,7 @@ import unicodedata
 import pytest
 
 from runs.scorers import numeric, text
-from runs.scorers.text import NORMALISE_OPTIONS, normalise, slices
+from runs.scorers.text import NORMALISE_OPTIONS, NormaliseParams, normalise, slices
 
 # Characters that make slicing hard: whitespace runs, punctuation beside them,
 # combining marks that NFC composes with the letter before, digits and signs.
@@ -47,7 +47,8 @@ def test_sliced_normalisation_equals_normalising_the_whole(monkeypatch, flags):
     options = dict(zip(NORMALISE_OPTIONS, flags, strict=True))
     monkeypatch.setattr(text, "SLICE", 7)
     for value in random_texts(300, seed=sum(flags) * 31 + len(flags)):
-        assert normalise(value, options) == whole(value, options), repr(value)
+        params = NormaliseParams(**options)
+        assert normalise(value, params) == whole(value, options), repr(value)
 
 
 def test_slices_cover_the_text_and_are_bounded_where_they_can_be():

@@ -13,7 +13,7 @@ import pytest
 from runs.models import ErrorKind
 from runs.secrets.store import TargetContext
 from runs.targets import TargetError, TargetInput
-from runs.targets.chat_client import ChatClient
+from runs.targets.chat_client import ChatClient, EndpointParams
 from runs.targets.openai_chat import OpenAIChatTarget
 from tests.local_http import serve
 
@@ -57,8 +57,8 @@ def echo() -> Iterator[str]:
         yield base_url
 
 
-def config(base_url: str) -> dict[str, object]:
-    return {"base_url": base_url, "model": "m", "api_key_secret": "KEY"}
+def config(base_url: str) -> EndpointParams:
+    return EndpointParams(base_url=base_url, model="m", api_key_secret="KEY")
 
 
 def payload(text: str) -> dict[str, object]:
@@ -97,7 +97,7 @@ async def test_the_target_reads_no_negative_count(
     echo: str,
 ) -> None:
     target = OpenAIChatTarget.from_config(
-        config(echo), TargetContext(secrets={"api_key": KEY})
+        config(echo).model_dump(), TargetContext(secrets={"api_key": KEY})
     )
     try:
         answer = await target.generate(

@@ -258,7 +258,7 @@ async def test_the_network_policy_refuses_at_connect_time(agent, settings):
     config = clean_target_config("http", {"url": url})
     settings.EVALSITE_TARGET_DENY = ["127.0.0.0/8"]
     # Built as for a run whose configuration passed before the rule was added.
-    target = HttpTarget(config)
+    target = HttpTarget(HttpTarget.Params.model_construct(**config))
     try:
         with pytest.raises(TargetError) as caught:
             await target.generate(item())

@@ -3,7 +3,7 @@
 The event loop of a process serves every page, websocket and run at once; a
 scorer computing on it (a regular expression, a parse of a huge output) stops
 all of them, and ``asyncio.timeout`` cannot even fire until it returns. So the
-rule of ``runs/scorers/base.py`` is enforced here: a scorer whose ``score`` is a
+rule of ``runs/plugins/scorers.py`` is enforced here: a scorer whose ``score`` is a
 plain method runs in the scorer worker pool, awaited under the run's scorer
 timeout; only ``async def score`` (waiting on I/O) runs on the loop.
 
@@ -18,9 +18,9 @@ Threads suffice because what runs in them does not hold the GIL for long: user
 patterns go through RE2, which releases it, and the built-in scorers work huge
 texts in slices. Work that an input can make unbounded (a JSON Schema, a math
 expression) does not run here but in worker processes that are killed at the
-timeout (``runs/scorer_processes.py``). A timed-out call in a thread cannot be
+timeout (``runs/scorers/processes.py``). A timed-out call in a thread cannot be
 killed: its thread finishes in the background, holding one worker until then,
-so the threads are shared by project (``runs/scorer_threads.py``).
+so the threads are shared by project (``threads.py``).
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ import inspect
 from collections.abc import Awaitable
 from typing import Any, cast
 
+from runs.plugins.scorers import ScoreOutcome, Scorer
+from runs.plugins.targets import TargetInput
 from runs.pools.shares import Progress, tracking
 from runs.pools.threads import run_in_thread, scorer_pool, thread_shares
-from runs.scorers import ScoreOutcome, Scorer
-from runs.targets import TargetInput
 
 __all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_shares"]
 
@@ -62,12 +62,11 @@ class ScorerCall:
                 outcome = self.scorer.score(output=self.output, item=self.item)
                 return await cast(Awaitable[ScoreOutcome], outcome)
         with tracking(self.progress):
-            name = getattr(self.scorer, "name", "?")
-            return await run_in_thread(self.compute, name=name)
+            return await run_in_thread(self.compute, name=self.scorer.name)
 
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""
-        limit = getattr(self.scorer, "inline_chars", 0)
+        limit = self.scorer.inline_chars
         if not limit or runs_on_loop(self.scorer):
             return False
         size = text_size(self.output)
@@ -80,9 +79,8 @@ class ScorerCall:
         """The scorer's work, in this thread."""
         outcome = self.scorer.score(output=self.output, item=self.item)
         if inspect.isawaitable(outcome):
-            close = getattr(outcome, "close", None)
-            if close is not None:
-                close()  # never awaited: say so instead of warning at exit
+            if inspect.iscoroutine(outcome):
+                outcome.close()  # never awaited: say so instead of warning at exit
             raise TypeError("score returned an awaitable: declare it async def")
         return outcome
 

@@ -1,4 +1,4 @@
-"""What a plug-in declares once, and what is derived from it.
+"""A plug-in's parameters: declared once, and what is derived from them.
 
 A target or scorer kind declares, in its own file, a ``Params`` model (pydantic:
 types, defaults, bounds and help text), an example configuration and the
@@ -7,31 +7,48 @@ the validation here, the form fields (``forms.py``), the command-line flags
 (``evalrun``), the API schema and the catalogue. Run options are declared the
 same way (``executor/options.py``) and go through the same functions.
 
-Third-party plug-ins are listed in the ``EVALSITE_PLUGINS`` setting as dotted
-paths to modules (whose classes register themselves with ``@register``) or
-to classes (registered here as a target or a scorer by their shape).
+A plug-in is built with its validated ``Params`` instance and reads its
+parameters as attributes (``params.model``).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, ClassVar
+from typing import Any
 
-from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from runs.errors import ConfigError
 
 
 class Params(BaseModel):
-    """Base of every plug-in's parameters: unknown keys are errors."""
+    """Base of every plug-in's parameters: unknown keys are errors.
+
+    A plug-in reads them as attributes. Reading them as a mapping
+    (``params["model"]``, ``params.get("model")``) still works for plug-ins
+    written when they were handed the stored dict, where a parameter left
+    empty (None) was absent.
+    """
 
     model_config = ConfigDict(extra="forbid")
+
+    def __getitem__(self, name: str) -> Any:
+        value = getattr(self, name, None) if name in type(self).model_fields else None
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            return default
 
 
 class NoParams(Params):
@@ -60,45 +77,6 @@ def allowlisted_callable(path: str, setting: str) -> str:
         allowed = ", ".join(allowlist) or "none"
         raise ValueError(f"{path!r} is not in {setting} (allowed: {allowed})")
     return path
-
-
-class Plugin:
-    """The declaration every target and scorer kind makes."""
-
-    kind: ClassVar[str]
-    label: ClassVar[str]
-    description: ClassVar[str] = ""
-    Params: ClassVar[type[BaseModel]] = NoParams
-    example: ClassVar[dict[str, Any]] = {}
-    # The secrets it uses, as ``runs.secrets.store.SecretRef``: parameters that name
-    # a secret (never hold one), resolved when a run builds the plug-in.
-    secrets: ClassVar[tuple[Any, ...]] = ()
-
-    @classmethod
-    def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:
-        """Validated, normalised parameters, or ConfigError naming the field."""
-        return validate(
-            cls.Params,
-            params,
-            path=path,
-            noun=f"a parameter of {cls.kind}",
-            exclude_none=True,
-        )
-
-    @classmethod
-    def secret_params(cls) -> list[str]:
-        """The parameters that name a secret (a project secret or a variable)."""
-        return [
-            name
-            for ref in cls.secrets
-            for name in (ref.secret_field, ref.env_field)
-            if name
-        ]
-
-    @classmethod
-    def summary(cls) -> str:
-        text = cls.description or (cls.__doc__ or "")
-        return " ".join(text.split())
 
 
 # -- parameters, described -------------------------------------------------------
@@ -289,70 +267,3 @@ def _bounds_phrase(param: Param) -> str:
     if param.minimum is not None and param.maximum is not None:
         return f"between {number(param.minimum)} and {number(param.maximum)}"
     return param.bounds
-
-
-# -- the catalogue ---------------------------------------------------------------
-
-
-def catalogue_entry(plugin: type[Plugin]) -> dict[str, Any]:
-    """What ``GET /api/v1/scorers`` and ``/targets/kinds`` say about a kind."""
-    entry: dict[str, Any] = {
-        "kind": plugin.kind,
-        "label": plugin.label,
-        "description": plugin.summary(),
-        "parameters": json_schema(plugin.Params),
-        "example": plugin.example,
-        "secrets": plugin.secret_params(),
-    }
-    if hasattr(plugin, "needs_expected"):
-        entry["needs_expected"] = bool(plugin.needs_expected)
-    return entry
-
-
-# -- registration ------------------------------------------------------------------
-
-
-def check_declaration(cls: type, *, role: str, method: str) -> None:
-    """Refuse, at start-up, a plug-in class that does not declare itself."""
-    missing = [
-        name
-        for name in ("kind", "label", "Params", "example", "secrets", "clean", method)
-        if not hasattr(cls, name)
-    ]
-    params = getattr(cls, "Params", None)
-    if params is not None and not (
-        isinstance(params, type) and issubclass(params, BaseModel)
-    ):
-        missing.append("Params (a pydantic model)")
-    if missing:
-        raise ImproperlyConfigured(
-            f"{role} {cls.__module__}.{cls.__qualname__} does not declare "
-            f"{', '.join(missing)}: subclass runs.plugins.Plugin"
-        )
-
-
-# -- third-party plug-ins --------------------------------------------------------
-
-
-def load_plugins(paths: list[str]) -> None:
-    """Import the modules and register the classes listed in EVALSITE_PLUGINS."""
-    from runs.scorers.base import register as register_scorer
-    from runs.targets.base import register as register_target
-
-    for path in paths:
-        try:
-            importlib.import_module(path)
-            continue  # a module: its classes registered themselves
-        except ModuleNotFoundError as exc:
-            if exc.name != path:  # a module is missing, not a class named
-                raise
-        obj = import_string(path)
-        if hasattr(obj, "score"):
-            register_scorer(obj)
-        elif hasattr(obj, "from_config"):
-            register_target(obj)
-        else:
-            raise ImproperlyConfigured(
-                f"EVALSITE_PLUGINS: {path} is neither a target (from_config) "
-                "nor a scorer (score)"
-            )

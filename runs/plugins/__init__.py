@@ -1,0 +1,52 @@
+"""The plug-in core: what a target or scorer kind declares, and what the
+executor sees of one.
+
+Below the executor and the secrets store, above the call policy and the
+models: the registries of kinds (``TARGETS``, ``SCORERS``), the ``Params``
+declaration base, the protocols and I/O types of targets and scorers,
+``build_target`` and ``build_scorer``, where a scorer's work runs, and the
+loading of third-party plug-ins. Built-in kinds live in ``runs.targets`` and
+``runs.scorers`` and register themselves when those are imported.
+"""
+
+from __future__ import annotations
+
+from runs.plugins.declaration import (
+    Plugin,
+    SecretRef,
+    TargetContext,
+    catalogue_entry,
+)
+from runs.plugins.loading import load_plugins
+from runs.plugins.params import (
+    FieldError,
+    NoParams,
+    Param,
+    Params,
+    allowlisted_callable,
+    describe,
+    join,
+    json_schema,
+    number,
+    validate,
+)
+from runs.plugins.registry import Registry
+
+__all__ = [
+    "FieldError",
+    "NoParams",
+    "Param",
+    "Params",
+    "Plugin",
+    "Registry",
+    "SecretRef",
+    "TargetContext",
+    "allowlisted_callable",
+    "catalogue_entry",
+    "describe",
+    "join",
+    "json_schema",
+    "load_plugins",
+    "number",
+    "validate",
+]
