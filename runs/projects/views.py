@@ -130,12 +130,18 @@ def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
         form.add_error("user", str(exc))
     else:
         messages.success(
-            request,
-            f"{membership.user.get_username()} joined {project} as "
-            f"{membership.get_role_display().lower()}.",
+            request, f"{_member(membership)} joined {project} as {_role(membership)}."
         )
         return redirect("runs:project_detail", project_id=project.pk)
     return _project_page(request, project_id, invite=form)
+
+
+def _member(membership: Membership) -> str:
+    return membership.user.get_username()
+
+
+def _role(membership: Membership) -> str:
+    return membership.get_role_display().lower()
 
 
 def _member_fields(request: AuthedRequest) -> dict[str, str]:
@@ -160,11 +166,7 @@ def project_member_update(
     except InvalidInput as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(
-            request,
-            f"{membership.user.get_username()} is now "
-            f"{membership.get_role_display().lower()}.",
-        )
+        messages.success(request, f"{_member(membership)} is now {_role(membership)}.")
     return redirect("runs:project_detail", project_id=project.pk)
 
 
