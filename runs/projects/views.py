@@ -33,7 +33,7 @@ from runs.projects.services import (
     project_create,
 )
 from runs.secrets import store
-from runs.web.forms import add_domain_error
+from runs.web.forms import add_domain_error, submitted
 from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
@@ -47,17 +47,17 @@ def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
         # on the members' form, rather than shown its errors.
         require(request.user, project, Action.MANAGE)
     form = SecretForm(request.POST or None)
-    if form.is_bound and form.is_valid():
-        try:
-            secret, created = store.secret_set(
-                project=project, user=request.user, **form.cleaned_data
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            verb = "added" if created else "updated"
-            messages.success(request, f"Secret {secret.name} {verb}.")
-            return redirect("runs:project_secrets", project_id=project.pk)
+    stored = submitted(
+        form,
+        lambda: store.secret_set(
+            project=project, user=request.user, **form.cleaned_data
+        ),
+    )
+    if stored is not None:
+        secret, created = stored
+        verb = "added" if created else "updated"
+        messages.success(request, f"Secret {secret.name} {verb}.")
+        return redirect("runs:project_secrets", project_id=project.pk)
     context = {
         "project": project,
         "secrets": store.secret_list(project=project, user=request.user),
@@ -193,15 +193,13 @@ def project_member_remove(
 def account_keys(request: AuthedRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     created = plain = None
-    if form.is_bound and form.is_valid():
-        try:
-            created, plain = api_key_create(
-                user=request.user, name=form.cleaned_data["name"]
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            form = ApiKeyForm()
+    made = submitted(
+        form,
+        lambda: api_key_create(user=request.user, name=form.cleaned_data["name"]),
+    )
+    if made is not None:
+        created, plain = made
+        form = ApiKeyForm()
     # The plain key is in this one response only: it is never stored, and
     # never_cache keeps it out of every cache.
     context = {
