@@ -237,26 +237,19 @@ class ScoreAdmin(ResultsWriterAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(admin.ModelAdmin):
-    list_display = [
+    # The list shows every field the change page does.
+    list_display = fields = (
         "name",
         "user",
         "prefix",
         "created_at",
         "last_used_at",
         "revoked_at",
-    ]
+    )
     list_filter = ["revoked_at"]
     search_fields = ["name", "user__username", "prefix"]
     # Only the prefix identifies a key here; its hash is never shown.
     readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
-    fields = [
-        "name",
-        "user",
-        "prefix",
-        "created_at",
-        "last_used_at",
-        "revoked_at",
-    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # keys are shown once: create them with create_api_key

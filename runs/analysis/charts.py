@@ -8,7 +8,6 @@ import math
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import (
     Case,
     Count,
@@ -27,7 +26,7 @@ from django.db.models.functions import Cast, Floor
 from runs.analysis.summary import (
     JSONArrayLength,
     RunSummary,
-    cache_seconds,
+    cached_for_run,
 )
 from runs.models import Result, ResultStatus, Run, Score
 from runs.records import cache_keys
@@ -225,9 +224,6 @@ def run_charts(*, run: Run, summary: RunSummary) -> dict[str, Any]:
 
 def run_charts_cached(*, run: Run, summary: RunSummary) -> dict[str, Any]:
     """``run_charts``, kept under the run's ``results_version``."""
-    key = cache_keys.run_charts(run)
-    charts = cache.get(key)
-    if charts is None:
-        charts = run_charts(run=run, summary=summary)
-        cache.set(key, charts, cache_seconds(run))
-    return charts
+    return cached_for_run(
+        run, cache_keys.run_charts(run), lambda: run_charts(run=run, summary=summary)
+    )

@@ -54,6 +54,12 @@ RESULT_COLUMNS = (
     "cost",
     "attempts",
 )
+EXPORT_FIELDS = (*ITEM_COLUMNS, *RESULT_COLUMNS)
+# Where a column's value is read from, when not from the result's field of its name.
+QUERY_FIELDS = {
+    **{column: f"item__{column}" for column in ITEM_COLUMNS[1:]},
+    "attempts": "attempts_made",
+}
 SCORE_FIELDS = ("value", "passed", "error")
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cost")
 SKIPPED = "skipped"  # a skipped score's passed cell in CSV
@@ -156,7 +162,7 @@ def export_columns(*, run: Run, format: str = "jsonl") -> list[str]:
         for name, fields in _scorer_fields(run, skipped=format != "csv")
         for field in fields
     ]
-    return [*ITEM_COLUMNS, *RESULT_COLUMNS, *scores]
+    return [*EXPORT_FIELDS, *scores]
 
 
 def run_export_rows(
@@ -177,30 +183,12 @@ def run_export_rows(
         .order_by("item_index", "epoch")
         # Not Result.attempt_count's name: that property counts in Python.
         .annotate(attempts_made=_JSONArrayLength("attempts"))
-        .values_list(
-            "pk",
-            "item_index",
-            "item__external_id",
-            "item__input",
-            "item__expected",
-            "item__metadata",
-            "epoch",
-            "status",
-            "output",
-            "error_kind",
-            "error_type",
-            "error_message",
-            "latency_ms",
-            "prompt_tokens",
-            "completion_tokens",
-            "cost",
-            "attempts_made",
-        )
+        .values_list("pk", *(QUERY_FIELDS.get(c, c) for c in EXPORT_FIELDS))
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
         for pk, *fields in chunk:
-            row = dict(zip((*ITEM_COLUMNS, *RESULT_COLUMNS), fields, strict=True))
+            row = dict(zip(EXPORT_FIELDS, fields, strict=True))
             for name, score_fields in scorers:
                 score = scores.get((pk, name))
                 if score is None:

@@ -11,7 +11,7 @@ that have a value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
@@ -334,14 +334,21 @@ def cache_seconds(run: Run) -> int:
     return FINAL_CACHE_SECONDS if run.is_final else CACHE_SECONDS
 
 
+def cached_for_run[T](run: Run, key: str, compute: Callable[[], T]) -> T:
+    """What ``compute`` returns, kept under ``key`` (which names the run's
+    ``results_version``) for as long as ``cache_seconds`` says."""
+    value = cache.get(key)
+    if value is None:
+        value = compute()
+        cache.set(key, value, cache_seconds(run))
+    return cast(T, value)
+
+
 def run_summary_cached(*, run: Run) -> RunSummary:
     """``run_summary``, kept under the run's ``results_version``."""
-    key = cache_keys.run_summary(run)
-    summary = cache.get(key)
-    if summary is None:
-        summary = run_summary(run=run)
-        cache.set(key, summary, cache_seconds(run))
-    return summary
+    return cached_for_run(
+        run, cache_keys.run_summary(run), lambda: run_summary(run=run)
+    )
 
 
 def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
@@ -357,12 +364,9 @@ def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:
     The key changes whenever a score is stored, so a cached figure is never
     stale; a finished run is aggregated once instead of on every view.
     """
-    key = cache_keys.run_scorers(run)
-    summaries = cache.get(key)
-    if summaries is None:
-        summaries = run_scorer_summaries(run=run)
-        cache.set(key, summaries, cache_seconds(run))
-    return summaries
+    return cached_for_run(
+        run, cache_keys.run_scorers(run), lambda: run_scorer_summaries(run=run)
+    )
 
 
 def run_score_means(run: Run) -> dict[str, float | None]:

@@ -17,7 +17,7 @@ from runs.datasets.selectors import (
 )
 from runs.errors import Conflict, InvalidInput
 from runs.projects.selectors import project_get
-from runs.web.forms import add_domain_error
+from runs.web.forms import add_domain_error, submitted
 from runs.web.pages import domain_errors, page_of, query_id
 from runs.web.requests import AuthedRequest
 
@@ -60,13 +60,11 @@ def dataset_upload(request: AuthedRequest) -> HttpResponse:
         user=request.user,
         initial={key: value for key, value in initial.items() if value},
     )
-    if form.is_bound and form.is_valid():
-        try:
-            staged = staging.upload_stage(user=request.user, **form.stage_arguments())
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            return redirect("runs:dataset_upload_map", token=staged.token)
+    staged = submitted(
+        form, lambda: staging.upload_stage(user=request.user, **form.stage_arguments())
+    )
+    if staged is not None:
+        return redirect("runs:dataset_upload_map", token=staged.token)
     can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request,

@@ -35,13 +35,18 @@ _owner: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def scoring_for(owner: str) -> Iterator[None]:
-    """Count the scorer work of this context and its tasks against ``owner``."""
-    token = _owner.set(owner)
+def _set_for_context[T](var: contextvars.ContextVar[T], value: T) -> Iterator[None]:
+    """``var`` is ``value`` in this context and its tasks, until the block ends."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _owner.reset(token)
+        var.reset(token)
+
+
+def scoring_for(owner: str) -> contextlib.AbstractContextManager[None]:
+    """Count the scorer work of this context and its tasks against ``owner``."""
+    return _set_for_context(_owner, owner)
 
 
 def owner(project_id: int | None) -> str:
@@ -74,13 +79,9 @@ _progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def tracking(progress: Progress) -> Iterator[None]:
-    token = _progress.set(progress)
-    try:
-        yield
-    finally:
-        _progress.reset(token)
+def tracking(progress: Progress) -> contextlib.AbstractContextManager[None]:
+    """Let ``note_waiting`` write to ``progress`` within the block."""
+    return _set_for_context(_progress, progress)
 
 
 def note_waiting(waiting: str) -> None:

@@ -33,7 +33,7 @@ from runs.projects.services import (
     project_create,
 )
 from runs.secrets import store
-from runs.web.forms import add_domain_error
+from runs.web.forms import add_domain_error, submitted
 from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
@@ -47,17 +47,17 @@ def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
         # on the members' form, rather than shown its errors.
         require(request.user, project, Action.MANAGE)
     form = SecretForm(request.POST or None)
-    if form.is_bound and form.is_valid():
-        try:
-            secret, created = store.secret_set(
-                project=project, user=request.user, **form.cleaned_data
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            verb = "added" if created else "updated"
-            messages.success(request, f"Secret {secret.name} {verb}.")
-            return redirect("runs:project_secrets", project_id=project.pk)
+    stored = submitted(
+        form,
+        lambda: store.secret_set(
+            project=project, user=request.user, **form.cleaned_data
+        ),
+    )
+    if stored is not None:
+        secret, created = stored
+        verb = "added" if created else "updated"
+        messages.success(request, f"Secret {secret.name} {verb}.")
+        return redirect("runs:project_secrets", project_id=project.pk)
     context = {
         "project": project,
         "secrets": store.secret_list(project=project, user=request.user),
@@ -130,12 +130,18 @@ def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
         form.add_error("user", str(exc))
     else:
         messages.success(
-            request,
-            f"{membership.user.get_username()} joined {project} as "
-            f"{membership.get_role_display().lower()}.",
+            request, f"{_member(membership)} joined {project} as {_role(membership)}."
         )
         return redirect("runs:project_detail", project_id=project.pk)
     return _project_page(request, project_id, invite=form)
+
+
+def _member(membership: Membership) -> str:
+    return membership.user.get_username()
+
+
+def _role(membership: Membership) -> str:
+    return membership.get_role_display().lower()
 
 
 def _member_fields(request: AuthedRequest) -> dict[str, str]:
@@ -160,11 +166,7 @@ def project_member_update(
     except InvalidInput as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(
-            request,
-            f"{membership.user.get_username()} is now "
-            f"{membership.get_role_display().lower()}.",
-        )
+        messages.success(request, f"{_member(membership)} is now {_role(membership)}.")
     return redirect("runs:project_detail", project_id=project.pk)
 
 
@@ -191,15 +193,13 @@ def project_member_remove(
 def account_keys(request: AuthedRequest) -> HttpResponse:
     form = ApiKeyForm(request.POST or None)
     created = plain = None
-    if form.is_bound and form.is_valid():
-        try:
-            created, plain = api_key_create(
-                user=request.user, name=form.cleaned_data["name"]
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            form = ApiKeyForm()
+    made = submitted(
+        form,
+        lambda: api_key_create(user=request.user, name=form.cleaned_data["name"]),
+    )
+    if made is not None:
+        created, plain = made
+        form = ApiKeyForm()
     # The plain key is in this one response only: it is never stored, and
     # never_cache keeps it out of every cache.
     context = {

@@ -33,7 +33,7 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
-from runs.web.forms import add_domain_error
+from runs.web.forms import submitted
 from runs.web.pages import domain_errors, page_of, query_id
 from runs.web.requests import AuthedRequest
 
@@ -79,13 +79,9 @@ def run_new(request: AuthedRequest) -> HttpResponse:
     form = RunForm(
         request.POST or None, user=request.user, initial=_run_initial(request)
     )
-    if form.is_bound and form.is_valid():
-        try:
-            run = run_create(user=request.user, **form.run_arguments())
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        else:
-            return redirect("runs:run_detail", run_id=run.pk)
+    run = submitted(form, lambda: run_create(user=request.user, **form.run_arguments()))
+    if run is not None:
+        return redirect("runs:run_detail", run_id=run.pk)
     can_edit = projects_where(request.user, Action.EDIT).exists()
     return render(
         request, "runs/results/run_new.html", {"form": form, "can_edit": can_edit}

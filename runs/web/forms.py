@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django import forms
@@ -45,6 +45,21 @@ def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
     path the form does not know lands on its nearest known parent.
     """
     form.add_error(_field_for(form, exc), str(exc))
+
+
+def submitted[T](form: forms.Form, act: Callable[[], T]) -> T | None:
+    """What ``act`` (the service call) returns once the bound form is valid.
+
+    None when the form is unbound or invalid, or when the service refused the
+    input: its InvalidInput is then shown on the form, as ``add_domain_error``.
+    """
+    if not (form.is_bound and form.is_valid()):
+        return None
+    try:
+        return act()
+    except InvalidInput as exc:
+        add_domain_error(form, exc)
+        return None
 
 
 def _field_for(form: forms.Form, exc: InvalidInput) -> str | None:

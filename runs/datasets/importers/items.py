@@ -154,26 +154,24 @@ def normalise(
 ) -> ParsedItems:
     """Validate, count and hash every record; the rows are read again when stored."""
     first_with_id: Where | None = None
-    count = expected_count = 0
-    counts: dict[str, int] = {}
+    tally = _Tally()
     for where, record in records():
         _check(where, record, fields)
-        _count_new_fields(where, record, counts)
+        _count_new_fields(where, record, tally.fields)
         if first_with_id is None and fields.id and fields.id in record:
             first_with_id = where
         if fields.expected and record.get(fields.expected) is not None:
-            expected_count += 1
-        count += 1
-    if not count:
+            tally.expected_count += 1
+        tally.count += 1
+    if not tally.count:
         raise InvalidInput(empty)
-    if fields.expected and not expected_count:
-        raise _no_expected(fields.expected, counts)
+    if fields.expected and not tally.expected_count:
+        raise _no_expected(fields.expected, tally.fields)
 
     def read_rows() -> Iterator[ItemRow]:
         for index, (where, record) in enumerate(records()):
             yield _row(index, where, record, fields, first_with_id=first_with_id)
 
-    digest = hashlib.sha256()
     seen: dict[str, Where] = {}
     for index, (where, record) in enumerate(records()):
         row = _row(index, where, record, fields, first_with_id=first_with_id)
@@ -183,17 +181,8 @@ def normalise(
                 f"duplicate id {row.external_id!r}, first used on {first}",
                 field=fields.id,
             )
-        digest.update(canonical(vars(row), where))
-        digest.update(b"\n")
-    return ParsedItems(
-        format=fmt,
-        count=count,
-        content_hash=digest.hexdigest(),
-        fields=counts,
-        expected_count=expected_count,
-        field_map=fields,
-        read_rows=read_rows,
-    )
+        tally.hash_row(row, where)
+    return tally.parsed(fmt=fmt, field_map=fields, read_rows=read_rows)
 
 
 def parse_rows(
@@ -209,28 +198,53 @@ def parse_rows(
         for index, row in enumerate(read_rows()):
             yield dataclasses.replace(row, index=index)
 
-    count = expected_count = 0
-    counts: dict[str, int] = {}
-    digest = hashlib.sha256()
+    tally = _Tally()
     for row in renumbered():
         where = Where(record=row.index + 1)
         mapped = {"id": row.external_id, "input": row.input, "expected": row.expected}
-        _count_fields({**row.metadata, **mapped}, counts)
-        expected_count += row.expected is not None
-        digest.update(canonical(vars(row), where))
-        digest.update(b"\n")
-        count += 1
-    if not count:
+        _count_fields({**row.metadata, **mapped}, tally.fields)
+        tally.expected_count += row.expected is not None
+        tally.hash_row(row, where)
+        tally.count += 1
+    if not tally.count:
         raise InvalidInput(empty)
-    return ParsedItems(
-        format=fmt,
-        count=count,
-        content_hash=digest.hexdigest(),
-        fields=counts,
-        expected_count=expected_count,
-        field_map=DEFAULT_FIELDS if expected_count else FieldMap(expected=None),
-        read_rows=renumbered,
-    )
+    field_map = DEFAULT_FIELDS if tally.expected_count else FieldMap(expected=None)
+    return tally.parsed(fmt=fmt, field_map=field_map, read_rows=renumbered)
+
+
+@dataclass
+class _Tally:
+    """What a file or list of items adds up to: its counts and content hash.
+
+    The hash is of the mapped rows, so the same items give the same hash
+    whatever format they came in.
+    """
+
+    count: int = 0
+    expected_count: int = 0
+    fields: dict[str, int] = dataclasses.field(default_factory=dict)
+    digest: Any = dataclasses.field(default_factory=hashlib.sha256)
+
+    def hash_row(self, row: ItemRow, where: Where) -> None:
+        self.digest.update(canonical(vars(row), where))
+        self.digest.update(b"\n")
+
+    def parsed(
+        self,
+        *,
+        fmt: str,
+        field_map: FieldMap,
+        read_rows: Callable[[], Iterator[ItemRow]],
+    ) -> ParsedItems:
+        return ParsedItems(
+            format=fmt,
+            count=self.count,
+            content_hash=self.digest.hexdigest(),
+            fields=self.fields,
+            expected_count=self.expected_count,
+            field_map=field_map,
+            read_rows=read_rows,
+        )
 
 
 def preview(records: Callable[[], Records], *, fmt: str) -> Preview:
