@@ -27,8 +27,9 @@ from runs.models import Run, Score, ScoringPass
 from runs.records.names import max_length
 from runs.records.versions import results_changed
 from runs.rescore.selectors import initial_pass
-from runs.results.services import check_scorer_secrets, require_expected_answers
+from runs.results.services import require_expected_answers
 from runs.scorers import clean_scorer_specs
+from runs.secrets.store import check_scorer_secrets
 
 NAME_MAX = max_length(Score, "scorer")
 INTERRUPTED = (

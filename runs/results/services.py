@@ -16,7 +16,6 @@ from runs.executor.options import RunOptions
 from runs.executor.store import retries_release, run_recount
 from runs.models import (
     Dataset,
-    Project,
     Run,
     RunStatus,
     Target,
@@ -25,8 +24,8 @@ from runs.records.names import clean_name
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets.store import (
-    check_plugin_secrets_bound,
-    check_secrets_bound,
+    check_scorer_secrets,
+    check_target_secrets,
 )
 from runs.targets import clean_target_config
 from runs.targets.base import get_target_class
@@ -97,29 +96,6 @@ def run_create(
     if launch:
         transaction.on_commit(lambda: run_launch(run=run))
     return run
-
-
-def check_target_secrets(
-    *, project: Project, kind: str, config: dict[str, Any], path: str
-) -> None:
-    """Refuse a (cleaned) target configuration that would send a project
-    secret where the secret is not bound; the error names ``path.field``."""
-    try:
-        check_secrets_bound(project=project, kind=kind, config=config)
-    except InvalidInput as exc:
-        raise InvalidInput(exc.message, field=f"{path}.{exc.field}") from None
-
-
-def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> None:
-    """``check_target_secrets`` for cleaned scorer specs (``scorers[i].params``)."""
-    for position, spec in enumerate(specs):
-        try:
-            check_plugin_secrets_bound(
-                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
-            )
-        except InvalidInput as exc:
-            field = f"scorers[{position}].params.{exc.field}"
-            raise InvalidInput(exc.message, field=field) from None
 
 
 def require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:

@@ -366,6 +366,29 @@ def check_plugin_secrets_bound(
             )
 
 
+def check_target_secrets(
+    *, project: Project, kind: str, config: dict[str, Any], path: str
+) -> None:
+    """Refuse a (cleaned) target configuration that would send a project
+    secret where the secret is not bound; the error names ``path.field``."""
+    try:
+        check_secrets_bound(project=project, kind=kind, config=config)
+    except InvalidInput as exc:
+        raise InvalidInput(exc.message, field=f"{path}.{exc.field}") from None
+
+
+def check_scorer_secrets(*, project: Project, specs: list[dict[str, Any]]) -> None:
+    """``check_target_secrets`` for cleaned scorer specs (``scorers[i].params``)."""
+    for position, spec in enumerate(specs):
+        try:
+            check_plugin_secrets_bound(
+                project=project, plugin=SCORERS[spec["kind"]], config=spec["params"]
+            )
+        except InvalidInput as exc:
+            field = f"scorers[{position}].params.{exc.field}"
+            raise InvalidInput(exc.message, field=field) from None
+
+
 def resolve_secrets(
     *, project_id: int, refs: Sequence[SecretRef], config: dict[str, Any]
 ) -> dict[str, str]:

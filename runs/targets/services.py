@@ -18,9 +18,9 @@ from runs.models import (
 )
 from runs.plugins import TargetContext
 from runs.records.names import clean_name
-from runs.results.services import check_target_secrets
 from runs.secrets.redaction import Redactor
 from runs.secrets.store import (
+    check_target_secrets,
     target_context,
 )
 from runs.targets import clean_target_config, trial, try_throttle
