@@ -104,7 +104,13 @@ ASGI_APPLICATION = "evalsite.asgi.application"
 EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 8, minimum=1)
 # "Send one request" to a target, per user: at most this many waiting at a
 # time and this many a minute (runs/targets/try_throttle.py; shared through Redis).
-EVALSITE_TRY_CONCURRENCY = env_int("EVALSITE_TRY_CONCURRENCY", 2, minimum=1)
+# EVALSITE_TRY_CONCURRENCY, the first name, is still read (a system check says
+# the new one): "concurrency" is a run's option.
+EVALSITE_TRIES_AT_ONCE = env_int(
+    "EVALSITE_TRIES_AT_ONCE",
+    env_int("EVALSITE_TRY_CONCURRENCY", 2, minimum=1),
+    minimum=1,
+)
 EVALSITE_TRY_PER_MINUTE = env_int("EVALSITE_TRY_PER_MINUTE", 20, minimum=1)
 
 TEMPLATES = [

@@ -1,6 +1,26 @@
 from __future__ import annotations
 
+import os
+from typing import Any
+
 from django.apps import AppConfig
+from django.core import checks
+
+# Settings read under a former name, and the name that replaced it.
+RENAMED_SETTINGS = {"EVALSITE_TRY_CONCURRENCY": "EVALSITE_TRIES_AT_ONCE"}
+
+
+def renamed_settings(**kwargs: Any) -> list[checks.CheckMessage]:
+    """A warning for each setting the environment gives by its former name."""
+    return [
+        checks.Warning(
+            f"{old} is now {new}; the old name is still read for now.",
+            hint=f"Set {new} instead.",
+            id="evalsite.W001",
+        )
+        for old, new in RENAMED_SETTINGS.items()
+        if old in os.environ and new not in os.environ
+    ]
 
 
 class RunsConfig(AppConfig):
@@ -18,6 +38,7 @@ class RunsConfig(AppConfig):
         # may run again in one process, as when a test reloads the apps.)
         if "id" not in get_converters():
             register_converter(IdConverter, "id")
+        checks.register(renamed_settings)
 
         # Built-in plug-ins register themselves on import; third-party ones
         # are listed in a setting.

@@ -84,7 +84,7 @@ async def test_pages_answer_while_tries_wait_on_a_slow_target(
     host = [(b"host", b"testserver")]
     tries = [
         HttpCommunicator(one_thread, "POST", path, body=body, headers=host + headers)
-        for _ in range(settings.EVALSITE_TRY_CONCURRENCY)
+        for _ in range(settings.EVALSITE_TRIES_AT_ONCE)
     ]
     pending = [asyncio.ensure_future(c.get_response(timeout=30)) for c in tries]
     try:

@@ -73,7 +73,7 @@ async def test_a_try_beyond_the_users_concurrency_is_refused_with_429(
 ) -> None:
     target = await _target(project, fake_openai)
     client = await _client(bob)
-    allowed = settings.EVALSITE_TRY_CONCURRENCY
+    allowed = settings.EVALSITE_TRIES_AT_ONCE
     waiting = [
         asyncio.create_task(_try(client, surface, target, "[[hang]]"))
         for _ in range(allowed)
@@ -106,7 +106,7 @@ async def test_a_finished_try_frees_its_place(
     fake_openai: FakeOpenAIServer,
     settings: Any,
 ) -> None:
-    settings.EVALSITE_TRY_CONCURRENCY = 1
+    settings.EVALSITE_TRIES_AT_ONCE = 1
     target = await _target(project, fake_openai)
     client = await _client(bob)
 

@@ -1,6 +1,6 @@
 """How many "send one request" tries a person may make.
 
-At most ``EVALSITE_TRY_CONCURRENCY`` at a time and ``EVALSITE_TRY_PER_MINUTE``
+At most ``EVALSITE_TRIES_AT_ONCE`` at a time and ``EVALSITE_TRY_PER_MINUTE``
 in any minute, per user. The counts are kept in Redis when ``REDIS_URL`` is
 set (one Lua script per try: atomic, timed by Redis's clock, shared by every
 server process), otherwise in this process's memory. A try that is refused
@@ -36,7 +36,7 @@ WINDOW = 60.0  # seconds: the per-minute count
 REDIS_PREFIX = "evalsite:try:"
 
 # KEYS: the user's tries in flight (member: token, score: end of its lease)
-# and in the last minute (score: when it began). ARGV: token, concurrency,
+# and in the last minute (score: when it began). ARGV: token, at_once,
 # per minute, lease, window. Answers {1, 0} or {0, seconds to wait, reason}.
 ACQUIRE_LUA = """
 local t = redis.call('TIME')
@@ -45,7 +45,7 @@ local window = tonumber(ARGV[5])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  return {0, '0', 'concurrency'}
+  return {0, '0', 'at_once'}
 end
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then
   local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
@@ -72,15 +72,15 @@ class LocalCounts:
         self.lock = threading.Lock()
         self.users: dict[str, _Tries] = {}
 
-    def acquire(self, key: str, concurrency: int, per_minute: int) -> str:
+    def acquire(self, key: str, at_once: int, per_minute: int) -> str:
         """'' when a slot was taken, else the reason and the wait, as 'rate:12.5'."""
         now = time.monotonic()
         with self.lock:
             tries = self.users.setdefault(key, _Tries())
             while tries.started and tries.started[0] <= now - WINDOW:
                 tries.started.popleft()
-            if tries.in_flight >= concurrency:
-                return "concurrency:0"
+            if tries.in_flight >= at_once:
+                return "at_once:0"
             if len(tries.started) >= per_minute:
                 return f"rate:{tries.started[0] + WINDOW - now:.3f}"
             tries.in_flight += 1
@@ -114,11 +114,11 @@ def _user_key(user_id: int) -> str:
 
 
 def _refusal(reason: str, wait: float, *, lease: float) -> TooManyRequests:
-    concurrency = settings.EVALSITE_TRY_CONCURRENCY
-    if reason == "concurrency":
+    at_once = settings.EVALSITE_TRIES_AT_ONCE
+    if reason == "at_once":
         # A try ends within its timeout: by then a slot is free.
         return TooManyRequests(
-            f"you have {concurrency} {'try' if concurrency == 1 else 'tries'} "
+            f"you have {at_once} {'try' if at_once == 1 else 'tries'} "
             "waiting for an answer already; "
             "wait for one to finish",
             retry_after=max(1, math.ceil(lease)),
@@ -140,14 +140,14 @@ class _RedisCounts:
         return [f"{REDIS_PREFIX}{key}:flight", f"{REDIS_PREFIX}{key}:minute"]
 
     async def acquire(
-        self, key: str, token: str, concurrency: int, per_minute: int, lease: float
+        self, key: str, token: str, at_once: int, per_minute: int, lease: float
     ) -> str:
         taken, wait, reason = await self.client.eval(
             ACQUIRE_LUA,
             2,
             *self.keys(key),
             token,
-            concurrency,
+            at_once,
             per_minute,
             lease,
             WINDOW,
@@ -162,7 +162,7 @@ class _RedisCounts:
 async def try_slot(*, user_id: int, lease: float) -> AsyncIterator[None]:
     """Hold one of the user's tries for at most ``lease`` seconds, or raise
     ``TooManyRequests``."""
-    concurrency = settings.EVALSITE_TRY_CONCURRENCY
+    at_once = settings.EVALSITE_TRIES_AT_ONCE
     per_minute = settings.EVALSITE_TRY_PER_MINUTE
     key = _user_key(user_id)
     redis = _RedisCounts(settings.REDIS_URL) if settings.REDIS_URL else None
@@ -171,7 +171,7 @@ async def try_slot(*, user_id: int, lease: float) -> AsyncIterator[None]:
         answer = None
         if redis is not None:
             try:
-                answer = await redis.acquire(key, token, concurrency, per_minute, lease)
+                answer = await redis.acquire(key, token, at_once, per_minute, lease)
             except (OSError, TimeoutError, _redis_error()) as exc:
                 logger.warning(
                     "tries are counted by this process alone while Redis is "
@@ -181,7 +181,7 @@ async def try_slot(*, user_id: int, lease: float) -> AsyncIterator[None]:
                 )
         shared = answer is not None
         if answer is None:
-            answer = PROCESS.acquire(key, concurrency, per_minute)
+            answer = PROCESS.acquire(key, at_once, per_minute)
         if answer:
             reason, _, wait = answer.partition(":")
             raise _refusal(reason, float(wait), lease=lease)
