@@ -88,7 +88,7 @@ def prepare(source: Path, data_dir: Path) -> str:
         check=True,
     )
     seeded = subprocess.run(
-        [python, str(HERE / "http_seed.py")],
+        [python, str(source / "bench" / "http_seed.py")],
         cwd=source,
         env=env,
         check=True,

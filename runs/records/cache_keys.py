@@ -20,8 +20,11 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
+import operator
 import re
+from collections.abc import Callable, Iterable
 from importlib import resources
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -45,25 +48,40 @@ def generation() -> str:
     return f"{CODE_GENERATION}.{max(names, default='0000')}"
 
 
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+# By dataclass: a getter of its fields' values, in order, as a tuple.
+_FIELD_VALUES: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+
+
+def _field_values(row: Any) -> Callable[[Any], tuple[Any, ...]]:
+    names = tuple(f.name for f in dataclasses.fields(row))
+    if len(names) == 1:
+        # attrgetter of one name returns the value alone.
+        (name,) = names
+        return lambda value: (getattr(value, name),)
+    return operator.attrgetter(*names) if names else lambda _value: ()
 
 
 def record(row: Any) -> tuple[Any, ...]:
     """A dataclass instance as a key part: its fields' values, in order
     (each still checked as a part)."""
     kind = type(row)
-    names = _FIELD_NAMES.get(kind)
-    if names is None:
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in dataclasses.fields(row))
-    return tuple(getattr(row, name) for name in names)
+    values = _FIELD_VALUES.get(kind)
+    if values is None:
+        values = _FIELD_VALUES[kind] = _field_values(row)
+    return values(row)
+
+
+_is_tuple = tuple.__instancecheck__
 
 
 def _check(parts: tuple[Any, ...]) -> None:
-    # The types of a tuple's members as one set: a flat tuple (a row) is
-    # checked without a Python step per value.
-    pending = [parts]
-    while pending:
-        members = pending.pop()
+    # Level by level: the types of all the values at one depth as one set,
+    # then the members of the tuples among them, each step without a Python
+    # step per value (a page's rows are one level of tuples, their values the
+    # next). Every type is checked exactly, so a tuple here is a tuple.
+    level: Iterable[Any] = parts
+    while True:
+        members = tuple(level)
         kinds = set(map(type, members))
         if not kinds <= _ALLOWED:
             refused = sorted(kind.__name__ for kind in kinds - _ALLOWED)
@@ -71,8 +89,9 @@ def _check(parts: tuple[Any, ...]) -> None:
                 "a cache key part must be str, int, float, bool, None, a datetime"
                 f" or a tuple of these, not {', '.join(refused)}"
             )
-        if tuple in kinds:
-            pending.extend(member for member in members if type(member) is tuple)
+        if tuple not in kinds:
+            return
+        level = chain.from_iterable(filter(_is_tuple, members))
 
 
 def key(kind: str, *parts: Any) -> str:
