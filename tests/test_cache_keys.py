@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
@@ -21,6 +22,11 @@ WHEN = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
 @dataclass(frozen=True)
 class Row:
+    name: str
+    count: int
+
+
+class Pair(NamedTuple):
     name: str
     count: int
 
@@ -48,6 +54,9 @@ def test_keys_take_the_typed_parts_and_nest_them_in_tuples() -> None:
         Row("r", 1),
         ("nested", [1]),
         (("deeper", object()),),
+        ((1, "a"), (2, ("b", (3, {"c"})))),
+        Pair("a", 1),
+        (Pair("a", 1),),
     ],
     ids=repr,
 )
@@ -62,8 +71,21 @@ def test_equal_reprs_of_other_types_make_other_keys() -> None:
     assert len(keys) == 5
 
 
+@dataclass(frozen=True, slots=True)
+class One:
+    value: int
+
+
+@dataclass(frozen=True)
+class Empty:
+    pass
+
+
 def test_a_dataclass_is_a_part_through_record() -> None:
     assert cache_keys.record(Row("r", 1)) == ("r", 1)
+    assert cache_keys.record(Row("s", 2)) == ("s", 2)
+    assert cache_keys.record(One(3)) == (3,)
+    assert cache_keys.record(Empty()) == ()
     assert cache_keys.key("kind", cache_keys.record(Row("r", 1))) != (
         cache_keys.key("kind", cache_keys.record(Row("r", 2)))
     )
