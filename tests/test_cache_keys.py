@@ -65,6 +65,21 @@ def test_keys_refuse_any_other_part(part: object) -> None:
         cache_keys.key("kind", part)
 
 
+def test_equal_parts_of_distinct_objects_make_one_key() -> None:
+    def parts(n: int) -> tuple[object, ...]:
+        name = "".join(["run ", str(n)])
+        return (
+            name,
+            (name, WHEN),
+            (n, float(n)),
+            (dt.datetime.fromisoformat(str(WHEN)),),
+        )
+
+    assert parts(7) is not parts(7)
+    assert cache_keys.key("kind", *parts(7)) == cache_keys.key("kind", *parts(7))
+    assert cache_keys.key("kind", *parts(7)) != cache_keys.key("kind", *parts(8))
+
+
 def test_equal_reprs_of_other_types_make_other_keys() -> None:
     keys = {cache_keys.key("kind", part) for part in (1, "1", 1.0, True, (1,))}
 
