@@ -28,7 +28,7 @@ class Row:
 
 class Pair(NamedTuple):
     name: str
-    count: int
+    size: int
 
 
 def test_keys_take_the_typed_parts_and_nest_them_in_tuples() -> None:

@@ -23,7 +23,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import F, JSONField, QuerySet, TextField
+from django.db.models import F, JSONField, Model, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -181,9 +181,12 @@ def _run_row_positions(
     """For rows with these column names: a getter of RunRow's fields read from
     the database, in RunRow's order, and the positions of status, created_at
     and heartbeat_at."""
+    fields = operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values()))
     return (
-        operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values())),
-        *(names.index(column) for column in ("status", "created_at", "heartbeat_at")),
+        fields,
+        names.index("status"),
+        names.index("created_at"),
+        names.index("heartbeat_at"),
     )
 
 
@@ -207,7 +210,12 @@ def _run_rows_read(
                 heartbeat is None
                 or (now - heartbeat).total_seconds() >= HEARTBEAT_STALE_SECONDS
             )
-        rows.append(RunRow(*fields(row), stale, str(naturaltime(row[created_at]))))
+        values: tuple[Any, ...] = (
+            *fields(row),
+            stale,
+            str(naturaltime(row[created_at])),
+        )
+        rows.append(RunRow(*values))
     return rows
 
 
@@ -285,13 +293,13 @@ _USER = "user__"
 
 
 @functools.cache
-def _attnames(model: type[Any]) -> tuple[str, ...]:
+def _attnames(model: type[Model]) -> tuple[str, ...]:
     return tuple(field.attname for field in model._meta.concrete_fields)
 
 
 @functools.cache
 def _model_columns(
-    model: type[Any], names: tuple[str, ...], prefix: str
+    model: type[Model], names: tuple[str, ...], prefix: str
 ) -> operator.itemgetter[Any]:
     """A getter of the values of the model's columns, in the model's order,
     from rows with these column names (the model's under ``prefix``)."""
@@ -299,7 +307,7 @@ def _model_columns(
 
 
 def _instance(
-    model: type[Any], names: tuple[str, ...], row: tuple[Any, ...], prefix: str = ""
+    model: type[Model], names: tuple[str, ...], row: tuple[Any, ...], prefix: str = ""
 ) -> Any:
     """``model.from_db`` on the row's values of the model's columns."""
     values = _model_columns(model, names, prefix)(row)
