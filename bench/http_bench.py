@@ -122,7 +122,7 @@ def prepare(python: str, source: Path, data_dir: Path, env: dict[str, str]) -> d
         stdin=subprocess.DEVNULL,
     )
     out = subprocess.run(
-        [python, str(HERE / "http_seed.py")],
+        [python, str(source / "bench" / "http_seed.py")],
         cwd=source,
         env=env,
         check=True,
