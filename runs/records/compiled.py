@@ -5,8 +5,8 @@ to 1.5 ms of Python against 0.05 to 0.3 ms of SQL, bench/README.md). A hot
 read is therefore written once, as a queryset, and compiled once per process
 and database vendor: its SQL, its parameters and the converters the ORM
 would apply to each column are kept, and each call executes that SQL with
-its own arguments and maps the row by column name (``cursor.description``),
-never by position.
+its own arguments and finds each column by its name in
+``cursor.description``, never by its place in the statement.
 
 A read's arguments are given to its queryset as markers (``Args``): values of
 the argument's type that no caller passes, found again among the compiled
@@ -14,12 +14,14 @@ parameters and replaced by the call's values. The SQL the ORM cannot leave
 open is written here and only here: a ``LIMIT %s OFFSET %s`` appended to a
 sliced read (the ORM writes a slice's bounds into the SQL as numbers).
 
-Each call costs only what it must: the SQL is rewritten for the driver once,
-at compile time (Django's SQLite cursor rewrites every statement's
-placeholders with a regular expression on each execution, and an ORM
-statement is long), the arguments' positions among the parameters are found
-once, and so are, for each set of column names a cursor describes, the
-positions and converters of the columns to convert.
+Each call costs only what it must. On SQLite the SQL is rewritten for the
+driver once, at compile time, and run on the driver's connection (Django's
+cursor rewrites a statement's placeholders with a regular expression on
+every execution, and an ORM statement is long); a query Django logs or wraps
+(DEBUG, a test counting queries) goes through Django's cursor as on every
+other vendor. The arguments' positions among the parameters are found once,
+and so are, for each set of column names a cursor describes, the positions
+and converters of the columns to convert.
 """
 
 from __future__ import annotations
