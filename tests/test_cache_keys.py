@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
@@ -23,6 +24,11 @@ WHEN = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 class Row:
     name: str
     count: int
+
+
+class Pair(NamedTuple):
+    name: str
+    size: int
 
 
 def test_keys_take_the_typed_parts_and_nest_them_in_tuples() -> None:
@@ -48,6 +54,9 @@ def test_keys_take_the_typed_parts_and_nest_them_in_tuples() -> None:
         Row("r", 1),
         ("nested", [1]),
         (("deeper", object()),),
+        ((1, "a"), (2, ("b", (3, {"c"})))),
+        Pair("a", 1),
+        (Pair("a", 1),),
     ],
     ids=repr,
 )
@@ -56,14 +65,42 @@ def test_keys_refuse_any_other_part(part: object) -> None:
         cache_keys.key("kind", part)
 
 
+def test_equal_parts_of_distinct_objects_make_one_key() -> None:
+    def parts(n: int) -> tuple[object, ...]:
+        name = "".join(["run ", str(n)])
+        return (
+            name,
+            (name, WHEN),
+            (n, float(n)),
+            (dt.datetime.fromisoformat(str(WHEN)),),
+        )
+
+    assert parts(7) is not parts(7)
+    assert cache_keys.key("kind", *parts(7)) == cache_keys.key("kind", *parts(7))
+    assert cache_keys.key("kind", *parts(7)) != cache_keys.key("kind", *parts(8))
+
+
 def test_equal_reprs_of_other_types_make_other_keys() -> None:
     keys = {cache_keys.key("kind", part) for part in (1, "1", 1.0, True, (1,))}
 
     assert len(keys) == 5
 
 
+@dataclass(frozen=True, slots=True)
+class One:
+    value: int
+
+
+@dataclass(frozen=True)
+class Empty:
+    pass
+
+
 def test_a_dataclass_is_a_part_through_record() -> None:
     assert cache_keys.record(Row("r", 1)) == ("r", 1)
+    assert cache_keys.record(Row("s", 2)) == ("s", 2)
+    assert cache_keys.record(One(3)) == (3,)
+    assert cache_keys.record(Empty()) == ()
     assert cache_keys.key("kind", cache_keys.record(Row("r", 1))) != (
         cache_keys.key("kind", cache_keys.record(Row("r", 2)))
     )

@@ -4,12 +4,16 @@ by column of the models' ``_meta``."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.backends.sqlite3.base import SQLiteCursorWrapper
 from django.db.models import JSONField
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.access import visible_projects
@@ -322,3 +326,65 @@ def test_a_compiled_read_is_compiled_once_and_takes_its_arguments_by_name(
     ]
     with pytest.raises(TypeError):
         compiled.rows(read, {"title": "Elsewhere"})
+
+
+@pytest.mark.django_db
+def test_a_compiled_read_on_sqlite_skips_the_placeholder_rewrite_of_every_call(
+    alice: User, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if connection.vendor != "sqlite":
+        pytest.skip("the SQLite cursor's rewrite")
+    dataset = make_dataset(project, arithmetic_items(2))
+    _runs(dataset, [RunStatus.COMPLETED, RunStatus.RUNNING])
+    table = reads.RunTable(user_id=alice.pk, status=RunStatus.COMPLETED)
+    expected = (table.count(), table[0:10])
+    rewrites = []
+    rewrite = SQLiteCursorWrapper.convert_query
+
+    def counted(self: Any, query: str, **kwargs: Any) -> str:
+        rewrites.append(query)
+        return rewrite(self, query, **kwargs)
+
+    monkeypatch.setattr(SQLiteCursorWrapper, "convert_query", counted)
+
+    assert (table.count(), table[0:10]) == expected
+    assert rewrites == []
+
+
+@pytest.mark.django_db
+def test_a_compiled_read_counted_by_a_test_goes_through_djangos_cursor(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    _runs(dataset, [RunStatus.COMPLETED, RunStatus.RUNNING, RunStatus.FAILED])
+    table = reads.RunTable(user_id=alice.pk)
+    direct = (table.count(), table[0:10], reads.project_choices(user_id=alice.pk))
+
+    with CaptureQueriesContext(connection) as captured:
+        logged = (table.count(), table[0:10], reads.project_choices(user_id=alice.pk))
+
+    assert logged == direct
+    assert len(captured.captured_queries) == 3
+
+
+@pytest.mark.django_db
+def test_every_field_of_a_run_row_is_the_orms(alice: User, project: Project) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(
+        total=9, succeeded=1, failed=2, timed_out=3, cancelled=1, target_kind="echo"
+    )
+    run = Run.objects.select_related("project", "dataset").get(pk=run.pk)
+    related = {
+        "pk": run.pk,
+        "project_name": run.project.name,
+        "dataset_name": run.dataset.name,
+        "dataset_version": run.dataset.version,
+    }
+
+    (row,) = reads.RunTable(user_id=alice.pk)[0:10]
+
+    for field in fields(reads.RunRow):
+        if field.name not in ("stale", "created_ago"):
+            expected = related.get(field.name, getattr(run, field.name, None))
+            assert getattr(row, field.name) == expected, field.name

@@ -5,23 +5,34 @@ to 1.5 ms of Python against 0.05 to 0.3 ms of SQL, bench/README.md). A hot
 read is therefore written once, as a queryset, and compiled once per process
 and database vendor: its SQL, its parameters and the converters the ORM
 would apply to each column are kept, and each call executes that SQL with
-its own arguments and maps the row by column name (``cursor.description``),
-never by position.
+its own arguments and finds each column by its name in
+``cursor.description``, never by its place in the statement.
 
 A read's arguments are given to its queryset as markers (``Args``): values of
 the argument's type that no caller passes, found again among the compiled
 parameters and replaced by the call's values. The SQL the ORM cannot leave
 open is written here and only here: a ``LIMIT %s OFFSET %s`` appended to a
 sliced read (the ORM writes a slice's bounds into the SQL as numbers).
+
+Each call costs only what it must. On SQLite the SQL is rewritten for the
+driver once, at compile time, and run on the driver's connection (Django's
+cursor rewrites a statement's placeholders with a regular expression on
+every execution, and an ORM statement is long); a query Django logs or wraps
+(DEBUG, a test counting queries) goes through Django's cursor as on every
+other vendor. The arguments' positions among the parameters are found once,
+and so are, for each set of column names a cursor describes, the positions
+and converters of the columns to convert.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Count, QuerySet, Value
 
 # Markers: inside every database's integer range (a value outside it makes
@@ -54,18 +65,48 @@ class Args:
 
 
 Converters = tuple[list[Callable[..., Any]], Any]
+# Rows as the cursor hands them, and as ``fetch`` returns them.
+Row = tuple[Any, ...]
+
+
+def _sqlite_sql(sql: str) -> str:
+    """The statement as Django's SQLite cursor hands it to the driver."""
+    return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
+
+
+# The SQL each vendor's DB-API driver takes, for the vendors whose reads go
+# to the driver directly (the others go through Django's cursor, which hands
+# the SQL on as it is).
+_DRIVER_SQL: dict[str, Callable[[str], str]] = {"sqlite": _sqlite_sql}
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """What ``fetch`` does with the rows of one cursor description: the
+    position of each column to convert, its converters and expression."""
+
+    converting: tuple[tuple[int, tuple[Callable[..., Any], ...], Any], ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Statement:
+    # As the ORM wrote it, for Django's cursor.
     sql: str
+    # As the driver takes it, for a vendor in ``_DRIVER_SQL``; else None.
+    driver_sql: str | None
     # The compiled parameters: constants, and an ``_Arg`` where a call's
     # argument goes.
     params: tuple[Any, ...]
+    # Where the call's arguments go among them: (position, argument name).
+    slots: tuple[tuple[int, str], ...]
     arguments: frozenset[str]
     # What the ORM applies to each column's raw value, by column name.
     converters: Mapping[str, Converters]
     sliced: bool
+    # By (column names, columns to convert), found on first use.
+    layouts: dict[tuple[tuple[str, ...], Hashable], _Layout] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
 
 def count_of(queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -96,7 +137,10 @@ def _compile(build: Callable[[Args], QuerySet[Any]], *, sliced: bool) -> Stateme
     if None in names or len(set(names)) != len(names):
         raise ValueError(f"a compiled read needs distinct column names: {names}")
     params = tuple(_argument(args, p) for p in raw_params)
-    arguments = frozenset(p.name for p in params if isinstance(p, _Arg))
+    slots = tuple(
+        (position, p.name) for position, p in enumerate(params) if type(p) is _Arg
+    )
+    arguments = frozenset(name for _position, name in slots)
     if arguments != set(args.marks.values()):
         raise ValueError(
             f"arguments {sorted(set(args.marks.values()) - arguments)} were not"
@@ -107,9 +151,14 @@ def _compile(build: Callable[[Args], QuerySet[Any]], *, sliced: bool) -> Stateme
         names[position]: pair
         for position, pair in compiler.get_converters(expressions).items()
     }
+    if sliced:
+        sql += _SLICE
+    to_driver = _DRIVER_SQL.get(connection.vendor)
     return Statement(
-        sql=sql + _SLICE if sliced else sql,
+        sql=sql,
+        driver_sql=to_driver(sql) if to_driver is not None else None,
         params=params,
+        slots=slots,
         arguments=arguments,
         converters=converters,
         sliced=sliced,
@@ -132,6 +181,53 @@ def statement(
     return compiled
 
 
+def _execute(
+    db: BaseDatabaseWrapper, read: Statement, params: list[Any]
+) -> tuple[tuple[str, ...], list[Row]]:
+    """The column names and the rows of the read run with these parameters."""
+    if (
+        read.driver_sql is not None
+        and db.vendor in _DRIVER_SQL
+        and not db.queries_logged
+        and not db.execute_wrappers
+    ):
+        # Straight to the driver, with what Django's cursor checks first; a
+        # read that is logged or wrapped (a test counting queries) goes
+        # through Django's cursor below.
+        db.close_if_health_check_failed()
+        db.ensure_connection()
+        db.validate_thread_sharing()
+        db.validate_no_broken_transaction()
+        with db.wrap_database_errors:
+            cursor = db.connection.execute(read.driver_sql, params)
+            try:
+                description, fetched = cursor.description, cursor.fetchall()
+            finally:
+                cursor.close()
+    else:
+        with db.cursor() as cursor:
+            cursor.execute(read.sql, params)
+            description, fetched = cursor.description, cursor.fetchall()
+    return tuple(column[0] for column in description), fetched
+
+
+def _layout(
+    read: Statement, names: tuple[str, ...], convert: bool | Collection[str]
+) -> _Layout:
+    wanted = convert if isinstance(convert, bool) else tuple(convert)
+    found = read.layouts.get((names, wanted))
+    if found is None:
+        columns = read.converters.keys() if wanted is True else wanted or ()
+        found = read.layouts[(names, wanted)] = _Layout(
+            tuple(
+                (position, tuple(read.converters[name][0]), read.converters[name][1])
+                for position, name in enumerate(names)
+                if name in columns and name in read.converters
+            )
+        )
+    return found
+
+
 def fetch(
     read: Statement,
     arguments: Mapping[str, Any],
@@ -139,38 +235,36 @@ def fetch(
     offset: int = 0,
     limit: int | None = None,
     convert: bool | Collection[str] = True,
-) -> tuple[tuple[str, ...], list[list[Any]]]:
-    """The read's column names and its rows' values for these arguments,
-    the values as the ORM would return them; only those of the columns
-    named in ``convert`` (``False``: none, as the database hands them, what
-    a cache key needs; see ``converted`` for one value later)."""
+) -> tuple[tuple[str, ...], list[Row]]:
+    """The read's column names and its rows for these arguments, the values
+    as the ORM would return them; only those of the columns named in
+    ``convert`` (``False``: none, as the database hands them, what a cache
+    key needs; see ``converted`` for one value later)."""
     if arguments.keys() != read.arguments:
         raise TypeError(
             f"arguments {sorted(arguments)} are not {sorted(read.arguments)}"
         )
-    params = [arguments[p.name] if type(p) is _Arg else p for p in read.params]
+    params = list(read.params)
+    for position, name in read.slots:
+        params[position] = arguments[name]
     if read.sliced:
         if limit is None:
             raise TypeError("a sliced read needs a limit")
-        params += [limit, offset]
-    with connection.cursor() as cursor:
-        cursor.execute(read.sql, params)
-        names = tuple(column[0] for column in cursor.description)
-        fetched = cursor.fetchall()
-    wanted = read.converters.keys() if convert is True else convert or ()
-    converting = [
-        (position, *read.converters[name])
-        for position, name in enumerate(names)
-        if name in wanted and name in read.converters
-    ]
-    values = [list(raw) for raw in fetched]
-    if converting:
-        for row in values:
-            for position, converters, expression in converting:
-                value = row[position]
-                for converter in converters:
-                    value = converter(value, expression, connection)
-                row[position] = value
+        params += (limit, offset)
+    db = connections[DEFAULT_DB_ALIAS]
+    names, fetched = _execute(db, read, params)
+    converting = _layout(read, names, convert).converting
+    if not converting:
+        return names, fetched
+    values = []
+    for raw in fetched:
+        row = list(raw)
+        for position, converters, expression in converting:
+            value = row[position]
+            for converter in converters:
+                value = converter(value, expression, db)
+            row[position] = value
+        values.append(tuple(row))
     return names, values
 
 
@@ -197,5 +291,5 @@ def rows(
 
 def one(read: Statement, arguments: Mapping[str, Any]) -> dict[str, Any] | None:
     """The read's first row, or None."""
-    found = rows(read, arguments)
-    return found[0] if found else None
+    names, values = fetch(read, arguments)
+    return dict(zip(names, values[0], strict=True)) if values else None

@@ -13,6 +13,7 @@ checks each against its ORM twin.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
 from django.db import connection
-from django.db.models import F, JSONField, QuerySet, TextField
+from django.db.models import F, JSONField, Model, QuerySet, TextField
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -169,6 +170,24 @@ _RUN_ROW_FIELDS = {
     "dataset_name": "dataset_name",
     "dataset_version": "dataset_version",
 }
+# RunRow is built positionally: these fields first, in this order, then
+# ``stale`` and ``created_ago`` (tests/test_hot_reads.py checks).
+
+
+@functools.cache
+def _run_row_positions(
+    names: tuple[str, ...],
+) -> tuple[operator.itemgetter[Any], int, int, int]:
+    """For rows with these column names: a getter of RunRow's fields read from
+    the database, in RunRow's order, and the positions of status, created_at
+    and heartbeat_at."""
+    fields = operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values()))
+    return (
+        fields,
+        names.index("status"),
+        names.index("created_at"),
+        names.index("heartbeat_at"),
+    )
 
 
 def _run_rows_read(
@@ -179,10 +198,7 @@ def _run_rows_read(
     names, found = compiled.fetch(
         read, arguments, offset=offset, limit=limit, convert=("created_at",)
     )
-    fields = operator.itemgetter(*(names.index(c) for c in _RUN_ROW_FIELDS.values()))
-    status, created_at, heartbeat_at = (
-        names.index(column) for column in ("status", "created_at", "heartbeat_at")
-    )
+    fields, status, created_at, heartbeat_at = _run_row_positions(names)
     now = timezone.now()
     rows = []
     for row in found:
@@ -194,13 +210,12 @@ def _run_rows_read(
                 heartbeat is None
                 or (now - heartbeat).total_seconds() >= HEARTBEAT_STALE_SECONDS
             )
-        rows.append(
-            RunRow(
-                **dict(zip(_RUN_ROW_FIELDS, fields(row), strict=True)),
-                stale=stale,
-                created_ago=str(naturaltime(row[created_at])),
-            )
+        values: tuple[Any, ...] = (
+            *fields(row),
+            stale,
+            str(naturaltime(row[created_at])),
         )
+        rows.append(RunRow(*values))
     return rows
 
 
@@ -223,8 +238,8 @@ class RunTable:
         self._arguments = arguments
 
     def count(self) -> int:
-        row = compiled.one(_run_count(self._filters), self._arguments)
-        return row["n"] if row is not None else 0
+        names, found = compiled.fetch(_run_count(self._filters), self._arguments)
+        return found[0][names.index("n")] if found else 0
 
     def __len__(self) -> int:
         return self.count()
@@ -266,10 +281,9 @@ def project_choices(*, user_id: int) -> list[ProjectChoice]:
             .values("id", "name")
         ),
     )
-    return [
-        ProjectChoice(pk=row["id"], name=row["name"])
-        for row in compiled.rows(read, {"user_id": user_id})
-    ]
+    names, found = compiled.fetch(read, {"user_id": user_id})
+    pk, name = names.index("id"), names.index("name")
+    return [ProjectChoice(row[pk], row[name]) for row in found]
 
 
 # -- the signed-in user and API keys ------------------------------------------------
@@ -278,32 +292,45 @@ def project_choices(*, user_id: int) -> list[ProjectChoice]:
 _USER = "user__"
 
 
-def _instance(model: type[Any], row: Mapping[str, Any], prefix: str = "") -> Any:
+@functools.cache
+def _attnames(model: type[Model]) -> tuple[str, ...]:
+    return tuple(field.attname for field in model._meta.concrete_fields)
+
+
+@functools.cache
+def _model_columns(
+    model: type[Model], names: tuple[str, ...], prefix: str
+) -> operator.itemgetter[Any]:
+    """A getter of the values of the model's columns, in the model's order,
+    from rows with these column names (the model's under ``prefix``)."""
+    return operator.itemgetter(*(names.index(prefix + n) for n in _attnames(model)))
+
+
+def _instance(
+    model: type[Model], names: tuple[str, ...], row: tuple[Any, ...], prefix: str = ""
+) -> Any:
     """``model.from_db`` on the row's values of the model's columns."""
-    names = [field.attname for field in model._meta.concrete_fields]
-    return model.from_db(
-        connection.alias, names, [row[prefix + name] for name in names]
-    )
+    values = _model_columns(model, names, prefix)(row)
+    return model.from_db(connection.alias, _attnames(model), values)
 
 
 def user_by_id(user_id: Any) -> Any | None:
     """The user with this id, or None: what every signed-in request reads."""
     user_model = get_user_model()
-    names = [field.attname for field in user_model._meta.concrete_fields]
     read = compiled.statement(
         "user",
         lambda args: (
             user_model._default_manager.filter(pk=args.integer("user_id"))
             .order_by()
-            .values(*names)
+            .values(*_attnames(user_model))
         ),
     )
     try:
         user_pk = user_model._meta.pk.to_python(user_id)
     except ValidationError:
         return None
-    row = compiled.one(read, {"user_id": user_pk})
-    return None if row is None else _instance(user_model, row)
+    names, found = compiled.fetch(read, {"user_id": user_pk})
+    return _instance(user_model, names, found[0]) if found else None
 
 
 def _key_with_user(args: Args) -> QuerySet[ApiKey, dict[str, Any]]:
@@ -324,11 +351,11 @@ def api_key_with_user(prefix: str) -> ApiKey | None:
     """The active key with this prefix of an active user, its ``user`` set;
     or None. One statement (the ORM took about 1 ms of Python to build it)."""
     read = compiled.statement("api-key-with-user", _key_with_user)
-    row = compiled.one(read, {"prefix": prefix})
-    if row is None:
+    names, found = compiled.fetch(read, {"prefix": prefix})
+    if not found:
         return None
-    key = _instance(ApiKey, row)
-    key.user = _instance(get_user_model(), row, _USER)
+    key = _instance(ApiKey, names, found[0])
+    key.user = _instance(get_user_model(), names, found[0], _USER)
     return key
 
 
@@ -366,12 +393,12 @@ def run_records(
         if value is not None:
             arguments[name] = value
     given = tuple(name for name in _RUN_FILTERS if name in arguments)
-    counted = compiled.one(_run_count(given), arguments)
+    count_names, counted = compiled.fetch(_run_count(given), arguments)
     names, values = compiled.fetch(
         _run_records(given), arguments, offset=offset, limit=limit, convert=False
     )
-    count = counted["n"] if counted is not None else 0
-    return count, (names, tuple(map(tuple, values)))
+    count = counted[0][count_names.index("n")] if counted else 0
+    return count, (names, tuple(values))
 
 
 # -- a finished run's page --------------------------------------------------------
@@ -429,10 +456,7 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
         {"user_id": user_id, "run_id": run_id},
         convert=False,
     )
-    if not found:
-        return None
-    run = dict(zip(names, found[0], strict=True))
-    if run["status"] not in FINAL_RUN_STATUSES:
+    if not found or found[0][names.index("status")] not in FINAL_RUN_STATUSES:
         return None
     pass_names, passes = compiled.fetch(
         compiled.statement("run-page-passes", _run_page_passes),
@@ -442,4 +466,4 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     status = pass_names.index("status")
     if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
         return None
-    return (names, tuple(found[0])), (pass_names, tuple(map(tuple, passes)))
+    return (names, found[0]), (pass_names, tuple(passes))
