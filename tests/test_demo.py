@@ -9,16 +9,16 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from runs.demo.seed import (
+from runs.demo.seed import demo_seed
+from runs.models import Dataset, Project, Run, RunStatus, Target
+from runs.projects.services import project_create
+from runs.results.demo_offer import (
     DEMO_RUN_CONCURRENCY,
     DEMO_RUN_NAME,
     DemoOffer,
-    demo_seed,
     run_demo_choice,
     run_demo_offer,
 )
-from runs.models import Dataset, Project, Run, RunStatus, Target
-from runs.projects.services import project_create
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db

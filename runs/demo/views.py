@@ -8,7 +8,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from runs.demo import seed
+from runs.demo.seed import demo_run_start
 from runs.errors import InvalidInput
 from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
@@ -19,7 +19,7 @@ from runs.web.requests import AuthedRequest
 def run_demo_start(request: AuthedRequest) -> HttpResponse:
     """Start the demo run and show it live; the new-run form if it cannot start."""
     try:
-        run = seed.demo_run_start(user=request.user)
+        run = demo_run_start(user=request.user)
     except InvalidInput as exc:
         messages.error(request, f"The demo run could not start: {exc}")
         return redirect(f"{reverse('runs:run_new')}?demo=1")

@@ -12,11 +12,16 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from runs.access import Action, projects_where
 from runs.analysis.export import EXPORT_FORMATS
-from runs.demo import seed
 from runs.errors import InvalidInput
 from runs.models import ErrorKind, Result, Run, RunStatus
 from runs.records import cache_keys, pagecache, reads
 from runs.results import services
+from runs.results.demo_offer import (
+    DEMO_RUN_CONCURRENCY,
+    DEMO_RUN_NAME,
+    run_demo_choice,
+    run_demo_offer,
+)
 from runs.results.downloads import export_response
 from runs.results.forms import RunForm
 from runs.results.selectors import (
@@ -51,7 +56,7 @@ def run_list(request: AuthedRequest) -> HttpResponse:
     runs = reads.RunTable(user_id=request.user.pk, project_id=project_id, status=status)
     page = page_of(request, runs, RUNS_PER_PAGE)
     projects = reads.project_choices(user_id=request.user.pk)
-    offer = seed.run_demo_offer(user=request.user)
+    offer = run_demo_offer(user=request.user)
     context = {
         "page": page,
         "projects": projects,
@@ -93,14 +98,14 @@ def _run_initial(request: AuthedRequest) -> dict[str, Any]:
     initial: dict[str, Any] = {
         key: query_id(request.GET.get(key)) for key in ("dataset", "target")
     }
-    choice = seed.run_demo_choice(user=request.user) if "demo" in request.GET else None
+    choice = run_demo_choice(user=request.user) if "demo" in request.GET else None
     if choice is not None:
         dataset, target = choice
         initial.update(
             dataset=dataset.pk,
             target=target.pk,
-            name=seed.DEMO_RUN_NAME,
-            concurrency=seed.DEMO_RUN_CONCURRENCY,
+            name=DEMO_RUN_NAME,
+            concurrency=DEMO_RUN_CONCURRENCY,
         )
     return {key: value for key, value in initial.items() if value is not None}
 
