@@ -43,9 +43,9 @@ from runs.executor.items import ItemRunner, Limits, WorkItem, cut_attempt, now
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
-from runs.executor.stops import Stop, StorageUnavailable
+from runs.executor.stops import Stop, StorageUnavailable, mark_interrupted
 from runs.executor.store import ResultRecord, RunSpec
-from runs.models import ErrorKind, Result, RunStatus
+from runs.models import Result, RunStatus
 from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
 from runs.plugins.targets import build_target
 from runs.pools.shares import owner, scoring_for
@@ -195,27 +195,7 @@ class Execution:
         reason = self.stop_reason
         if reason in (None, Stop.STORAGE):
             return  # shutting down, or nowhere to store it: it will run again
-        if record.attempts and "outcome" not in record.attempts[-1]:
-            outcome = "timeout" if reason == Stop.DEADLINE else "cancelled"
-            record.attempts[-1].update(outcome=outcome, finished_at=now().isoformat())
-        if reason == Stop.DEADLINE:
-            record.status, record.error_kind = (
-                Result.Status.TIMED_OUT,
-                ErrorKind.TIMEOUT,
-            )
-            record.error_type = "Deadline"
-        else:
-            record.status, record.error_kind = (
-                Result.Status.CANCELLED,
-                ErrorKind.CANCELLED,
-            )
-            record.error_type = "Cancelled"
-        record.error_message = (
-            f"in flight when the run stopped: {self.stop_error or reason}"
-        )
-        record.output = (
-            record.output if record.status == Result.Status.SUCCEEDED else None
-        )
+        mark_interrupted(record, reason, self.stop_error)
         if self.redactor:
             # Cut short, perhaps while its attempt was being redacted: here,
             # on the loop, as the stop cannot wait for a thread.

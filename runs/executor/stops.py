@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from runs.executor.items import now
+from runs.executor.store import ResultRecord
+from runs.models import ErrorKind, Result
+
 
 class Stop(StrEnum):
     CANCEL = "cancel"
@@ -18,3 +22,20 @@ class Stop(StrEnum):
 
 class StorageUnavailable(Exception):
     """The database stayed unavailable past the run's storage timeout."""
+
+
+def mark_interrupted(record: ResultRecord, reason: Stop, error: str) -> None:
+    """What a stop makes of an item in flight: timed out at a deadline,
+    cancelled for any other reason, its last attempt closed the same way."""
+    if record.attempts and "outcome" not in record.attempts[-1]:
+        outcome = "timeout" if reason == Stop.DEADLINE else "cancelled"
+        record.attempts[-1].update(outcome=outcome, finished_at=now().isoformat())
+    if reason == Stop.DEADLINE:
+        record.status, record.error_kind = Result.Status.TIMED_OUT, ErrorKind.TIMEOUT
+        record.error_type = "Deadline"
+    else:
+        record.status = Result.Status.CANCELLED
+        record.error_kind = ErrorKind.CANCELLED
+        record.error_type = "Cancelled"
+    record.error_message = f"in flight when the run stopped: {error or reason}"
+    record.output = None  # cut short: whatever it had is no answer
