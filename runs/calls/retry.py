@@ -133,6 +133,8 @@ async def with_retries[T, F: BaseException](
             failure = timed_out(policy.timeout)
         except failures as exc:
             failure = exc
-        if not policy.retries(number, failure):  # type: ignore[arg-type]
+        # ``failures`` have a kind and a Retry-After (the Failure protocol); a
+        # type variable bound to a protocol cannot also be an exception type.
+        if not policy.retries(number, failure):  # type: ignore[arg-type]  # see above
             raise GaveUp(failure, number)
-        await asyncio.sleep(policy.delay(number, failure))  # type: ignore[arg-type]
+        await asyncio.sleep(policy.delay(number, failure))  # type: ignore[arg-type]  # see above

@@ -310,9 +310,10 @@ def build_scorer(
     """Build a scorer; one that declares secrets gets them through ``context``."""
     cls = SCORERS[spec["kind"]]
     params = cls.parse(spec.get("params") or {})
+    # A plug-in class's constructor is its own (the Protocol has none).
     if cls.uses_context():
-        return cls(spec["name"], params, context)  # type: ignore[call-arg,return-value]
-    return cls(spec["name"], params)  # type: ignore[call-arg,return-value]
+        return cls(spec["name"], params, context)  # type: ignore[call-arg,return-value]  # see above
+    return cls(spec["name"], params)  # type: ignore[call-arg,return-value]  # see above
 
 
 def secret_values(context: TargetContext | None) -> tuple[str, ...]:

@@ -93,7 +93,8 @@ class TargetPlugin(Plugin):
     def from_config(
         cls, config: dict[str, Any], context: TargetContext | None = None
     ) -> Target:
-        return cls(cls.parse(config), context)  # type: ignore[call-arg,return-value]
+        # A plug-in class's constructor is its own (the Protocol has none).
+        return cls(cls.parse(config), context)  # type: ignore[call-arg,return-value]  # see above
 
     async def prepare(self) -> None:
         """ConfigError when it cannot work in this process, before any item runs."""

@@ -203,10 +203,11 @@ def _items_of(pairing: Pairing) -> tuple[str, str]:
     """How many items each run has results for."""
     if pairing.one_each:
         n = names()
-        return tuple(  # type: ignore[return-value]
+        baseline, candidate = (
             f"(SELECT COUNT(*) FROM {n.result} WHERE {n.run} = %({run})s)"
             for run in ("baseline", "candidate")
         )
+        return baseline, candidate
     return (
         "SUM(CASE WHEN p.bn + p.bs > 0 THEN 1 ELSE 0 END)",
         "SUM(CASE WHEN p.cn + p.cs > 0 THEN 1 ELSE 0 END)",
