@@ -13,6 +13,8 @@ from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.models import Result, Run
 from runs.results.selectors import SKIPPED
+from runs.results.services import run_launch
+from runs.retry.services import run_retry
 
 # What may change when a run resumes: a spending limit, not how items run
 # (results before and after must stay comparable).
@@ -34,9 +36,6 @@ def run_resume(
     Only ``cost_budget`` may change; a budget the run has already spent is
     refused. ``launch=False`` leaves the execution to the caller.
     """
-    from runs.results.services import run_launch
-    from runs.retry.services import run_retry
-
     if user is not None:
         require(user, run.project, Action.EDIT)
     changes = dict(options or {})
