@@ -15,11 +15,19 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from django.utils.module_loading import import_string
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    TypeAdapter,
+    ValidationError,
+)
 
 from runs.errors import ConfigError
 
@@ -77,6 +85,24 @@ def allowlisted_callable(path: str, setting: str) -> str:
         allowed = ", ".join(allowlist) or "none"
         raise ValueError(f"{path!r} is not in {setting} (allowed: {allowed})")
     return path
+
+
+def allowlisted(setting: str) -> AfterValidator:
+    """The validator of a parameter naming a callable that ``setting`` lists
+    (``Annotated[str, allowlisted("EVALSITE_PYTHON_TARGETS")]``)."""
+    return AfterValidator(lambda path: allowlisted_callable(path, setting))
+
+
+def load_callable(path: str) -> Callable[..., Any]:
+    """The callable at the dotted ``path``; a ConfigError on the ``callable``
+    parameter if it cannot be imported or is not callable."""
+    try:
+        fn = import_string(path)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {path!r}: {exc}", field="callable") from exc
+    if not callable(fn):
+        raise ConfigError(f"{path!r} is not callable", field="callable")
+    return fn
 
 
 # -- parameters, described -------------------------------------------------------

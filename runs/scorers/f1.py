@@ -11,7 +11,7 @@ from pydantic import Field
 from runs.plugins import Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
-from runs.scorers.text import SLICE, expected_answers
+from runs.scorers.text import SLICE, expected_answers, slices
 
 # SQuAD's official normalisation (evaluate-v2.0.py): lower case, drop ASCII
 # punctuation, drop the articles a, an and the, split on whitespace.
@@ -27,14 +27,7 @@ def _pieces(text: str, size: int = SLICE) -> Iterator[str]:
     normalising the pieces one by one gives SQuAD's tokens exactly, while each
     C call stays short (other threads run between them).
     """
-    start = 0
-    while start < len(text):
-        end = start + size
-        if end < len(text):
-            found = _SPACE.search(text, end)
-            end = found.start() if found else len(text)
-        yield text[start:end]
-        start = end
+    return slices(text, size, _SPACE)
 
 
 def tokens(text: str) -> Counter[str]:

@@ -5,19 +5,17 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from django.utils.module_loading import import_string
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from runs.errors import ConfigError
-from runs.plugins import Params, allowlisted_callable
+from runs.plugins import Params, allowlisted, load_callable
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
 
 
 class PythonScorerParams(Params):
-    callable: str = Field(
+    callable: Annotated[str, allowlisted("EVALSITE_PYTHON_SCORERS")] = Field(
         title="Callable",
         description=(
             "Dotted path of a function listed in EVALSITE_PYTHON_SCORERS; it "
@@ -32,11 +30,6 @@ class PythonScorerParams(Params):
             "Without it, a number is a measurement with no verdict."
         ),
     )
-
-    @field_validator("callable")
-    @classmethod
-    def _allowlisted(cls, path: str) -> str:
-        return allowlisted_callable(path, "EVALSITE_PYTHON_SCORERS")
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -114,7 +107,7 @@ class PythonScorer(ScorerPlugin):
     def __new__(cls, name: str, params: PythonScorerParams) -> PythonScorer:
         # The executor runs ``score`` on the loop only if it is a coroutine
         # function: an async callable gets the class whose score is async.
-        fn = _load(params.callable)
+        fn = load_callable(params.callable)
         chosen = AsyncPythonScorer if is_async(fn) else cls
         instance = super().__new__(chosen)
         instance.fn = fn
@@ -133,13 +126,3 @@ class AsyncPythonScorer(PythonScorer):
     # loop (runs_on_loop), and runs a plain one in a worker thread.
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]  # see above
         return outcome_of(await self.fn(output, item), self.params.threshold)
-
-
-def _load(path: str) -> Callable[..., Any]:
-    try:
-        fn = import_string(path)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {path!r}: {exc}", field="callable") from exc
-    if not callable(fn):
-        raise ConfigError(f"{path!r} is not callable", field="callable")
-    return fn
