@@ -19,10 +19,15 @@ from runs.plugins.declaration import (
 )
 from runs.plugins.loading import load_plugins
 from runs.plugins.params import (
+    BackoffBaseSeconds,
+    BackoffCapSeconds,
+    EnvName,
     FieldError,
     NoParams,
     Param,
     Params,
+    SecretName,
+    UnitThreshold,
     allowlisted,
     allowlisted_callable,
     describe,
@@ -35,14 +40,19 @@ from runs.plugins.params import (
 from runs.plugins.registry import Registry
 
 __all__ = [
+    "BackoffBaseSeconds",
+    "BackoffCapSeconds",
+    "EnvName",
     "FieldError",
     "NoParams",
     "Param",
     "Params",
     "Plugin",
     "Registry",
+    "SecretName",
     "SecretRef",
     "TargetContext",
+    "UnitThreshold",
     "allowlisted",
     "allowlisted_callable",
     "catalogue_entry",

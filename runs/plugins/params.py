@@ -18,13 +18,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
 from django.utils.module_loading import import_string
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Field,
     TypeAdapter,
     ValidationError,
 )
@@ -57,6 +58,37 @@ class Params(BaseModel):
             return self[name]
         except KeyError:
             return default
+
+
+# Parameters that mean the same wherever they are declared (a plug-in's or a
+# run option): their type, bounds and help said once. A field gives its
+# default, and may give its own title and help.
+
+# The name of a project secret, or of an environment variable the operator
+# allows, that holds a credential.
+SecretName = Annotated[str, Field(max_length=100)]
+EnvName = Annotated[str, Field(max_length=100)]
+# A pass threshold on a score from 0 to 1.
+UnitThreshold = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# The back-off between retries of a call (``runs.calls.retry.Backoff``).
+BackoffBaseSeconds = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=60,
+        title="Back-off base (seconds)",
+        description="First wait before a retry; doubled on each one, with jitter.",
+    ),
+]
+BackoffCapSeconds = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=600,
+        title="Back-off cap (seconds)",
+        description="Longest wait before a retry.",
+    ),
+]
 
 
 class NoParams(Params):

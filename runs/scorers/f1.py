@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins import Params
+from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
 from runs.scorers.text import SLICE, expected_answers, slices
@@ -56,12 +56,8 @@ def f1(predicted: Counter[str], gold: Counter[str]) -> tuple[float, float, float
 
 
 class F1Params(Params):
-    threshold: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description="Passes when the F1 is at least this (0 to 1).",
+    threshold: UnitThreshold = Field(
+        0.5, description="Passes when the F1 is at least this (0 to 1)."
     )
 
 

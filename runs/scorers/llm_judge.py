@@ -12,7 +12,13 @@ from pydantic import Field, field_validator, model_validator
 from runs.calls.pricing import cost_of
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import (
+    BackoffBaseSeconds,
+    BackoffCapSeconds,
+    FieldError,
+    SecretRef,
+    TargetContext,
+)
 from runs.plugins.scorers import (
     ScoreOutcome,
     ScorerError,
@@ -167,16 +173,8 @@ class LLMJudgeParams(EndpointParams):
         title="Timeout (seconds per call)",
         description="A judge call that takes longer is stopped (and retried).",
     )
-    backoff_base_seconds: float = Field(
-        0.5,
-        ge=0,
-        le=60,
-        title="Back-off base (seconds)",
-        description="First wait before a retry; doubled on each one, with jitter.",
-    )
-    backoff_max_seconds: float = Field(
-        30.0, ge=0, le=600, title="Back-off cap (seconds)"
-    )
+    backoff_base_seconds: BackoffBaseSeconds = 0.5
+    backoff_max_seconds: BackoffCapSeconds = 30.0
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Further JSON fields of every request body (seed, ...).",

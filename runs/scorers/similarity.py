@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 from rapidfuzz import fuzz, utils
 
-from runs.plugins import Params
+from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
 from runs.scorers.text import expected_answers
@@ -34,12 +34,8 @@ class SimilarityParams(Params):
             ),
         )
     )
-    threshold: float = Field(
-        0.8,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description="Passes when the similarity is at least this (0 to 1).",
+    threshold: UnitThreshold = Field(
+        0.8, description="Passes when the similarity is at least this (0 to 1)."
     )
     preprocess: bool = Field(
         True,
