@@ -62,7 +62,7 @@ class F1Params(Params):
 
 
 @register
-class TokenF1(ScorerPlugin):
+class TokenF1(ScorerPlugin[F1Params]):
     """Token F1 between the output and the expected answer, as SQuAD scores it.
 
     Both sides are normalised the SQuAD way: lower case, ASCII punctuation
@@ -77,10 +77,6 @@ class TokenF1(ScorerPlugin):
     label: ClassVar[str] = "Token F1 (SQuAD)"
     Params = F1Params
     example: ClassVar[dict[str, Any]] = {"threshold": 0.5}
-
-    def __init__(self, name: str, params: F1Params) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)

@@ -231,7 +231,7 @@ class LLMJudgeParams(EndpointParams):
 
 
 @register
-class LLMJudge(ScorerPlugin):
+class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     """Asks a model, over any OpenAI-compatible endpoint, to grade the output.
 
     The rubric (``prompt_template``) is filled from the item and the output:
@@ -271,8 +271,7 @@ class LLMJudge(ScorerPlugin):
         params: LLMJudgeParams,
         context: TargetContext | None = None,
     ) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.client = ChatClient(params, context)
         # One limiter per scorer instance, so per run: the executor holds a
         # turn around each call of score (``items.py``).

@@ -84,7 +84,7 @@ def _verdict(number: float, threshold: float | None) -> bool | None:
 
 
 @register
-class PythonScorer(ScorerPlugin):
+class PythonScorer(ScorerPlugin[PythonScorerParams]):
     """Calls an allowlisted function as ``fn(output, item)`` and records its verdict.
 
     ``item`` has ``input``, ``expected``, ``metadata``, ``index`` and
@@ -112,10 +112,6 @@ class PythonScorer(ScorerPlugin):
         instance = super().__new__(chosen)
         instance.fn = fn
         return instance
-
-    def __init__(self, name: str, params: PythonScorerParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         return outcome_of(self.fn(output, item), self.params.threshold)

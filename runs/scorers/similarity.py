@@ -57,7 +57,7 @@ class SimilarityParams(Params):
 
 
 @register
-class Similarity(ScorerPlugin):
+class Similarity(ScorerPlugin[SimilarityParams]):
     """Fuzzy similarity of the output to the expected answer, with rapidfuzz.
 
     The value is rapidfuzz's ``method`` score scaled to 0..1 (``ratio`` by
@@ -74,8 +74,7 @@ class Similarity(ScorerPlugin):
     example: ClassVar[dict[str, Any]] = {"method": "token_sort_ratio", "threshold": 0.9}
 
     def __init__(self, name: str, params: SimilarityParams) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.measure = METHODS[params.method]
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
