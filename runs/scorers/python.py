@@ -16,7 +16,6 @@ from runs.plugins.targets import TargetInput
 
 class PythonScorerParams(Params):
     callable: Annotated[str, allowlisted("EVALSITE_PYTHON_SCORERS")] = Field(
-        title="Callable",
         description=(
             "Dotted path of a function listed in EVALSITE_PYTHON_SCORERS; it "
             "gets (output, item) and returns a verdict (sync or async)."

@@ -22,7 +22,6 @@ from runs.plugins.targets import (
 
 class PythonParams(Params):
     callable: Annotated[str, allowlisted("EVALSITE_PYTHON_TARGETS")] = Field(
-        title="Callable",
         description=(
             "Dotted path of a function listed in EVALSITE_PYTHON_TARGETS; it "
             "gets the item and returns the output (sync or async)."
