@@ -68,6 +68,8 @@ class Params(BaseModel):
 # allows, that holds a credential.
 SecretName = Annotated[str, Field(max_length=100)]
 EnvName = Annotated[str, Field(max_length=100)]
+# The key of a field in a JSON object (an item's metadata, a model's reply).
+JsonKey = Annotated[str, Field(min_length=1, max_length=100)]
 # A pass threshold on a score from 0 to 1.
 UnitThreshold = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
 # The back-off between retries of a call (``runs.calls.retry.Backoff``).

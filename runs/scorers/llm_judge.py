@@ -16,6 +16,7 @@ from runs.plugins import (
     BackoffBaseSeconds,
     BackoffCapSeconds,
     FieldError,
+    JsonKey,
     SecretRef,
     TargetContext,
 )
@@ -128,17 +129,13 @@ class LLMJudgeParams(EndpointParams):
             "7 of 0-10, 0.5 for a JSON score)."
         ),
     )
-    json_verdict_key: str = Field(
+    json_verdict_key: JsonKey = Field(
         "verdict",
-        min_length=1,
-        max_length=100,
         title="JSON verdict key",
         description='json: the key of a verdict ("pass"/"fail", true/false).',
     )
-    json_score_key: str = Field(
+    json_score_key: JsonKey = Field(
         "score",
-        min_length=1,
-        max_length=100,
         title="JSON score key",
         description="json: the key of a numeric score, read when there is no verdict.",
     )
