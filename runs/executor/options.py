@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import ConfigDict, Field
 from pydantic.dataclasses import dataclass
 
-from runs.plugins import describe, validate
+from runs.plugins import BackoffBaseSeconds, BackoffCapSeconds, describe, validate
 
 BASIC, LIMITS, ADVANCED = "basic", "limits", "advanced"
 
@@ -21,20 +21,25 @@ BASIC, LIMITS, ADVANCED = "basic", "limits", "advanced"
 def option(
     default: Any,
     *,
-    label: str,
-    help: str,
     group: str,
+    label: str | None = None,
+    help: str | None = None,
     ge: float | None = None,
     le: float | None = None,
     flag: str | None = None,
 ) -> Any:
-    """An option's declaration; ``flag`` names its ``evalrun`` flag when it differs."""
+    """An option's declaration; ``flag`` names its ``evalrun`` flag when it differs.
+
+    An option whose type carries its bounds, label and help (``Annotated``,
+    shared with the plug-ins that mean the same) gives none of them here.
+    """
     extra: dict[str, Any] = {"x-group": group}
     if flag:
         extra["x-flag"] = flag
-    return Field(
-        default, ge=ge, le=le, title=label, description=help, json_schema_extra=extra
-    )
+    # Only what is given: an explicit None would override the type's own.
+    given: dict[str, Any] = {"ge": ge, "le": le, "title": label, "description": help}
+    declared = {key: value for key, value in given.items() if value is not None}
+    return Field(default, json_schema_extra=extra, **declared)
 
 
 @dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -97,15 +102,8 @@ class RunOptions:
         60.0, ge=0.01, le=3600, label="Scorer timeout (seconds)",
         help="A scorer that takes longer records an error.", group=ADVANCED,
     )  # fmt: skip
-    backoff_base_seconds: float = option(
-        0.5, ge=0.0, le=60, label="Back-off base (seconds)",
-        help="First wait before a retry; doubled on each one, with jitter.",
-        group=ADVANCED,
-    )  # fmt: skip
-    backoff_max_seconds: float = option(
-        30.0, ge=0.0, le=600, label="Back-off cap (seconds)",
-        help="Longest wait before a retry.", group=ADVANCED,
-    )  # fmt: skip
+    backoff_base_seconds: BackoffBaseSeconds = option(0.5, group=ADVANCED)
+    backoff_max_seconds: BackoffCapSeconds = option(30.0, group=ADVANCED)
     # How long the database may stay unavailable before the run stops.
     storage_timeout_seconds: float = option(
         30.0, ge=0.1, le=3600, label="Storage timeout (seconds)",

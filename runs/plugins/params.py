@@ -15,11 +15,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from django.utils.module_loading import import_string
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
 
 from runs.errors import ConfigError
 
@@ -51,6 +60,39 @@ class Params(BaseModel):
             return default
 
 
+# Parameters that mean the same wherever they are declared (a plug-in's or a
+# run option): their type, bounds and help said once. A field gives its
+# default, and may give its own title and help.
+
+# The name of a project secret, or of an environment variable the operator
+# allows, that holds a credential.
+SecretName = Annotated[str, Field(max_length=100)]
+EnvName = Annotated[str, Field(max_length=100)]
+# The key of a field in a JSON object (an item's metadata, a model's reply).
+JsonKey = Annotated[str, Field(min_length=1, max_length=100)]
+# A pass threshold on a score from 0 to 1.
+UnitThreshold = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+# The back-off between retries of a call (``runs.calls.retry.Backoff``).
+BackoffBaseSeconds = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=60,
+        title="Back-off base (seconds)",
+        description="First wait before a retry; doubled on each one, with jitter.",
+    ),
+]
+BackoffCapSeconds = Annotated[
+    float,
+    Field(
+        ge=0,
+        le=600,
+        title="Back-off cap (seconds)",
+        description="Longest wait before a retry.",
+    ),
+]
+
+
 class NoParams(Params):
     pass
 
@@ -77,6 +119,24 @@ def allowlisted_callable(path: str, setting: str) -> str:
         allowed = ", ".join(allowlist) or "none"
         raise ValueError(f"{path!r} is not in {setting} (allowed: {allowed})")
     return path
+
+
+def allowlisted(setting: str) -> AfterValidator:
+    """The validator of a parameter naming a callable that ``setting`` lists
+    (``Annotated[str, allowlisted("EVALSITE_PYTHON_TARGETS")]``)."""
+    return AfterValidator(lambda path: allowlisted_callable(path, setting))
+
+
+def load_callable(path: str) -> Callable[..., Any]:
+    """The callable at the dotted ``path``; a ConfigError on the ``callable``
+    parameter if it cannot be imported or is not callable."""
+    try:
+        fn = import_string(path)
+    except ImportError as exc:
+        raise ConfigError(f"cannot import {path!r}: {exc}", field="callable") from exc
+    if not callable(fn):
+        raise ConfigError(f"{path!r} is not callable", field="callable")
+    return fn
 
 
 # -- parameters, described -------------------------------------------------------

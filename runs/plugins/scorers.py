@@ -16,7 +16,7 @@ from django.conf import settings
 
 from runs.errors import ConfigError
 from runs.plugins.declaration import Plugin, TargetContext
-from runs.plugins.params import join
+from runs.plugins.params import Params, join
 from runs.plugins.registry import Registry
 from runs.plugins.targets import TargetInput
 
@@ -132,8 +132,12 @@ class Scorer(Protocol):
 INLINE_CHARS = 2_000
 
 
-class ScorerPlugin(Plugin):
-    """A scorer's declaration: a plug-in's, and whether it needs the expected answer."""
+class ScorerPlugin[P: Params](Plugin):
+    """A scorer's declaration: a plug-in's, and whether it needs the expected answer.
+
+    ``build_scorer`` makes one with its name and validated ``Params`` (of type
+    ``P``); a scorer that prepares more from them extends ``__init__``.
+    """
 
     needs_expected: ClassVar[bool] = True
     # Whether its scores carry the tokens and cost of a model call (a judge):
@@ -150,6 +154,11 @@ class ScorerPlugin(Plugin):
     # ``score`` and starts the scorer timeout once it has one.
     limiter: asyncio.Semaphore | None = None
     name: str
+    params: P
+
+    def __init__(self, name: str, params: P) -> None:
+        self.name = name
+        self.params = params
 
     @classmethod
     def requires_expected(cls, params: dict[str, Any]) -> bool:
@@ -177,7 +186,7 @@ async def scorers_prepare(scorers: Collection[Scorer]) -> None:
         await scorer.prepare()
 
 
-SCORERS: Registry[type[ScorerPlugin]] = Registry("scorer", ScorerPlugin, "score")
+SCORERS: Registry[type[ScorerPlugin[Any]]] = Registry("scorer", ScorerPlugin, "score")
 REGISTRY = SCORERS
 register = SCORERS.register
 
@@ -313,7 +322,7 @@ def build_scorer(
     # A plug-in class's constructor is its own (the Protocol has none).
     if cls.uses_context():
         return cls(spec["name"], params, context)  # type: ignore[call-arg,return-value]  # see above
-    return cls(spec["name"], params)  # type: ignore[call-arg,return-value]  # see above
+    return cls(spec["name"], params)  # type: ignore[return-value]  # see above
 
 
 def secret_values(context: TargetContext | None) -> tuple[str, ...]:

@@ -86,7 +86,7 @@ class Reading:
 
 
 @register
-class Choice(ScorerPlugin):
+class Choice(ScorerPlugin[ChoiceParams]):
     """Passes when the letter a multiple-choice reply picks is the expected one.
 
     The letter is read from the reply by the first rule that finds one:
@@ -114,10 +114,6 @@ class Choice(ScorerPlugin):
     label: ClassVar[str] = "Multiple-choice letter"
     Params = ChoiceParams
     example: ClassVar[dict[str, Any]] = {"letters": "ABCDE", "options_field": "choices"}
-
-    def __init__(self, name: str, params: ChoiceParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         options = self._options(item)

@@ -101,7 +101,7 @@ CEILINGS = {
 
 
 @register
-class CodeExec(ScorerPlugin):
+class CodeExec(ScorerPlugin[CodeExecParams]):
     """Runs the completion against the item's tests in a sandbox (HumanEval's way).
 
     The program is the item's input (the prompt), the output (the completion),
@@ -130,8 +130,7 @@ class CodeExec(ScorerPlugin):
     needs_expected: ClassVar[bool] = False
 
     def __init__(self, name: str, params: CodeExecParams) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.limits = Limits(
             wall_seconds=params.timeout_seconds,
             cpu_seconds=params.cpu_seconds,

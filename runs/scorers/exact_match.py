@@ -20,7 +20,7 @@ class ExactMatchParams(NormaliseParams):
 
 
 @register
-class ExactMatch(ScorerPlugin):
+class ExactMatch(ScorerPlugin[ExactMatchParams]):
     """Passes when the whole output equals the expected answer (or one of a list).
 
     By default only leading and trailing whitespace is ignored (``strip``); case,
@@ -35,10 +35,6 @@ class ExactMatch(ScorerPlugin):
     Params = ExactMatchParams
     example: ClassVar[dict[str, Any]] = {"strip": True, "ignore_case": True}
     inline_chars: ClassVar[int] = INLINE_CHARS
-
-    def __init__(self, name: str, params: ExactMatchParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins import Params
+from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
-from runs.scorers.text import SLICE, expected_answers
+from runs.scorers.text import SLICE, expected_answers, slices
 
 # SQuAD's official normalisation (evaluate-v2.0.py): lower case, drop ASCII
 # punctuation, drop the articles a, an and the, split on whitespace.
@@ -27,14 +27,7 @@ def _pieces(text: str, size: int = SLICE) -> Iterator[str]:
     normalising the pieces one by one gives SQuAD's tokens exactly, while each
     C call stays short (other threads run between them).
     """
-    start = 0
-    while start < len(text):
-        end = start + size
-        if end < len(text):
-            found = _SPACE.search(text, end)
-            end = found.start() if found else len(text)
-        yield text[start:end]
-        start = end
+    return slices(text, size, _SPACE)
 
 
 def tokens(text: str) -> Counter[str]:
@@ -63,17 +56,13 @@ def f1(predicted: Counter[str], gold: Counter[str]) -> tuple[float, float, float
 
 
 class F1Params(Params):
-    threshold: float = Field(
-        0.5,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description="Passes when the F1 is at least this (0 to 1).",
+    threshold: UnitThreshold = Field(
+        0.5, description="Passes when the F1 is at least this (0 to 1)."
     )
 
 
 @register
-class TokenF1(ScorerPlugin):
+class TokenF1(ScorerPlugin[F1Params]):
     """Token F1 between the output and the expected answer, as SQuAD scores it.
 
     Both sides are normalised the SQuAD way: lower case, ASCII punctuation
@@ -88,10 +77,6 @@ class TokenF1(ScorerPlugin):
     label: ClassVar[str] = "Token F1 (SQuAD)"
     Params = F1Params
     example: ClassVar[dict[str, Any]] = {"threshold": 0.5}
-
-    def __init__(self, name: str, params: F1Params) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)

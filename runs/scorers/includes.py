@@ -28,7 +28,7 @@ class IncludesParams(NormaliseParams):
 
 
 @register
-class Includes(ScorerPlugin):
+class Includes(ScorerPlugin[IncludesParams]):
     """Passes when the expected answer (or one of a list) appears in the output.
 
     The answer is looked for literally and, by default, whole (``whole_words``):
@@ -44,10 +44,6 @@ class Includes(ScorerPlugin):
     Params = IncludesParams
     example: ClassVar[dict[str, Any]] = {"ignore_case": True, "strip": True}
     inline_chars: ClassVar[int] = INLINE_CHARS
-
-    def __init__(self, name: str, params: IncludesParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)

@@ -92,7 +92,7 @@ def _pattern_problem(schema: Any) -> str:
 
 
 @register
-class Json(ScorerPlugin):
+class Json(ScorerPlugin[JsonParams]):
     """Passes when the output is valid JSON, and matches a JSON Schema if one is given.
 
     The whole output (surrounding whitespace aside) must be one JSON value;
@@ -119,8 +119,7 @@ class Json(ScorerPlugin):
     needs_expected: ClassVar[bool] = False
 
     def __init__(self, name: str, params: JsonParams) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         schema = params.schema
         # As text: what a worker process caches its validator by.
         self.schema_text = None if schema is None else json.dumps(schema)

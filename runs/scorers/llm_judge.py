@@ -12,7 +12,14 @@ from pydantic import Field, field_validator, model_validator
 from runs.calls.pricing import cost_of
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import (
+    BackoffBaseSeconds,
+    BackoffCapSeconds,
+    FieldError,
+    JsonKey,
+    SecretRef,
+    TargetContext,
+)
 from runs.plugins.scorers import (
     ScoreOutcome,
     ScorerError,
@@ -122,17 +129,13 @@ class LLMJudgeParams(EndpointParams):
             "7 of 0-10, 0.5 for a JSON score)."
         ),
     )
-    json_verdict_key: str = Field(
+    json_verdict_key: JsonKey = Field(
         "verdict",
-        min_length=1,
-        max_length=100,
         title="JSON verdict key",
         description='json: the key of a verdict ("pass"/"fail", true/false).',
     )
-    json_score_key: str = Field(
+    json_score_key: JsonKey = Field(
         "score",
-        min_length=1,
-        max_length=100,
         title="JSON score key",
         description="json: the key of a numeric score, read when there is no verdict.",
     )
@@ -167,16 +170,8 @@ class LLMJudgeParams(EndpointParams):
         title="Timeout (seconds per call)",
         description="A judge call that takes longer is stopped (and retried).",
     )
-    backoff_base_seconds: float = Field(
-        0.5,
-        ge=0,
-        le=60,
-        title="Back-off base (seconds)",
-        description="First wait before a retry; doubled on each one, with jitter.",
-    )
-    backoff_max_seconds: float = Field(
-        30.0, ge=0, le=600, title="Back-off cap (seconds)"
-    )
+    backoff_base_seconds: BackoffBaseSeconds = 0.5
+    backoff_max_seconds: BackoffCapSeconds = 30.0
     extra_body: dict[str, Any] = Field(
         default_factory=dict,
         description="Further JSON fields of every request body (seed, ...).",
@@ -233,7 +228,7 @@ class LLMJudgeParams(EndpointParams):
 
 
 @register
-class LLMJudge(ScorerPlugin):
+class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     """Asks a model, over any OpenAI-compatible endpoint, to grade the output.
 
     The rubric (``prompt_template``) is filled from the item and the output:
@@ -273,8 +268,7 @@ class LLMJudge(ScorerPlugin):
         params: LLMJudgeParams,
         context: TargetContext | None = None,
     ) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.client = ChatClient(params, context)
         # One limiter per scorer instance, so per run: the executor holds a
         # turn around each call of score (``items.py``).

@@ -42,7 +42,7 @@ class MathParams(Params):
 
 
 @register
-class Math(ScorerPlugin):
+class Math(ScorerPlugin[MathParams]):
     """Passes when the output's final answer equals the expected one mathematically.
 
     Both are parsed with math-verify: LaTeX and plain expressions, the last
@@ -62,10 +62,6 @@ class Math(ScorerPlugin):
     label: ClassVar[str] = "Math answer (math-verify)"
     Params = MathParams
     example: ClassVar[dict[str, Any]] = {"float_rounding": 6, "timeout_seconds": 5}
-
-    def __init__(self, name: str, params: MathParams) -> None:
-        self.name = name
-        self.params = params
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         golds = [

@@ -90,7 +90,7 @@ def _as_float(token: str) -> float:
 
 
 @register
-class Numeric(ScorerPlugin):
+class Numeric(ScorerPlugin[NumericParams]):
     """Passes when a number in the output is within tolerance of the expected number.
 
     The expected answer must hold exactly one number (``3/4`` or ``3 to 5`` is a
@@ -110,10 +110,6 @@ class Numeric(ScorerPlugin):
         "rel_tol": 0.0,
         "extract": "last",
     }
-
-    def __init__(self, name: str, params: NumericParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         expected = self.expected_number(item.expected)

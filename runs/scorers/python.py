@@ -5,20 +5,17 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from django.utils.module_loading import import_string
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from runs.errors import ConfigError
-from runs.plugins import Params, allowlisted_callable
+from runs.plugins import Params, allowlisted, load_callable
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
 
 
 class PythonScorerParams(Params):
-    callable: str = Field(
-        title="Callable",
+    callable: Annotated[str, allowlisted("EVALSITE_PYTHON_SCORERS")] = Field(
         description=(
             "Dotted path of a function listed in EVALSITE_PYTHON_SCORERS; it "
             "gets (output, item) and returns a verdict (sync or async)."
@@ -32,11 +29,6 @@ class PythonScorerParams(Params):
             "Without it, a number is a measurement with no verdict."
         ),
     )
-
-    @field_validator("callable")
-    @classmethod
-    def _allowlisted(cls, path: str) -> str:
-        return allowlisted_callable(path, "EVALSITE_PYTHON_SCORERS")
 
 
 def is_async(fn: Callable[..., Any]) -> bool:
@@ -91,7 +83,7 @@ def _verdict(number: float, threshold: float | None) -> bool | None:
 
 
 @register
-class PythonScorer(ScorerPlugin):
+class PythonScorer(ScorerPlugin[PythonScorerParams]):
     """Calls an allowlisted function as ``fn(output, item)`` and records its verdict.
 
     ``item`` has ``input``, ``expected``, ``metadata``, ``index`` and
@@ -114,15 +106,11 @@ class PythonScorer(ScorerPlugin):
     def __new__(cls, name: str, params: PythonScorerParams) -> PythonScorer:
         # The executor runs ``score`` on the loop only if it is a coroutine
         # function: an async callable gets the class whose score is async.
-        fn = _load(params.callable)
+        fn = load_callable(params.callable)
         chosen = AsyncPythonScorer if is_async(fn) else cls
         instance = super().__new__(chosen)
         instance.fn = fn
         return instance
-
-    def __init__(self, name: str, params: PythonScorerParams) -> None:
-        self.name = name
-        self.params = params
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         return outcome_of(self.fn(output, item), self.params.threshold)
@@ -133,13 +121,3 @@ class AsyncPythonScorer(PythonScorer):
     # loop (runs_on_loop), and runs a plain one in a worker thread.
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:  # type: ignore[override]  # see above
         return outcome_of(await self.fn(output, item), self.params.threshold)
-
-
-def _load(path: str) -> Callable[..., Any]:
-    try:
-        fn = import_string(path)
-    except ImportError as exc:
-        raise ConfigError(f"cannot import {path!r}: {exc}", field="callable") from exc
-    if not callable(fn):
-        raise ConfigError(f"{path!r} is not callable", field="callable")
-    return fn

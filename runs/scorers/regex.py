@@ -33,7 +33,7 @@ class RegexParams(Params):
 
 
 @register
-class Regex(ScorerPlugin):
+class Regex(ScorerPlugin[RegexParams]):
     """Passes when the output matches ``pattern`` (RE2 syntax, required).
 
     ``mode`` ``search`` (default): the pattern matches somewhere in the output;
@@ -59,8 +59,7 @@ class Regex(ScorerPlugin):
         return EXPECTED in params.get("pattern", "")
 
     def __init__(self, name: str, params: RegexParams) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.uses_expected = EXPECTED in params.pattern
         self.pattern = compile_user_pattern(
             params.pattern, ignore_case=params.ignore_case

@@ -6,7 +6,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 from rapidfuzz import fuzz, utils
 
-from runs.plugins import Params
+from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
 from runs.scorers.text import expected_answers
@@ -34,12 +34,8 @@ class SimilarityParams(Params):
             ),
         )
     )
-    threshold: float = Field(
-        0.8,
-        ge=0,
-        le=1,
-        allow_inf_nan=False,
-        description="Passes when the similarity is at least this (0 to 1).",
+    threshold: UnitThreshold = Field(
+        0.8, description="Passes when the similarity is at least this (0 to 1)."
     )
     preprocess: bool = Field(
         True,
@@ -61,7 +57,7 @@ class SimilarityParams(Params):
 
 
 @register
-class Similarity(ScorerPlugin):
+class Similarity(ScorerPlugin[SimilarityParams]):
     """Fuzzy similarity of the output to the expected answer, with rapidfuzz.
 
     The value is rapidfuzz's ``method`` score scaled to 0..1 (``ratio`` by
@@ -78,8 +74,7 @@ class Similarity(ScorerPlugin):
     example: ClassVar[dict[str, Any]] = {"method": "token_sort_ratio", "threshold": 0.9}
 
     def __init__(self, name: str, params: SimilarityParams) -> None:
-        self.name = name
-        self.params = params
+        super().__init__(name, params)
         self.measure = METHODS[params.method]
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:

@@ -44,14 +44,17 @@ class NormaliseParams(Params):
 NORMALISE_OPTIONS = tuple(NormaliseParams.model_fields)
 
 
-def slices(text: str, size: int | None = None) -> Iterator[str]:
-    """``text`` in pieces of about ``size`` characters, cut where nothing spans."""
+def slices(
+    text: str, size: int | None = None, boundary: re.Pattern[str] = _BOUNDARY
+) -> Iterator[str]:
+    """``text`` in pieces of about ``size`` characters, each cut before the
+    next match of ``boundary`` (by default, where nothing spans)."""
     size = size or SLICE
     start = 0
     while start < len(text):
         end = start + size
         if end < len(text):
-            found = _BOUNDARY.search(text, end)
+            found = boundary.search(text, end)
             end = found.start() if found else len(text)
         yield text[start:end]
         start = end

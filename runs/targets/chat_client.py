@@ -26,6 +26,7 @@ from runs.calls.netpolicy import clean_target_url, endpoint_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import TargetError, TargetOutput
 from runs.secrets.store import clean_secret_refs
 from runs.targets.http_client import (
@@ -98,15 +99,13 @@ class EndpointParams(Params):
         examples=["https://api.openai.com/v1"],
     )
     model: str = Field(description="Model name sent with every request.")
-    api_key_secret: str = Field(
+    api_key_secret: SecretName = Field(
         "",
-        max_length=100,
         title="API key secret",
         description="Name of the project secret that holds the API key.",
     )
-    api_key_env: str = Field(
+    api_key_env: EnvName = Field(
         "",
-        max_length=100,
         title="API key environment variable",
         description=(
             "Name of an environment variable that holds the API key (only "

@@ -13,6 +13,7 @@ from runs.calls.netpolicy import clean_target_url
 from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -101,15 +102,13 @@ class HttpParams(Params):
             "use auth_secret)."
         ),
     )
-    auth_secret: str = Field(
+    auth_secret: SecretName = Field(
         "",
-        max_length=100,
         title="Auth secret",
         description="Name of the project secret sent in auth_header.",
     )
-    auth_env: str = Field(
+    auth_env: EnvName = Field(
         "",
-        max_length=100,
         title="Auth environment variable",
         description=(
             "Name of an environment variable sent in auth_header (only those "

@@ -5,14 +5,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from django.utils.module_loading import import_string
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import Params, TargetContext, allowlisted_callable
+from runs.plugins import Params, TargetContext, allowlisted, load_callable
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -23,18 +21,12 @@ from runs.plugins.targets import (
 
 
 class PythonParams(Params):
-    callable: str = Field(
-        title="Callable",
+    callable: Annotated[str, allowlisted("EVALSITE_PYTHON_TARGETS")] = Field(
         description=(
             "Dotted path of a function listed in EVALSITE_PYTHON_TARGETS; it "
             "gets the item and returns the output (sync or async)."
         ),
     )
-
-    @field_validator("callable")
-    @classmethod
-    def _allowlisted(cls, path: str) -> str:
-        return allowlisted_callable(path, "EVALSITE_PYTHON_TARGETS")
 
 
 @register
@@ -62,16 +54,7 @@ class PythonTarget(TargetPlugin):
     def from_config(
         cls, config: dict[str, Any], context: TargetContext | None = None
     ) -> PythonTarget:
-        path = cls.parse(config).callable
-        try:
-            fn = import_string(path)
-        except ImportError as exc:
-            raise ConfigError(
-                f"cannot import {path!r}: {exc}", field="callable"
-            ) from exc
-        if not callable(fn):
-            raise ConfigError(f"{path!r} is not callable", field="callable")
-        return cls(fn)
+        return cls(load_callable(cls.parse(config).callable))
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         try:

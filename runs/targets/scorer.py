@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field
 
 from runs.models import ErrorKind
-from runs.plugins import Params, SecretRef, TargetContext, join
+from runs.plugins import JsonKey, Params, SecretRef, TargetContext, join
 from runs.plugins.scorers import SCORERS, ScorerError, build_scorer, scorers_prepare
 from runs.plugins.scoring import ScorerCall
 from runs.plugins.targets import (
@@ -35,16 +35,12 @@ class ScorerTargetParams(Params):
             "verdict); value: the score's value."
         ),
     )
-    input_key: str = Field(
+    input_key: JsonKey = Field(
         "input",
-        min_length=1,
-        max_length=100,
         description="The item's metadata key that holds the judged item's input.",
     )
-    expected_key: str = Field(
+    expected_key: JsonKey = Field(
         "expected",
-        min_length=1,
-        max_length=100,
         description="The item's metadata key that holds the judged item's "
         "expected answer.",
     )
