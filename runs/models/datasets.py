@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from runs.models.projects import Project
+from runs.models.projects import Authored, Project
 
 
 class ReadyDatasetManager(models.Manager["Dataset"]):
@@ -16,7 +15,7 @@ class ReadyDatasetManager(models.Manager["Dataset"]):
         return super().get_queryset().filter(status=Dataset.Status.READY)
 
 
-class Dataset(models.Model):
+class Dataset(Authored):
     """One immutable version of a named dataset.
 
     An import writes its items in batches under a dataset in the ``importing``
@@ -38,10 +37,6 @@ class Dataset(models.Model):
     item_count = models.PositiveIntegerField(default=0)
     source_format = models.CharField(max_length=16, blank=True)
     source_name = models.CharField(max_length=255, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
     status = models.CharField(
         max_length=16, choices=Status.choices, default=Status.READY
     )

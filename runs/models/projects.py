@@ -6,6 +6,18 @@ from django.conf import settings
 from django.db import models
 
 
+class Authored(models.Model):
+    """Who made a row (kept when the user goes) and when."""
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        abstract = True
+
+
 class Project(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
@@ -116,7 +128,7 @@ class ProjectSecret(models.Model):
         return f"{self.name} ({self.project})"
 
 
-class Target(models.Model):
+class Target(Authored):
     """A named configuration of something that answers items.
 
     Secrets are never stored: ``config`` names environment variables instead.
@@ -128,10 +140,6 @@ class Target(models.Model):
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32)
     config = models.JSONField(default=dict, blank=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["project", "name"]

@@ -29,7 +29,20 @@ class ErrorKind(models.TextChoices):
     SUSPENDED = "suspended", "Suspended"
 
 
-class Result(models.Model):
+class Usage(models.Model):
+    """What a model call cost: its tokens, their price and the model that used them."""
+
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    # The model the target (or the judge) reported, or was configured with.
+    model = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Result(Usage):
     """The final outcome of one item in one epoch of a run."""
 
     Status = ResultStatus
@@ -53,11 +66,6 @@ class Result(models.Model):
     error_pattern = models.CharField(max_length=300, blank=True)
     attempts = models.JSONField(default=list)
     latency_ms = models.FloatField(null=True, blank=True)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost = models.FloatField(null=True, blank=True)
-    # The model the target reported (or was configured with) for its tokens.
-    model = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     # Chosen for a retry that has not rewritten it yet: out of the run's
@@ -100,7 +108,12 @@ class Result(models.Model):
         return len(self.attempts)
 
 
-class Score(models.Model):
+class Score(Usage):
+    """One scorer's verdict on a result.
+
+    Its usage is what a judge model used for it (llm_judge); empty for others.
+    """
+
     # No index of its own: the unique (result, scorer) constraint's serves.
     result = models.ForeignKey(
         Result, on_delete=models.CASCADE, related_name="scores", db_index=False
@@ -115,11 +128,6 @@ class Score(models.Model):
     # A conditional scorer whose condition did not hold: neither passed nor
     # failed, its reason says why ("skipped: exact_match passed").
     skipped = models.BooleanField(default=False)
-    # What a judge model used for this score (llm_judge); empty for others.
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cost = models.FloatField(null=True, blank=True)
-    model = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["result", "scorer"]
@@ -224,20 +232,31 @@ class ScoringPass(models.Model):
         return [spec.get("name") or spec.get("kind") for spec in self.scorers]
 
 
-class RunFigures(models.Model):
+class RunDerived(models.Model):
+    """Computed from a finished run's results and stored beside it.
+
+    Read only while ``version`` is the run's ``results_version``: a retry or
+    a re-score that changes the results makes it stale.
+    """
+
+    version = models.CharField(max_length=200)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        abstract = True
+
+
+class RunFigures(RunDerived):
     """A finished run's summary and chart data, stored when it ends.
 
-    Read only while ``version`` is the run's ``results_version`` (with the
-    figures' format): a retry or a re-score that changes the results makes
-    them stale, and they are computed and stored again.
+    ``version`` also holds the figures' format; stale figures are computed
+    and stored again.
     """
 
     run = models.OneToOneField(
         Run, primary_key=True, on_delete=models.CASCADE, related_name="figures"
     )
-    version = models.CharField(max_length=200)
     data = models.JSONField()
-    computed_at = models.DateTimeField()
     compute_seconds = models.FloatField()
 
     class Meta:
@@ -247,22 +266,19 @@ class RunFigures(models.Model):
         return f"figures of run {self.run_id}"
 
 
-class RunVerdicts(models.Model):
+class RunVerdicts(RunDerived):
     """A finished single-epoch run's verdict and value per item and scorer.
 
     Stored when the run ends, beside its figures, and read by comparisons:
     two runs' verdicts pair in memory instead of in a join of both runs'
-    results and scores. Read only under the run's ``results_version``, as
-    ``RunFigures``.
+    results and scores.
     """
 
     run = models.OneToOneField(
         Run, primary_key=True, on_delete=models.CASCADE, related_name="verdicts"
     )
-    version = models.CharField(max_length=200)
     scorers = models.JSONField()
     data = models.BinaryField()
-    computed_at = models.DateTimeField()
 
     class Meta:
         verbose_name_plural = "run verdicts"

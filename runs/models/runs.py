@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
 from runs.models.datasets import Dataset
-from runs.models.projects import Project, Target
+from runs.models.projects import Authored, Project, Target
 
 
 class RunStatus(models.TextChoices):
@@ -33,7 +32,7 @@ FINAL_RUN_STATUSES = frozenset(
 )
 
 
-class Run(models.Model):
+class Run(Authored):
     Status = RunStatus
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
@@ -81,10 +80,6 @@ class Run(models.Model):
     # one run, one price per model, whatever is edited while it goes.
     prices = models.JSONField(null=True, blank=True)
 
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
