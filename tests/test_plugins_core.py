@@ -167,6 +167,13 @@ async def test_a_target_written_against_plugin_alone_gets_the_declared_hooks() -
     saved = dict(TARGETS)
     try:
         assert TARGETS.register(Echo) is Echo
+        config, parent = TARGETS["echo_core_test"].prepare_for_run(
+            {"a": 1},
+            project=None,
+            dataset=None,
+            path="target_config",  # type: ignore[arg-type]  # not read by the default
+        )
+        assert (config, parent) == ({"a": 1}, None)
         target = build_target("echo_core_test", {})
         await target.prepare()
         assert (await target.generate(item())).output == "q"

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Protocol
 from django.conf import settings
 
 from runs.errors import ConfigError
-from runs.models import ErrorKind
+from runs.models import Dataset, ErrorKind, Project, Run
 from runs.plugins.declaration import Plugin, TargetContext
 from runs.plugins.registry import Registry
 
@@ -95,6 +95,15 @@ class TargetPlugin(Plugin):
     ) -> Target:
         # A plug-in class's constructor is its own (the Protocol has none).
         return cls(cls.parse(config), context)  # type: ignore[call-arg,return-value]  # see above
+
+    @classmethod
+    def prepare_for_run(
+        cls, config: dict[str, Any], *, project: Project, dataset: Dataset, path: str
+    ) -> tuple[dict[str, Any], Run | None]:
+        """The configuration a new run freezes, and the run it builds on (its
+        parent), checked against the run's project and dataset. A kind that
+        builds on the project's data (chain: another run) checks it here."""
+        return config, None
 
     async def prepare(self) -> None:
         """ConfigError when it cannot work in this process, before any item runs."""

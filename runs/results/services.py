@@ -65,12 +65,10 @@ def run_create(
     )
     # A kind that builds on the project's data (chain: another run) checks it
     # here and freezes what it refers to; the run it builds on is its parent.
-    prepare = getattr(get_target_class(target_kind), "prepare_for_run", None)
-    if prepare is not None:
-        config, source = prepare(
-            config, project=project, dataset=dataset, path="target_config"
-        )
-        parent = parent or source
+    config, source = get_target_class(target_kind).prepare_for_run(
+        config, project=project, dataset=dataset, path="target_config"
+    )
+    parent = parent or source
     scorer_specs = clean_scorer_specs(scorers, path="scorers")
     if not scorer_specs:
         raise InvalidInput("choose at least one scorer", field="scorers")
