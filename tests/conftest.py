@@ -199,7 +199,7 @@ def _runs_end_before_the_database_is_flushed(
 @pytest.fixture(autouse=True)
 def _empty_page_cache() -> None:
     """Each test starts without the pages and answers earlier tests cached
-    (runs/pagecache.py): keyed by what they show, an earlier test's page for
+    (runs/records/pagecache.py): keyed by what they show, an earlier test's page for
     the same ids and data would be served without running the view."""
     from django.core.cache import caches
 

@@ -1,5 +1,5 @@
 """A name longer than its column holds is refused, naming the field, on every
-path that creates or renames (runs/names.py): never stored over-long (SQLite
+path that creates or renames (runs/records/names.py): never stored over-long (SQLite
 would keep it whole) and never a server error (PostgreSQL refuses it)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pages and API answers cached under everything they show (runs/pagecache.py).
+"""Pages and API answers cached under everything they show (runs/records/pagecache.py).
 
 A cached answer is served only while nothing it shows has changed, never to
 another user, and with a CSRF token valid for the request's session.

@@ -1,5 +1,5 @@
 """ "Send one request" to a target: each user has a few tries at a time and a
-few a minute, on the page and in the API alike (runs/try_throttle.py)."""
+few a minute, on the page and in the API alike (runs/targets/try_throttle.py)."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ class RunOptions:
         None, ge=0, le=10_000_000, label="Retry budget",
         help="Retries for the whole run.", group=LIMITS,
     )  # fmt: skip
-    # Stop starting items once the run has cost this much (runs/pricing.py);
+    # Stop starting items once the run has cost this much (runs/calls/pricing.py);
     # the items in flight finish, so it may pass by their cost.
     cost_budget: float | None = option(
         None, ge=0.0, le=1_000_000_000, label="Cost budget (USD)",

@@ -8,7 +8,7 @@ Each page's scores are written in one transaction that replaces them by
 scorer name, so a pass cut short and run again ends with the same rows.
 
 A process that is shut down leaves its pass running without a heartbeat; it
-is then shown as interrupted and may be run again (``runs/rescoring.py``).
+is then shown as interrupted and may be run again (``runs/rescore/services.py``).
 """
 
 from __future__ import annotations

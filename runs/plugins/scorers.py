@@ -100,8 +100,8 @@ class Scorer(Protocol):
     score``; that runs on the loop and must not compute. So does a scorer
     whose work an input can make unbounded (``json``, ``math``): it awaits
     that work in a worker process, killed at the timeout
-    (``runs/scorers/processes.py``), or in a scorer thread where the work is
-    provably bounded (``runs/plugins/threads.py``).
+    (``runs/pools/processes.py``), or in a scorer thread where the work is
+    provably bounded (``runs/pools/threads.py``).
 
     A scorer kind that declares ``secrets`` (``SecretRef``) is
     built as ``cls(name, params, context)`` with the run's secret context, as

@@ -18,7 +18,7 @@ Threads suffice because what runs in them does not hold the GIL for long: user
 patterns go through RE2, which releases it, and the built-in scorers work huge
 texts in slices. Work that an input can make unbounded (a JSON Schema, a math
 expression) does not run here but in worker processes that are killed at the
-timeout (``runs/scorers/processes.py``). A timed-out call in a thread cannot be
+timeout (``runs/pools/processes.py``). A timed-out call in a thread cannot be
 killed: its thread finishes in the background, holding one worker until then,
 so the threads are shared by project (``threads.py``).
 """

@@ -12,7 +12,7 @@ A ``$ref`` resolves within the schema or not at all: no registry here can
 retrieve anything, so validation never reaches the network.
 
 Schemas that pass still validate in a worker process that is killed at the
-scorer's timeout (``runs/json_validation.py``): the bound is an estimate, and
+scorer's timeout (``runs/pools/json_validation.py``): the bound is an estimate, and
 an output of a million values multiplies it. Such a worker imports this
 module, so it needs no Django: jsonschema and referencing only.
 """

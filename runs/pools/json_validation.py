@@ -1,9 +1,9 @@
 """Reading an output as JSON and validating it against a checked schema.
 
 What the ``json`` scorer runs, in a worker process killed at the scorer's
-timeout (``runs/scorer_processes.py``), or in a scorer thread where the work
+timeout (``runs/pools/processes.py``), or in a scorer thread where the work
 is bounded by the sizes of a single-pass schema and a short output
-(``single_pass_size``). A schema is checked first (``runs/json_schemas.py``,
+(``single_pass_size``). A schema is checked first (``runs/pools/json_schemas.py``,
 cached per schema text); its ``$ref``s never leave it, and its patterns run
 with RE2, in linear time. No Django here: a worker imports this module.
 """
@@ -278,7 +278,7 @@ def judge(
 
 
 def warm_up() -> None:
-    """A new worker's preparation (``runs/scorer_processes.py``): the drafts'
+    """A new worker's preparation (``runs/pools/processes.py``): the drafts'
     meta-schemas load once, not inside the first task's timeout."""
     validator_for({"type": "object"}).is_valid({})
     Draft202012Validator.check_schema({"type": "object"})

@@ -5,7 +5,7 @@ a hostile expression (``10^{10^{10^{10}}}``, a huge nested fraction) can run
 for ever inside C code that no signal interrupts, holding the GIL meanwhile.
 math-verify's own timeouts use ``signal.alarm``, which works only in a main
 thread. So each comparison runs in a pool of worker processes
-(``runs/scorer_processes.py``): there, math-verify's alarms work (a task runs
+(``runs/pools/processes.py``): there, math-verify's alarms work (a task runs
 in the process's main thread), and a comparison that outlives its timeout has
 its process killed and replaced. A worker also has an address space limit,
 so that a runaway power fails with MemoryError instead of taking the
@@ -36,7 +36,7 @@ class Comparison:
 
 
 def warm_up() -> None:
-    """A new worker's preparation (``runs/scorer_processes.py``)."""
+    """A new worker's preparation (``runs/pools/processes.py``)."""
     # math-verify logs each timeout with the whole text it was parsing; the
     # score's reason already says what happened.
     logging.getLogger("math_verify").setLevel(logging.ERROR)

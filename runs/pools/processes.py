@@ -10,13 +10,13 @@ run's scorer timeout cancels the wait, the task's process is killed and
 replaced, so nothing outlives the timeout. A pool's own limit (``kill_after``)
 is a backstop for a caller that sets none.
 
-Each pool is shared fairly between projects (``runs/worker_shares.py``): one
+Each pool is shared fairly between projects (``runs/pools/shares.py``): one
 project's runs hold at most some of its processes at once.
 
 Worker processes are forked from a clean forkserver and import only the
 module of the function they run and what the kind's ``warm_up`` imports:
-those modules need no Django (``runs/math_worker.py``,
-``runs/json_validation.py``).
+those modules need no Django (``runs/pools/math_worker.py``,
+``runs/pools/json_validation.py``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Scorer work in the process's pool of worker threads, shared per project.
 
-The event loop must not compute (``runs/executor/scoring.py``), so a scorer's
+The event loop must not compute (``runs/plugins/scoring.py``), so a scorer's
 CPU work runs in a bounded pool of threads. A thread cannot be stopped: one
 past its timeout holds its worker until it returns. So the pool is shared by
-project (``runs/worker_shares.py``): a project's runs hold at most
+project (``runs/pools/shares.py``): a project's runs hold at most
 ``EVALSITE_SCORER_WORKERS_PER_PROJECT`` threads at once, counted until each
 thread returns, and a thread past its timeout is counted, logged and named
 in the timeout messages of the calls waiting behind it. Work that an input
 can make unbounded belongs in a killable process instead
-(``runs/scorer_processes.py``).
+(``runs/pools/processes.py``).
 """
 
 from __future__ import annotations
