@@ -34,7 +34,7 @@ class PassSpec:
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
     prices: dict[str, Any] = field(default_factory=dict)
-    # Whose share of the scorer workers it uses (worker_shares.py).
+    # Whose share of the scorer workers it uses (runs/pools/shares.py).
     project_id: int | None = None
 
 

@@ -62,7 +62,7 @@ class RunSpec:
     # The saved target the run was made from, if any: what its rate limit is
     # shared by (shared_limits.py).
     target_id: int | None = None
-    # Whose share of the scorer workers its scoring uses (worker_shares.py).
+    # Whose share of the scorer workers its scoring uses (runs/pools/shares.py).
     project_id: int | None = None
 
 

@@ -52,7 +52,7 @@ class ScorerCall:
         self.output = output
         self.item = item
         # What the call waits for, if anything: a worker thread, or a worker
-        # process of a scorer that computes in one (scorer_processes.py).
+        # process of a scorer that computes in one (runs/pools/processes.py).
         self.progress = Progress()
 
     async def run(self) -> ScoreOutcome:
