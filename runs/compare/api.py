@@ -21,7 +21,7 @@ from runs.results.downloads import (
 )
 from runs.web.api import READ_ERRORS
 from runs.web.requests import ApiRequest
-from runs.web.schemas import DbId, ErrorOut
+from runs.web.schemas import DbId, ErrorOut, QueryText
 
 compare_router = Router(tags=["compare"])
 
@@ -56,7 +56,7 @@ def compare_items(
     request: ApiRequest,
     baseline: DbId,
     candidate: DbId,
-    scorer: Annotated[str, Field(max_length=100)],
+    scorer: Annotated[QueryText, Field(max_length=100)],
     change: Literal["regressions", "improvements", "both_failed", "output_changed"]
     | None = None,
 ) -> StreamingHttpResponse:

@@ -12,7 +12,7 @@ from runs.models import (
     Dataset,
     Item,
 )
-from runs.web.schemas import BodyIn, DbId
+from runs.web.schemas import BodyIn, DbId, QueryText
 
 EXPECTED_FIELD_HELP = (
     "the field with the expected answer; empty or null when the items have none. "
@@ -125,7 +125,7 @@ class DatasetOut(Schema):
 
 class DatasetFilter(FilterSchema):
     project: Annotated[DbId | None, FilterLookup("project_id")] = None
-    name: Annotated[str | None, FilterLookup("name")] = None
+    name: Annotated[QueryText | None, FilterLookup("name")] = None
 
 
 class ItemOut(Schema):

@@ -28,7 +28,7 @@ from runs.models import (
 )
 from runs.plugins import json_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
-from runs.web.schemas import BodyIn, DbId
+from runs.web.schemas import BodyIn, DbId, QueryText
 
 
 def run_options_schema(schema: dict[str, Any]) -> None:
@@ -336,14 +336,14 @@ class ResultFilterIn(Schema):
         "skipped (the same, once the run has ended)",
     )
     error_kind: ErrorKind | None = None
-    scorer: str | None = Field(None, description="one of the run's scorer names")
+    scorer: QueryText | None = Field(None, description="one of the run's scorer names")
     verdict: Literal["passed", "failed", "errored", "skipped"] | None = Field(
         None,
         description="with scorer: passed, failed (scored, not passed), errored "
         "(the scorer raised or timed out) or skipped (its condition did not hold)",
     )
-    external_id: str | None = Field(None, description="the item's external id")
-    cluster: str | None = Field(None, description="a failure cluster's key")
+    external_id: QueryText | None = Field(None, description="the item's external id")
+    cluster: QueryText | None = Field(None, description="a failure cluster's key")
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,9 @@ class ResultFilters:
 
         def text(name: str) -> str | None:
             value = params.get(name)
+            if isinstance(value, str) and "\x00" in value:
+                # PostgreSQL holds no NUL in text: refused here, not a 500 there.
+                raise InvalidInput("contains a NUL character (\\u0000)", field=name)
             return value.strip() or None if isinstance(value, str) else None
 
         statuses = [*Result.Status.values, PENDING, SKIPPED]

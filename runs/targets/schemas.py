@@ -12,7 +12,7 @@ from runs.models import (
     Target,
 )
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
-from runs.web.schemas import BodyIn, DbId
+from runs.web.schemas import BodyIn, DbId, QueryText
 
 TARGET_CONFIG_HELP = (
     "the target kind's parameters (GET /api/v1/targets/kinds gives each kind's "
@@ -46,7 +46,7 @@ class TargetOut(Schema):
 
 class TargetFilter(FilterSchema):
     project: Annotated[DbId | None, FilterLookup("project_id")] = None
-    kind: Annotated[str | None, FilterLookup("kind")] = None
+    kind: Annotated[QueryText | None, FilterLookup("kind")] = None
 
 
 class TargetPatch(BodyIn):

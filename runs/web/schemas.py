@@ -6,12 +6,25 @@ from typing import Annotated, Any
 
 from ninja import Field, Schema
 from ninja.schema import DjangoGetter
-from pydantic import model_validator
+from pydantic import AfterValidator, model_validator
 
 # Ids and page numbers beyond what the database stores are refused (422), not
 # sent to it (an overflow there was a 500).
 MAX_DB_INT = 2**63 - 1
 DbId = Annotated[int, Field(ge=1, le=MAX_DB_INT)]
+
+
+def _without_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError(
+            "contains a NUL character (\\u0000), which no text column holds"
+        )
+    return value
+
+
+# Text of a query string that a filter compares with a column: PostgreSQL
+# refuses a NUL in text, so it is refused here (422), not there (a 500).
+QueryText = Annotated[str, AfterValidator(_without_nul)]
 
 
 class ValidationErrorOut(Schema):
