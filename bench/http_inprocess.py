@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from http_bench import seed_script  # beside this script, on its path
+
 HERE = Path(__file__).resolve().parent
 PAGES = ("login", "runs", "api_runs", "results")
 
@@ -76,12 +78,6 @@ def environment(source: Path, data_dir: Path) -> dict[str, str]:
         DJANGO_SETTINGS_MODULE="evalsite.settings",
     )
     return env
-
-
-def seed_script(source: Path) -> Path:
-    """The seed written for the code measured (its imports follow its layout)."""
-    own = source / "bench" / "http_seed.py"
-    return own if own.is_file() else HERE / "http_seed.py"
 
 
 def prepare(source: Path, data_dir: Path) -> str:
