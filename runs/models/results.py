@@ -31,6 +31,11 @@ class ErrorKind(models.TextChoices):
     SUSPENDED = "suspended", "Suspended"
 
 
+# What a result says of its item's outcome, in the order the rows' writer
+# (runs/records/rows.py) and the export (runs/analysis/export.py) list it.
+RESULT_OUTCOME = ("status", "output", "error_kind", "error_type", "error_message")
+
+
 class Usage(models.Model):
     """What a model call cost: its tokens, their price and the model that used them."""
 
