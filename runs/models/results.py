@@ -268,7 +268,7 @@ class RunFigures(RunDerived):
 
     holds = "figures"
 
-    run = derived_from("figures")
+    run = derived_from(holds)
     data = models.JSONField()
     compute_seconds = models.FloatField()
 
@@ -286,7 +286,7 @@ class RunVerdicts(RunDerived):
 
     holds = "verdicts"
 
-    run = derived_from("verdicts")
+    run = derived_from(holds)
     scorers = models.JSONField()
     data = models.BinaryField()
 
