@@ -6,6 +6,7 @@ from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest
 
 from runs.models import (
+    RUN_COUNTS,
     ApiKey,
     Dataset,
     Item,
@@ -116,11 +117,7 @@ class RunAdmin(admin.ModelAdmin):
         "dataset",
         "target_name",
         "status",
-        "total",
-        "succeeded",
-        "failed",
-        "timed_out",
-        "cancelled",
+        *RUN_COUNTS,
         "created_at",
     ]
     list_filter = ["status", "project", "target_kind"]
@@ -142,11 +139,7 @@ class RunAdmin(admin.ModelAdmin):
         "status",
         "cancel_requested",
         "error",
-        "total",
-        "succeeded",
-        "failed",
-        "timed_out",
-        "cancelled",
+        *RUN_COUNTS,
         "prompt_tokens",
         "completion_tokens",
         "cost",

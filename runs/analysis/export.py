@@ -28,7 +28,7 @@ from typing import Any, cast
 from django.db.models import Func, IntegerField
 from django.utils.text import slugify
 
-from runs.models import Result, Run, Score
+from runs.models import RESULT_OUTCOME, Result, Run, Score
 from runs.plugins.scorers import SCORERS
 
 CHUNK_SIZE = 1000
@@ -43,11 +43,7 @@ NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 ITEM_COLUMNS = ("item_index", "external_id", "input", "expected", "metadata")
 RESULT_COLUMNS = (
     "epoch",
-    "status",
-    "output",
-    "error_kind",
-    "error_type",
-    "error_message",
+    *RESULT_OUTCOME,
     "latency_ms",
     "prompt_tokens",
     "completion_tokens",

@@ -6,6 +6,7 @@ from runs.models.datasets import Dataset, Item, ReadyDatasetManager
 from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
 from runs.models.results import (
+    RESULT_OUTCOME,
     ErrorKind,
     Result,
     ResultStatus,
@@ -14,6 +15,7 @@ from runs.models.results import (
     Score,
     ScoringPass,
 )
+from runs.models.run_counts import RUN_COUNTS, RunCounts
 from runs.models.runs import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
@@ -25,6 +27,8 @@ from runs.models.runs import (
 __all__ = [
     "FINAL_RUN_STATUSES",
     "HEARTBEAT_STALE_SECONDS",
+    "RESULT_OUTCOME",
+    "RUN_COUNTS",
     "ApiKey",
     "Dataset",
     "ErrorKind",
@@ -38,6 +42,7 @@ __all__ = [
     "Result",
     "ResultStatus",
     "Run",
+    "RunCounts",
     "RunFigures",
     "RunShard",
     "RunStatus",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
+from runs.models.fields import unique
 from runs.models.projects import Authored, Project
 
 
@@ -57,8 +58,10 @@ class Dataset(Authored):
         base_manager_name = "all_objects"
         constraints = [
             # Imports in progress have no version yet (0).
-            models.UniqueConstraint(
-                fields=["project", "name", "version"],
+            unique(
+                "project",
+                "name",
+                "version",
                 condition=Q(status="ready"),
                 name="dataset_version_unique",
             )
@@ -79,12 +82,8 @@ class Item(models.Model):
     class Meta:
         ordering = ["dataset", "index"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["dataset", "index"], name="item_index_unique"
-            ),
-            models.UniqueConstraint(
-                fields=["dataset", "external_id"], name="item_external_id_unique"
-            ),
+            unique("dataset", "index", name="item_index_unique"),
+            unique("dataset", "external_id", name="item_external_id_unique"),
         ]
 
     def __str__(self) -> str:

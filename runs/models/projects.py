@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from runs.models.fields import unique, user_kept_null
+
 
 class Authored(models.Model):
     """Who made a row (kept when the user goes) and when."""
 
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
-    )
+    created_by = user_kept_null()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -49,11 +49,7 @@ class Membership(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "user"], name="membership_unique"
-            )
-        ]
+        constraints = [unique("project", "user", name="membership_unique")]
 
     def __str__(self) -> str:
         return f"{self.user} in {self.project} ({self.role})"
@@ -101,28 +97,12 @@ class ProjectSecret(models.Model):
     hosts = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
-    created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    updated_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
+    created_by = user_kept_null(related_name="+")
+    updated_by = user_kept_null(related_name="+")
 
     class Meta:
         ordering = ["project", "name"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "name"], name="project_secret_name_unique"
-            )
-        ]
+        constraints = [unique("project", "name", name="project_secret_name_unique")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.project})"
@@ -143,11 +123,7 @@ class Target(Authored):
 
     class Meta:
         ordering = ["project", "name"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["project", "name"], name="target_name_unique"
-            )
-        ]
+        constraints = [unique("project", "name", name="target_name_unique")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.kind})"

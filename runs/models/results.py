@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from django.conf import settings
+from typing import ClassVar
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
 from runs.models.datasets import Item
+from runs.models.fields import unique, user_kept_null
 from runs.models.runs import HEARTBEAT_STALE_SECONDS, Run
 
 
@@ -27,6 +29,11 @@ class ErrorKind(models.TextChoices):
     # An agent that stopped to wait for input or approval: neither an answer
     # nor a failure worth retrying; its payload is kept on the attempt.
     SUSPENDED = "suspended", "Suspended"
+
+
+# What a result says of its item's outcome, in the order the rows' writer
+# (runs/records/rows.py) and the export (runs/analysis/export.py) list it.
+RESULT_OUTCOME = ("status", "output", "error_kind", "error_type", "error_message")
 
 
 class Usage(models.Model):
@@ -132,9 +139,7 @@ class Score(Usage):
     class Meta:
         ordering = ["result", "scorer"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["result", "scorer"], name="score_result_scorer_unique"
-            ),
+            unique("result", "scorer", name="score_result_scorer_unique"),
             models.CheckConstraint(
                 condition=Q(error="") | Q(value__isnull=True),
                 name="score_error_has_no_value",
@@ -187,13 +192,7 @@ class ScoringPass(models.Model):
     total = models.PositiveIntegerField(default=0)
     scored = models.PositiveIntegerField(default=0)
     errored = models.PositiveIntegerField(default=0)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
+    user = user_kept_null(related_name="+")
     created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -204,8 +203,8 @@ class ScoringPass(models.Model):
         ordering = ["run", "created_at", "id"]
         constraints = [
             # At most one pass of a run is under way at a time.
-            models.UniqueConstraint(
-                fields=["run"],
+            unique(
+                "run",
                 condition=Q(status__in=["pending", "running"]),
                 name="scoring_pass_one_active_per_run",
             )
@@ -232,6 +231,13 @@ class ScoringPass(models.Model):
         return [spec.get("name") or spec.get("kind") for spec in self.scorers]
 
 
+def derived_from(related_name: str) -> models.OneToOneField[Run, Run]:
+    """The run a row of a ``RunDerived`` model was computed from: its key."""
+    return models.OneToOneField(
+        Run, primary_key=True, on_delete=models.CASCADE, related_name=related_name
+    )
+
+
 class RunDerived(models.Model):
     """Computed from a finished run's results and stored beside it.
 
@@ -239,11 +245,18 @@ class RunDerived(models.Model):
     a re-score that changes the results makes it stale.
     """
 
+    # What a row holds, as its name says it: "figures of run 3".
+    holds: ClassVar[str]
+
     version = models.CharField(max_length=200)
     computed_at = models.DateTimeField()
 
     class Meta:
         abstract = True
+
+    def __str__(self) -> str:
+        # The run is the key.
+        return f"{self.holds} of run {self.pk}"
 
 
 class RunFigures(RunDerived):
@@ -253,17 +266,14 @@ class RunFigures(RunDerived):
     and stored again.
     """
 
-    run = models.OneToOneField(
-        Run, primary_key=True, on_delete=models.CASCADE, related_name="figures"
-    )
+    holds = "figures"
+
+    run = derived_from(holds)
     data = models.JSONField()
     compute_seconds = models.FloatField()
 
     class Meta:
         verbose_name_plural = "run figures"
-
-    def __str__(self) -> str:
-        return f"figures of run {self.run_id}"
 
 
 class RunVerdicts(RunDerived):
@@ -274,14 +284,11 @@ class RunVerdicts(RunDerived):
     results and scores.
     """
 
-    run = models.OneToOneField(
-        Run, primary_key=True, on_delete=models.CASCADE, related_name="verdicts"
-    )
+    holds = "verdicts"
+
+    run = derived_from(holds)
     scorers = models.JSONField()
     data = models.BinaryField()
 
     class Meta:
         verbose_name_plural = "run verdicts"
-
-    def __str__(self) -> str:
-        return f"verdicts of run {self.run_id}"

@@ -7,6 +7,7 @@ from django.utils import timezone
 
 from runs.models.datasets import Dataset
 from runs.models.projects import Authored, Project, Target
+from runs.models.run_counts import RunCounts
 
 
 class RunStatus(models.TextChoices):
@@ -32,7 +33,7 @@ FINAL_RUN_STATUSES = frozenset(
 )
 
 
-class Run(Authored):
+class Run(RunCounts, Authored):
     Status = RunStatus
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
@@ -98,13 +99,6 @@ class Run(Authored):
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["project", "-created_at"])]
-
-    def __str__(self) -> str:
-        return self.name or f"Run {self.pk}"
-
-    @property
-    def processed(self) -> int:
-        return self.succeeded + self.failed + self.timed_out + self.cancelled
 
     @property
     def scorer_names(self) -> list[str]:

@@ -30,10 +30,12 @@ from django.utils import timezone
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
+    RUN_COUNTS,
     ApiKey,
     Membership,
     Project,
     Run,
+    RunCounts,
     RunStatus,
     ScoringPass,
 )
@@ -67,7 +69,7 @@ def _columns(model: type[Any]) -> tuple[list[str], dict[str, Any]]:
 
 
 @dataclass(frozen=True, slots=True)
-class RunRow:
+class RunRow(RunCounts):
     """One row of the runs table, with what it shows that depends on the time
     of the read (``created_ago``, ``stale``) computed once, at that time: a
     cached table is keyed by exactly these values."""
@@ -90,13 +92,6 @@ class RunRow:
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
-
-    def __str__(self) -> str:
-        return self.name or f"Run {self.pk}"
-
-    @property
-    def processed(self) -> int:
-        return self.succeeded + self.failed + self.timed_out + self.cancelled
 
     @property
     def status_label(self) -> str:
@@ -121,11 +116,7 @@ _RUN_ROW_COLUMNS = (
     "status",
     "target_name",
     "target_kind",
-    "total",
-    "succeeded",
-    "failed",
-    "timed_out",
-    "cancelled",
+    *RUN_COUNTS,
     "created_at",
     "dataset_id",
     "heartbeat_at",
@@ -155,20 +146,21 @@ def _run_count(filters: tuple[str, ...]) -> compiled.Statement:
 # RunRow's fields read from the database, and the column of each.
 _RUN_ROW_FIELDS = {
     "pk": "id",
-    "name": "name",
-    "status": "status",
-    "target_name": "target_name",
-    "target_kind": "target_kind",
-    "total": "total",
-    "succeeded": "succeeded",
-    "failed": "failed",
-    "timed_out": "timed_out",
-    "cancelled": "cancelled",
-    "created_at": "created_at",
-    "project_name": "project_name",
-    "dataset_id": "dataset_id",
-    "dataset_name": "dataset_name",
-    "dataset_version": "dataset_version",
+    **{
+        name: name
+        for name in (
+            "name",
+            "status",
+            "target_name",
+            "target_kind",
+            *RUN_COUNTS,
+            "created_at",
+            "project_name",
+            "dataset_id",
+            "dataset_name",
+            "dataset_version",
+        )
+    },
 }
 # RunRow is built positionally: these fields first, in this order, then
 # ``stale`` and ``created_ago`` (tests/test_hot_reads.py checks).

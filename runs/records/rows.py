@@ -26,7 +26,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
-from runs.models import Result, Score
+from runs.models import RESULT_OUTCOME, Result, Score
 from runs.records import signatures
 from runs.records.plain_rows import (
     datetime_adapter,
@@ -43,11 +43,7 @@ RESULT_FIELDS = (
     "item_id",
     "item_index",
     "epoch",
-    "status",
-    "output",
-    "error_kind",
-    "error_type",
-    "error_message",
+    *RESULT_OUTCOME,
     "error_signature",
     "error_pattern",
     "attempts",

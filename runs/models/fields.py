@@ -1,0 +1,28 @@
+"""Fields and constraints that several models declare alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+def user_kept_null(related_name: str | None = None) -> models.ForeignKey[Any, Any]:
+    """A user a row names: emptied, not deleted with it, when the user goes."""
+    return models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name=related_name,
+    )
+
+
+def unique(
+    *fields: str, name: str, condition: Q | None = None
+) -> models.UniqueConstraint:
+    """One row at most for each value of ``fields`` (among the rows ``condition``
+    holds for)."""
+    return models.UniqueConstraint(fields=fields, name=name, condition=condition)
