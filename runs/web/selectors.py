@@ -29,5 +29,5 @@ def row_get[M: Model](rows: QuerySet[M], *, pk: int, noun: str) -> M:
     answered as one that does not exist."""
     try:
         return rows.get(pk=pk)
-    except ObjectDoesNotExist:  # the model's DoesNotExist, whatever the model
+    except ObjectDoesNotExist:  # every model's DoesNotExist derives from it
         raise NotFound(f"no {noun} {pk}") from None
