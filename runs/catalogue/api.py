@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ninja import (
-    Router,
-)
+from ninja import Router
 
 from runs.catalogue.kinds import scorer_kinds
 from runs.catalogue.schemas import ScorerKindOut

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.catalogue import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("catalogue/", views.catalogue, name="catalogue"),
+    page("catalogue/", views.catalogue),
 ]

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from ninja import (
-    Field,
-    Router,
-)
+from ninja import Field, Router
 
 from runs.analysis.clusters import (
     ITEMS_PER_CLUSTER,
@@ -16,9 +13,7 @@ from runs.analysis.clusters import (
     run_clusters_cached,
 )
 from runs.clusters.schemas import RunClustersOut
-from runs.results.selectors import (
-    run_get,
-)
+from runs.results.selectors import run_get
 from runs.web.api import READ_ERRORS
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut

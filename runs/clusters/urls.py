@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.clusters import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("runs/<id:run_id>/clusters/", views.run_clusters, name="run_clusters"),
-    path(
-        "runs/<id:run_id>/clusters/save/",
-        views.run_cluster_save,
-        name="run_cluster_save",
-    ),
+    page("runs/<id:run_id>/clusters/", views.run_clusters),
+    page("runs/<id:run_id>/clusters/save/", views.run_cluster_save),
 ]

@@ -15,11 +15,10 @@ from runs.datasets.selectors import dataset_names
 from runs.errors import Conflict, InvalidInput
 from runs.results.selectors import run_get
 from runs.results.views import BASELINE_CHOICES
-from runs.web.pages import domain_errors, query_id
+from runs.web.pages import query_id
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_GET
 def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
     """A run's failure clusters, against a baseline run chosen on the page."""
@@ -38,7 +37,6 @@ def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
     return render(request, "runs/clusters/run_clusters.html", context)
 
 
-@domain_errors
 @require_POST
 def run_cluster_save(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Save a cluster's items as a new dataset, or a new version of one."""

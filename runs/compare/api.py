@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from django.http import (
-    StreamingHttpResponse,
-)
-from ninja import (
-    Field,
-    Router,
-)
+from django.http import StreamingHttpResponse
+from ninja import Field, Router
 
 from runs.analysis.compare import Comparison
 from runs.compare.schemas import ComparisonOut
 from runs.compare.selectors import comparison_pair, run_comparison, run_ids_parse
-from runs.results.downloads import (
-    COMPARISON_COLUMNS,
-    comparison_csv_response,
-)
+from runs.results.downloads import COMPARISON_COLUMNS, comparison_csv_response
 from runs.web.api import READ_ERRORS
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut, QueryText

@@ -7,9 +7,7 @@ from django.contrib.auth.models import User
 from runs.analysis.compare import Comparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
 from runs.errors import InvalidInput
-from runs.models import (
-    Run,
-)
+from runs.models import Run
 from runs.results.selectors import run_get, run_list
 
 MAX_COMPARED_CANDIDATES = 10

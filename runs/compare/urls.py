@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.compare import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("compare/", views.compare, name="compare"),
-    path("compare/items.csv", views.compare_items_csv, name="compare_items_csv"),
-    path(
-        "runs/<id:run_id>/compare/",
-        views.run_compare_choices,
-        name="run_compare_choices",
-    ),
+    page("compare/", views.compare),
+    page("compare/items.csv", views.compare_items_csv),
+    page("runs/<id:run_id>/compare/", views.run_compare_choices),
 ]

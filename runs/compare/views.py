@@ -12,15 +12,11 @@ from django.views.decorators.http import require_GET
 
 from runs.analysis import compare as analysis
 from runs.compare import selectors
-from runs.compare.selectors import (
-    comparison_pair,
-    run_comparison,
-    run_ids_parse,
-)
+from runs.compare.selectors import comparison_pair, run_comparison, run_ids_parse
 from runs.errors import InvalidInput
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
-from runs.web.pages import domain_errors, page_of
+from runs.web.pages import page_of
 from runs.web.requests import AuthedRequest
 
 ITEMS_PER_PAGE = 50
@@ -40,7 +36,6 @@ def compare_url(baseline: int, candidates: list[int]) -> str:
     return f"{reverse('runs:compare')}?{query}"
 
 
-@domain_errors
 @require_GET
 def compare(request: AuthedRequest) -> HttpResponse:
     try:
@@ -118,7 +113,6 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
     }
 
 
-@domain_errors
 @require_GET
 def run_compare_choices(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Runs over the same dataset to compare a run with (a fragment for htmx)."""
@@ -132,7 +126,6 @@ def run_compare_choices(request: AuthedRequest, run_id: int) -> HttpResponse:
     return render(request, "runs/compare/run_compare_choices.html", context)
 
 
-@domain_errors
 @require_GET
 def compare_items_csv(request: AuthedRequest) -> HttpResponseBase:
     """Every paired item of one (candidate, scorer), as on the page, as CSV.

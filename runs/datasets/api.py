@@ -5,14 +5,7 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from django.db.models import QuerySet
-from ninja import (
-    File,
-    Form,
-    Query,
-    Router,
-    Status,
-    UploadedFile,
-)
+from ninja import File, Form, Query, Router, Status, UploadedFile
 
 from runs.datasets import importers
 from runs.datasets.schemas import (
@@ -25,13 +18,8 @@ from runs.datasets.schemas import (
     ItemOut,
 )
 from runs.datasets.selectors import dataset_get, dataset_items, dataset_list
-from runs.models import (
-    Dataset,
-    Item,
-)
-from runs.projects.selectors import (
-    project_get,
-)
+from runs.models import Dataset, Item
+from runs.projects.selectors import project_get
 from runs.web.api import ERRORS, READ_ERRORS, paginated
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId

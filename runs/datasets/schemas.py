@@ -7,11 +7,7 @@ from typing import Annotated, Any
 
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
-from runs.datasets.importers import FieldMap
-from runs.models import (
-    Dataset,
-    Item,
-)
+from runs.models import Dataset, Item
 from runs.web.schemas import BodyIn, DbId, QueryText
 
 EXPECTED_FIELD_HELP = (
@@ -65,23 +61,13 @@ class DatasetPreviewForm(Schema):
 
 
 class FieldGuessOut(Schema):
-    id_field: str
-    input_field: str
+    # The guess is an importers.FieldMap: its id, input and expected.
+    id_field: str = Field(validation_alias="id")
+    input_field: str = Field(validation_alias="input")
     expected_field: str | None = Field(
-        description="null when no field looks like an expected answer"
+        validation_alias="expected",
+        description="null when no field looks like an expected answer",
     )
-
-    @staticmethod
-    def resolve_id_field(obj: FieldMap) -> str:
-        return obj.id
-
-    @staticmethod
-    def resolve_input_field(obj: FieldMap) -> str:
-        return obj.input
-
-    @staticmethod
-    def resolve_expected_field(obj: FieldMap) -> str | None:
-        return obj.expected
 
 
 class DatasetPreviewOut(Schema):

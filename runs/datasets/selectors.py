@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db.models import (
-    QuerySet,
-)
+from django.db.models import QuerySet
 
-from runs.access import visible_project_ids
-from runs.errors import NotFound
-from runs.models import (
-    Dataset,
-    Item,
-)
+from runs.models import Dataset, Item
+from runs.web.selectors import row_get, visible_rows
 
 
 def dataset_list(*, user: User, project_id: int | None = None) -> QuerySet[Dataset]:
-    datasets = Dataset.objects.filter(
-        project_id__in=visible_project_ids(user)
-    ).select_related("project")
-    if project_id is not None:
-        datasets = datasets.filter(project_id=project_id)
-    return datasets
+    rows = visible_rows(Dataset, user=user, project_id=project_id)
+    return rows.select_related("project")
 
 
 def dataset_get(*, user: User, dataset_id: int) -> Dataset:
-    try:
-        return dataset_list(user=user).get(pk=dataset_id)
-    except Dataset.DoesNotExist:
-        raise NotFound(f"no dataset {dataset_id}") from None
+    return row_get(dataset_list(user=user), pk=dataset_id, noun="dataset")
 
 
 def dataset_items(*, dataset: Dataset) -> QuerySet[Item]:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.datasets import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("datasets/", views.dataset_list, name="dataset_list"),
-    path("datasets/upload/", views.dataset_upload, name="dataset_upload"),
-    path(
-        "datasets/upload/<str:token>/",
-        views.dataset_upload_map,
-        name="dataset_upload_map",
-    ),
-    path("datasets/<id:dataset_id>/", views.dataset_detail, name="dataset_detail"),
+    page("datasets/", views.dataset_list),
+    page("datasets/upload/", views.dataset_upload),
+    page("datasets/upload/<str:token>/", views.dataset_upload_map),
+    page("datasets/<id:dataset_id>/", views.dataset_detail),
 ]

@@ -10,15 +10,11 @@ from runs.access import Action, can, projects_where
 from runs.datasets import selectors
 from runs.datasets.forms import DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importers import staging
-from runs.datasets.selectors import (
-    dataset_get,
-    dataset_items,
-    dataset_versions,
-)
+from runs.datasets.selectors import dataset_get, dataset_items, dataset_versions
 from runs.errors import Conflict, InvalidInput
 from runs.projects.selectors import project_get
 from runs.web.forms import add_domain_error, submitted
-from runs.web.pages import domain_errors, page_of, query_id
+from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
 
 ITEMS_PER_PAGE = 50
@@ -33,7 +29,6 @@ def dataset_list(request: AuthedRequest) -> HttpResponse:
     return render(request, "runs/datasets/dataset_list.html", context)
 
 
-@domain_errors
 @require_GET
 def dataset_detail(request: AuthedRequest, dataset_id: int) -> HttpResponse:
     dataset = dataset_get(user=request.user, dataset_id=dataset_id)
@@ -46,7 +41,6 @@ def dataset_detail(request: AuthedRequest, dataset_id: int) -> HttpResponse:
     return render(request, "runs/datasets/dataset_detail.html", context)
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def dataset_upload(request: AuthedRequest) -> HttpResponse:
     """Step one: the file is checked, kept for a while, and its fields shown next."""
@@ -73,7 +67,6 @@ def dataset_upload(request: AuthedRequest) -> HttpResponse:
     )
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def dataset_upload_map(request: AuthedRequest, token: str) -> HttpResponse:
     """Step two: say which field is the id, the input and the expected answer."""

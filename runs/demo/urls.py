@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.demo import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("runs/demo/", views.run_demo_start, name="run_demo_start"),
+    page("runs/demo/", views.run_demo_start),
 ]

@@ -10,11 +10,9 @@ from django.views.decorators.http import require_POST
 
 from runs.demo.seed import demo_run_start
 from runs.errors import InvalidInput
-from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_POST
 def run_demo_start(request: AuthedRequest) -> HttpResponse:
     """Start the demo run and show it live; the new-run form if it cannot start."""

@@ -9,11 +9,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import QuerySet
-from django.http import (
-    HttpRequest,
-    HttpResponse,
-    JsonResponse,
-)
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from ninja import (
     Query,  # noqa: F401
     Router,
@@ -22,12 +18,7 @@ from ninja import (
 from ninja.security import HttpBearer
 
 from runs.errors import Forbidden
-from runs.models import (
-    ApiKey,
-    Membership,
-    Project,
-    ProjectSecret,
-)
+from runs.models import ApiKey, Membership, Project, ProjectSecret
 from runs.projects.schemas import (
     ApiKeyCreatedOut,
     ApiKeyIn,

@@ -6,11 +6,7 @@ from datetime import datetime
 
 from ninja import Field, Schema
 
-from runs.models import (
-    ApiKey,
-    Membership,
-    ProjectSecret,
-)
+from runs.models import ApiKey, Membership, ProjectSecret
 from runs.web.schemas import BodyIn
 
 

@@ -17,25 +17,15 @@ from django.db.models import (
 )
 
 from runs.access import ROLE_RANK, Action, allows, visible_projects
-from runs.errors import NotFound
-from runs.models import (
-    ApiKey,
-    Dataset,
-    Membership,
-    Project,
-    Run,
-    Target,
-)
+from runs.models import ApiKey, Dataset, Membership, Project, Run, Target
+from runs.web.selectors import row_get
 
 # The user of a request: signed in or anonymous.
 AnyUser = User | AnonymousUser
 
 
 def project_get(*, user: AnyUser, project_id: int) -> Project:
-    try:
-        return visible_projects(user).get(pk=project_id)
-    except Project.DoesNotExist:
-        raise NotFound(f"no project {project_id}") from None
+    return row_get(visible_projects(user), pk=project_id, noun="project")
 
 
 def project_list(*, user: AnyUser) -> QuerySet[Project]:
@@ -58,10 +48,7 @@ def project_list(*, user: AnyUser) -> QuerySet[Project]:
 
 def project_get_with_role(*, user: AnyUser, project_id: int) -> Project:
     """One of the user's projects, with ``role`` and ``member_count``."""
-    try:
-        return project_list(user=user).get(pk=project_id)
-    except Project.DoesNotExist:
-        raise NotFound(f"no project {project_id}") from None
+    return row_get(project_list(user=user), pk=project_id, noun="project")
 
 
 def membership_list(*, project: Project) -> QuerySet[Membership]:

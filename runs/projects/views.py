@@ -11,7 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from runs.access import Action, can, require
 from runs.errors import Conflict, InvalidInput
 from runs.models import Membership
-from runs.projects import selectors
+from runs.projects import selectors, services
 from runs.projects.forms import (
     ApiKeyForm,
     MemberAddForm,
@@ -19,26 +19,12 @@ from runs.projects.forms import (
     ProjectForm,
     SecretForm,
 )
-from runs.projects.selectors import (
-    api_key_list,
-    project_get,
-    project_overview,
-)
-from runs.projects.services import (
-    api_key_create,
-    api_key_revoke,
-    membership_add,
-    membership_remove,
-    membership_update,
-    project_create,
-)
+from runs.projects.selectors import api_key_list, project_get, project_overview
 from runs.secrets import store
 from runs.web.forms import add_domain_error, submitted
-from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
@@ -67,7 +53,6 @@ def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
     return render(request, "runs/projects/project_secrets.html", context)
 
 
-@domain_errors
 @require_POST
 def project_secret_delete(
     request: AuthedRequest, project_id: int, name: str
@@ -83,7 +68,7 @@ def project_list(request: AuthedRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
     if form.is_bound and form.is_valid():
         try:
-            project = project_create(owner=request.user, **form.cleaned_data)
+            project = services.project_create(owner=request.user, **form.cleaned_data)
         except InvalidInput as exc:
             add_domain_error(form, exc)
         except Conflict as exc:
@@ -107,13 +92,11 @@ def _project_page(
     return render(request, "runs/projects/project_detail.html", context)
 
 
-@domain_errors
 @require_GET
 def project_detail(request: AuthedRequest, project_id: int) -> HttpResponse:
     return _project_page(request, project_id)
 
 
-@domain_errors
 @require_POST
 def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
@@ -122,7 +105,9 @@ def project_member_add(request: AuthedRequest, project_id: int) -> HttpResponse:
     # non-admin first, and checks the user and the role again itself.
     data = form.cleaned_data if form.is_valid() else _member_fields(request)
     try:
-        membership = membership_add(project=project, actor=request.user, **data)
+        membership = services.membership_add(
+            project=project, actor=request.user, **data
+        )
     except InvalidInput as exc:
         if not form.errors:
             add_domain_error(form, exc)
@@ -151,7 +136,6 @@ def _member_fields(request: AuthedRequest) -> dict[str, str]:
     }
 
 
-@domain_errors
 @require_POST
 def project_member_update(
     request: AuthedRequest, project_id: int, user_id: int
@@ -160,7 +144,7 @@ def project_member_update(
     form = MemberRoleForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else request.POST.get("role")
     try:
-        membership = membership_update(
+        membership = services.membership_update(
             project=project, actor=request.user, user_id=user_id, role=role or ""
         )
     except InvalidInput as exc:
@@ -170,14 +154,13 @@ def project_member_update(
     return redirect("runs:project_detail", project_id=project.pk)
 
 
-@domain_errors
 @require_POST
 def project_member_remove(
     request: AuthedRequest, project_id: int, user_id: int
 ) -> HttpResponse:
     project = project_get(user=request.user, project_id=project_id)
     try:
-        membership_remove(project=project, actor=request.user, user_id=user_id)
+        services.membership_remove(project=project, actor=request.user, user_id=user_id)
     except InvalidInput as exc:
         messages.error(request, exc.message)
         return redirect("runs:project_detail", project_id=project.pk)
@@ -195,7 +178,9 @@ def account_keys(request: AuthedRequest) -> HttpResponse:
     created = plain = None
     made = submitted(
         form,
-        lambda: api_key_create(user=request.user, name=form.cleaned_data["name"]),
+        lambda: services.api_key_create(
+            user=request.user, name=form.cleaned_data["name"]
+        ),
     )
     if made is not None:
         created, plain = made
@@ -211,9 +196,8 @@ def account_keys(request: AuthedRequest) -> HttpResponse:
     return render(request, "runs/projects/account_keys.html", context)
 
 
-@domain_errors
 @require_POST
 def account_key_revoke(request: AuthedRequest, key_id: int) -> HttpResponse:
-    key = api_key_revoke(user=request.user, key_id=key_id)
+    key = services.api_key_revoke(user=request.user, key_id=key_id)
     messages.success(request, f"The key {key.name!r} ({key.prefix}…) is revoked.")
     return redirect("runs:account_keys")

@@ -9,9 +9,7 @@ from ninja import Router
 from runs.rescore.schemas import RescoreIn, RescoreOut, ScoringPassOut
 from runs.rescore.selectors import scoring_passes
 from runs.rescore.services import run_rescore
-from runs.results.selectors import (
-    run_get,
-)
+from runs.results.selectors import run_get
 from runs.web.api import ERRORS, READ_ERRORS
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId

@@ -7,9 +7,7 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
-from runs.models import (
-    ScoringPass,
-)
+from runs.models import ScoringPass
 from runs.results.schemas import RunDetailOut, ScorerSpecIn
 from runs.web.schemas import BodyIn
 

@@ -17,11 +17,9 @@ from runs.rescore.forms import RescoreForm
 from runs.rescore.selectors import scoring_section
 from runs.results.selectors import run_get, run_overview
 from runs.web.forms import add_domain_error
-from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def run_rescore(request: AuthedRequest, run_id: int) -> HttpResponse:
     """GET: the scorers to run over the stored outputs; POST: start the pass."""
@@ -79,7 +77,6 @@ def _started(plan: services.RescorePlan) -> str:
     )
 
 
-@domain_errors
 @require_GET
 def run_scoring_passes(request: AuthedRequest, run_id: int) -> HttpResponse:
     """The run's scoring passes (the run page's section, refreshed while one runs)."""

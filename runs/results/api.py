@@ -5,28 +5,16 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from django.db.models import QuerySet
-from django.http import (
-    HttpResponse,
-    StreamingHttpResponse,
-)
-from ninja import (
-    Query,
-    Router,
-    Status,
-)
+from django.http import HttpResponse, StreamingHttpResponse
+from ninja import Query, Router, Status
 
 from runs.analysis import export
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import RunSummary
 from runs.datasets.selectors import dataset_get
-from runs.models import (
-    Result,
-    Run,
-)
+from runs.models import Result, Run
 from runs.records import pagecache, reads
-from runs.results.downloads import (
-    export_response,
-)
+from runs.results.downloads import export_response
 from runs.results.schemas import (
     PendingRows,
     ResultFilterIn,

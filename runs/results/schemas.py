@@ -17,15 +17,7 @@ from runs.analysis.summary import (
 )
 from runs.catalogue.schemas import kinds_schema
 from runs.executor.options import RunOptions
-from runs.models import (
-    ErrorKind,
-    Item,
-    Result,
-    ResultStatus,
-    Run,
-    RunStatus,
-    Score,
-)
+from runs.models import ErrorKind, Item, Result, ResultStatus, Run, RunStatus, Score
 from runs.plugins import json_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId, QueryText

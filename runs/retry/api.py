@@ -6,9 +6,7 @@ from typing import Any
 
 from ninja import Router
 
-from runs.results.selectors import (
-    run_get,
-)
+from runs.results.selectors import run_get
 from runs.retry.resume import run_resume
 from runs.retry.schemas import ResumeIn, ResumeOut, RetryIn, RetryOut
 from runs.retry.services import run_retry

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.retry import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("runs/<id:run_id>/retry/", views.run_retry, name="run_retry"),
-    path("runs/<id:run_id>/resume/", views.run_resume_view, name="run_resume"),
+    page("runs/<id:run_id>/retry/", views.run_retry),
+    page("runs/<id:run_id>/resume/", views.run_resume_view, name="run_resume"),
 ]

@@ -5,20 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from ninja import (
-    Query,
-    Router,
-    Status,
-)
+from ninja import Query, Router, Status
 
 from runs.catalogue.kinds import target_kinds
 from runs.catalogue.schemas import PluginKindOut
-from runs.models import (
-    Target,
-)
-from runs.projects.selectors import (
-    project_get,
-)
+from runs.models import Target
+from runs.projects.selectors import project_get
 from runs.targets.schemas import (
     TargetFilter,
     TargetIn,
@@ -46,13 +38,8 @@ target_router = Router(tags=["targets"])
 def create_target(request: ApiRequest, payload: TargetIn) -> Status[Target]:
     """Store a target; secrets are refused, name environment variables instead."""
     project = project_get(user=request.auth, project_id=payload.project)
-    target = target_create(
-        project=project,
-        user=request.auth,
-        name=payload.name,
-        kind=payload.kind,
-        config=payload.config,
-    )
+    data = payload.model_dump(exclude={"project"})
+    target = target_create(project=project, user=request.auth, **data)
     return Status(201, target)
 
 

@@ -8,9 +8,7 @@ from typing import Annotated, Any
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.catalogue.schemas import kinds_schema
-from runs.models import (
-    Target,
-)
+from runs.models import Target
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 from runs.web.schemas import BodyIn, DbId, QueryText
 

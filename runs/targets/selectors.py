@@ -3,32 +3,19 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db.models import (
-    QuerySet,
-)
+from django.db.models import QuerySet
 
-from runs.access import visible_project_ids
-from runs.errors import NotFound
-from runs.models import (
-    Run,
-    Target,
-)
+from runs.models import Run, Target
+from runs.web.selectors import row_get, visible_rows
 
 
 def target_list(*, user: User, project_id: int | None = None) -> QuerySet[Target]:
-    targets = Target.objects.filter(
-        project_id__in=visible_project_ids(user)
-    ).select_related("project")
-    if project_id is not None:
-        targets = targets.filter(project_id=project_id)
-    return targets
+    rows = visible_rows(Target, user=user, project_id=project_id)
+    return rows.select_related("project")
 
 
 def target_get(*, user: User, target_id: int) -> Target:
-    try:
-        return target_list(user=user).get(pk=target_id)
-    except Target.DoesNotExist:
-        raise NotFound(f"no target {target_id}") from None
+    return row_get(target_list(user=user), pk=target_id, noun="target")
 
 
 def target_runs(*, target: Target, limit: int = 20) -> list[Run]:

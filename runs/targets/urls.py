@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from django.urls import path
-
 from runs.targets import views
+from runs.web.routes import page
 
 urlpatterns = [
-    path("targets/", views.target_list, name="target_list"),
-    path("targets/<id:target_id>/", views.target_detail, name="target_detail"),
-    path("targets/<id:target_id>/delete/", views.target_delete, name="target_delete"),
-    path("targets/<id:target_id>/try/", views.target_try, name="target_try"),
+    page("targets/", views.target_list),
+    page("targets/<id:target_id>/", views.target_detail),
+    page("targets/<id:target_id>/delete/", views.target_delete),
+    page("targets/<id:target_id>/try/", views.target_try),
 ]

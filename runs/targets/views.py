@@ -17,17 +17,12 @@ from runs.models import Target
 from runs.targets import selectors, services
 from runs.targets.forms import TargetForm, TargetTryForm, target_edit_form
 from runs.targets.selectors import target_get, target_runs
-from runs.targets.services import (
-    target_create,
-    target_update,
-)
+from runs.targets.services import target_create, target_update
 from runs.targets.trial import TargetTry
 from runs.web.forms import add_domain_error
-from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def target_list(request: AuthedRequest) -> HttpResponse:
     form = TargetForm(request.POST or None, user=request.user)
@@ -70,7 +65,6 @@ def _target_page(
     return render(request, "runs/targets/target_detail.html", context, status=status)
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def target_detail(request: AuthedRequest, target_id: int) -> HttpResponse:
     """The target page; a POST saves the edit form."""
@@ -99,7 +93,6 @@ def target_detail(request: AuthedRequest, target_id: int) -> HttpResponse:
     return _target_page(request, target, form=form)
 
 
-@domain_errors
 @require_POST
 def target_delete(request: AuthedRequest, target_id: int) -> HttpResponse:
     target = target_get(user=request.user, target_id=target_id)
@@ -114,7 +107,6 @@ def target_delete(request: AuthedRequest, target_id: int) -> HttpResponse:
     return redirect("runs:target_list")
 
 
-@domain_errors
 @require_POST
 async def target_try(request: AuthedRequest, target_id: int) -> HttpResponse:
     """Send one test input to the target and show the answer or the error.

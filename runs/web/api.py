@@ -9,11 +9,7 @@ from typing import Annotated, Any
 
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, URLResolver
-from ninja import (
-    Field,
-    NinjaAPI,
-    Schema,
-)
+from ninja import Field, NinjaAPI, Schema
 from ninja.operation import Operation
 from ninja.pagination import PageNumberPagination, paginate
 

@@ -1,0 +1,54 @@
+"""Pages' URL entries (runs/web/routes.py) and the shared reads of visible rows."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.test import RequestFactory
+
+from runs.errors import Forbidden, NotFound
+from runs.models import Dataset, Project
+from runs.web.routes import page
+from runs.web.selectors import row_get, visible_rows
+
+
+def missing_thing(request: HttpRequest) -> HttpResponse:
+    raise NotFound("no such thing")
+
+
+def refused_thing(request: HttpRequest) -> HttpResponse:
+    raise Forbidden("viewers may not")
+
+
+def test_page_names_its_url_after_the_view() -> None:
+    assert page("things/", missing_thing).name == "missing_thing"
+    assert page("things/", missing_thing, name="things").name == "things"
+
+
+def test_page_shows_not_found_as_404() -> None:
+    callback = page("things/", missing_thing).callback
+    with pytest.raises(Http404, match="no such thing"):
+        callback(RequestFactory().get("/things/"))
+
+
+def test_page_shows_forbidden_as_403() -> None:
+    callback = page("things/", refused_thing).callback
+    with pytest.raises(PermissionDenied, match="viewers may not"):
+        callback(RequestFactory().get("/things/"))
+
+
+def test_visible_rows_leave_out_other_projects(
+    dataset: Dataset, mallory: User, alice: User, other_project: Project
+) -> None:
+    assert list(visible_rows(Dataset, user=mallory)) == []
+    assert list(visible_rows(Dataset, user=alice)) == [dataset]
+    assert list(visible_rows(Dataset, user=alice, project_id=other_project.pk)) == []
+
+
+def test_row_get_answers_an_unseen_row_as_missing(
+    dataset: Dataset, mallory: User
+) -> None:
+    with pytest.raises(NotFound, match=f"no dataset {dataset.pk}"):
+        row_get(visible_rows(Dataset, user=mallory), pk=dataset.pk, noun="dataset")
