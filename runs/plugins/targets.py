@@ -17,6 +17,22 @@ from runs.models import Dataset, ErrorKind, Project, Run
 from runs.plugins.declaration import Plugin, TargetContext
 from runs.plugins.registry import Registry
 
+# What a target plug-in is written against; ``runs.targets.base`` and the
+# package ``runs.targets`` hand these names on.
+__all__ = [
+    "REGISTRY",
+    "TARGETS",
+    "Target",
+    "TargetError",
+    "TargetInput",
+    "TargetOutput",
+    "TargetPlugin",
+    "build_target",
+    "clean_target_config",
+    "get_target_class",
+    "register",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class TargetInput:

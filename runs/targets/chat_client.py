@@ -23,16 +23,16 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from runs.calls.netpolicy import clean_target_url, endpoint_url
-from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import TargetError, TargetOutput
-from runs.secrets.store import clean_secret_refs
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
     PolicyClient,
+    check_secret_names,
+    credential,
     status_error,
 )
 
@@ -138,21 +138,9 @@ class EndpointParams(Params):
             raise ValueError("is required")
         return value
 
-    @field_validator("api_key_env", "api_key_secret")
-    @classmethod
-    def _a_name(cls, value: str) -> str:
-        if value and not _NAME.fullmatch(value):
-            raise ValueError("must be a name (letters, digits and _), not a value")
-        return value
-
     @model_validator(mode="after")
     def _secrets_allowed(self) -> EndpointParams:
-        # An environment variable only if the operator lists it, and only to
-        # the hosts it is bound to; one message whether or not it exists.
-        try:
-            clean_secret_refs(SECRETS, self.model_dump())
-        except ConfigError as exc:
-            raise FieldError(exc.field or "api_key_env", exc.message) from None
+        check_secret_names(SECRETS[0], self)
         return self
 
 
@@ -195,18 +183,9 @@ def bearer_headers(params: EndpointParams, context: TargetContext) -> httpx.Head
     that a header cannot carry, is a ConfigError naming ``api_key_secret``.
     """
     headers = {"Content-Type": "application/json"}
-    key = context.secrets.get("api_key")
-    if key:
-        if not key.isascii() or not key.isprintable():
-            raise ConfigError(
-                "the key holds characters a header cannot carry",
-                field="api_key_secret",
-            )
-        headers["Authorization"] = f"Bearer {key}"
-    elif params.api_key_secret or params.api_key_env:
-        raise ConfigError(
-            "the key was not resolved for this project", field="api_key_secret"
-        )
+    key = credential(SECRETS[0], params, context, prefix="Bearer ", noun="key")
+    if key is not None:
+        headers["Authorization"] = key
     return httpx.Headers(headers)
 
 

@@ -10,7 +10,6 @@ import httpx
 from pydantic import Field, field_validator, model_validator
 
 from runs.calls.netpolicy import clean_target_url
-from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
@@ -21,11 +20,12 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.secrets.store import clean_secret_refs
 from runs.targets.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
     PolicyClient,
+    check_secret_names,
+    credential,
     status_error,
 )
 from runs.targets.templating import (
@@ -182,13 +182,6 @@ class HttpParams(Params):
     def _target_url(cls, value: str) -> str:
         return clean_target_url(value)
 
-    @field_validator("auth_env", "auth_secret")
-    @classmethod
-    def _a_name(cls, value: str) -> str:
-        if value and not _NAME.fullmatch(value):
-            raise ValueError("must be a name (letters, digits and _), not a value")
-        return value
-
     @field_validator("auth_header")
     @classmethod
     def _header_name(cls, value: str) -> str:
@@ -264,10 +257,7 @@ class HttpParams(Params):
             raise FieldError(
                 f"headers.{self.auth_header}", "is the auth_header already"
             )
-        try:
-            clean_secret_refs(SECRETS, self.model_dump())
-        except ConfigError as exc:
-            raise FieldError(exc.field or "auth_env", exc.message) from None
+        check_secret_names(SECRETS[0], self)
         return self
 
 
@@ -309,19 +299,11 @@ class HttpTarget(TargetPlugin):
         headers = {"Accept": "application/json", **params.headers}
         if self.body is not None:
             headers["Content-Type"] = "application/json"
-        secret = context.secrets.get("auth")
-        if secret:
-            value = params.auth_prefix + secret
-            if not value.isascii() or not value.isprintable():
-                raise ConfigError(
-                    "the secret holds characters a header cannot carry",
-                    field="auth_secret",
-                )
-            headers[params.auth_header] = value
-        elif params.auth_secret or params.auth_env:
-            raise ConfigError(
-                "the secret was not resolved for this project", field="auth_secret"
-            )
+        secret = credential(
+            SECRETS[0], params, context, prefix=params.auth_prefix, noun="secret"
+        )
+        if secret is not None:
+            headers[params.auth_header] = secret
         self.headers = httpx.Headers(headers)
         self.client = PolicyClient()
 
