@@ -33,7 +33,12 @@ from runs.targets.chat_client import (
     ChatClient,
     ChatReply,
     EndpointParams,
+    ExtraBody,
+    MaxTokens,
+    MessageTemplate,
     MissingField,
+    SystemPrompt,
+    Temperature,
     fill_template,
     template_names,
 )
@@ -98,12 +103,10 @@ class Usage(TypedDict):
 
 
 class LLMJudgeParams(EndpointParams):
-    system_prompt: str = Field(
-        "You are a careful, strict grader. Judge only what is asked.",
-        description="Sent first, as the system message; empty for none.",
-        json_schema_extra={"x-widget": "textarea"},
+    system_prompt: SystemPrompt = (
+        "You are a careful, strict grader. Judge only what is asked."
     )
-    prompt_template: str = Field(
+    prompt_template: MessageTemplate = Field(
         DEFAULT_TEMPLATE,
         description=(
             "The rubric, sent as the user message. {output} is the output to "
@@ -111,7 +114,6 @@ class LLMJudgeParams(EndpointParams):
             "{input.key}) come from the item; {format} says how to answer in "
             "the chosen verdict format."
         ),
-        json_schema_extra={"x-widget": "textarea"},
     )
     verdict_format: Format = Field(
         "pass_fail",
@@ -139,11 +141,9 @@ class LLMJudgeParams(EndpointParams):
         title="JSON score key",
         description="json: the key of a numeric score, read when there is no verdict.",
     )
-    temperature: float | None = Field(
-        0, ge=0, le=2, description="Sampling temperature; empty for the default."
-    )
-    max_tokens: int | None = Field(
-        None, ge=1, le=1_000_000, description="Most tokens a reply may have."
+    temperature: Temperature = 0
+    max_tokens: MaxTokens = Field(
+        None, le=1_000_000, description="Most tokens a reply may have."
     )
     max_parallel_calls: int = Field(
         4,
@@ -172,9 +172,8 @@ class LLMJudgeParams(EndpointParams):
     )
     backoff_base_seconds: BackoffBaseSeconds = 0.5
     backoff_max_seconds: BackoffCapSeconds = 30.0
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Further JSON fields of every request body (seed, ...).",
+    extra_body: ExtraBody = Field(
+        description="Further JSON fields of every request body (seed, ...)."
     )
 
     @model_validator(mode="before")

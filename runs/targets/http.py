@@ -9,9 +9,8 @@ from typing import Any, ClassVar, Literal
 import httpx
 from pydantic import Field, field_validator, model_validator
 
-from runs.calls.netpolicy import clean_target_url
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import (
     TargetError,
@@ -20,27 +19,18 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.targets.http_client import (
-    ERROR_BODY_LIMIT,
-    Answer,
-    PolicyClient,
-    check_secret_names,
-    credential,
-    status_error,
-)
+from runs.targets.endpoint import EndpointURL, SecretParams
+from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 from runs.targets.templating import (
     ITEM_ROOTS,
-    PATH,
     Missing,
-    describe_value,
+    dotted_path,
     item_fields,
     lookup,
     render_json,
     unknown_roots,
 )
 
-_PATH = re.compile(PATH)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # RFC 9110's token: what a header name may be.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the transport, or carrying a credential: never a plain header.
@@ -63,20 +53,21 @@ SECRETS = (
 )
 
 
-def _clean_path(value: str, *, allow_empty: bool = True) -> str:
-    value = value.strip()
-    if not value and allow_empty:
+def _clean_path(value: str) -> str:
+    if not value.strip():
         return ""
-    if not _PATH.fullmatch(value):
-        raise ValueError(
-            "must be a dotted path of keys and list indices, like "
-            "choices.0.message.content"
-        )
-    return value
+    return dotted_path(
+        value, like="of keys and list indices, like choices.0.message.content"
+    )
 
 
-class HttpParams(Params):
-    url: str = Field(
+class HttpParams(SecretParams):
+    secret = SECRETS[0]
+    stored_names = ("auth", "api_key", "token", "password")
+    stored_as = "one"
+    noun = "secret"
+
+    url: EndpointURL = Field(
         title="URL",
         description="The endpoint that gets one request per item.",
         examples=["https://agent.example.org/v1/answer"],
@@ -159,28 +150,10 @@ class HttpParams(Params):
         description='Statuses that mean "waiting for input" or "suspended".',
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_stored_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name in ("auth", "api_key", "token", "password"):
-                if name in data:
-                    raise FieldError(
-                        name,
-                        "secrets are never stored in a configuration; set one "
-                        "as a project secret and name it in auth_secret",
-                    )
-        return data
-
     @field_validator("method", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
-
-    @field_validator("url")
-    @classmethod
-    def _target_url(cls, value: str) -> str:
-        return clean_target_url(value)
 
     @field_validator("auth_header")
     @classmethod
@@ -257,7 +230,7 @@ class HttpParams(Params):
             raise FieldError(
                 f"headers.{self.auth_header}", "is the auth_header already"
             )
-        check_secret_names(SECRETS[0], self)
+        self.check_secret_names()
         return self
 
 
@@ -299,9 +272,7 @@ class HttpTarget(TargetPlugin):
         headers = {"Accept": "application/json", **params.headers}
         if self.body is not None:
             headers["Content-Type"] = "application/json"
-        secret = credential(
-            SECRETS[0], params, context, prefix=params.auth_prefix, noun="secret"
-        )
+        secret = params.credential(context, prefix=params.auth_prefix)
         if secret is not None:
             headers[params.auth_header] = secret
         self.headers = httpx.Headers(headers)
@@ -328,9 +299,7 @@ class HttpTarget(TargetPlugin):
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self.malformed(
-                text, response, f"the body is not JSON: {exc}"
-            ) from None
+            raise malformed(response, f"the body is not JSON: {exc}") from None
         if self.status_field:
             self.check_status(data, response, text)
         if not self.output_path:
@@ -338,16 +307,11 @@ class HttpTarget(TargetPlugin):
         try:
             output = lookup(data, self.output_path)
         except Missing as exc:
-            raise self.malformed(
-                text,
-                response,
-                f"the response has no {self.output_path} ({exc.where} is "
-                f"missing; found {describe_value(exc.found)})",
+            raise malformed(
+                response, f"the response has no {self.output_path} ({exc.explain()})"
             ) from None
         if output is None:
-            raise self.malformed(
-                text, response, f"the response's {self.output_path} is null"
-            )
+            raise malformed(response, f"the response's {self.output_path} is null")
         return TargetOutput(output=output, http_status=response.status_code)
 
     def check_status(self, data: Any, response: Answer, text: str) -> None:
@@ -364,15 +328,6 @@ class HttpTarget(TargetPlugin):
                 raw_body=text,
                 error_type="Suspended",
             )
-
-    def malformed(self, text: str, response: Answer, message: str) -> TargetError:
-        return TargetError(
-            f"malformed response: {message}",
-            kind=ErrorKind.PERMANENT,
-            http_status=response.status_code,
-            raw_body=text[:ERROR_BODY_LIMIT],
-            error_type="MalformedResponse",
-        )
 
     async def aclose(self) -> None:
         await self.client.aclose()

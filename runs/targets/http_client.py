@@ -18,11 +18,8 @@ import httpx
 
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
 from runs.calls.retry import classify_status, parse_retry_after
-from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
-from runs.plugins.targets import TargetError
-from runs.secrets.store import clean_secret_refs
+from runs.plugins.targets import TargetError, TargetOutput
 
 # An error body is kept in the attempt log up to this many characters, and its
 # JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
@@ -33,42 +30,6 @@ ERROR_MESSAGE_LIMIT = 300
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
 RawHeaders = tuple[tuple[bytes, bytes], ...]
-
-
-def check_secret_names(ref: SecretRef, params: Params) -> None:
-    """Inside a ``Params`` validator: the parameters naming the endpoint's
-    secret, as ``clean_secret_refs`` checks them (an environment variable
-    only if the operator lists it, and only to the hosts it is bound to; one
-    message whether or not it exists), as an error on the parameter."""
-    try:
-        clean_secret_refs((ref,), params.model_dump())
-    except ConfigError as exc:
-        raise FieldError(exc.field or ref.env_field or "", exc.message) from None
-
-
-def credential(
-    ref: SecretRef, params: Params, context: TargetContext, *, prefix: str, noun: str
-) -> str | None:
-    """The header value that carries the secret of ``ref`` (after ``prefix``),
-    or None when the configuration names none.
-
-    A secret named but not resolved for the project, or one that a header
-    cannot carry, is a ConfigError naming the parameter of the secret.
-    """
-    secret = context.secrets.get(ref.key)
-    if secret:
-        value = prefix + secret
-        if not value.isascii() or not value.isprintable():
-            raise ConfigError(
-                f"the {noun} holds characters a header cannot carry",
-                field=ref.secret_field,
-            )
-        return value
-    if params.get(ref.secret_field) or (ref.env_field and params.get(ref.env_field)):
-        raise ConfigError(
-            f"the {noun} was not resolved for this project", field=ref.secret_field
-        )
-    return None
 
 
 class Answer(Protocol):
@@ -179,6 +140,21 @@ def status_error(response: Answer) -> TargetError:
         raw_body=body[:ERROR_BODY_LIMIT],
         retry_after=parse_retry_after(response.headers.get("retry-after")),
         error_type=f"HTTP{response.status_code}",
+    )
+
+
+def malformed(
+    response: Answer, message: str, *, usage: TargetOutput | None = None
+) -> TargetError:
+    """An answer the plug-in cannot read: a permanent error, with the body
+    kept (up to ERROR_BODY_LIMIT) and what the call used, if known."""
+    return TargetError(
+        f"malformed response: {message}",
+        kind=ErrorKind.PERMANENT,
+        http_status=response.status_code,
+        raw_body=response.text[:ERROR_BODY_LIMIT],
+        error_type="MalformedResponse",
+        usage=usage,
     )
 
 
