@@ -29,6 +29,7 @@ from runs.plugins.scorers import (
 )
 from runs.plugins.targets import TargetError, TargetInput
 from runs.targets.chat_client import (
+    ENDPOINT_EXAMPLE,
     SECRETS,
     ChatClient,
     ChatReply,
@@ -244,11 +245,8 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     kind: ClassVar[str] = "llm_judge"
     label: ClassVar[str] = "LLM judge"
-    Params = LLMJudgeParams
     example: ClassVar[dict[str, Any]] = {
-        "base_url": "https://api.openai.com/v1",
-        "model": "gpt-4o-mini",
-        "api_key_secret": "OPENAI_API_KEY",
+        **ENDPOINT_EXAMPLE,
         "verdict_format": "pass_fail",
         "max_parallel_calls": 4,
     }

@@ -82,6 +82,12 @@ SECRETS = (
 )
 
 
+# The endpoint of the examples of the kinds that call one.
+ENDPOINT_EXAMPLE = {
+    "base_url": "https://api.openai.com/v1",
+    "model": "gpt-4o-mini",
+    "api_key_secret": "OPENAI_API_KEY",
+}
 # What a chat-completion request is sent with, as ``openai_chat`` and
 # ``llm_judge`` declare it (each gives its own default).
 SystemPrompt = Annotated[

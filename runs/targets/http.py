@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from runs.models import ErrorKind
 from runs.plugins import FieldError, SecretRef, TargetContext
@@ -59,6 +59,23 @@ def _clean_path(value: str) -> str:
     return dotted_path(
         value, like="of keys and list indices, like choices.0.message.content"
     )
+
+
+def _header_problem(name: str, *, not_a_name: str) -> str | None:
+    """Why ``name`` cannot be a header the configuration sets, if it cannot."""
+    if not _HEADER_NAME.fullmatch(name):
+        return not_a_name
+    if name.lower() in RESERVED_HEADERS:
+        return f"{name} is set by the request itself"
+    return None
+
+
+def _printable_ascii(value: str) -> bool:
+    return value.isascii() and all(ch.isprintable() for ch in value)
+
+
+# A dotted path into the response JSON; empty for none.
+ResponsePath = Annotated[str, Field(max_length=500), AfterValidator(_clean_path)]
 
 
 class HttpParams(SecretParams):
@@ -118,9 +135,8 @@ class HttpParams(SecretParams):
         title="Auth prefix",
         description='Written before the secret ("Bearer ", or empty).',
     )
-    output_path: str = Field(
+    output_path: ResponsePath = Field(
         "",
-        max_length=500,
         title="Output path",
         description=(
             "Where the output is in the response JSON, as a dotted path of "
@@ -133,9 +149,8 @@ class HttpParams(SecretParams):
         title="Response type",
         description="json: parse the body and take output_path; text: the body.",
     )
-    status_field: str = Field(
+    status_field: ResponsePath = Field(
         "",
-        max_length=500,
         title="Status field",
         description=(
             "Dotted path of the agent's status in the response JSON; with "
@@ -159,16 +174,15 @@ class HttpParams(SecretParams):
     @classmethod
     def _header_name(cls, value: str) -> str:
         value = value.strip()
-        if not _HEADER_NAME.fullmatch(value):
-            raise ValueError("must be a header name")
-        if value.lower() in RESERVED_HEADERS:
-            raise ValueError(f"{value} is set by the request itself")
+        problem = _header_problem(value, not_a_name="must be a header name")
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("auth_prefix")
     @classmethod
     def _printable(cls, value: str) -> str:
-        if not value.isascii() or not all(ch.isprintable() for ch in value):
+        if not _printable_ascii(value):
             raise ValueError("must be printable ASCII")
         return value
 
@@ -177,24 +191,18 @@ class HttpParams(SecretParams):
     def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
         for name, value in headers.items():
             where = f"headers.{name}"
-            if not _HEADER_NAME.fullmatch(name):
-                raise FieldError(where, "is not a header name")
-            if name.lower() in RESERVED_HEADERS:
-                raise FieldError(where, f"{name} is set by the request itself")
+            problem = _header_problem(name, not_a_name="is not a header name")
+            if problem:
+                raise FieldError(where, problem)
             if name.lower() in CREDENTIAL_HEADERS:
                 raise FieldError(
                     where,
                     "carries a credential: store it as a project secret and "
                     "name it in auth_secret (with auth_header)",
                 )
-            if not value.isascii() or not all(ch.isprintable() for ch in value):
+            if not _printable_ascii(value):
                 raise FieldError(where, "must be printable ASCII")
         return headers
-
-    @field_validator("output_path", "status_field")
-    @classmethod
-    def _dotted(cls, value: str) -> str:
-        return _clean_path(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> HttpParams:
@@ -235,7 +243,7 @@ class HttpParams(SecretParams):
 
 
 @register
-class HttpTarget(TargetPlugin):
+class HttpTarget(TargetPlugin[HttpParams]):
     """An agent or service behind HTTP: one request per item, with a JSON body
     templated from the item; the output is read from the response JSON by a
     dotted path. Statuses are classified as for a model endpoint (5xx, 408 and
@@ -246,7 +254,6 @@ class HttpTarget(TargetPlugin):
 
     kind: ClassVar[str] = "http"
     label: ClassVar[str] = "HTTP endpoint (agent or service)"
-    Params = HttpParams
     example: ClassVar[dict[str, Any]] = {
         "url": "https://agent.example.org/v1/run",
         "method": "POST",

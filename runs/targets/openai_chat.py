@@ -18,6 +18,7 @@ from runs.plugins.targets import (
     register,
 )
 from runs.targets.chat_client import (
+    ENDPOINT_EXAMPLE,
     SECRETS,
     ChatClient,
     EndpointParams,
@@ -241,7 +242,7 @@ class OpenAIChatParams(EndpointParams):
 
 
 @register
-class OpenAIChatTarget(TargetPlugin):
+class OpenAIChatTarget(TargetPlugin[OpenAIChatParams]):
     """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...).
 
     An item whose input is a list of messages is sent as that conversation
@@ -252,11 +253,8 @@ class OpenAIChatTarget(TargetPlugin):
 
     kind: ClassVar[str] = "openai_chat"
     label: ClassVar[str] = "OpenAI-compatible chat endpoint"
-    Params = OpenAIChatParams
     example: ClassVar[dict[str, Any]] = {
-        "base_url": "https://api.openai.com/v1",
-        "model": "gpt-4o-mini",
-        "api_key_secret": "OPENAI_API_KEY",
+        **ENDPOINT_EXAMPLE,
         "system_prompt": "",
         "prompt_template": "{input}",
         "temperature": 0,

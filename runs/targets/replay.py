@@ -47,7 +47,7 @@ class ReplayParams(Params):
 
 
 @register
-class ReplayTarget(TargetPlugin):
+class ReplayTarget(TargetPlugin[ReplayParams]):
     """Replays what each item already holds (a field by dotted path, such as
     expected or metadata.answer) or a constant, as the output: scores stored
     outputs, or checks a scorer against known answers, with no call made. An
@@ -57,7 +57,6 @@ class ReplayTarget(TargetPlugin):
 
     kind: ClassVar[str] = "replay"
     label: ClassVar[str] = "Replay an item field"
-    Params = ReplayParams
     example: ClassVar[dict[str, Any]] = {"field": "expected"}
 
     def __init__(
