@@ -148,6 +148,35 @@ def test_every_built_in_kind_subclasses_its_role_base() -> None:
     assert all(issubclass(cls, ScorerPlugin) for cls in SCORERS.values())
 
 
+def test_a_kind_declares_its_params_by_subscripting_its_base() -> None:
+    class LoudParams(Params):
+        volume: int = 3
+
+    class Loud(ScorerPlugin[LoudParams]):
+        kind: ClassVar[str] = "loud_core_test"
+        label: ClassVar[str] = "Loud"
+
+    class Quiet(TargetPlugin[LoudParams]):
+        kind: ClassVar[str] = "quiet_core_test"
+        label: ClassVar[str] = "Quiet"
+
+    assert Loud.Params is LoudParams
+    assert Quiet.Params is LoudParams
+    assert Loud.clean({}) == {"volume": 3}
+
+
+def test_a_kind_that_sets_params_keeps_them() -> None:
+    class WideParams(IncludesParams):
+        width: int = 1
+
+    class Wide(ScorerPlugin[IncludesParams]):
+        kind: ClassVar[str] = "wide_core_test"
+        label: ClassVar[str] = "Wide"
+        Params = WideParams
+
+    assert Wide.Params is WideParams
+
+
 async def test_a_target_written_against_plugin_alone_gets_the_declared_hooks() -> None:
     class EchoParams(Params):
         pass

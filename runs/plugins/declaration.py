@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, get_args
 
 from runs.plugins.params import NoParams, Params, json_schema, validate
 
@@ -50,6 +50,19 @@ class Plugin:
     # Built with the run's context even without secrets of its own (one that
     # reads the database for its project, or wraps another plug-in).
     needs_context: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A kind written ``ScorerPlugin[MyParams]`` (or ``TargetPlugin[...]``)
+        # has declared its parameters there: they are its ``Params``, unless
+        # it sets ``Params`` itself.
+        if "Params" in cls.__dict__:
+            return
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            for arg in get_args(base):
+                if isinstance(arg, type) and issubclass(arg, Params):
+                    cls.Params = arg
+                    return
 
     @classmethod
     def clean(cls, params: Any, *, path: str = "") -> dict[str, Any]:

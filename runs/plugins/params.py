@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -60,14 +61,23 @@ class Params(BaseModel):
             return default
 
 
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _a_name(value: str) -> str:
+    if value and not _NAME.fullmatch(value):
+        raise ValueError("must be a name (letters, digits and _), not a value")
+    return value
+
+
 # Parameters that mean the same wherever they are declared (a plug-in's or a
 # run option): their type, bounds and help said once. A field gives its
 # default, and may give its own title and help.
 
 # The name of a project secret, or of an environment variable the operator
-# allows, that holds a credential.
-SecretName = Annotated[str, Field(max_length=100)]
-EnvName = Annotated[str, Field(max_length=100)]
+# allows, that holds a credential: a name, never the credential itself.
+SecretName = Annotated[str, Field(max_length=100), AfterValidator(_a_name)]
+EnvName = Annotated[str, Field(max_length=100), AfterValidator(_a_name)]
 # The key of a field in a JSON object (an item's metadata, a model's reply).
 JsonKey = Annotated[str, Field(min_length=1, max_length=100)]
 # A pass threshold on a score from 0 to 1.

@@ -20,6 +20,23 @@ from runs.plugins.params import Params, join
 from runs.plugins.registry import Registry
 from runs.plugins.targets import TargetInput
 
+# What a scorer plug-in is written against; ``runs.scorers.base`` and the
+# package ``runs.scorers`` hand these names on.
+__all__ = [
+    "INLINE_CHARS",
+    "REGISTRY",
+    "SCORERS",
+    "Condition",
+    "ScoreOutcome",
+    "Scorer",
+    "ScorerError",
+    "ScorerPlugin",
+    "as_text",
+    "build_scorer",
+    "clean_scorer_specs",
+    "register",
+]
+
 
 @dataclass(frozen=True, slots=True)
 class ScoreOutcome:

@@ -15,7 +15,24 @@ from django.conf import settings
 from runs.errors import ConfigError
 from runs.models import Dataset, ErrorKind, Project, Run
 from runs.plugins.declaration import Plugin, TargetContext
+from runs.plugins.params import Params
 from runs.plugins.registry import Registry
+
+# What a target plug-in is written against; ``runs.targets.base`` and the
+# package ``runs.targets`` hand these names on.
+__all__ = [
+    "REGISTRY",
+    "TARGETS",
+    "Target",
+    "TargetError",
+    "TargetInput",
+    "TargetOutput",
+    "TargetPlugin",
+    "build_target",
+    "clean_target_config",
+    "get_target_class",
+    "register",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +99,11 @@ class Target(Protocol):
     async def aclose(self) -> None: ...
 
 
-class TargetPlugin(Plugin):
+class TargetPlugin[P: Params](Plugin):
     """A target kind's declaration, its factory and its optional hooks.
 
-    It is built with its validated ``Params`` instance, and with the run's
-    ``TargetContext`` when it uses one (``uses_context``).
+    It is built with its validated ``Params`` instance (of type ``P``), and
+    with the run's ``TargetContext`` when it uses one (``uses_context``).
     """
 
     @classmethod
@@ -112,14 +129,16 @@ class TargetPlugin(Plugin):
         """Release what it holds (a connection pool) once the run has ended."""
 
 
-TARGETS: Registry[type[TargetPlugin]] = Registry(
+TARGETS: Registry[type[TargetPlugin[Any]]] = Registry(
     "target", TargetPlugin, "from_config", noun="target kind"
 )
 REGISTRY = TARGETS
 register = TARGETS.register
 
 
-def get_target_class(kind: str | None, *, field: str = "kind") -> type[TargetPlugin]:
+def get_target_class(
+    kind: str | None, *, field: str = "kind"
+) -> type[TargetPlugin[Any]]:
     return TARGETS.lookup(kind, field=field)
 
 

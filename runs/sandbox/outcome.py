@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
@@ -23,18 +23,26 @@ class Limits:
 
     def within_ceilings(self) -> Limits:
         """These limits, none above the operator's ceiling (settings)."""
-        top = settings.EVALSITE_SANDBOX_MAX_SECONDS
-        return Limits(
-            wall_seconds=min(self.wall_seconds, top),
-            cpu_seconds=min(self.cpu_seconds, top),
-            memory_mb=min(self.memory_mb, settings.EVALSITE_SANDBOX_MAX_MEMORY_MB),
-            processes=min(self.processes, settings.EVALSITE_SANDBOX_MAX_PROCESSES),
-            file_size_mb=min(
-                self.file_size_mb, settings.EVALSITE_SANDBOX_MAX_FILE_SIZE_MB
-            ),
-            open_files=min(self.open_files, settings.EVALSITE_SANDBOX_MAX_OPEN_FILES),
-            output_kb=min(self.output_kb, settings.EVALSITE_SANDBOX_MAX_OUTPUT_KB),
-        )
+        held = {name: min(getattr(self, name), ceiling(name)) for name in CEILINGS}
+        return replace(self, **held)
+
+
+# Each limit, and the setting that holds the operator's ceiling on it.
+CEILINGS = {
+    "wall_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
+    "cpu_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
+    "memory_mb": "EVALSITE_SANDBOX_MAX_MEMORY_MB",
+    "processes": "EVALSITE_SANDBOX_MAX_PROCESSES",
+    "file_size_mb": "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB",
+    "open_files": "EVALSITE_SANDBOX_MAX_OPEN_FILES",
+    "output_kb": "EVALSITE_SANDBOX_MAX_OUTPUT_KB",
+}
+
+
+def ceiling(limit: str) -> float:
+    """The operator's ceiling on ``limit`` (a field of ``Limits``)."""
+    value: float = getattr(settings, CEILINGS[limit])
+    return value
 
 
 @dataclass(frozen=True, slots=True)

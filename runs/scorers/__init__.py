@@ -1,19 +1,14 @@
 """Scorers: one file per kind, registered by kind string.
 
-Importing the package registers the built-in kinds (``RunsConfig.ready``).
-The registry, the protocol and ``build_scorer`` live in the plug-in core
-(``runs.plugins.scorers``).
+Importing this package registers the built-in scorer kinds (``RunsConfig.ready``);
+the names it hands on (the registry, ``Scorer``, ``build_scorer``...) are
+those of the plug-in core, ``runs.plugins.scorers``.
 """
 
 from __future__ import annotations
 
-from runs.plugins.scorers import (
-    REGISTRY,
-    ScoreOutcome,
-    Scorer,
-    build_scorer,
-    clean_scorer_specs,
-)
+from runs.plugins import scorers
+from runs.plugins.scorers import *  # noqa: F403
 from runs.scorers import (  # noqa: F401  (registration)
     choice,
     code_exec,
@@ -29,4 +24,4 @@ from runs.scorers import (  # noqa: F401  (registration)
     similarity,
 )
 
-__all__ = ["REGISTRY", "ScoreOutcome", "Scorer", "build_scorer", "clean_scorer_specs"]
+__all__ = scorers.__all__

@@ -112,7 +112,6 @@ class Choice(ScorerPlugin[ChoiceParams]):
 
     kind: ClassVar[str] = "choice"
     label: ClassVar[str] = "Multiple-choice letter"
-    Params = ChoiceParams
     example: ClassVar[dict[str, Any]] = {"letters": "ABCDE", "options_field": "choices"}
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:

@@ -2,17 +2,19 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from django.conf import settings
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from runs.errors import ConfigError
-from runs.plugins import FieldError, Params
+from runs.plugins import Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
-from runs.sandbox import Limits, Program, SandboxUnavailable, mode, run_program
+from runs.sandbox import Program, SandboxUnavailable, mode, run_program
+from runs.sandbox.limits import SandboxLimits
 
 
-class CodeExecParams(Params):
+class ProgramParams(Params):
+    """Where an item keeps its tests, and what the program starts with."""
+
     test_field: str = Field(
         "test",
         min_length=1,
@@ -33,71 +35,12 @@ class CodeExecParams(Params):
             "signature and docstring the completion continues)."
         ),
     )
-    timeout_seconds: float = Field(
-        10.0,
-        ge=0.1,
-        le=300,
-        allow_inf_nan=False,
-        title="Wall-time limit (seconds)",
-        description="The program and its processes are killed after this long.",
-    )
-    cpu_seconds: int = Field(
-        10, ge=1, le=600, title="CPU limit (seconds)", description="CPU time."
-    )
-    memory_mb: int = Field(
-        512,
-        ge=64,
-        le=16384,
-        title="Memory limit (MB)",
-        description="Address space of each of its processes.",
-    )
-    processes: int = Field(
-        32,
-        ge=1,
-        le=1024,
-        title="Process limit",
-        description="Processes and threads it may start (running at once).",
-    )
-    file_size_mb: int = Field(
-        10,
-        ge=1,
-        le=1024,
-        title="File size limit (MB)",
-        description="Largest file it may write.",
-    )
-    open_files: int = Field(
-        64, ge=16, le=4096, title="Open files limit", description="Open files."
-    )
-    max_output_kb: int = Field(
-        64,
-        ge=1,
-        le=10240,
-        title="Output cap (KB)",
-        description="A program that prints more is stopped and fails.",
-    )
-
-    @model_validator(mode="after")
-    def _within_ceilings(self) -> CodeExecParams:
-        """The operator's ceilings (settings), checked when a scorer is made."""
-        for name, setting in CEILINGS.items():
-            ceiling = getattr(settings, setting)
-            if getattr(self, name) > ceiling:
-                raise FieldError(
-                    name, f"must be at most {ceiling} on this server ({setting})"
-                )
-        return self
 
 
-# Each limit and the setting that caps it.
-CEILINGS = {
-    "timeout_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
-    "cpu_seconds": "EVALSITE_SANDBOX_MAX_SECONDS",
-    "memory_mb": "EVALSITE_SANDBOX_MAX_MEMORY_MB",
-    "processes": "EVALSITE_SANDBOX_MAX_PROCESSES",
-    "file_size_mb": "EVALSITE_SANDBOX_MAX_FILE_SIZE_MB",
-    "open_files": "EVALSITE_SANDBOX_MAX_OPEN_FILES",
-    "max_output_kb": "EVALSITE_SANDBOX_MAX_OUTPUT_KB",
-}
+# The program's own parameters come first, then the sandbox's limits:
+# pydantic lists the fields of the last base first.
+class CodeExecParams(SandboxLimits, ProgramParams):
+    pass
 
 
 @register
@@ -120,7 +63,6 @@ class CodeExec(ScorerPlugin[CodeExecParams]):
 
     kind: ClassVar[str] = "code_exec"
     label: ClassVar[str] = "Code execution (sandboxed tests)"
-    Params = CodeExecParams
     example: ClassVar[dict[str, Any]] = {
         "test_field": "test",
         "entry_point_field": "entry_point",
@@ -131,15 +73,7 @@ class CodeExec(ScorerPlugin[CodeExecParams]):
 
     def __init__(self, name: str, params: CodeExecParams) -> None:
         super().__init__(name, params)
-        self.limits = Limits(
-            wall_seconds=params.timeout_seconds,
-            cpu_seconds=params.cpu_seconds,
-            memory_mb=params.memory_mb,
-            processes=params.processes,
-            file_size_mb=params.file_size_mb,
-            open_files=params.open_files,
-            output_kb=params.max_output_kb,
-        )
+        self.limits = params.limits()
 
     async def prepare(self) -> None:
         """Refuse the run before any item when the sandbox cannot run here."""

@@ -4,15 +4,9 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins.scorers import (
-    INLINE_CHARS,
-    ScoreOutcome,
-    ScorerPlugin,
-    as_text,
-    register,
-)
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.targets import TargetInput
-from runs.scorers.text import NormaliseParams, expected_answers, normalise
+from runs.scorers.text import AnswerScorer, NormaliseParams, normalise
 
 
 class ExactMatchParams(NormaliseParams):
@@ -20,7 +14,7 @@ class ExactMatchParams(NormaliseParams):
 
 
 @register
-class ExactMatch(ScorerPlugin[ExactMatchParams]):
+class ExactMatch(AnswerScorer[ExactMatchParams]):
     """Passes when the whole output equals the expected answer (or one of a list).
 
     By default only leading and trailing whitespace is ignored (``strip``); case,
@@ -32,13 +26,10 @@ class ExactMatch(ScorerPlugin[ExactMatchParams]):
 
     kind: ClassVar[str] = "exact_match"
     label: ClassVar[str] = "Exact match"
-    Params = ExactMatchParams
     example: ClassVar[dict[str, Any]] = {"strip": True, "ignore_case": True}
-    inline_chars: ClassVar[int] = INLINE_CHARS
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        answers = expected_answers(item)
-        got = normalise(as_text(output), self.params)
+        answers, got = self.answers(output, item)
         for answer in answers:
             if got == normalise(answer, self.params):
                 return ScoreOutcome(1.0, True, f"matches {answer[:200]!r}")

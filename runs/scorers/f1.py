@@ -75,7 +75,6 @@ class TokenF1(ScorerPlugin[F1Params]):
 
     kind: ClassVar[str] = "f1"
     label: ClassVar[str] = "Token F1 (SQuAD)"
-    Params = F1Params
     example: ClassVar[dict[str, Any]] = {"threshold": 0.5}
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:

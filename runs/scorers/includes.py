@@ -4,16 +4,10 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from runs.plugins.scorers import (
-    INLINE_CHARS,
-    ScoreOutcome,
-    ScorerPlugin,
-    as_text,
-    register,
-)
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.targets import TargetInput
 from runs.scorers.patterns import contains_whole
-from runs.scorers.text import NormaliseParams, expected_answers, normalise
+from runs.scorers.text import AnswerScorer, NormaliseParams, normalise
 
 
 class IncludesParams(NormaliseParams):
@@ -28,7 +22,7 @@ class IncludesParams(NormaliseParams):
 
 
 @register
-class Includes(ScorerPlugin[IncludesParams]):
+class Includes(AnswerScorer[IncludesParams]):
     """Passes when the expected answer (or one of a list) appears in the output.
 
     The answer is looked for literally and, by default, whole (``whole_words``):
@@ -41,13 +35,10 @@ class Includes(ScorerPlugin[IncludesParams]):
 
     kind: ClassVar[str] = "includes"
     label: ClassVar[str] = "Output includes expected"
-    Params = IncludesParams
     example: ClassVar[dict[str, Any]] = {"ignore_case": True, "strip": True}
-    inline_chars: ClassVar[int] = INLINE_CHARS
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        answers = expected_answers(item)
-        text = normalise(as_text(output), self.params)
+        answers, text = self.answers(output, item)
         whole = self.params.whole_words
         needles = [(a, normalise(a, self.params)) for a in answers]
         needles = [(answer, needle) for answer, needle in needles if needle]

@@ -107,7 +107,6 @@ class Json(ScorerPlugin[JsonParams]):
 
     kind: ClassVar[str] = "json"
     label: ClassVar[str] = "Valid JSON (JSON Schema)"
-    Params = JsonParams
     example: ClassVar[dict[str, Any]] = {
         "fenced": True,
         "schema": {

@@ -29,11 +29,17 @@ from runs.plugins.scorers import (
 )
 from runs.plugins.targets import TargetError, TargetInput
 from runs.targets.chat_client import (
+    ENDPOINT_EXAMPLE,
     SECRETS,
     ChatClient,
     ChatReply,
     EndpointParams,
+    ExtraBody,
+    MaxTokens,
+    MessageTemplate,
     MissingField,
+    SystemPrompt,
+    Temperature,
     fill_template,
     template_names,
 )
@@ -98,12 +104,10 @@ class Usage(TypedDict):
 
 
 class LLMJudgeParams(EndpointParams):
-    system_prompt: str = Field(
-        "You are a careful, strict grader. Judge only what is asked.",
-        description="Sent first, as the system message; empty for none.",
-        json_schema_extra={"x-widget": "textarea"},
+    system_prompt: SystemPrompt = (
+        "You are a careful, strict grader. Judge only what is asked."
     )
-    prompt_template: str = Field(
+    prompt_template: MessageTemplate = Field(
         DEFAULT_TEMPLATE,
         description=(
             "The rubric, sent as the user message. {output} is the output to "
@@ -111,7 +115,6 @@ class LLMJudgeParams(EndpointParams):
             "{input.key}) come from the item; {format} says how to answer in "
             "the chosen verdict format."
         ),
-        json_schema_extra={"x-widget": "textarea"},
     )
     verdict_format: Format = Field(
         "pass_fail",
@@ -139,11 +142,9 @@ class LLMJudgeParams(EndpointParams):
         title="JSON score key",
         description="json: the key of a numeric score, read when there is no verdict.",
     )
-    temperature: float | None = Field(
-        0, ge=0, le=2, description="Sampling temperature; empty for the default."
-    )
-    max_tokens: int | None = Field(
-        None, ge=1, le=1_000_000, description="Most tokens a reply may have."
+    temperature: Temperature = 0
+    max_tokens: MaxTokens = Field(
+        None, le=1_000_000, description="Most tokens a reply may have."
     )
     max_parallel_calls: int = Field(
         4,
@@ -172,9 +173,8 @@ class LLMJudgeParams(EndpointParams):
     )
     backoff_base_seconds: BackoffBaseSeconds = 0.5
     backoff_max_seconds: BackoffCapSeconds = 30.0
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Further JSON fields of every request body (seed, ...).",
+    extra_body: ExtraBody = Field(
+        description="Further JSON fields of every request body (seed, ...)."
     )
 
     @model_validator(mode="before")
@@ -245,11 +245,8 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     kind: ClassVar[str] = "llm_judge"
     label: ClassVar[str] = "LLM judge"
-    Params = LLMJudgeParams
     example: ClassVar[dict[str, Any]] = {
-        "base_url": "https://api.openai.com/v1",
-        "model": "gpt-4o-mini",
-        "api_key_secret": "OPENAI_API_KEY",
+        **ENDPOINT_EXAMPLE,
         "verdict_format": "pass_fail",
         "max_parallel_calls": 4,
     }

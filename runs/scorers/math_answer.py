@@ -60,7 +60,6 @@ class Math(ScorerPlugin[MathParams]):
 
     kind: ClassVar[str] = "math"
     label: ClassVar[str] = "Math answer (math-verify)"
-    Params = MathParams
     example: ClassVar[dict[str, Any]] = {"float_rounding": 6, "timeout_seconds": 5}
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:

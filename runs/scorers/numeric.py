@@ -104,7 +104,6 @@ class Numeric(ScorerPlugin[NumericParams]):
 
     kind: ClassVar[str] = "numeric"
     label: ClassVar[str] = "Numeric (tolerance)"
-    Params = NumericParams
     example: ClassVar[dict[str, Any]] = {
         "abs_tol": 0.01,
         "rel_tol": 0.0,

@@ -98,7 +98,6 @@ class PythonScorer(ScorerPlugin[PythonScorerParams]):
 
     kind: ClassVar[str] = "python"
     label: ClassVar[str] = "Python function (allowlisted)"
-    Params = PythonScorerParams
     example: ClassVar[dict[str, Any]] = {"callable": "runs.scorers.examples.non_empty"}
     needs_expected: ClassVar[bool] = False
     fn: Callable[..., Any]

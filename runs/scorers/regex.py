@@ -46,7 +46,6 @@ class Regex(ScorerPlugin[RegexParams]):
 
     kind: ClassVar[str] = "regex"
     label: ClassVar[str] = "Regular expression"
-    Params = RegexParams
     example: ClassVar[dict[str, Any]] = {
         "pattern": r"answer:\s*{expected}",
         "mode": "search",

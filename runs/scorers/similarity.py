@@ -70,7 +70,6 @@ class Similarity(ScorerPlugin[SimilarityParams]):
 
     kind: ClassVar[str] = "similarity"
     label: ClassVar[str] = "Fuzzy similarity (rapidfuzz)"
-    Params = SimilarityParams
     example: ClassVar[dict[str, Any]] = {"method": "token_sort_ratio", "threshold": 0.9}
 
     def __init__(self, name: str, params: SimilarityParams) -> None:

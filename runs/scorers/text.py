@@ -12,11 +12,12 @@ import re
 import string
 import unicodedata
 from collections.abc import Iterator
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.plugins.scorers import as_text
+from runs.plugins.scorers import INLINE_CHARS, ScorerPlugin, as_text
 from runs.plugins.targets import TargetInput
 
 SLICE = 1 << 16
@@ -105,3 +106,15 @@ def expected_answers(item: TargetInput) -> list[str]:
     if not answers:
         raise ValueError("the item has no expected answer")
     return answers
+
+
+class AnswerScorer[P: NormaliseParams](ScorerPlugin[P]):
+    """A scorer that compares the output with the expected answers, both
+    normalised alike (``NormaliseParams``): a few linear passes, so short
+    texts are scored on the loop."""
+
+    inline_chars: ClassVar[int] = INLINE_CHARS
+
+    def answers(self, output: Any, item: TargetInput) -> tuple[list[str], str]:
+        """The expected answers, and the output's text normalised."""
+        return expected_answers(item), normalise(as_text(output), self.params)

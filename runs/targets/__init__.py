@@ -1,21 +1,14 @@
 """Targets: one file per kind, registered by kind string; and the target pages.
 
-Importing the package registers the built-in kinds (``RunsConfig.ready``).
-The registry, the protocol and ``build_target`` live in the plug-in core
-(``runs.plugins.targets``).
+A target kind registers itself when this package is imported
+(``RunsConfig.ready``). What the package hands on is the plug-in core's
+``runs.plugins.targets``: the protocol, its input and output, ``build_target``.
 """
 
 from __future__ import annotations
 
-from runs.plugins.targets import (
-    REGISTRY,
-    Target,
-    TargetError,
-    TargetInput,
-    TargetOutput,
-    build_target,
-    clean_target_config,
-)
+from runs.plugins import targets
+from runs.plugins.targets import *  # noqa: F403
 from runs.targets import (  # noqa: F401  (registration)
     chain,
     demo,
@@ -26,12 +19,4 @@ from runs.targets import (  # noqa: F401  (registration)
     scorer,
 )
 
-__all__ = [
-    "REGISTRY",
-    "Target",
-    "TargetError",
-    "TargetInput",
-    "TargetOutput",
-    "build_target",
-    "clean_target_config",
-]
+__all__ = targets.__all__

@@ -1,39 +1,15 @@
 """What a target plug-in is written against (a public module for plug-in authors).
 
-The names live in the plug-in core (``runs.plugins.targets``); this module
-hands them on under the path plug-ins have always imported.
+The names live in the plug-in core (``runs.plugins.targets``, whose
+``__all__`` lists them); this module hands them on, with the declaration
+types, under the path plug-ins have always imported.
 """
 
 from __future__ import annotations
 
+from runs.plugins import targets
 from runs.plugins.declaration import Plugin, SecretRef, TargetContext
-from runs.plugins.targets import (
-    REGISTRY,
-    TARGETS,
-    Target,
-    TargetError,
-    TargetInput,
-    TargetOutput,
-    TargetPlugin,
-    build_target,
-    clean_target_config,
-    get_target_class,
-    register,
-)
+from runs.plugins.targets import *  # noqa: F403
 
-__all__ = [
-    "REGISTRY",
-    "TARGETS",
-    "Plugin",
-    "SecretRef",
-    "Target",
-    "TargetContext",
-    "TargetError",
-    "TargetInput",
-    "TargetOutput",
-    "TargetPlugin",
-    "build_target",
-    "clean_target_config",
-    "get_target_class",
-    "register",
-]
+__all__ = ["Plugin", "SecretRef", "TargetContext"]
+__all__ += targets.__all__

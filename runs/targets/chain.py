@@ -126,7 +126,7 @@ def _prefixed(path: str, exc: InvalidInput) -> ConfigError:
 
 
 @register
-class ChainTarget(TargetPlugin):
+class ChainTarget(TargetPlugin[ChainParams]):
     """Another run's outputs as this run's inputs, item by item: each item's
     output in the source run (same project, same dataset) is put into a
     template beside the item's fields ({run.output}, {input}, ...) and sent to
@@ -136,7 +136,6 @@ class ChainTarget(TargetPlugin):
 
     kind: ClassVar[str] = "chain"
     label: ClassVar[str] = "Chain another run's outputs"
-    Params = ChainParams
     example: ClassVar[dict[str, Any]] = {
         "run": 12,
         "target": {

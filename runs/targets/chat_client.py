@@ -17,24 +17,17 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import httpx
 from pydantic import Field, field_validator, model_validator
 
-from runs.calls.netpolicy import clean_target_url, endpoint_url
-from runs.errors import ConfigError
-from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.calls.netpolicy import endpoint_url
+from runs.plugins import SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
-from runs.plugins.targets import TargetError, TargetOutput
-from runs.secrets.store import clean_secret_refs
-from runs.targets.http_client import (
-    ERROR_BODY_LIMIT,
-    Answer,
-    PolicyClient,
-    status_error,
-)
+from runs.plugins.targets import TargetOutput
+from runs.targets.endpoint import EndpointURL, SecretParams
+from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 
@@ -75,7 +68,6 @@ def template_names(template: str) -> list[str]:
 
 # -- the endpoint, declared -------------------------------------------------------
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # The key is a project secret named in api_key_secret, or an environment
 # variable the operator allows (EVALSITE_ENV_SECRETS) named in api_key_env,
 # which may only be sent to the hosts it is bound to.
@@ -90,10 +82,42 @@ SECRETS = (
 )
 
 
-class EndpointParams(Params):
+# The endpoint of the examples of the kinds that call one.
+ENDPOINT_EXAMPLE = {
+    "base_url": "https://api.openai.com/v1",
+    "model": "gpt-4o-mini",
+    "api_key_secret": "OPENAI_API_KEY",
+}
+# What a chat-completion request is sent with, as ``openai_chat`` and
+# ``llm_judge`` declare it (each gives its own default).
+SystemPrompt = Annotated[
+    str,
+    Field(
+        description="Sent first, as the system message; empty for none.",
+        json_schema_extra={"x-widget": "textarea"},
+    ),
+]
+# The user message, filled from the item (each says with what).
+MessageTemplate = Annotated[str, Field(json_schema_extra={"x-widget": "textarea"})]
+Temperature = Annotated[
+    float | None,
+    Field(ge=0, le=2, description="Sampling temperature; empty for the default."),
+]
+# Each gives its own ceiling and help.
+MaxTokens = Annotated[int | None, Field(ge=1)]
+# Further JSON fields of every request body (each says which are usual).
+ExtraBody = Annotated[dict[str, Any], Field(default_factory=dict)]
+
+
+class EndpointParams(SecretParams):
     """Where an OpenAI-compatible endpoint is, which model, and its key's name."""
 
-    base_url: str = Field(
+    secret = SECRETS[0]
+    stored_names = ("api_key",)
+    stored_as = "the key"
+    noun = "key"
+
+    base_url: EndpointURL = Field(
         title="Base URL",
         description="The API's base URL, before /chat/completions.",
         examples=["https://api.openai.com/v1"],
@@ -113,24 +137,6 @@ class EndpointParams(Params):
         ),
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_stored_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "api_key" in data:
-            raise FieldError(
-                "api_key",
-                "secrets are never stored in a configuration; set the key as a "
-                "project secret and name it in api_key_secret",
-            )
-        return data
-
-    @field_validator("base_url")
-    @classmethod
-    def _target_url(cls, value: str) -> str:
-        # http(s) only; no userinfo, query or fragment; a host the network
-        # policy could ever allow (the real check is at connect time).
-        return clean_target_url(value)
-
     @field_validator("model")
     @classmethod
     def _model_named(cls, value: str) -> str:
@@ -138,21 +144,9 @@ class EndpointParams(Params):
             raise ValueError("is required")
         return value
 
-    @field_validator("api_key_env", "api_key_secret")
-    @classmethod
-    def _a_name(cls, value: str) -> str:
-        if value and not _NAME.fullmatch(value):
-            raise ValueError("must be a name (letters, digits and _), not a value")
-        return value
-
     @model_validator(mode="after")
     def _secrets_allowed(self) -> EndpointParams:
-        # An environment variable only if the operator lists it, and only to
-        # the hosts it is bound to; one message whether or not it exists.
-        try:
-            clean_secret_refs(SECRETS, self.model_dump())
-        except ConfigError as exc:
-            raise FieldError(exc.field or "api_key_env", exc.message) from None
+        self.check_secret_names()
         return self
 
 
@@ -195,18 +189,9 @@ def bearer_headers(params: EndpointParams, context: TargetContext) -> httpx.Head
     that a header cannot carry, is a ConfigError naming ``api_key_secret``.
     """
     headers = {"Content-Type": "application/json"}
-    key = context.secrets.get("api_key")
-    if key:
-        if not key.isascii() or not key.isprintable():
-            raise ConfigError(
-                "the key holds characters a header cannot carry",
-                field="api_key_secret",
-            )
-        headers["Authorization"] = f"Bearer {key}"
-    elif params.api_key_secret or params.api_key_env:
-        raise ConfigError(
-            "the key was not resolved for this project", field="api_key_secret"
-        )
+    key = params.credential(context, prefix="Bearer ")
+    if key is not None:
+        headers["Authorization"] = key
     return httpx.Headers(headers)
 
 
@@ -238,28 +223,18 @@ def parse_chat_response(response: Answer) -> ChatReply:
     """The reply of a 200, or a TargetError classified by status (body kept)."""
     if response.status_code >= 400:
         raise status_error(response)
-    body = response.text
     try:
         data = response.json()
         message = data["choices"][0]["message"]
         content = message.get("content")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        raise TargetError(
-            f"malformed response: {type(exc).__name__}: {exc}",
-            kind=ErrorKind.PERMANENT,
-            http_status=response.status_code,
-            raw_body=body[:ERROR_BODY_LIMIT],
-            error_type="MalformedResponse",
-        ) from exc
+        raise malformed(response, f"{type(exc).__name__}: {exc}") from exc
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
     model = data.get("model")
     if content is None and not message.get("tool_calls"):
-        raise TargetError(
-            "malformed response: message has no content",
-            kind=ErrorKind.PERMANENT,
-            http_status=response.status_code,
-            raw_body=body[:ERROR_BODY_LIMIT],
-            error_type="MalformedResponse",
+        raise malformed(
+            response,
+            "message has no content",
             # A filtered reply still used (and costs) its tokens.
             usage=TargetOutput(
                 output=None,

@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import random
 import re
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import Field, model_validator
 
@@ -52,29 +52,23 @@ def solve(text: str) -> str | None:
     return str(int(value)) if value == int(value) else f"{value:.4g}"
 
 
+# A simulated answer time, and the fraction of calls something happens to.
+LatencyMs = Annotated[float, Field(ge=0, le=60_000)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+
+
 class DemoParams(Params):
-    min_latency_ms: float = Field(
-        50,
-        ge=0,
-        le=60_000,
-        title="Minimum latency (ms)",
-        description="Shortest simulated answer time.",
+    min_latency_ms: LatencyMs = Field(
+        50, title="Minimum latency (ms)", description="Shortest simulated answer time."
     )
-    max_latency_ms: float = Field(
-        400,
-        ge=0,
-        le=60_000,
-        title="Maximum latency (ms)",
-        description="Longest simulated answer time.",
+    max_latency_ms: LatencyMs = Field(
+        400, title="Maximum latency (ms)", description="Longest simulated answer time."
     )
-    accuracy: float = Field(
-        0.8, ge=0, le=1, description="Fraction of arithmetic items answered right."
+    accuracy: Fraction = Field(
+        0.8, description="Fraction of arithmetic items answered right."
     )
-    transient_error_rate: float = Field(
-        0.03,
-        ge=0,
-        le=1,
-        description="Fraction of calls that fail with a simulated 503 (retried).",
+    transient_error_rate: Fraction = Field(
+        0.03, description="Fraction of calls that fail with a simulated 503 (retried)."
     )
 
     @model_validator(mode="after")
@@ -85,12 +79,11 @@ class DemoParams(Params):
 
 
 @register
-class DemoTarget(TargetPlugin):
+class DemoTarget(TargetPlugin[DemoParams]):
     """Answers arithmetic offline, with random latency, mistakes and 503s."""
 
     kind: ClassVar[str] = "demo"
     label: ClassVar[str] = "Offline demo model"
-    Params = DemoParams
     example: ClassVar[dict[str, Any]] = {
         "min_latency_ms": 50,
         "max_latency_ms": 400,

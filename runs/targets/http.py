@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
-from runs.calls.netpolicy import clean_target_url
-from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import (
     TargetError,
@@ -21,26 +19,18 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.secrets.store import clean_secret_refs
-from runs.targets.http_client import (
-    ERROR_BODY_LIMIT,
-    Answer,
-    PolicyClient,
-    status_error,
-)
+from runs.targets.endpoint import EndpointURL, SecretParams
+from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 from runs.targets.templating import (
     ITEM_ROOTS,
-    PATH,
     Missing,
-    describe_value,
+    dotted_path,
     item_fields,
     lookup,
     render_json,
     unknown_roots,
 )
 
-_PATH = re.compile(PATH)
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # RFC 9110's token: what a header name may be.
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 # Set by the transport, or carrying a credential: never a plain header.
@@ -63,20 +53,38 @@ SECRETS = (
 )
 
 
-def _clean_path(value: str, *, allow_empty: bool = True) -> str:
-    value = value.strip()
-    if not value and allow_empty:
+def _clean_path(value: str) -> str:
+    if not value.strip():
         return ""
-    if not _PATH.fullmatch(value):
-        raise ValueError(
-            "must be a dotted path of keys and list indices, like "
-            "choices.0.message.content"
-        )
-    return value
+    return dotted_path(
+        value, like="of keys and list indices, like choices.0.message.content"
+    )
 
 
-class HttpParams(Params):
-    url: str = Field(
+def _header_problem(name: str, *, not_a_name: str) -> str | None:
+    """Why ``name`` cannot be a header the configuration sets, if it cannot."""
+    if not _HEADER_NAME.fullmatch(name):
+        return not_a_name
+    if name.lower() in RESERVED_HEADERS:
+        return f"{name} is set by the request itself"
+    return None
+
+
+def _printable_ascii(value: str) -> bool:
+    return value.isascii() and all(ch.isprintable() for ch in value)
+
+
+# A dotted path into the response JSON; empty for none.
+ResponsePath = Annotated[str, Field(max_length=500), AfterValidator(_clean_path)]
+
+
+class HttpParams(SecretParams):
+    secret = SECRETS[0]
+    stored_names = ("auth", "api_key", "token", "password")
+    stored_as = "one"
+    noun = "secret"
+
+    url: EndpointURL = Field(
         title="URL",
         description="The endpoint that gets one request per item.",
         examples=["https://agent.example.org/v1/answer"],
@@ -127,9 +135,8 @@ class HttpParams(Params):
         title="Auth prefix",
         description='Written before the secret ("Bearer ", or empty).',
     )
-    output_path: str = Field(
+    output_path: ResponsePath = Field(
         "",
-        max_length=500,
         title="Output path",
         description=(
             "Where the output is in the response JSON, as a dotted path of "
@@ -142,9 +149,8 @@ class HttpParams(Params):
         title="Response type",
         description="json: parse the body and take output_path; text: the body.",
     )
-    status_field: str = Field(
+    status_field: ResponsePath = Field(
         "",
-        max_length=500,
         title="Status field",
         description=(
             "Dotted path of the agent's status in the response JSON; with "
@@ -159,50 +165,24 @@ class HttpParams(Params):
         description='Statuses that mean "waiting for input" or "suspended".',
     )
 
-    @model_validator(mode="before")
-    @classmethod
-    def _no_stored_secret(cls, data: Any) -> Any:
-        if isinstance(data, dict):
-            for name in ("auth", "api_key", "token", "password"):
-                if name in data:
-                    raise FieldError(
-                        name,
-                        "secrets are never stored in a configuration; set one "
-                        "as a project secret and name it in auth_secret",
-                    )
-        return data
-
     @field_validator("method", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
 
-    @field_validator("url")
-    @classmethod
-    def _target_url(cls, value: str) -> str:
-        return clean_target_url(value)
-
-    @field_validator("auth_env", "auth_secret")
-    @classmethod
-    def _a_name(cls, value: str) -> str:
-        if value and not _NAME.fullmatch(value):
-            raise ValueError("must be a name (letters, digits and _), not a value")
-        return value
-
     @field_validator("auth_header")
     @classmethod
     def _header_name(cls, value: str) -> str:
         value = value.strip()
-        if not _HEADER_NAME.fullmatch(value):
-            raise ValueError("must be a header name")
-        if value.lower() in RESERVED_HEADERS:
-            raise ValueError(f"{value} is set by the request itself")
+        problem = _header_problem(value, not_a_name="must be a header name")
+        if problem:
+            raise ValueError(problem)
         return value
 
     @field_validator("auth_prefix")
     @classmethod
     def _printable(cls, value: str) -> str:
-        if not value.isascii() or not all(ch.isprintable() for ch in value):
+        if not _printable_ascii(value):
             raise ValueError("must be printable ASCII")
         return value
 
@@ -211,24 +191,18 @@ class HttpParams(Params):
     def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
         for name, value in headers.items():
             where = f"headers.{name}"
-            if not _HEADER_NAME.fullmatch(name):
-                raise FieldError(where, "is not a header name")
-            if name.lower() in RESERVED_HEADERS:
-                raise FieldError(where, f"{name} is set by the request itself")
+            problem = _header_problem(name, not_a_name="is not a header name")
+            if problem:
+                raise FieldError(where, problem)
             if name.lower() in CREDENTIAL_HEADERS:
                 raise FieldError(
                     where,
                     "carries a credential: store it as a project secret and "
                     "name it in auth_secret (with auth_header)",
                 )
-            if not value.isascii() or not all(ch.isprintable() for ch in value):
+            if not _printable_ascii(value):
                 raise FieldError(where, "must be printable ASCII")
         return headers
-
-    @field_validator("output_path", "status_field")
-    @classmethod
-    def _dotted(cls, value: str) -> str:
-        return _clean_path(value)
 
     @model_validator(mode="after")
     def _consistent(self) -> HttpParams:
@@ -264,15 +238,12 @@ class HttpParams(Params):
             raise FieldError(
                 f"headers.{self.auth_header}", "is the auth_header already"
             )
-        try:
-            clean_secret_refs(SECRETS, self.model_dump())
-        except ConfigError as exc:
-            raise FieldError(exc.field or "auth_env", exc.message) from None
+        self.check_secret_names()
         return self
 
 
 @register
-class HttpTarget(TargetPlugin):
+class HttpTarget(TargetPlugin[HttpParams]):
     """An agent or service behind HTTP: one request per item, with a JSON body
     templated from the item; the output is read from the response JSON by a
     dotted path. Statuses are classified as for a model endpoint (5xx, 408 and
@@ -283,7 +254,6 @@ class HttpTarget(TargetPlugin):
 
     kind: ClassVar[str] = "http"
     label: ClassVar[str] = "HTTP endpoint (agent or service)"
-    Params = HttpParams
     example: ClassVar[dict[str, Any]] = {
         "url": "https://agent.example.org/v1/run",
         "method": "POST",
@@ -309,19 +279,9 @@ class HttpTarget(TargetPlugin):
         headers = {"Accept": "application/json", **params.headers}
         if self.body is not None:
             headers["Content-Type"] = "application/json"
-        secret = context.secrets.get("auth")
-        if secret:
-            value = params.auth_prefix + secret
-            if not value.isascii() or not value.isprintable():
-                raise ConfigError(
-                    "the secret holds characters a header cannot carry",
-                    field="auth_secret",
-                )
-            headers[params.auth_header] = value
-        elif params.auth_secret or params.auth_env:
-            raise ConfigError(
-                "the secret was not resolved for this project", field="auth_secret"
-            )
+        secret = params.credential(context, prefix=params.auth_prefix)
+        if secret is not None:
+            headers[params.auth_header] = secret
         self.headers = httpx.Headers(headers)
         self.client = PolicyClient()
 
@@ -346,9 +306,7 @@ class HttpTarget(TargetPlugin):
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self.malformed(
-                text, response, f"the body is not JSON: {exc}"
-            ) from None
+            raise malformed(response, f"the body is not JSON: {exc}") from None
         if self.status_field:
             self.check_status(data, response, text)
         if not self.output_path:
@@ -356,16 +314,11 @@ class HttpTarget(TargetPlugin):
         try:
             output = lookup(data, self.output_path)
         except Missing as exc:
-            raise self.malformed(
-                text,
-                response,
-                f"the response has no {self.output_path} ({exc.where} is "
-                f"missing; found {describe_value(exc.found)})",
+            raise malformed(
+                response, f"the response has no {self.output_path} ({exc.explain()})"
             ) from None
         if output is None:
-            raise self.malformed(
-                text, response, f"the response's {self.output_path} is null"
-            )
+            raise malformed(response, f"the response's {self.output_path} is null")
         return TargetOutput(output=output, http_status=response.status_code)
 
     def check_status(self, data: Any, response: Answer, text: str) -> None:
@@ -382,15 +335,6 @@ class HttpTarget(TargetPlugin):
                 raw_body=text,
                 error_type="Suspended",
             )
-
-    def malformed(self, text: str, response: Answer, message: str) -> TargetError:
-        return TargetError(
-            f"malformed response: {message}",
-            kind=ErrorKind.PERMANENT,
-            http_status=response.status_code,
-            raw_body=text[:ERROR_BODY_LIMIT],
-            error_type="MalformedResponse",
-        )
 
     async def aclose(self) -> None:
         await self.client.aclose()

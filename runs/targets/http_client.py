@@ -19,7 +19,7 @@ import httpx
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
 from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
-from runs.plugins.targets import TargetError
+from runs.plugins.targets import TargetError, TargetOutput
 
 # An error body is kept in the attempt log up to this many characters, and its
 # JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
@@ -140,6 +140,21 @@ def status_error(response: Answer) -> TargetError:
         raw_body=body[:ERROR_BODY_LIMIT],
         retry_after=parse_retry_after(response.headers.get("retry-after")),
         error_type=f"HTTP{response.status_code}",
+    )
+
+
+def malformed(
+    response: Answer, message: str, *, usage: TargetOutput | None = None
+) -> TargetError:
+    """An answer the plug-in cannot read: a permanent error, with the body
+    kept (up to ERROR_BODY_LIMIT) and what the call used, if known."""
+    return TargetError(
+        f"malformed response: {message}",
+        kind=ErrorKind.PERMANENT,
+        http_status=response.status_code,
+        raw_body=response.text[:ERROR_BODY_LIMIT],
+        error_type="MalformedResponse",
+        usage=usage,
     )
 
 

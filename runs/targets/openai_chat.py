@@ -18,9 +18,15 @@ from runs.plugins.targets import (
     register,
 )
 from runs.targets.chat_client import (
+    ENDPOINT_EXAMPLE,
     SECRETS,
     ChatClient,
     EndpointParams,
+    ExtraBody,
+    MaxTokens,
+    MessageTemplate,
+    SystemPrompt,
+    Temperature,
     parse_chat_response,
 )
 from runs.targets.http_client import (
@@ -107,29 +113,21 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 class OpenAIChatParams(EndpointParams):
-    system_prompt: str = Field(
-        "",
-        description="Sent first, as the system message; empty for none.",
-        json_schema_extra={"x-widget": "textarea"},
-    )
-    prompt_template: str = Field(
+    system_prompt: SystemPrompt = ""
+    prompt_template: MessageTemplate = Field(
         "{input}",
         description=(
             "The user message: {input}, {expected}, {id} and {metadata.key} are "
             "filled from the item. An input that is a list of messages is sent "
             "as it is."
         ),
-        json_schema_extra={"x-widget": "textarea"},
     )
-    temperature: float | None = Field(
-        None, ge=0, le=2, description="Sampling temperature; empty for the default."
+    temperature: Temperature = None
+    max_tokens: MaxTokens = Field(
+        None, le=10_000_000, description="Most tokens an answer may have."
     )
-    max_tokens: int | None = Field(
-        None, ge=1, le=10_000_000, description="Most tokens an answer may have."
-    )
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Further JSON fields of every request body (top_p, seed, ...).",
+    extra_body: ExtraBody = Field(
+        description="Further JSON fields of every request body (top_p, seed, ...)."
     )
     response_format: dict[str, Any] | None = Field(
         None,
@@ -244,7 +242,7 @@ class OpenAIChatParams(EndpointParams):
 
 
 @register
-class OpenAIChatTarget(TargetPlugin):
+class OpenAIChatTarget(TargetPlugin[OpenAIChatParams]):
     """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...).
 
     An item whose input is a list of messages is sent as that conversation
@@ -255,11 +253,8 @@ class OpenAIChatTarget(TargetPlugin):
 
     kind: ClassVar[str] = "openai_chat"
     label: ClassVar[str] = "OpenAI-compatible chat endpoint"
-    Params = OpenAIChatParams
     example: ClassVar[dict[str, Any]] = {
-        "base_url": "https://api.openai.com/v1",
-        "model": "gpt-4o-mini",
-        "api_key_secret": "OPENAI_API_KEY",
+        **ENDPOINT_EXAMPLE,
         "system_prompt": "",
         "prompt_template": "{input}",
         "temperature": 0,

@@ -30,7 +30,7 @@ class PythonParams(Params):
 
 
 @register
-class PythonTarget(TargetPlugin):
+class PythonTarget(TargetPlugin[PythonParams]):
     """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as output.
 
     A sync callable runs in a worker thread; on timeout the executor stops
@@ -43,7 +43,6 @@ class PythonTarget(TargetPlugin):
         "Calls an allowlisted Python function with the item; its return value "
         "is the output."
     )
-    Params = PythonParams
     example: ClassVar[dict[str, Any]] = {"callable": "runs.targets.examples.echo"}
 
     def __init__(self, fn: Callable[[TargetInput], Any]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
@@ -16,16 +15,7 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.targets.templating import (
-    ITEM_ROOTS,
-    PATH,
-    Missing,
-    describe_value,
-    item_fields,
-    lookup,
-)
-
-_PATH = re.compile(PATH)
+from runs.targets.templating import Missing, item_fields, item_path, lookup
 
 
 class ReplayParams(Params):
@@ -47,16 +37,7 @@ class ReplayParams(Params):
     def _path(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        value = value.strip()
-        if not _PATH.fullmatch(value):
-            raise ValueError("must be a dotted path like expected or metadata.answer")
-        root = value.split(".", 1)[0]
-        if root not in ITEM_ROOTS:
-            raise ValueError(
-                f"{root!r} is not an item field (one of "
-                f"{', '.join(sorted(ITEM_ROOTS))})"
-            )
-        return value
+        return item_path(value)
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ReplayParams:
@@ -66,7 +47,7 @@ class ReplayParams(Params):
 
 
 @register
-class ReplayTarget(TargetPlugin):
+class ReplayTarget(TargetPlugin[ReplayParams]):
     """Replays what each item already holds (a field by dotted path, such as
     expected or metadata.answer) or a constant, as the output: scores stored
     outputs, or checks a scorer against known answers, with no call made. An
@@ -76,7 +57,6 @@ class ReplayTarget(TargetPlugin):
 
     kind: ClassVar[str] = "replay"
     label: ClassVar[str] = "Replay an item field"
-    Params = ReplayParams
     example: ClassVar[dict[str, Any]] = {"field": "expected"}
 
     def __init__(
@@ -93,9 +73,7 @@ class ReplayTarget(TargetPlugin):
             output = lookup(item_fields(item), self.field)
         except Missing as exc:
             # Every root exists, so the path failed below one: say what is there.
-            parent = exc.where.rsplit(".", 1)[0]
-            found = f"{parent} is {describe_value(exc.found)}"
-            raise self.missing(item, found) from None
+            raise self.missing(item, exc.found_at_parent()) from None
         if output is None:
             raise self.missing(item, "it is null")
         return TargetOutput(output=output)

@@ -47,7 +47,7 @@ class ScorerTargetParams(Params):
 
 
 @register
-class ScorerTarget(TargetPlugin):
+class ScorerTarget(TargetPlugin[ScorerTargetParams]):
     """Runs a scorer as the target, to measure a judge against human labels.
 
     The item's input is the output to be judged; its metadata carries the
@@ -62,7 +62,6 @@ class ScorerTarget(TargetPlugin):
 
     kind: ClassVar[str] = "scorer"
     label: ClassVar[str] = "Scorer (measure a judge)"
-    Params = ScorerTargetParams
     example: ClassVar[dict[str, Any]] = {
         "scorer_kind": "llm_judge",
         "params": {

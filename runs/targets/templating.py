@@ -37,6 +37,15 @@ class Missing(LookupError):
         self.where = where
         self.found = found
 
+    def explain(self) -> str:
+        """Which part of the path is missing, and what is there instead."""
+        return f"{self.where} is missing; found {describe_value(self.found)}"
+
+    def found_at_parent(self) -> str:
+        """What the last part of the path was looked for in."""
+        parent = self.where.rsplit(".", 1)[0]
+        return f"{parent} is {describe_value(self.found)}"
+
 
 def item_fields(item: TargetInput, **extra: Any) -> dict[str, Any]:
     """The names a template may use for one item (``extra`` adds ``run``...)."""
@@ -52,6 +61,27 @@ def item_fields(item: TargetInput, **extra: Any) -> dict[str, Any]:
 
 
 ITEM_ROOTS = frozenset({"input", "expected", "metadata", "external_id", "id", "index"})
+_PATH = re.compile(PATH)
+
+
+def dotted_path(value: str, *, like: str) -> str:
+    """``value`` stripped, if it is a dotted path; else ValueError (inside a
+    parameter validator: the error names the parameter)."""
+    value = value.strip()
+    if not _PATH.fullmatch(value):
+        raise ValueError(f"must be a dotted path {like}")
+    return value
+
+
+def item_path(value: str) -> str:
+    """A dotted path into an item's fields (``item_fields``), checked."""
+    value = dotted_path(value, like="like expected or metadata.answer")
+    root = value.split(".", 1)[0]
+    if root not in ITEM_ROOTS:
+        raise ValueError(
+            f"{root!r} is not an item field (one of {', '.join(sorted(ITEM_ROOTS))})"
+        )
+    return value
 
 
 def lookup(value: Any, path: str) -> Any:
@@ -123,7 +153,7 @@ def _value(fields: dict[str, Any], path: str, item: TargetInput, what: str) -> A
     except Missing as exc:
         raise TargetError(
             f"{what} names {{{path}}}, which item {item.external_id!r} does not "
-            f"have ({exc.where} is missing; found {describe_value(exc.found)})",
+            f"have ({exc.explain()})",
             kind=ErrorKind.PERMANENT,
             error_type="TemplateError",
         ) from None
