@@ -7,6 +7,7 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from datetime import timedelta
@@ -128,6 +129,15 @@ TEMPLATES = [
     },
 ]
 
+
+def checkout_test_database(name: str, checkout: Path) -> str:
+    """The PostgreSQL test database of the checkout at ``checkout``: the
+    database's name and a short hash of the checkout's absolute path, within
+    PostgreSQL's 63 characters."""
+    digest = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:10]
+    return f"test_{name[:47]}_{digest}"
+
+
 # Database: SQLite in WAL mode unless DATABASE_URL names another one.
 DATABASE_URL = env_str("DATABASE_URL")
 if DATABASE_URL:
@@ -147,6 +157,12 @@ if DATABASE_URL:
         # is retried, rather than outlasting a run's storage timeout. A
         # connect_timeout in the URL wins.
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
+        # Django's test database would be test_<name> for every checkout: two
+        # checkouts testing on one server would drop each other's.
+        DATABASES["default"]["TEST"] = {
+            "NAME": env_str("EVALSITE_TEST_DATABASE")
+            or checkout_test_database(DATABASES["default"]["NAME"], BASE_DIR)
+        }
 else:
     # Made owner-only before Django first connects: SQLite gives its -wal and
     # -shm files the database's mode.

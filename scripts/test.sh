@@ -4,7 +4,7 @@
 # browser or a bubblewrap that cannot run is a failure rather than a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BIN=.venv/bin
+BIN=${BIN:-.venv/bin}
 PG_HOST=${PG_HOST:-127.0.0.1}
 PG_PORT=${PG_PORT:-5432}
 REDIS_HOST=${REDIS_HOST:-127.0.0.1}
@@ -69,21 +69,30 @@ if [ "${EVALSITE_TEST_SERIAL:-false}" = true ]; then
 fi
 
 # The two passes share nothing (a SQLite file per process, their own temporary
-# directories, free ports), so they run at once: each mostly waits on one core.
-# Their reports are printed whole, one after the other, when both have ended.
+# directories, free ports, a PostgreSQL test database per checkout), so they
+# run at once: each mostly waits on one core. Each prints as it goes, every
+# line under its pass's name; the exit codes come last.
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 echo "== suite on SQLite and on PostgreSQL at once (EVALSITE_TEST_SERIAL=true: one after the other) =="
-sqlite_suite --basetemp="$logs/sqlite-tmp" "$@" >"$logs/sqlite.log" 2>&1 &
+echo "   [sqlite]   SQLite, in-memory channel layer"
+echo "   [postgres] PostgreSQL, Redis channel layer"
+labelled() {  # label command...: the command's output, line by line, labelled
+    local label=$1
+    shift
+    PYTHONUNBUFFERED=1 "$@" 2>&1 | while IFS= read -r line; do
+        printf '%s %s\n' "$label" "$line"
+    done
+    return "${PIPESTATUS[0]}"
+}
+labelled "[sqlite]  " sqlite_suite --basetemp="$logs/sqlite-tmp" "$@" &
 sqlite_pid=$!
-postgres_suite --basetemp="$logs/postgres-tmp" "$@" >"$logs/postgres.log" 2>&1 &
+labelled "[postgres]" postgres_suite --basetemp="$logs/postgres-tmp" "$@" &
 postgres_pid=$!
 sqlite_rc=0
 wait "$sqlite_pid" || sqlite_rc=$?
 postgres_rc=0
 wait "$postgres_pid" || postgres_rc=$?
-echo "== suite on SQLite, in-memory channel layer (exit $sqlite_rc) =="
-cat "$logs/sqlite.log"
-echo "== suite on PostgreSQL, Redis channel layer (exit $postgres_rc) =="
-cat "$logs/postgres.log"
+echo "== suite on SQLite, in-memory channel layer: exit $sqlite_rc =="
+echo "== suite on PostgreSQL, Redis channel layer: exit $postgres_rc =="
 [ "$sqlite_rc" = 0 ] && [ "$postgres_rc" = 0 ]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+
 import httpx
 
 from runs.testing.fake_openai import FakeOpenAIServer
+from tests.processes import ROOT
 
 
 def test_stats_route_counts_the_calls_received(fake_openai: FakeOpenAIServer) -> None:
@@ -24,3 +30,44 @@ def test_stats_route_counts_the_calls_received(fake_openai: FakeOpenAIServer) ->
         "in_flight": 0,
         "max_in_flight": 1,
     }
+
+
+def _fake_server_process(port: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "runs.testing.fake_openai", "--port", str(port)],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_fake_server_on_a_taken_port_exits_without_announcing_it() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = _fake_server_process(port)
+        try:
+            out, err = process.communicate(timeout=60)
+        finally:
+            process.kill()
+
+    assert process.returncode != 0
+    assert "endpoint on" not in out  # no address of a server that is not this one
+    assert f"cannot listen on 127.0.0.1:{port}" in err
+
+
+def test_the_fake_server_announces_the_port_it_is_bound_to() -> None:
+    process = _fake_server_process(0)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        base_url = line.split(" on ", 1)[1].strip()
+        assert not base_url.endswith(":0/v1")
+        # Announced after the bind: the address answers at once.
+        assert httpx.get(base_url.removesuffix("/v1") + "/stats").status_code == 200
+    finally:
+        process.terminate()
+        process.communicate(timeout=30)

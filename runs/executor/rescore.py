@@ -31,7 +31,13 @@ from runs.executor.items import ItemRunner
 from runs.executor.options import RunOptions
 from runs.executor.rescore_store import PassSpec, ToScore
 from runs.executor.store import ScoreRecord
-from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
+from runs.plugins.declaration import TargetContext
+from runs.plugins.scorers import (
+    Scorer,
+    build_scorer,
+    conditions_of,
+    scorers_prepare,
+)
 from runs.plugins.targets import TargetInput, TargetOutput
 from runs.pools.shares import owner, scoring_for
 from runs.secrets.redaction import Redactor
@@ -70,15 +76,29 @@ class PassExecution:
         self.runner: ItemRunner | None = None
 
     async def execute(self) -> str:
+        scorers: list[Scorer] = []
         try:
-            contexts = await arun_scorer_contexts(self.spec.run_id, self.spec.scorers)
-            scorers = [
-                build_scorer(spec, context=contexts.get(spec["name"]))
-                for spec in self.spec.scorers
-            ]
-            await scorers_prepare(scorers)
-        except ConfigError as exc:
-            return await self.finish(error=f"configuration: {exc}")
+            try:
+                contexts = await arun_scorer_contexts(
+                    self.spec.run_id, self.spec.scorers
+                )
+                for spec in self.spec.scorers:
+                    scorers.append(
+                        build_scorer(spec, context=contexts.get(spec["name"]))
+                    )
+                await scorers_prepare(scorers)
+            except ConfigError as exc:
+                return await self.finish(error=f"configuration: {exc}")
+            return await self.score_with(scorers, contexts)
+        finally:
+            # A judge holds an HTTP session: every pass closes what it built,
+            # as a run's execution does.
+            for scorer in scorers:
+                await scorer.aclose()
+
+    async def score_with(
+        self, scorers: list[Scorer], contexts: dict[str, TargetContext]
+    ) -> str:
         self.runner = ItemRunner(
             target=NoTarget(),
             scorers=scorers,

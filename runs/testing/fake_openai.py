@@ -18,10 +18,12 @@ import asyncio
 import contextlib
 import json
 import random
+import sys
 import textwrap
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,12 +126,21 @@ class FakeOpenAIServer:
         if self.thread is not None:
             self.thread.join(5)
 
-    async def serve_forever(self) -> None:
-        """Serve on the current loop (command-line use)."""
+    async def serve_forever(
+        self, on_listening: Callable[[], None] | None = None
+    ) -> None:
+        """Serve on the current loop (command-line use).
+
+        ``on_listening`` is called once the socket is bound, never before: an
+        address announced before the bind could be someone else's server.
+        An address in use raises ``OSError`` before anything is announced.
+        """
         self.server = await asyncio.start_server(
             self.handle, self.host, self.port, backlog=4096
         )
         self.port = self.server.sockets[0].getsockname()[1]
+        if on_listening is not None:
+            on_listening()
         async with self.server:
             await self.server.serve_forever()
 
@@ -525,9 +536,18 @@ def main() -> None:
         faults=faults,
         seed=args.seed,
     )
-    print(f"fake OpenAI endpoint on http://{args.host}:{args.port}/v1", flush=True)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.serve_forever())
+
+    def announce() -> None:
+        print(f"fake OpenAI endpoint on {server.base_url}", flush=True)
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(server.serve_forever(announce))
+    except OSError as exc:
+        sys.exit(
+            f"fake OpenAI endpoint: cannot listen on {args.host}:{args.port}: "
+            f"{exc.strerror or exc} (choose another --port, or 0 for a free one)"
+        )
 
 
 if __name__ == "__main__":

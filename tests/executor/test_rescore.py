@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import ClassVar
 
 import pytest
 from django.utils import timezone
@@ -18,6 +19,7 @@ from runs.models import Result, Run, Score, ScoringPass
 from runs.rescore.selectors import scoring_passes
 from runs.rescore.services import run_rescore
 from runs.scorers.base import ScoreOutcome, ScorerPlugin
+from runs.scorers.llm_judge import LLMJudge
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -376,3 +378,33 @@ def test_a_rescored_judges_cost_is_added_to_its_result_and_run(
     rescored(run, [judge])
     again = dict(Result.objects.filter(run=run).values_list("pk", "cost"))
     assert again == pytest.approx(after)
+
+
+class KeptJudge(LLMJudge):
+    """The real judge, kept where the test can see its HTTP session."""
+
+    kind = "kept_judge_for_test"
+    built: ClassVar[list[LLMJudge]] = []
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        KeptJudge.built.append(self)
+
+
+def test_a_pass_closes_its_judges_http_session(make_run, fake_openai, monkeypatch):
+    from runs.scorers import base
+
+    monkeypatch.setitem(base.REGISTRY, KeptJudge.kind, KeptJudge)
+    monkeypatch.setattr(KeptJudge, "built", [])
+    run = ended_run(make_run)
+    judge = {
+        "kind": KeptJudge.kind,
+        "params": {"base_url": fake_openai.base_url, "model": "fake-judge"},
+    }
+
+    scoring = rescored(run, [judge])
+
+    assert (scoring.status, scoring.scored) == ("completed", 6)
+    (kept,) = KeptJudge.built
+    session = kept.client.client.session
+    assert session is not None and session.closed

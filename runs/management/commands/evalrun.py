@@ -7,18 +7,24 @@
     python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
     python manage.py evalrun --rescore RUN_ID --scorer 'strict=regex:{"pattern": "^4$"}'
 
-The command acts as a user (``--user``, default: the only one) in one of the
-user's projects (``--project``, created with the user as its admin when the
-user has none of that name). Target parameters, scorer parameters and run
-options come from the plug-ins' and ``RunOptions``' declarations: a flag per
-parameter, ``--target-config JSON`` for a whole configuration, and
+The command makes the database ready first (migrating it when it lacks
+migrations: on a fresh install it is the only command needed). It acts as a
+user (``--user``; default: the only one, else the local operator account,
+else the only superuser; on a fresh install the operator account is created)
+in one of the user's projects (``--project``, created with the user as its
+admin when the user has none of that name; see ``evalrun_setup``).
+``--name`` names the run, ``--dataset-name`` the dataset. Target parameters,
+scorer parameters and run options come from the plug-ins' and
+``RunOptions``' declarations: a flag per parameter, ``--target-config JSON``
+for a whole configuration, and
 ``--scorer KIND``, ``--scorer KIND:JSON`` or ``--scorer NAME=KIND:JSON``.
 
 In the distributed mode (``EVALSITE_EXECUTOR=procrastinate``) the run is
 deferred to workers and followed until it ends; ``--detach`` prints its id
 and returns at once.
 
-The first line on stderr is ``run <id> started``. With ``--json`` one JSON
+The first line on stderr is ``run <id> started``, after one line saying
+what was set up or chosen when anything was. With ``--json`` one JSON
 object goes to stdout. Exit codes: 0 when the run ends completed,
 completed_with_errors or cancelled; 1 when it ends failed; 2 for bad
 arguments or input. With ``--rescore`` the run's stored outputs are scored
@@ -33,18 +39,15 @@ import json
 import signal
 import sys
 import time
-from argparse import ArgumentParser
+from argparse import SUPPRESS, ArgumentParser
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from runs.access import Action, projects_where
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
 from runs.management.evalrun_cli import (
@@ -58,15 +61,20 @@ from runs.management.evalrun_cli import (
     scorer_spec,
     target_config,
 )
+from runs.management.evalrun_setup import (
+    LOCAL_OPERATOR,
+    Setup,
+    acting_project,
+    acting_user,
+    database_prepare,
+)
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
-    Project,
     Run,
     RunShard,
     RunStatus,
 )
-from runs.projects.services import project_get_or_create
 from runs.results.services import run_cancel, run_create, run_launch
 from runs.retry.resume import run_resume
 from runs.retry.services import RETRY_STATUSES, run_retry
@@ -74,7 +82,6 @@ from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import REGISTRY as TARGETS
 
-DEFAULT_PROJECT = "Default"
 CLAIM_POLL_SECONDS = 0.5
 FOLLOW_POLL_SECONDS = 0.25
 
@@ -133,12 +140,21 @@ class Command(BaseCommand):
         parser.add_argument(
             "--format", help="file format (default: from the extension)"
         )
-        parser.add_argument("--name", help="dataset name (default: the file's stem)")
+        parser.add_argument(
+            "--name", dest="run_name", default="", help="the run's name"
+        )
+        parser.add_argument(
+            "--dataset-name", help="the dataset's name (default: the file's stem)"
+        )
         parser.add_argument("--id-field", default="id")
         parser.add_argument("--input-field", default="input")
         parser.add_argument("--expected-field", default="expected")
         parser.add_argument(
-            "--user", metavar="USERNAME", help="act as this user (default: the only)"
+            "--user",
+            metavar="USERNAME",
+            help="act as this user (default: the only one, else the local "
+            f"operator account {LOCAL_OPERATOR!r}, else the only superuser; on a "
+            "fresh install the operator account is created)",
         )
         parser.add_argument(
             "--project",
@@ -173,7 +189,8 @@ class Command(BaseCommand):
             "passed (true) or failed (false)",
         )
         add_option_flags(parser.add_argument_group("run options"))
-        parser.add_argument("--run-name", default="")
+        # The run's name was --run-name, while --name named the dataset.
+        parser.add_argument("--run-name", dest="old_run_name", help=SUPPRESS)
         parser.add_argument("--json", action="store_true", help="print a JSON summary")
         parser.add_argument(
             "--detach",
@@ -183,6 +200,13 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        if opts["old_run_name"] is not None:
+            self.stderr.write("--run-name is now --name (the run's name)")
+            opts["run_name"] = opts["run_name"] or opts["old_run_name"]
+        setup = Setup()
+        database_prepare(setup)
+        if opts["rescore"] or opts["retry"] or opts["resume"]:
+            self.say(setup)
         if opts["rescore"]:
             self.rescore(opts)
             return
@@ -192,7 +216,7 @@ class Command(BaseCommand):
             elif opts["resume"]:
                 run = self.resumable(opts["resume"], opts)
             else:
-                run = self.create(opts)
+                run = self.create(opts, setup)
         except DomainError as exc:
             raise BadInput(str(exc)) from None
         distributed = settings.EVALSITE_EXECUTOR == "procrastinate"
@@ -304,7 +328,13 @@ class Command(BaseCommand):
             )
         return plan.run
 
-    def create(self, opts: dict[str, Any]) -> Run:
+    def say(self, setup: Setup) -> None:
+        """One line on what was set up or chosen, when anything was."""
+        if line := setup.line():
+            self.stderr.write(line)
+            self.stderr.flush()
+
+    def create(self, opts: dict[str, Any], setup: Setup) -> Run:
         from runs.datasets.importers import Source, dataset_import
 
         file = opts["dataset_file"]
@@ -316,9 +346,10 @@ class Command(BaseCommand):
             raise BadInput(f"{file}: no such file")
         if not opts["scorer"]:
             raise BadInput("give at least one --scorer")
-        user = acting_user(opts["user"])
+        user = acting_user(opts["user"], setup)
         config = target_config(opts)
-        project = acting_project(user, opts["project"])
+        project = acting_project(user, opts["project"], setup)
+        self.say(setup)
         # The scorers are checked (again by run_create) before the dataset is
         # imported: a mistake in one writes nothing.
         clean_scorer_specs(opts["scorer"])
@@ -327,7 +358,7 @@ class Command(BaseCommand):
         dataset = dataset_import(
             project=project,
             user=user,
-            name=opts["name"] or path.stem,
+            name=opts["dataset_name"] or path.stem,
             # --format humaneval without a file: the packaged HumanEval set.
             source=None if packaged else Source.from_path(path),
             format=opts["format"],
@@ -375,38 +406,6 @@ class Command(BaseCommand):
         finally:
             if progress is not None:
                 progress.cancel()
-
-
-def acting_user(username: str | None) -> User:
-    """The user named, or the only active one."""
-    users = get_user_model().objects.filter(is_active=True)
-    if username:
-        user = users.filter(**{get_user_model().USERNAME_FIELD: username}).first()
-        if user is None:
-            raise BadInput(f"--user: no active user {username!r}")
-        return user
-    found = list(users[:2])
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        raise BadInput(
-            "no user exists yet: create one (manage.py createsuperuser) and give "
-            "--user USERNAME"
-        )
-    raise BadInput("several users exist: give --user USERNAME to act as one")
-
-
-def acting_project(user: User, name: str | None) -> Project:
-    """The named project among the user's, else the user's only one."""
-    if name:
-        return project_get_or_create(name=name, user=user)
-    projects = list(projects_where(user, Action.EDIT).order_by("name")[:5])
-    if len(projects) == 1:
-        return projects[0]
-    if not projects:
-        return project_get_or_create(name=DEFAULT_PROJECT, user=user)
-    names = ", ".join(repr(p.name) for p in projects)
-    raise BadInput(f"you may run in several projects ({names}): give --project NAME")
 
 
 async def show_progress(run_id: int) -> None:

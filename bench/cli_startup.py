@@ -1,0 +1,190 @@
+"""Start-up of the command line: `evalrun`'s wall time beyond its run phase.
+
+    .venv/bin/python bench/cli_startup.py                  # 7 runs of 2 items
+    .venv/bin/python bench/cli_startup.py --runs 15 --items 2
+    .venv/bin/python bench/cli_startup.py --code /path/to/other/checkout
+    .venv/bin/python bench/cli_startup.py --profile        # where the time goes
+
+A fresh SQLite database (embedded mode) is migrated once, with one user, and
+the fake model server started on a free port. Then ``manage.py evalrun FILE
+--target openai_chat --scorer exact_match --json`` runs ``--runs`` times, one
+after the other, each in its own process over the same ``--items``-item file.
+For each, the overhead is the process's wall time minus the run phase it
+reports (``wall_seconds`` of ``--json``: from the executor's start of the run
+to its end): interpreter start-up, imports, Django's set-up, the dataset
+import, the run's creation and the report. The figure is the median overhead
+(and its range), with the CPU time of the process (user + system).
+
+``--code`` runs ``evalrun`` from another checkout (with this virtual
+environment and this checkout's fake server), to compare before and after a
+change. ``--profile`` runs one more ``evalrun`` under ``-X importtime`` and
+prints the slowest imports (cumulative, in ms).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _env(data_dir: Path) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env["EVALSITE_DATA_DIR"] = str(data_dir)
+    env.setdefault("EVALSITE_TARGET_ALLOW", "loopback")  # the fake server
+    return env
+
+
+def _prepare(code: Path, data_dir: Path) -> None:
+    """Migrated, with one user: the older command needs both made by hand."""
+    for args in (
+        ["migrate", "--no-input", "-v", "0"],
+        [
+            "shell",
+            "-c",
+            "from django.contrib.auth import get_user_model; "
+            "get_user_model().objects.create_user('researcher')",
+        ],
+    ):
+        subprocess.run(
+            [sys.executable, str(code / "manage.py"), *args],
+            cwd=code,
+            env=_env(data_dir),
+            check=True,
+            capture_output=True,
+        )
+
+
+def _fake_server() -> tuple[subprocess.Popen[str], str]:
+    server = subprocess.Popen(
+        [sys.executable, "-m", "runs.testing.fake_openai", "--port", "0"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    line = server.stdout.readline()  # printed once the port is bound
+    return server, line.rsplit(" ", 1)[-1].strip()
+
+
+def _evalrun(
+    code: Path, data_dir: Path, dataset: Path, base_url: str
+) -> tuple[float, float]:
+    """(process wall seconds, its run phase)."""
+    args = [
+        sys.executable,
+        str(code / "manage.py"),
+        "evalrun",
+        str(dataset),
+        *("--target", "openai_chat", "--base-url", base_url, "--model", "fake"),
+        *("--scorer", "exact_match", "--json"),
+    ]
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        args,
+        cwd=code,
+        env=_env(data_dir),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = process.communicate()
+    wall = time.perf_counter() - started
+    if process.returncode != 0:
+        raise SystemExit(f"evalrun exited {process.returncode}:\n{err}")
+    return wall, float(json.loads(out)["wall_seconds"])
+
+
+def _slowest_imports(stderr: str, count: int = 15) -> list[tuple[int, str]]:
+    rows = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "cumulative" in line:
+            continue
+        _self, cumulative, name = line.removeprefix("import time:").split("|")
+        rows.append((int(cumulative), name.rstrip()))
+    return sorted(rows, reverse=True)[:count]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--items", type=int, default=2)
+    parser.add_argument("--code", type=Path, default=ROOT, help="checkout to run")
+    parser.add_argument(
+        "--profile", action="store_true", help="also list the slowest imports"
+    )
+    args = parser.parse_args()
+    code = args.code.resolve()
+    server, base_url = _fake_server()
+    try:
+        with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
+            data_dir = Path(tmp)
+            _prepare(code, data_dir)
+            dataset = data_dir / "items.jsonl"
+            with dataset.open("w") as f:
+                for i in range(args.items):
+                    row = {"id": f"q{i}", "input": f"What is {i} + 1?"}
+                    f.write(json.dumps(row | {"expected": str(i + 1)}) + "\n")
+            rows = []
+            for _ in range(args.runs):
+                before = os.times()
+                wall, phase = _evalrun(code, data_dir, dataset, base_url)
+                after = os.times()
+                cpu = (after.children_user - before.children_user) + (
+                    after.children_system - before.children_system
+                )
+                rows.append((wall, phase, cpu))
+                print(
+                    f"wall {wall:.3f} s  run phase {phase:.3f} s  "
+                    f"beyond it {wall - phase:.3f} s  cpu {cpu:.3f} s",
+                    flush=True,
+                )
+            overheads = [wall - phase for wall, phase, _ in rows]
+            median = statistics.median(overheads)
+            print(
+                f"{code}: beyond the run phase, median {median:.3f} s "
+                f"(min {min(overheads):.3f}, max {max(overheads):.3f}) over "
+                f"{len(rows)} runs of {args.items} items; CPU median "
+                f"{statistics.median(cpu for *_, cpu in rows):.3f} s"
+            )
+            if args.profile:
+                process = subprocess.run(
+                    [
+                        sys.executable,
+                        "-X",
+                        "importtime",
+                        str(code / "manage.py"),
+                        "evalrun",
+                        str(dataset),
+                        *("--target", "openai_chat", "--base-url", base_url),
+                        *("--model", "fake", "--scorer", "exact_match", "--json"),
+                    ],
+                    cwd=code,
+                    env=_env(data_dir),
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                print("slowest imports (cumulative ms):")
+                for micros, name in _slowest_imports(process.stderr):
+                    print(f"  {micros / 1000:8.1f}  {name}")
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Every `evalrun` command of the README runs, as written, on a fresh install.
+
+Each command starts from an empty data directory (no database yet), in a
+directory holding the files the README names (``data.jsonl``,
+``answers.jsonl``), with the local fake model server where the README's
+address points. Optional parts are kept when they need nothing the README
+asks to set up first (``[--json]``, ``[--cost-budget USD]``) and left out
+otherwise (``[--api-key-secret NAME]`` needs a project secret, ``[--user
+USERNAME]`` an account). A command on a run (``RUN_ID``) gets one made by
+``evalrun`` first: a run its cost budget stopped for ``--resume``, a finished
+run otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runs.testing.fake_openai import FakeOpenAIServer
+from tests.processes import ROOT, env_for
+from tests.test_readme_commands import COMMANDS
+
+PREFIX = ".venv/bin/python manage.py evalrun"
+README_ENDPOINT = "http://127.0.0.1:8765/v1"
+FILLED = {"USD": "5"}  # placeholders in optional parts the test can fill
+PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]+\b")
+EVALRUNS = [c for c in COMMANDS if c.startswith(PREFIX + " ")]
+
+
+def as_written(command: str, *, run_id: int | None, base_url: str) -> list[str]:
+    def optional(match: re.Match[str]) -> str:
+        part = match.group(1).split("|")[0]
+        names = set(PLACEHOLDER.findall(part))
+        if names - set(FILLED):
+            return " "
+        return " " + PLACEHOLDER.sub(lambda m: FILLED[m.group(0)], part) + " "
+
+    text = re.sub(r"\[([^\[\]]*)\]", optional, command)
+    words = shlex.split(text.removeprefix(PREFIX))
+    words = [str(run_id) if word == "RUN_ID" else word for word in words]
+    words = [word.replace(README_ENDPOINT, base_url) for word in words]
+    return [sys.executable, str(ROOT / "manage.py"), "evalrun", *words]
+
+
+def evalrun(argv: list[str], cwd: Path, data_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env_for(data_dir),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+
+def write_files(cwd: Path) -> None:
+    with (cwd / "data.jsonl").open("w") as f:
+        for i in range(6):
+            f.write(json.dumps({"input": f"What is {i} + 1?", "expected": str(i + 1)}))
+            f.write("\n")
+    with (cwd / "answers.jsonl").open("w") as f:
+        for i in range(3):  # a field of no other use goes to the metadata
+            row = {"input": f"What is {i} + 1?", "expected": str(i + 1)}
+            f.write(json.dumps(row | {"answer": str(i + 1)}) + "\n")
+
+
+def run_for(command: str, cwd: Path, data_dir: Path) -> int | None:
+    """The run a command on a run acts on, made by evalrun first."""
+    if "RUN_ID" not in command:
+        return None
+    # The demo model's answers cost about $0.00002 each: a budget of less
+    # than two stops a run of six items, one at a time, with items skipped.
+    budget = ["--concurrency", "1", "--cost-budget", "0.00003"]
+    done = evalrun(
+        [
+            *(sys.executable, str(ROOT / "manage.py"), "evalrun", "data.jsonl"),
+            *("--target", "demo", "--scorer", "exact_match", "--json"),
+            *(budget if "--resume" in command else []),
+        ],
+        cwd,
+        data_dir,
+    )
+    summary = json.loads(done.stdout)
+    assert summary["skipped"] == (4 if "--resume" in command else 0), done.stderr
+    return summary["run_id"]
+
+
+def test_the_readme_shows_the_evalrun_commands() -> None:
+    assert len(EVALRUNS) >= 6
+    assert any("--resume" in c for c in EVALRUNS)
+    assert any("--format humaneval" in c for c in EVALRUNS)
+
+
+@pytest.mark.parametrize("command", EVALRUNS)
+def test_a_readme_evalrun_command_runs_as_written_on_a_fresh_install(
+    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    cwd, data_dir = tmp_path / "work", tmp_path / "data"
+    cwd.mkdir()
+    write_files(cwd)
+    run_id = run_for(command, cwd, data_dir)
+
+    done = evalrun(
+        as_written(command, run_id=run_id, base_url=fake_openai.base_url),
+        cwd,
+        data_dir,
+    )
+
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    if run_id is None:  # the first command on this install: it set it up
+        first, second = done.stderr.splitlines()[:2]
+        assert "set up a new database" in first, done.stderr
+        assert "local operator account 'operator'" in first
+        assert second == "run 1 started"

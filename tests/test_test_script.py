@@ -1,0 +1,123 @@
+"""scripts/test.sh, the script behind `make test`, and the test database."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from evalsite.settings import checkout_test_database
+from tests.processes import ROOT
+
+# Stands in for pytest: says which pass it is, then waits until the test has
+# read that line (or gives up), as a long suite keeps running after printing.
+FAKE_PYTEST = """#!/bin/sh
+pass=${DATABASE_URL:+postgres}
+echo "tests/test_one.py . ${pass:-sqlite}"
+i=0
+while [ ! -e "$RELEASE_DIR/${pass:-sqlite}" ]; do
+    i=$((i + 1))
+    [ "$i" -gt 600 ] && exit 1
+    sleep 0.1
+done
+echo "1 passed"
+"""
+
+
+def fake_bin(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").symlink_to(sys.executable)
+    for tool in ("ruff", "mypy", "chromium", "bwrap"):
+        (bin_dir / tool).write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "pytest").write_text(FAKE_PYTEST)
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def test_make_test_shows_each_pass_by_name_while_it_runs(tmp_path: Path) -> None:
+    bin_dir = fake_bin(tmp_path)
+    release = tmp_path / "release"
+    release.mkdir()
+    with socket.socket() as services:  # PostgreSQL and Redis "answer"
+        services.bind(("127.0.0.1", 0))
+        services.listen()
+        port = str(services.getsockname()[1])
+        env = {
+            **os.environ,
+            "BIN": str(bin_dir),
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PG_PORT": port,
+            "REDIS_PORT": port,
+            "RELEASE_DIR": str(release),
+        }
+        env.pop("EVALSITE_TEST_SERIAL", None)
+        script = subprocess.Popen(
+            ["scripts/test.sh"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert script.stdout is not None
+        seen = []
+        # Each pass's first line arrives while that pass still runs: only
+        # then is it told to finish.
+        for line in script.stdout:
+            seen.append(line.rstrip("\n"))
+            for name in ("sqlite", "postgres"):
+                if line.startswith(f"[{name}") and f". {name}" in line:
+                    (release / name).touch()
+            if len(list(release.iterdir())) == 2:
+                break
+        rest = script.stdout.read().splitlines()
+        script.wait(timeout=60)
+
+    assert script.returncode == 0, seen + rest
+    assert "[sqlite]   tests/test_one.py . sqlite" in seen
+    assert "[postgres] tests/test_one.py . postgres" in seen
+    assert {"[sqlite]   1 passed", "[postgres] 1 passed"} <= {*seen, *rest}
+
+
+def test_each_checkout_tests_on_a_postgresql_database_of_its_own() -> None:
+    one = checkout_test_database("evalsite", Path("/srv/one/evalsite"))
+    other = checkout_test_database("evalsite", Path("/srv/other/evalsite"))
+
+    assert one != other
+    assert one == checkout_test_database("evalsite", Path("/srv/one/evalsite"))
+    assert one.startswith("test_evalsite_")
+    assert len(checkout_test_database("x" * 63, Path("/srv/one"))) <= 63
+
+
+def _test_database_name(data_dir: Path, **env: str) -> str:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from django.conf import settings; "
+            "print(settings.DATABASES['default']['TEST']['NAME'])",
+        ],
+        cwd=ROOT,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("EVALSITE_")},
+            "DJANGO_SETTINGS_MODULE": "evalsite.settings",
+            "DATABASE_URL": "postgres://postgres@127.0.0.1:5432/evalsite",
+            "EVALSITE_DATA_DIR": str(data_dir),
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_the_postgresql_test_database_is_this_checkouts(tmp_path: Path) -> None:
+    named = _test_database_name(tmp_path)
+    chosen = _test_database_name(tmp_path, EVALSITE_TEST_DATABASE="test_mine")
+
+    assert named == checkout_test_database("evalsite", ROOT)
+    assert chosen == "test_mine"
