@@ -14,6 +14,7 @@ from runs.models.results import (
     Score,
     ScoringPass,
 )
+from runs.models.retries import RetryPass
 from runs.models.runs import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
@@ -37,6 +38,7 @@ __all__ = [
     "ReadyDatasetManager",
     "Result",
     "ResultStatus",
+    "RetryPass",
     "Run",
     "RunFigures",
     "RunShard",
