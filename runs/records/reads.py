@@ -87,6 +87,8 @@ class RunRow:
     dataset_id: int
     dataset_name: str
     dataset_version: int
+    # Results retries replaced in place (Run.retry_replaced).
+    retry_replaced: int
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
@@ -129,6 +131,7 @@ _RUN_ROW_COLUMNS = (
     "created_at",
     "dataset_id",
     "heartbeat_at",
+    "retry_replaced",
 )
 
 
@@ -169,6 +172,7 @@ _RUN_ROW_FIELDS = {
     "dataset_id": "dataset_id",
     "dataset_name": "dataset_name",
     "dataset_version": "dataset_version",
+    "retry_replaced": "retry_replaced",
 }
 # RunRow is built positionally: these fields first, in this order, then
 # ``stale`` and ``created_ago`` (tests/test_hot_reads.py checks).
