@@ -2,34 +2,25 @@
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import models
-from django.utils import timezone
 
-from runs.models.runs import Run
+from runs.models.projects import Authored
+from runs.models.runs import Run, RunStatus
 
 
-class RetryPass(models.Model):
+class RetryPass(Authored):
     """One retry inside a run: when, how long, what it ran and what it changed.
 
     The run keeps the timing of its first execution; each pass has its own.
-    Its counts move in the transaction that stores the retried results
-    (runs/records/retries.py).
+    It ends as its run does, with the run's status. Its counts move in the
+    transaction that stores the retried results (runs/records/retries.py).
     """
 
-    class Status(models.TextChoices):
-        PENDING = "pending", "Pending"
-        RUNNING = "running", "Running"
-        COMPLETED = "completed", "Completed"
-        COMPLETED_WITH_ERRORS = "completed_with_errors", "Completed with errors"
-        FAILED = "failed", "Failed"
-        CANCELLED = "cancelled", "Cancelled"
-        # Left under way when another pass began (it never ended on record).
-        INTERRUPTED = "interrupted", "Interrupted"
+    Status = RunStatus
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="retry_passes")
     status = models.CharField(
-        max_length=32, choices=Status.choices, default=Status.PENDING
+        max_length=32, choices=RunStatus.choices, default=RunStatus.PENDING
     )
     # What it was asked to run: the statuses (and cluster) chosen, the stored
     # results to run again and the (item, epoch) pairs without a result.
@@ -43,14 +34,6 @@ class RetryPass(models.Model):
     replaced = models.PositiveIntegerField(default=0)
     redrawn = models.PositiveIntegerField(default=0)
     kept = models.PositiveIntegerField(default=0)
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     # The end of the run's execution before this pass: the run keeps it.
@@ -64,10 +47,11 @@ class RetryPass(models.Model):
 
     @property
     def active(self) -> bool:
-        return self.status in (self.Status.PENDING, self.Status.RUNNING)
+        return self.status in (RunStatus.PENDING, RunStatus.RUNNING)
 
     @property
-    def wall_seconds(self) -> float | None:
-        if self.started_at is None or self.finished_at is None:
-            return None
-        return (self.finished_at - self.started_at).total_seconds()
+    def seconds(self) -> float | None:
+        """How long the pass took, from its executor's first claim to its end."""
+        if self.started_at and self.finished_at:
+            return (self.finished_at - self.started_at).total_seconds()
+        return None

@@ -183,7 +183,7 @@ class RetryPassOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    wall_seconds: float | None
+    seconds: float | None = Field(description="how long it took (wall clock)")
 
 
 class RunDetailOut(RunOut):

@@ -9,7 +9,7 @@ from runs.models import RetryPass, Run
 
 def retry_passes(*, run: Run) -> list[RetryPass]:
     """The run's retry passes, oldest first."""
-    return list(RetryPass.objects.filter(run=run).select_related("user"))
+    return list(RetryPass.objects.filter(run=run).select_related("created_by"))
 
 
 def retry_section(*, run: Run) -> dict[str, Any]:

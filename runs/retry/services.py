@@ -128,9 +128,10 @@ def _refuse_answers(chosen: QuerySet[Result], cluster: str | None) -> None:
 
 
 def _retry_pass_create(run: Run, plan: RetryPlan, user: User | None) -> None:
-    """Record the pass; one left under way by an earlier retry is closed."""
+    """Record the pass; one left under way by an earlier retry (its run
+    ended without it) is closed as cancelled."""
     RetryPass.objects.filter(run=run, status__in=ACTIVE).update(
-        status=RetryPass.Status.INTERRUPTED
+        status=RunStatus.CANCELLED
     )
     RetryPass.objects.create(
         run=run,
@@ -138,7 +139,7 @@ def _retry_pass_create(run: Run, plan: RetryPlan, user: User | None) -> None:
         cluster=plan.cluster or "",
         results=plan.rewrites,
         missing=plan.missing,
-        user=user,
+        created_by=user,
         run_finished_at=run.finished_at,
     )
 

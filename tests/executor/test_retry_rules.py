@@ -160,7 +160,7 @@ def test_a_retry_keeps_the_runs_first_timing_and_records_its_own(make_run):
     assert retry.status == RunStatus.COMPLETED
     assert retry.started_at is not None and retry.finished_at is not None
     assert retry.started_at >= first[1]
-    assert retry.wall_seconds is not None
+    assert retry.seconds is not None
     assert (retry.results, retry.replaced, retry.redrawn, retry.kept) == (1, 1, 0, 0)
     assert counts_match_rows(run)
 
