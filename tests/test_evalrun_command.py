@@ -355,6 +355,26 @@ def test_evalrun_retry_reruns_failed_items_in_the_same_run(
     assert "retrying 2 items" in done.stderr
 
 
+def test_evalrun_retry_keeps_the_runs_time_and_refuses_scored_answers(
+    data_dir, fake_openai, tmp_path
+):
+    dataset = write_items(tmp_path / "flaky.jsonl", 4, i2="[[flaky:1]]")
+    first = run_cli(
+        evalrun_args(dataset, fake_openai, "--max-attempts", "1", "--json"), data_dir
+    )
+    wall_seconds = json.loads(first.stdout)["wall_seconds"]
+    retry = [sys.executable, "manage.py", "evalrun", "--retry", "1", "--json"]
+
+    refused = run_cli([*retry, "--status", "succeeded"], data_dir)
+    assert refused.returncode == 2
+    assert "answered and scored" in refused.stderr
+
+    done = run_cli([*retry, "--status", "failed"], data_dir)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["wall_seconds"] == wall_seconds
+    assert query(data_dir, "select replaced, kept from runs_retrypass") == [(1, 0)]
+
+
 def test_evalrun_retry_of_an_unknown_run_exits_2(data_dir, tmp_path):
     done = run_cli(
         [sys.executable, "manage.py", "evalrun", "--retry", "99", "--json"], data_dir

@@ -12,7 +12,8 @@ on the run's scorers only, never on its scores. A score skipped by its
 condition is neither passed nor failed: in JSON Lines its ``passed`` is null
 and ``<scorer>.skipped`` is true (false for every other score); in CSV its
 passed cell reads ``skipped``, beside ``true``, ``false`` and empty (no score:
-the target call failed).
+the target call failed). The run's own columns (``RUN_COLUMNS``) come after
+the result's, before the scorers'.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ QUERY_FIELDS = {
 SCORE_FIELDS = ("value", "passed", "error")
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cost")
 SKIPPED = "skipped"  # a skipped score's passed cell in CSV
+# The run's own figures that qualify every row, in each row (neither format
+# holds a header of metadata): how many results retries replaced in place,
+# and of them how many had an answer (Run.retry_replaced).
+RUN_COLUMNS = ("run_retry_replaced", "run_retry_replaced_answers")
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +163,15 @@ def export_columns(*, run: Run, format: str = "jsonl") -> list[str]:
         for name, fields in _scorer_fields(run, skipped=format != "csv")
         for field in fields
     ]
-    return [*EXPORT_FIELDS, *scores]
+    return [*EXPORT_FIELDS, *RUN_COLUMNS, *scores]
+
+
+def _run_cells(run: Run) -> dict[str, int]:
+    """The run-level columns of every row (RUN_COLUMNS)."""
+    return {
+        "run_retry_replaced": run.retry_replaced,
+        "run_retry_replaced_answers": run.retry_replaced_answers,
+    }
 
 
 def run_export_rows(
@@ -174,6 +187,7 @@ def run_export_rows(
     """
     names = run.scorer_names
     scorers = _scorer_fields(run, skipped=True)
+    run_cells = _run_cells(run)
     results = (
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")
@@ -185,6 +199,7 @@ def run_export_rows(
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
         for pk, *fields in chunk:
             row = dict(zip(EXPORT_FIELDS, fields, strict=True))
+            row.update(run_cells)
             for name, score_fields in scorers:
                 score = scores.get((pk, name))
                 if score is None:

@@ -32,6 +32,7 @@ from runs.calls.pricing import price_table
 from runs.executor import store
 from runs.executor.store import EXECUTOR_ID, RunSpec, run_spec
 from runs.models import Item, Result, Run, RunShard, RunStatus
+from runs.records import retries
 
 ACTIVE = (RunShard.Status.PENDING, RunShard.Status.RUNNING)
 
@@ -150,11 +151,12 @@ def shard_claim(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | N
         run.status = RunStatus.RUNNING
         run.heartbeat_at = now
         run.started_at = run.started_at or now
+        pass_started = retries.retry_pass_start(run.pk, now)
         # The prices of its first start stay the run's (as store.run_claim).
         if run.prices is None:
             run.prices = price_table().to_json()
         run.save(update_fields=["status", "heartbeat_at", "started_at", "prices"])
-    return run_spec(run)
+    return run_spec(run, started_at=pass_started)
 
 
 def shard_heartbeat(

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
-from runs.records import rows
+from runs.records import retries, rows
 
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
@@ -173,18 +173,21 @@ def run_claim(run_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | None:
         )
         if not claimed:
             return None
+        # The run keeps the start of its first execution; a retry pass has its own.
         Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+        pass_started = retries.retry_pass_start(run_id, now)
         # The prices of its first start stay the run's, through resumes and
         # retries: one run, one price per model.
         Run.objects.filter(pk=run_id, prices__isnull=True).update(
             prices=price_table().to_json()
         )
         run = Run.objects.get(pk=run_id)
-    return run_spec(run)
+    return run_spec(run, started_at=pass_started)
 
 
-def run_spec(run: Run) -> RunSpec:
-    """What an executor needs of a run it has claimed (whole or a shard)."""
+def run_spec(run: Run, *, started_at: datetime | None = None) -> RunSpec:
+    """What an executor needs of a run it has claimed (whole or a shard);
+    ``started_at`` that of its retry pass under way, if any."""
     assert run.started_at is not None  # a claim sets it first
     return RunSpec(
         id=run.pk,
@@ -194,7 +197,7 @@ def run_spec(run: Run) -> RunSpec:
         scorers=run.scorers,
         options=run.options,
         total=run.total,
-        started_at=run.started_at,
+        started_at=started_at or run.started_at,
         processed=run.processed,
         errored=run.errored,
         cost=run.cost,
@@ -388,8 +391,10 @@ def run_finish(
         else:
             run.status = RunStatus.COMPLETED_WITH_ERRORS
         run.error = error or run.error
-        run.finished_at = timezone.now()
-        run.heartbeat_at = run.finished_at
+        now = timezone.now()
+        # A retry pass ends with its own time; the run keeps its first end.
+        run.finished_at = retries.retry_pass_end(run_id, run.status, now) or now
+        run.heartbeat_at = now
         run.throttle_limit = None
         run.in_flight = 0
         run.save()

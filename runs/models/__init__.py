@@ -15,6 +15,7 @@ from runs.models.results import (
     Score,
     ScoringPass,
 )
+from runs.models.retries import RetryPass
 from runs.models.run_counts import RUN_COUNTS, RunCounts
 from runs.models.runs import (
     FINAL_RUN_STATUSES,
@@ -41,6 +42,7 @@ __all__ = [
     "ReadyDatasetManager",
     "Result",
     "ResultStatus",
+    "RetryPass",
     "Run",
     "RunCounts",
     "RunFigures",

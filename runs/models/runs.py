@@ -95,6 +95,12 @@ class Run(RunCounts, Authored):
     # Retries spent out of the run's retry budget, by every executor of the
     # run (its shards): counted here so that the budget is the run's.
     retries_used = models.PositiveIntegerField(default=0)
+    # Stored results that retries replaced in place with a new outcome, and
+    # of them those that had an answer: a retry changes what the run reports,
+    # which its pages, API and exports say. Counted from the first retry pass
+    # recorded; earlier retries left no record.
+    retry_replaced = models.PositiveIntegerField(default=0)
+    retry_replaced_answers = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -89,6 +89,8 @@ class RunRow(RunCounts):
     dataset_id: int
     dataset_name: str
     dataset_version: int
+    # Results retries replaced in place (Run.retry_replaced).
+    retry_replaced: int
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
@@ -120,6 +122,7 @@ _RUN_ROW_COLUMNS = (
     "created_at",
     "dataset_id",
     "heartbeat_at",
+    "retry_replaced",
 )
 
 
@@ -159,6 +162,7 @@ _RUN_ROW_FIELDS = {
             "dataset_id",
             "dataset_name",
             "dataset_version",
+            "retry_replaced",
         )
     },
 }

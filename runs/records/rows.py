@@ -21,13 +21,14 @@ storage together. Callers hold the transaction.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from runs.models import RESULT_OUTCOME, Result, Score
-from runs.records import signatures
+from runs.records import retries, signatures
 from runs.records.plain_rows import (
     datetime_adapter,
     insert,
@@ -35,6 +36,8 @@ from runs.records.plain_rows import (
     table,
     upsert,
 )
+
+SUCCEEDED = Result.Status.SUCCEEDED
 
 # What these functions fill, in this order; the models' other columns take
 # their default.
@@ -227,11 +230,20 @@ def _retried_attempts(
     """The old attempt log with the new attempts after it, marked with their round.
 
     Round 0 is the first execution (its attempts carry no mark); each retry of
-    the result is the next round, its attempts numbered from 1 again.
+    the result is the next round. Attempt numbers go on counting across
+    rounds (1, 2, 3), so that a number names one attempt of the result.
     """
     rounds = [attempt.get("round", 0) for attempt in old]
     this_round = max(rounds, default=0) + 1
-    return [*old, *({**attempt, "round": this_round} for attempt in new)]
+    numbers = [a["number"] for a in old if isinstance(a.get("number"), int)]
+    after = max(numbers, default=len(old))
+    return [
+        *old,
+        *(
+            {**attempt, "number": after + position, "round": this_round}
+            for position, attempt in enumerate(new, start=1)
+        ),
+    ]
 
 
 def _add_earlier_usage(
@@ -264,6 +276,12 @@ def results_replace(
     new results. A row is replaced only while it still waits (a conditional
     UPDATE), so never twice for one retry; its old scores are deleted (the
     caller inserts the new ones).
+
+    A row keeps its previous outcome when the retry did no better
+    (``_keeps_outcome``): its new attempts go to its log and their usage to
+    its own, and its record is returned with the row's status and no scores
+    (what the caller counts). What was replaced or kept is tallied on the
+    run and its retry pass (``retries.retry_tally``).
     """
     if not Result.objects.filter(run_id=run_id, retry_pending=True).exists():
         # The usual case, answered by a partial index: nothing waits for a
@@ -286,42 +304,80 @@ def results_replace(
             "prompt_tokens",
             "completion_tokens",
             "cost",
+            "status",
         )
         if (row[1], row[2]) in keys
     }
     if not waiting:
         return [], records
-    replaced = []
+    answered = [row[0] for row in waiting.values() if row[7] == SUCCEEDED]
+    replaceable = retries.answers_retryable(answered) if answered else set()
+    replaced, kept = [], []
+    redrawn = 0
     for record in records:
         if (record.item_id, record.epoch) not in waiting:
             continue
-        pk, _, _, attempts, prompt, completion, cost = waiting[
+        pk, _, _, attempts, prompt, completion, cost, status = waiting[
             (record.item_id, record.epoch)
         ]
         _add_earlier_usage(record, prompt, completion, cost)
-        error_type, signature, pattern = _error_columns(record)
-        updated = Result.objects.filter(pk=pk, retry_pending=True).update(
-            retry_pending=False,
-            status=record.status,
-            output=record.output,
-            error_kind=record.error_kind,
-            error_type=error_type,
-            error_message=record.error_message,
-            error_signature=signature,
-            error_pattern=pattern,
-            attempts=_retried_attempts(attempts, record.attempts),
-            latency_ms=record.latency_ms,
-            prompt_tokens=record.prompt_tokens,
-            completion_tokens=record.completion_tokens,
-            cost=record.cost,
-            model=record.model[:200],
-            started_at=record.started_at,
-            finished_at=record.finished_at,
-        )
-        if updated:
+        if _keeps_outcome(status, pk in replaceable, record.status):
+            if _keep(pk, record, attempts):
+                kept.append((pk, replace(record, status=status, scores=[])))
+        elif _replace(pk, record, attempts):
             replaced.append((pk, record))
+            redrawn += status == SUCCEEDED
     Score.objects.filter(result_id__in=[pk for pk, _ in replaced]).delete()
-    return replaced, [r for r in records if (r.item_id, r.epoch) not in waiting]
+    retries.retry_tally(run_id, replaced=len(replaced), redrawn=redrawn, kept=len(kept))
+    new = [r for r in records if (r.item_id, r.epoch) not in waiting]
+    return [*replaced, *kept], new
+
+
+def _keeps_outcome(old_status: str, errored_answer: bool, new_status: str) -> bool:
+    """Whether a retried row keeps its previous outcome.
+
+    An error gives way to whatever the retry got (an answer, or the newest
+    error). An answer is never overwritten by an error, and is drawn again
+    only when every score of it was an error (``errored_answer``): a scored
+    answer, passed or failed, stays as it is.
+    """
+    if old_status != SUCCEEDED:
+        return False
+    return not errored_answer or new_status != SUCCEEDED
+
+
+def _keep(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
+    """The row keeps its outcome; the retry's attempts and usage are added."""
+    return Result.objects.filter(pk=pk, retry_pending=True).update(
+        retry_pending=False,
+        attempts=_retried_attempts(attempts, record.attempts),
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        cost=record.cost,
+    )
+
+
+def _replace(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
+    """The row takes the retry's outcome, its earlier attempts kept in its log."""
+    error_type, signature, pattern = _error_columns(record)
+    return Result.objects.filter(pk=pk, retry_pending=True).update(
+        retry_pending=False,
+        status=record.status,
+        output=record.output,
+        error_kind=record.error_kind,
+        error_type=error_type,
+        error_message=record.error_message,
+        error_signature=signature,
+        error_pattern=pattern,
+        attempts=_retried_attempts(attempts, record.attempts),
+        latency_ms=record.latency_ms,
+        prompt_tokens=record.prompt_tokens,
+        completion_tokens=record.completion_tokens,
+        cost=record.cost,
+        model=record.model[:200],
+        started_at=record.started_at,
+        finished_at=record.finished_at,
+    )
 
 
 def retry_mark(results: QuerySet[Result]) -> int:

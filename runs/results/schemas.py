@@ -17,7 +17,16 @@ from runs.analysis.summary import (
 )
 from runs.catalogue.schemas import kinds_schema
 from runs.executor.options import RunOptions
-from runs.models import ErrorKind, Item, Result, ResultStatus, Run, RunStatus, Score
+from runs.models import (
+    ErrorKind,
+    Item,
+    Result,
+    ResultStatus,
+    RetryPass,
+    Run,
+    RunStatus,
+    Score,
+)
 from runs.plugins import json_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId, QueryText
@@ -124,7 +133,18 @@ class RunOut(Schema):
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    wall_seconds: float | None
+    wall_seconds: float | None = Field(
+        description="finished_at - started_at: the first execution's; each "
+        "retry pass has its own (retry_passes of the run)"
+    )
+    retry_replaced: int = Field(
+        description="stored results that retries replaced in place with a new "
+        "outcome: N results re-drawn by retry (counted since retry passes are "
+        "recorded)"
+    )
+    retry_replaced_answers: int = Field(
+        description="of retry_replaced, the results that had an answer"
+    )
 
     @staticmethod
     def resolve_project(obj: Run) -> int:
@@ -148,14 +168,39 @@ class RunOut(Schema):
         return obj
 
 
+class RetryPassOut(Schema):
+    """One retry inside the run: its own timing, what it ran and changed."""
+
+    id: int
+    status: str
+    statuses: list[str] = Field(description="the result statuses it chose")
+    cluster: str = Field(description="the cluster it chose, if any")
+    results: int = Field(description="stored results it ran again")
+    missing: int = Field(description="(item, epoch) without a result it ran")
+    replaced: int = Field(description="results it replaced with a new outcome")
+    redrawn: int = Field(description="of replaced, those that had an answer")
+    kept: int = Field(description="results that kept their previous outcome")
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    seconds: float | None = Field(description="how long it took (wall clock)")
+
+
 class RunDetailOut(RunOut):
     score_means: dict[str, float | None] = Field(
         description="mean score value per scorer; errored scores are left out"
+    )
+    retry_passes: list[RetryPassOut] = Field(
+        description="the run's retry passes, oldest first"
     )
 
     @staticmethod
     def resolve_score_means(obj: Run) -> dict[str, float | None]:
         return run_score_means(obj)
+
+    @staticmethod
+    def resolve_retry_passes(obj: Run) -> list[RetryPass]:
+        return list(RetryPass.objects.filter(run=obj))
 
 
 class RunFilter(FilterSchema):

@@ -21,6 +21,7 @@ from runs.models import (
     Target,
 )
 from runs.records.names import clean_name
+from runs.records.retries import retry_pass_end
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets.store import (
@@ -134,9 +135,15 @@ def run_cancel(*, run: Run, user: User | None = None) -> Run:
         return run
     Run.objects.filter(pk=run.pk).update(cancel_requested=True)
     with transaction.atomic():
+        now = timezone.now()
         unclaimed = Run.objects.filter(
             pk=run.pk, status=RunStatus.PENDING, heartbeat_at__isnull=True
-        ).update(status=RunStatus.CANCELLED, finished_at=timezone.now())
+        ).update(status=RunStatus.CANCELLED, finished_at=now)
+        if unclaimed:
+            # A retry pass no executor started ends; the run keeps its end.
+            kept = retry_pass_end(run.pk, RunStatus.CANCELLED, now)
+            if kept is not None:
+                Run.objects.filter(pk=run.pk).update(finished_at=kept)
         if unclaimed and retries_release(run.pk):
             # A retry no executor started: its results keep their outcome.
             released = Run.objects.select_for_update().get(pk=run.pk)

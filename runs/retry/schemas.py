@@ -17,7 +17,9 @@ class RetryIn(BodyIn):
         description="result statuses to retry (succeeded, failed, timed_out, "
         "cancelled) and/or skipped (items with no result); items with no result "
         "always run with a retry. Default: failed and timed_out, or with a "
-        "cluster every result of it",
+        "cluster every result of it. A retry runs errors only: a choice that "
+        "takes in an answer scored passed or failed (not every score an "
+        "error) is refused with 400 naming the field",
     )
     cluster: str | None = Field(
         None, max_length=64, description="only the results of this failure cluster"

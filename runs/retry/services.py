@@ -17,11 +17,13 @@ from runs.executor.store import run_recount
 from runs.models import (
     Item,
     Result,
+    RetryPass,
     Run,
     RunStatus,
     ScoringPass,
 )
 from runs.records import rows
+from runs.records.retries import ACTIVE, retryable
 from runs.records.versions import results_changed
 from runs.results.selectors import SKIPPED, run_items_lacking
 from runs.results.services import run_launch
@@ -109,6 +111,39 @@ def _retry_plan(
     return plan, chosen
 
 
+def _refuse_answers(chosen: QuerySet[Result], cluster: str | None) -> None:
+    """A choice that takes in answered and scored results is refused: a retry
+    runs errors only, and never draws an answer again in place."""
+    answers = chosen.exclude(retryable()).count()
+    if not answers:
+        return
+    raise InvalidInput(
+        f"{answers} of the chosen results {'was' if answers == 1 else 'were'} "
+        "answered and scored (passed or failed): a retry runs errors only "
+        "(failed, timed-out or cancelled calls, errored scores) and never "
+        "draws an answer again in place. To sample again, start a run with "
+        "more epochs; to score the answers again, re-score the run",
+        field="cluster" if cluster else "statuses",
+    )
+
+
+def _retry_pass_create(run: Run, plan: RetryPlan, user: User | None) -> None:
+    """Record the pass; one left under way by an earlier retry (its run
+    ended without it) is closed as cancelled."""
+    RetryPass.objects.filter(run=run, status__in=ACTIVE).update(
+        status=RunStatus.CANCELLED
+    )
+    RetryPass.objects.create(
+        run=run,
+        statuses=list(plan.statuses),
+        cluster=plan.cluster or "",
+        results=plan.rewrites,
+        missing=plan.missing,
+        created_by=user,
+        run_finished_at=run.finished_at,
+    )
+
+
 def run_retry(
     *,
     run: Run,
@@ -124,9 +159,13 @@ def run_retry(
     taken out of the counts, and the run goes back to pending; the executor
     then rewrites each of those rows in place (its attempts appended to the
     log) and runs the items that have no result. Rows a retry did not reach
-    keep their previous outcome when the run ends. Refused while the run is
-    executing. ``statuses`` None: failed and timed out, or with a cluster
-    every result of it. ``launch=False`` leaves the execution to the caller.
+    keep their previous outcome when the run ends, and so does a row whose
+    retry did no better (records/rows.py). Refused while the run is
+    executing, and for a choice that takes in answered and scored results
+    (records/retries.py). ``statuses`` None: failed and timed out, or with a
+    cluster every result of it. The run keeps the timing of its first
+    execution; the pass (``RetryPass``) records its own. ``launch=False``
+    leaves the execution to the caller.
     """
     if user is not None:
         require(user, run.project, Action.EDIT)
@@ -149,14 +188,18 @@ def run_retry(
                 f"run {run.pk} is being re-scored: retry once the pass has ended"
             )
         plan, chosen = _retry_plan(locked, statuses, cluster)
+        _refuse_answers(chosen, cluster)
         if dry_run or not plan.results:
             return plan
         rows.retry_mark(chosen)
         run_recount(locked)
+        _retry_pass_create(locked, plan, user)
         locked.status = RunStatus.PENDING
         locked.cancel_requested = False
         locked.error = ""
-        locked.started_at = locked.finished_at = locked.heartbeat_at = None
+        # The run keeps the start of its first execution, and its end (kept
+        # by the pass meanwhile); the pass records its own.
+        locked.finished_at = locked.heartbeat_at = None
         locked.executor_id = ""
         locked.throttle_limit = None
         locked.in_flight = 0

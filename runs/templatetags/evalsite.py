@@ -96,7 +96,8 @@ _RUN_ROW = (
     "\n      <td>{project}</td>"
     '\n      <td><a href="{dataset_url}">{dataset} v{version}</a></td>'
     '\n      <td>{target_name} <span class="muted">{target_kind}</span></td>'
-    '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}</td>'
+    '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}'
+    "{redrawn}</td>"
     '\n      <td class="num">{processed}/{total}</td>'
     '\n      <td class="num">{succeeded}</td>'
     '\n      <td class="num">{failed}</td>'
@@ -104,10 +105,20 @@ _RUN_ROW = (
     '\n      <td><time datetime="{created_iso}" title="{created}">{created_ago}</time>'
     "</td>\n    </tr>\n"
 )
+_REDRAWN = (
+    ' <span class="badge warn redrawn" title="Stored results that retries'
+    ' replaced in place with a new outcome">{} result{} re-drawn by retry</span>'
+)
 _STALE = (
     ' <span class="stale" title="No heartbeat from an executor for a while: it will'
     ' be resumed">no heartbeat</span>'
 )
+
+
+def _redrawn(replaced: int) -> str:
+    if not replaced:
+        return ""
+    return _REDRAWN.format(replaced, "" if replaced == 1 else "s")
 
 
 def _url_format(name: str) -> str:
@@ -138,6 +149,7 @@ def run_rows(runs: Iterable[RunRow]) -> str:
                 status_class=status_class(run.status),
                 status_label=escape(run.status_label),
                 stale=_STALE if run.stale else "",
+                redrawn=_redrawn(run.retry_replaced),
                 processed=run.processed,
                 total=run.total,
                 succeeded=run.succeeded,

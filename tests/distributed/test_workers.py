@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.utils import timezone
 
-from runs.models import Project, Result, Run, RunShard, RunStatus
+from runs.models import Project, Result, RetryPass, Run, RunShard, RunStatus
 from runs.results.services import run_cancel, run_create
 from runs.retry.services import run_retry
 from runs.testing.fake_openai import FakeOpenAIServer
@@ -344,6 +344,36 @@ def test_retry_defers_only_the_shards_with_items_to_run_again(
     assert run.processed == run.total == len(items)
     asked = fake_openai.stats.prompts
     assert sorted(n for n in asked.values() if n > 1) == [2, 2]  # only those
+
+
+def test_a_retry_over_workers_keeps_the_runs_timing_and_records_its_pass(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(2 * SHARD_SIZE)
+    for index in (3, SHARD_SIZE + 3):
+        items[index]["input"] += "[[status:400]]"  # fails again when retried
+    workers.start(2)
+    run = distributed_run(project, fake_openai, items, max_attempts=1)
+    wait_final(run)
+    first = (run.started_at, run.finished_at)
+
+    run_retry(run=run, user=None, statuses=["failed"])
+    wait_for(
+        lambda: not RetryPass.objects.filter(run=run, finished_at=None).exists(),
+        what="the retry pass ended",
+    )
+    wait_final(run)
+
+    assert (run.started_at, run.finished_at) == first
+    (retry,) = RetryPass.objects.filter(run=run)
+    assert (retry.results, retry.replaced, retry.kept) == (2, 2, 0)
+    assert retry.started_at is not None and retry.started_at >= first[1]
+    assert run.retry_replaced == 2 and run.retry_replaced_answers == 0
+    assert (run.succeeded, run.failed) == (len(items) - 2, 2)
+    assert run.succeeded == Result.objects.filter(run=run, status="succeeded").count()
+    one_result_per_item(run)
+    numbers = Result.objects.get(run=run, item_index=3).attempts
+    assert [a["number"] for a in numbers] == [1, 2]
 
 
 def test_runs_go_on_while_redis_is_unavailable(
