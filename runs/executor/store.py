@@ -6,6 +6,7 @@ through ``database_sync_to_async``.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import uuid
@@ -44,26 +45,36 @@ def executor_is_dead(executor_id: str) -> bool:
     return False
 
 
-@dataclass(frozen=True, slots=True)
-class RunSpec:
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScoringSpec:
+    """What scoring needs of a run or of a scoring pass over one."""
+
+    scorers: list[dict[str, Any]]
+    options: dict[str, Any]
+    # The run's frozen price table (pricing.py).
+    prices: dict[str, Any] = field(default_factory=dict)
+    # Whose share of the scorer workers its scoring uses (runs/pools/shares.py).
+    project_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSpec(ScoringSpec):
     id: int
     dataset_id: int
     target_kind: str
     target_config: dict[str, Any]
-    scorers: list[dict[str, Any]]
-    options: dict[str, Any]
     total: int
     started_at: datetime
     processed: int
     errored: int
-    # What the run has cost so far, and its frozen price table (pricing.py).
+    # What the run has cost so far.
     cost: float = 0.0
-    prices: dict[str, Any] = field(default_factory=dict)
     # The saved target the run was made from, if any: what its rate limit is
     # shared by (shared_limits.py).
     target_id: int | None = None
-    # Whose share of the scorer workers its scoring uses (runs/pools/shares.py).
-    project_id: int | None = None
+
+
+RUN_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(RunSpec))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +89,10 @@ class ItemData:
     metadata: dict[str, Any]
 
 
-@dataclass(slots=True)
-class ScoreRecord:
-    scorer: str
-    value: float | None
-    passed: bool | None
-    reason: str = ""
-    error: str = ""
-    skipped: bool = False
+@dataclass(slots=True, kw_only=True)
+class Usage:
+    """What a call used (a target's, or a judge's for a score)."""
+
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cost: float | None = None
@@ -93,7 +100,17 @@ class ScoreRecord:
 
 
 @dataclass(slots=True)
-class ResultRecord:
+class ScoreRecord(Usage):
+    scorer: str
+    value: float | None
+    passed: bool | None
+    reason: str = ""
+    error: str = ""
+    skipped: bool = False
+
+
+@dataclass(slots=True)
+class ResultRecord(Usage):
     item_id: int
     item_index: int
     epoch: int
@@ -106,10 +123,6 @@ class ResultRecord:
     error_type: str = ""
     error_message: str = ""
     latency_ms: float | None = None
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    cost: float | None = None
-    model: str = ""
     scores: list[ScoreRecord] = field(default_factory=list)
 
     @property
@@ -189,21 +202,12 @@ def run_spec(run: Run, *, started_at: datetime | None = None) -> RunSpec:
     """What an executor needs of a run it has claimed (whole or a shard);
     ``started_at`` that of its retry pass under way, if any."""
     assert run.started_at is not None  # a claim sets it first
+    # A run spec's fields are the run's own, but for the start of a retry
+    # pass under way.
+    values = {name: getattr(run, name) for name in RUN_SPEC_FIELDS}
     return RunSpec(
-        id=run.pk,
-        dataset_id=run.dataset_id,
-        target_kind=run.target_kind,
-        target_config=run.target_config,
-        scorers=run.scorers,
-        options=run.options,
-        total=run.total,
-        started_at=started_at or run.started_at,
-        processed=run.processed,
-        errored=run.errored,
-        cost=run.cost,
-        prices=run.prices or {},
-        target_id=run.target_id,
-        project_id=run.project_id,
+        **values
+        | {"prices": run.prices or {}, "started_at": started_at or run.started_at}
     )
 
 

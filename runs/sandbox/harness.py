@@ -312,11 +312,8 @@ def _candidate(requests, replies):
         exec(compile(text, "<program>", "exec"), module)
     except SystemExit:
         raise
-    except MemoryError:
-        _out_of_memory()
     except BaseException as exc:
-        _print_exception(exc, text, "<program>")
-        sys.exit(1)
+        _fail(exc, text, "<program>", sys.exit)
     _flush()
     _send(replies, ("loaded",))
     while True:
@@ -415,6 +412,14 @@ def _print_exception(exc, text, filename):
     sys.stderr.write("".join(traceback.format_list(frames)))
     sys.stderr.write("".join(traceback.format_exception_only(type(exc), exc)))
     _flush()
+
+
+def _fail(exc, text, filename, end):
+    """Reports what stopped the program or the tests, then calls ``end(1)``."""
+    if isinstance(exc, MemoryError):
+        _out_of_memory()
+    _print_exception(exc, text, filename)
+    end(1)
 
 
 # -- the tests' process --------------------------------------------------------
@@ -586,11 +591,8 @@ def _main():
     except ProtocolError as exc:
         os.write(2, (f"the candidate's process broke the protocol: {exc}\n").encode())
         os._exit(1)
-    except MemoryError:
-        _out_of_memory()
     except BaseException as exc:
-        _print_exception(exc, tests, "<tests>")
-        os._exit(1)
+        _fail(exc, tests, "<tests>", os._exit)
     _flush()
     os.write(verdict, nonce)
     os._exit(0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from django import template
@@ -34,9 +34,20 @@ STATUS_CLASSES = {
 }
 
 
-@register.filter
-def status_class(status: str) -> str:
-    return STATUS_CLASSES.get(status, "neutral")
+def class_filter(
+    name: str, classes: dict[str, str], default: str
+) -> Callable[[str], str]:
+    """Register the filter ``name``: a value's CSS class in ``classes``, else
+    ``default``."""
+
+    def css_class(value: str) -> str:
+        return classes.get(value, default)
+
+    register.filter(name, css_class)
+    return css_class
+
+
+status_class = class_filter("status_class", STATUS_CLASSES, "neutral")
 
 
 @register.filter
@@ -171,10 +182,7 @@ VERDICT_CLASSES = {
     "no_significant_difference": "verdict-none",
 }
 
-
-@register.filter
-def verdict_class(verdict: str) -> str:
-    return VERDICT_CLASSES.get(verdict, "verdict-none")
+verdict_class = class_filter("verdict_class", VERDICT_CLASSES, "verdict-none")
 
 
 @register.filter

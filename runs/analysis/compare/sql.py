@@ -26,7 +26,8 @@ from runs.models import Item, Result, Score
 
 @dataclass(frozen=True, slots=True)
 class Names:
-    """Quoted tables and columns, from the models' ``_meta``."""
+    """Quoted tables and columns, from the models' ``_meta``: each table, then
+    the columns read of it, in the order ``names`` gives them."""
 
     result: str
     result_id: str
@@ -51,25 +52,18 @@ def _column(model: type[models.Model], name: str) -> str:
     return connection.ops.quote_name(field.column)
 
 
+def _table(model: type[models.Model], *fields: str) -> list[str]:
+    """The model's quoted table, then the quoted columns of ``fields``."""
+    table = connection.ops.quote_name(model._meta.db_table)
+    return [table, *(_column(model, name) for name in fields)]
+
+
 @functools.cache
 def names() -> Names:
-    quote = connection.ops.quote_name
     return Names(
-        result=quote(Result._meta.db_table),
-        result_id=_column(Result, "id"),
-        run=_column(Result, "run"),
-        item=_column(Result, "item"),
-        item_index=_column(Result, "item_index"),
-        output=_column(Result, "output"),
-        score=quote(Score._meta.db_table),
-        score_result=_column(Score, "result"),
-        scorer=_column(Score, "scorer"),
-        value=_column(Score, "value"),
-        passed=_column(Score, "passed"),
-        skipped=_column(Score, "skipped"),
-        items=quote(Item._meta.db_table),
-        item_id=_column(Item, "id"),
-        external_id=_column(Item, "external_id"),
+        *_table(Result, "id", "run", "item", "item_index", "output"),
+        *_table(Score, "result", "scorer", "value", "passed", "skipped"),
+        *_table(Item, "id", "external_id"),
     )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 
+from runs.analysis.compare import significance
 from runs.analysis.compare.pairing import (
     PairedTable,
     ScannedScorer,
@@ -33,15 +34,6 @@ from runs.analysis.compare.pairing import (
     shared_scorers,
     single_scan,
     unpaired_count,
-)
-from runs.analysis.compare.significance import (
-    ALPHA,
-    bootstrap_mde,
-    holm_adjust,
-    mcnemar_exact,
-    mcnemar_mde,
-    newcombe_paired_interval,
-    paired_bootstrap,
 )
 from runs.models import Run
 from runs.records import cache_keys
@@ -153,7 +145,7 @@ def _tested(
     if not numeric and table.split_items == 0:
         row.update(
             delta=row["candidate_pass_rate"] - row["baseline_pass_rate"],
-            delta_ci=newcombe_paired_interval(
+            delta_ci=significance.newcombe_paired_interval(
                 both_passed=table.both_passed,
                 regressions=table.regressions,
                 improvements=table.improvements,
@@ -161,35 +153,37 @@ def _tested(
             ),
             interval=INTERVAL_NEWCOMBE,
             test=TEST_MCNEMAR,
-            p_value=mcnemar_exact(
+            p_value=significance.mcnemar_exact(
                 regressions=table.regressions, improvements=table.improvements
             ),
-            mde=mcnemar_mde(
+            mde=significance.mcnemar_mde(
                 paired=n, discordant=table.regressions + table.improvements
             ),
         )
     else:
         values, counts = differences("total" if numeric else "passes")
-        boot = paired_bootstrap(values, counts)
+        boot = significance.paired_bootstrap(values, counts)
         row.update(
             delta=boot.mean,
             delta_ci=boot.interval,
             interval=INTERVAL_BOOTSTRAP,
             test=TEST_BOOTSTRAP,
             p_value=boot.p_value,
-            mde=bootstrap_mde(paired=n, sd=boot.sd),
+            mde=significance.bootstrap_mde(paired=n, sd=boot.sd),
         )
     return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
 
 
 def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
     tested = [i for i, row in enumerate(rows) if row.p_value is not None]
-    adjusted = holm_adjust([p for i in tested if (p := rows[i].p_value) is not None])
+    adjusted = significance.holm_adjust(
+        [p for i in tested if (p := rows[i].p_value) is not None]
+    )
     out = list(rows)
     for i, p_adjusted in zip(tested, adjusted, strict=True):
         row = rows[i]
         verdict = NO_DIFFERENCE
-        if p_adjusted < ALPHA and row.delta:
+        if p_adjusted < significance.ALPHA and row.delta:
             verdict = BETTER if row.delta > 0 else WORSE
         values = row.as_dict() | {
             "p_value_adjusted": p_adjusted,

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 from pathlib import PurePath
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, connection, transaction
@@ -25,17 +25,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from runs.access import Action, require
-from runs.datasets.importers.items import (
-    DEFAULT_FIELDS,
-    HUMANEVAL_FIELDS,
-    FieldMap,
-    ItemRow,
-    ParsedItems,
-    Preview,
-    normalise,
-    parse_rows,
-    preview,
-)
+from runs.datasets.importers import items as validation
 from runs.datasets.importers.layouts import LAYOUTS, layout_records
 from runs.datasets.importers.parsers import (
     ReadBudget,
@@ -68,8 +58,8 @@ def parse_items(
     source: Source | None = None,
     format: str | None = None,
     filename: str = "",
-    fields: FieldMap = DEFAULT_FIELDS,
-) -> ParsedItems:
+    fields: validation.FieldMap = validation.DEFAULT_FIELDS,
+) -> validation.ParsedItems:
     """Parse and validate a whole file, given as ``content`` or as a ``source``.
 
     HumanEval has its own field mapping; without content it is the packaged set.
@@ -80,18 +70,18 @@ def parse_items(
     if fmt == "humaneval":
         if not source.size:
             source = Source.from_bytes(humaneval_content(), name="HumanEval.jsonl")
-        fields = HUMANEVAL_FIELDS
+        fields = validation.HUMANEVAL_FIELDS
     fields.validate()
     source.check_size()
     budget = ReadBudget.start()
-    parsed = normalise(_records(source, fmt, budget), fields=fields, fmt=fmt)
+    parsed = validation.normalise(_records(source, fmt, budget), fields=fields, fmt=fmt)
     budget.end()
     return parsed
 
 
 def parse_records(
-    *, items: list[Any], fields: FieldMap = DEFAULT_FIELDS
-) -> ParsedItems:
+    *, items: list[Any], fields: validation.FieldMap = validation.DEFAULT_FIELDS
+) -> validation.ParsedItems:
     """Validate a list of item objects, naming the 1-based record on errors."""
     if not isinstance(items, list):
         raise InvalidInput("must be a list of objects", field="items")
@@ -100,16 +90,18 @@ def parse_records(
     def records() -> Any:
         return ((Where(record=n), item) for n, item in enumerate(items, start=1))
 
-    return normalise(records, fields=fields, fmt="api", empty="there are no items")
+    return validation.normalise(
+        records, fields=fields, fmt="api", empty="there are no items"
+    )
 
 
-def preview_file(*, source: Source, format: str | None = None) -> Preview:
+def preview_file(*, source: Source, format: str | None = None) -> validation.Preview:
     """The fields a file's records have, how many have each, and the first rows."""
     fmt = resolve_format(format=format, filename=source.name)
     if fmt == "humaneval" and not source.size:
         source = Source.from_bytes(humaneval_content(), name="HumanEval.jsonl")
     source.check_size()
-    return preview(_records(source, fmt, ReadBudget.start()), fmt=fmt)
+    return validation.preview(_records(source, fmt, ReadBudget.start()), fmt=fmt)
 
 
 def dataset_preview(
@@ -118,7 +110,7 @@ def dataset_preview(
     user: User,
     source: Source,
     format: str | None = None,
-) -> Preview:
+) -> validation.Preview:
     """``preview_file`` for someone who may import into ``project`` (an editor)."""
     require(user, project, Action.EDIT)
     return preview_file(source=source, format=format)
@@ -144,6 +136,20 @@ def dataset_find_by_hash(
     )
 
 
+class ImportOptions(TypedDict, total=False):
+    """Options every import takes: the source's fields for the id, the input and
+    the expected answer (defaults ``id``, ``input``, ``expected``; an empty or
+    None ``expected_field`` says that the items have no expected answer), the
+    dataset's description, and whether an identical newest version is reused
+    instead of stored again."""
+
+    id_field: str
+    input_field: str
+    expected_field: str | None
+    description: str
+    reuse_identical: bool
+
+
 def dataset_import(
     *,
     project: Project,
@@ -153,27 +159,24 @@ def dataset_import(
     source: Source | None = None,
     format: str | None = None,
     filename: str = "",
-    id_field: str = "id",
-    input_field: str = "input",
-    expected_field: str | None = "expected",
-    description: str = "",
-    reuse_identical: bool = False,
+    **options: Unpack[ImportOptions],
 ) -> Dataset:
     """Store a dataset file as a new version of ``name``, all or nothing.
 
-    An empty or None ``expected_field`` says that the items have no expected
-    answer; a named one that no item has is an error that lists the fields.
+    A named ``expected_field`` that no item has is an error that lists the fields.
     """
-    draft = _draft(project=project, user=user, name=name, description=description)
-    draft.source_name = PurePath(filename or (source.name if source else "")).name
-    draft.source_name = draft.source_name[:255]
-    fields = FieldMap.of(
-        id_field=id_field, input_field=input_field, expected_field=expected_field
-    )
-    parsed = parse_items(
-        content=content, source=source, format=format, filename=filename, fields=fields
-    )
-    return _store(draft=draft, parsed=parsed, reuse_identical=reuse_identical)
+
+    def parse(fields: validation.FieldMap) -> validation.ParsedItems:
+        return parse_items(
+            content=content,
+            source=source,
+            format=format,
+            filename=filename,
+            fields=fields,
+        )
+
+    source_name = PurePath(filename or (source.name if source else "")).name
+    return _import(project, user, name, parse, options, source_name=source_name)
 
 
 def dataset_create_from_items(
@@ -182,19 +185,43 @@ def dataset_create_from_items(
     user: User | None,
     name: str,
     items: list[dict[str, Any]],
-    id_field: str = "id",
-    input_field: str = "input",
-    expected_field: str | None = "expected",
-    description: str = "",
-    reuse_identical: bool = False,
+    **options: Unpack[ImportOptions],
 ) -> Dataset:
     """Store a list of item objects as a new version of ``name``, all or nothing."""
-    draft = _draft(project=project, user=user, name=name, description=description)
-    fields = FieldMap.of(
-        id_field=id_field, input_field=input_field, expected_field=expected_field
+
+    def parse(fields: validation.FieldMap) -> validation.ParsedItems:
+        return parse_records(items=items, fields=fields)
+
+    return _import(project, user, name, parse, options)
+
+
+def _import(
+    project: Project,
+    user: User | None,
+    name: str,
+    parse: Callable[[validation.FieldMap], validation.ParsedItems],
+    options: ImportOptions,
+    *,
+    source_name: str = "",
+) -> Dataset:
+    """Parse with the options' field mapping, then store, as ``options`` say."""
+    draft = _draft(
+        project=project,
+        user=user,
+        name=name,
+        description=options.get("description", ""),
     )
-    parsed = parse_records(items=items, fields=fields)
-    return _store(draft=draft, parsed=parsed, reuse_identical=reuse_identical)
+    draft.source_name = source_name[:255]
+    fields = validation.FieldMap.of(
+        id_field=options.get("id_field", "id"),
+        input_field=options.get("input_field", "input"),
+        expected_field=options.get("expected_field", "expected"),
+    )
+    return _store(
+        draft=draft,
+        parsed=parse(fields),
+        reuse_identical=options.get("reuse_identical", False),
+    )
 
 
 def dataset_create_from_rows(
@@ -202,7 +229,7 @@ def dataset_create_from_rows(
     project: Project,
     user: User | None,
     name: str,
-    read_rows: Callable[[], Iterable[ItemRow]],
+    read_rows: Callable[[], Iterable[validation.ItemRow]],
     source_format: str,
     source_name: str = "",
     description: str = "",
@@ -214,7 +241,7 @@ def dataset_create_from_rows(
     """
     draft = _draft(project=project, user=user, name=name, description=description)
     draft.source_name = source_name[:255]
-    parsed = parse_rows(read_rows, fmt=source_format)
+    parsed = validation.parse_rows(read_rows, fmt=source_format)
     return _store(draft=draft, parsed=parsed, reuse_identical=False)
 
 
@@ -242,7 +269,9 @@ def _draft(
     return Dataset(project=project, name=name, description=description, created_by=user)
 
 
-def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dataset:
+def _store(
+    *, draft: Dataset, parsed: validation.ParsedItems, reuse_identical: bool
+) -> Dataset:
     draft.content_hash = parsed.content_hash
     draft.item_count = parsed.count
     draft.source_format = parsed.format
@@ -277,7 +306,9 @@ def _store(*, draft: Dataset, parsed: ParsedItems, reuse_identical: bool) -> Dat
         raise
 
 
-def _item_rows(dataset_id: int, batch: Iterable[ItemRow]) -> list[tuple[Any, ...]]:
+def _item_rows(
+    dataset_id: int, batch: Iterable[validation.ItemRow]
+) -> list[tuple[Any, ...]]:
     # Plain rows, as the executor stores results: a model instance per item
     # cost more than the rest of the import.
     defaults = plain_rows.table(Item, ITEM_FIELDS).defaults
