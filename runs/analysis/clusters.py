@@ -37,7 +37,7 @@ from runs.records.signatures import (
     SCORE_ERRORED,
     SCORE_FAILED,
     SIGNATURE_LENGTH,
-    mask,
+    score_pattern,
 )
 
 ITEMS_PER_CLUSTER = 5
@@ -395,14 +395,15 @@ def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster
 def _score_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
     scorer, signature = group["scorer"], group["reason_signature"]
     first = rows[0] if rows else {}
-    example = first.get("error") or first.get("message", "")
+    error, reason = first.get("error", ""), first.get("message", "")
+    example = error or reason
     return Cluster(
         key=score_cluster_key(scorer, signature),
         signature=signature,
         # A signature is of an error or of a verdict, never of both.
         kind=SCORE_ERRORED if first.get("error") else SCORE_FAILED,
         error_type="",
-        pattern=mask(example),
+        pattern=score_pattern(reason=reason, error=error) if first else "",
         example=example,
         count=group["count"],
         share=None,
