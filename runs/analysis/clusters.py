@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.core.cache import cache
@@ -37,7 +38,7 @@ from runs.records.signatures import (
     SCORE_ERRORED,
     SCORE_FAILED,
     SIGNATURE_LENGTH,
-    mask,
+    score_pattern,
 )
 
 ITEMS_PER_CLUSTER = 5
@@ -51,6 +52,8 @@ CACHE_SECONDS = 600
 SCORE_KEY_PREFIX = "score:"
 
 NEW, GROWN, SHRUNK, SAME, VANISHED = "new", "grown", "shrunk", "same", "vanished"
+PASSED, NO_ERROR, CLUSTER = "passed", "no error", "cluster"
+NOT_SCORED, MISSING = "not scored", "missing"
 
 _SIGNATURE = re.compile(rf"[0-9a-f]{{{SIGNATURE_LENGTH}}}")
 
@@ -109,6 +112,17 @@ class ClusterItem:
     external_id: str
 
 
+@dataclass(frozen=True, slots=True)
+class Move:
+    """Where some of a baseline cluster's results are in the run compared:
+    ``to`` PASSED, NO_ERROR, NOT_SCORED, MISSING, or CLUSTER ``key``."""
+
+    to: str
+    count: int
+    key: str = ""
+    pattern: str = ""
+
+
 @dataclass(slots=True)
 class Cluster:
     key: str
@@ -123,6 +137,12 @@ class Cluster:
     change: str | None = None
     scorer: str | None = None
     items: list[ClusterItem] = field(default_factory=list)
+    # Of a shrunk or vanished cluster: where the baseline's results went.
+    moves: list[Move] = field(default_factory=list)
+
+    @property
+    def fewer(self) -> int:
+        return max(0, (self.baseline_count or 0) - self.count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,14 +424,15 @@ def _error_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster
 def _score_cluster(group: dict[str, Any], rows: list[dict[str, Any]]) -> Cluster:
     scorer, signature = group["scorer"], group["reason_signature"]
     first = rows[0] if rows else {}
-    example = first.get("error") or first.get("message", "")
+    error, reason = first.get("error", ""), first.get("message", "")
+    example = error or reason
     return Cluster(
         key=score_cluster_key(scorer, signature),
         signature=signature,
         # A signature is of an error or of a verdict, never of both.
         kind=SCORE_ERRORED if first.get("error") else SCORE_FAILED,
         error_type="",
-        pattern=mask(example),
+        pattern=score_pattern(reason=reason, error=error) if first else "",
         example=example,
         count=group["count"],
         share=None,
@@ -458,6 +479,80 @@ def _clusters(
     return clusters, _total(family, run, groups)
 
 
+def _destination(key: str, error_signature: str, signature: str, ok: bool) -> Move:
+    """Where a baseline result of the cluster ``key`` is now (count 0)."""
+    scorer, _ = parse_cluster_key(key)
+    if scorer is not None and signature:
+        return Move(CLUSTER, 0, score_cluster_key(scorer, signature))
+    if error_signature:
+        return Move(CLUSTER, 0, error_signature)
+    return Move(NO_ERROR if scorer is None else PASSED if ok else NOT_SCORED, 0)
+
+
+def cluster_moves(*, run: Run, baseline: Run, key: str, before: int) -> list[Move]:
+    """Where the ``before`` results of the baseline's cluster ``key`` are in
+    ``run`` (same item and epoch), biggest first; those still in it left out."""
+    scorer, _ = parse_cluster_key(key)
+    there = Result.objects.filter(
+        cluster_filter(key),
+        run=baseline,
+        item_id=OuterRef("item_id"),
+        epoch=OuterRef("epoch"),
+    )
+    now = Result.objects.filter(Exists(there), run=run)
+    score = Score.objects.filter(result=OuterRef("pk"), scorer=scorer or "")
+    rows = (
+        now.annotate(
+            signature=Subquery(score.values("reason_signature")[:1]),
+            ok=Exists(score.filter(passed=True)),
+        )
+        .values("error_signature", "signature", "ok")
+        .annotate(count=Count("pk"))
+        .order_by()
+    )
+    counts: Counter[tuple[str, str]] = Counter()
+    for row in rows:
+        signatures = (row["error_signature"], row["signature"] or "")
+        move = _destination(key, *signatures, row["ok"])
+        counts[move.to, move.key] += row["count"]
+    missing = before - counts.total()
+    del counts[CLUSTER, key]  # still in it
+    if missing > 0:
+        counts[MISSING, ""] = missing
+    moves = [Move(to, count, other) for (to, other), count in counts.items()]
+    return sorted(moves, key=lambda move: (-move.count, move.to, move.key))
+
+
+def _pattern_of(run: Run, key: str) -> str:
+    """The pattern of the run's cluster ``key`` (read from one of its rows)."""
+    scorer, signature = parse_cluster_key(key)
+    if scorer is None:
+        found = Result.objects.filter(run=run, error_signature=signature)
+        return found.values_list("error_pattern", flat=True).first() or ""
+    row = (
+        Score.objects.filter(result__run=run, scorer=scorer, reason_signature=signature)
+        .values("reason", "error")
+        .first()
+    )
+    return score_pattern(reason=row["reason"], error=row["error"]) if row else ""
+
+
+def _explain_shrinking(run: Run, baseline: Run, found: RunClusters) -> None:
+    """Give each shrunk or vanished cluster its moves, named by pattern."""
+    patterns = {c.key: c.pattern for c in found.errors + found.failed_scores}
+    for cluster in found.errors + found.failed_scores:
+        if cluster.change not in (SHRUNK, VANISHED) or not cluster.baseline_count:
+            continue
+        moves = cluster_moves(
+            run=run, baseline=baseline, key=cluster.key, before=cluster.baseline_count
+        )
+        for number, move in enumerate(moves):
+            if move.key and move.key not in patterns:
+                patterns[move.key] = _pattern_of(run, move.key)
+            moves[number] = replace(move, pattern=patterns.get(move.key, ""))
+        cluster.moves = moves
+
+
 def run_clusters(
     *,
     run: Run,
@@ -468,7 +563,9 @@ def run_clusters(
 
     Against a baseline, each cluster says whether it is new, grown, shrunk or
     the same (by count), and the baseline's clusters this run no longer has
-    follow as vanished. Shares are of the run's stored results.
+    follow as vanished; a shrunk or vanished one says where its baseline
+    results went (passing, another cluster such as a timeout, missing).
+    Shares are of the run's stored results.
     """
     common = functools.partial(
         _clusters,
@@ -479,7 +576,7 @@ def run_clusters(
     )
     errors, error_total = common(ERRORS, _error_cluster)
     scores, score_total = common(FAILING_SCORES, _score_cluster)
-    return RunClusters(
+    found = RunClusters(
         run=run,
         baseline=baseline,
         results=run.processed,
@@ -488,6 +585,9 @@ def run_clusters(
         error_clusters=error_total,
         failed_score_clusters=score_total,
     )
+    if baseline is not None:
+        _explain_shrinking(run, baseline, found)
+    return found
 
 
 def run_clusters_cached(

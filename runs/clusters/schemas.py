@@ -14,6 +14,19 @@ class ClusterItemOut(Schema):
     external_id: str
 
 
+class MoveOut(Schema):
+    to: str = Field(
+        description=(
+            "where these results are now: 'passed' (the scorer passes them), "
+            "'no error' (they no longer error), 'cluster' (in the cluster key), "
+            "'not scored' (no verdict of the scorer) or 'missing' (not in the run)"
+        )
+    )
+    count: int
+    key: str = Field(description="the run's cluster they are in; '' for others")
+    pattern: str = Field(description="that cluster's pattern; '' for others")
+
+
 class ClusterOut(Schema):
     key: str = Field(
         description=(
@@ -37,6 +50,15 @@ class ClusterOut(Schema):
         description="new, grown, shrunk, same or vanished; null without a baseline"
     )
     items: list[ClusterItemOut] = Field(description="the first items, in order")
+    moves: list[MoveOut] = Field(
+        description=(
+            "of a shrunk or vanished cluster: where the baseline's results of "
+            "it are in this run (same item and epoch), biggest first: how many "
+            "now pass and how many moved to another cluster (a timeout, say), "
+            "so that a move reads as one; those still in it are not listed. "
+            "Empty otherwise"
+        )
+    )
 
 
 class ScoreClusterOut(ClusterOut):

@@ -161,6 +161,20 @@ def error_signature(*, kind: str, error_type: str, message: str) -> Signature:
     return Signature(pattern, _digest("error", kind, error_type, pattern))
 
 
+def score_pattern(*, reason: str, error: str) -> str:
+    """The pattern of a failing score: its scorer's error masked, else the
+    first line of its reason masked.
+
+    A scorer states on a reason's first line what failed, and below it what
+    shows it (code_exec: "AssertionError in the tests", then the traceback);
+    it quotes, with backticks, the values that vary (math: the answer and the
+    expected one), so that failures of one kind share a pattern.
+    """
+    if error:
+        return mask(error)
+    return mask(reason[:READ_LIMIT].lstrip().partition("\n")[0])
+
+
 def score_signature(
     *, passed: bool | None, reason: str, error: str
 ) -> Signature | None:
@@ -168,13 +182,11 @@ def score_signature(
 
     None for a score that did not fail: only failures are grouped.
     """
-    if error:
-        pattern = mask(error)
-        return Signature(pattern, _digest("score", SCORE_ERRORED, pattern))
-    if passed is False:
-        pattern = mask(reason)
-        return Signature(pattern, _digest("score", SCORE_FAILED, pattern))
-    return None
+    if not error and passed is not False:
+        return None
+    pattern = score_pattern(reason=reason, error=error)
+    kind = SCORE_ERRORED if error else SCORE_FAILED
+    return Signature(pattern, _digest("score", kind, pattern))
 
 
 def result_has_error(*, status: str, error_kind: str, error_type: str) -> bool:

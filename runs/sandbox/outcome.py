@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from dataclasses import dataclass, field, replace
 
@@ -9,6 +10,15 @@ from django.conf import settings
 
 # The harness's status when the sandbox itself could not be set up.
 HARNESS_REFUSED = 125
+# How the harness prints an exception (harness.py, ``_print_exception``): a
+# traceback whose frames are indented, then the exception's line; the tests'
+# own code is "<tests>", the candidate's "<program>", and an exception the
+# candidate raised inside a call carries this note.
+TRACEBACK = "Traceback (most recent call last):"
+RAISED_BY_CANDIDATE = "raised by the candidate:"
+_EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)(?::(.*))?")
+# Only the end of a long output is searched for the last exception.
+EXCEPTION_SEARCH = 16_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,28 +95,75 @@ class Outcome:
         tail = "\n".join(lines[-6:])
         return tail if len(tail) <= chars else "…" + tail[-chars:]
 
-    def describe(self) -> str:
-        """Why the program did not pass (or that it did), for a score's reason."""
+    def exception(self) -> tuple[str, str] | None:
+        """The type of the exception that ended the program and where it was
+        raised ("in the tests", "raised by the candidate", "while loading the
+        completion"), or None when it printed no traceback."""
+        text = self.output[-EXCEPTION_SEARCH:].decode("utf-8", "replace")
+        start = text.rfind(TRACEBACK)
+        if start < 0:
+            return None
+        lines = text[start:].splitlines()[1:]
+        frames = []
+        for number, line in enumerate(lines):
+            if line[:1].isspace() or not line:
+                frames.append(line)
+                continue
+            found = _EXCEPTION_LINE.fullmatch(line.rstrip())
+            if found is None:
+                return None
+            name = found.group(1).rpartition(".")[2]
+            message = (found.group(2) or "").strip()
+            if name == "CandidateError" and ":" in message:
+                # An exception of the candidate's own class: its name first.
+                name = message.partition(":")[0].strip() or name
+            if RAISED_BY_CANDIDATE in lines[number:]:
+                return name, "raised by the candidate"
+            if any('"<tests>"' in frame for frame in frames):
+                return name, "in the tests"
+            return name, "while loading the completion"
+        return None
+
+    def status(self) -> int | None:
+        """The exit status; a signal as its negative number."""
+        code = self.returncode
+        if code is not None and self.mode == "bubblewrap" and 128 < code <= 192:
+            code = 128 - code  # bubblewrap reports a signal as 128 + its number
+        return code
+
+    def headline(self) -> str:
+        """What kind of failure it was, in words that do not vary between two
+        programs failing the same way (the first line of a score's reason)."""
         limits = self.limits
         if self.timed_out:
             return f"timed out after {limits.wall_seconds:g} s (wall time); killed"
         if self.output_exceeded:
             return f"printed more than {limits.output_kb} KB; stopped"
-        code = self.returncode
-        if code is not None and self.mode == "bubblewrap" and 128 < code <= 192:
-            code = 128 - code  # bubblewrap reports a signal as 128 + its number
+        code = self.status()
         if code is not None and code < 0:
-            return _signal_reason(-code, limits) + self._with_tail()
+            return _signal_reason(-code, limits)
         if self.passed:
             return "tests passed"
         if code == 0:
             return (
                 "exited with status 0 before its tests finished (sys.exit or "
-                "os._exit before check returned)" + self._with_tail()
+                "os._exit before check returned)"
             )
         if code == HARNESS_REFUSED:
-            return "the sandbox could not be set up" + self._with_tail()
-        return f"exit status {code}" + self._with_tail()
+            return "the sandbox could not be set up"
+        found = self.exception()
+        return " ".join(found) if found else f"exit status {code}"
+
+    def describe(self) -> str:
+        """Why the program did not pass (or that it did), for a score's reason:
+        the headline, then what the program printed last."""
+        headline = self.headline()
+        if self.timed_out or self.output_exceeded or self.passed:
+            return headline
+        code = self.status()
+        if code is not None and 0 < code != HARNESS_REFUSED and self.exception():
+            return f"{headline}\nexit status {code}{self._with_tail()}"
+        return headline + self._with_tail()
 
     def _with_tail(self) -> str:
         tail = self.tail()

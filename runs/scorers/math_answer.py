@@ -19,6 +19,12 @@ OUTPUT_TAIL = 20_000
 _DELIMITED = re.compile(r"\$|\\\(|\\\[|\\boxed")
 
 
+def quoted(value: str) -> str:
+    """``value`` in backticks, on one line: a value that varies from item to
+    item, so that failures of one kind share their pattern (signatures)."""
+    return "`" + " ".join(value.replace("`", "'").split()) + "`"
+
+
 class MathParams(Params):
     float_rounding: int = Field(
         6,
@@ -51,11 +57,11 @@ class Math(ScorerPlugin[MathParams]):
     numerically (decimals rounded to ``float_rounding`` places), so ``1/2``,
     ``0.5``, ``\\frac{1}{2}`` and ``\\boxed{\\frac12}`` agree. An expected
     answer without ``$`` or ``\\boxed`` is read as if boxed (MATH's answers,
-    ``50\\%``). The reason shows both extracted values. Only the last 20,000
-    characters of an output are read. Each check runs in a worker process:
-    a step taking over ``timeout_seconds`` fails the output, and the worker
-    is killed and replaced if it does not stop, or at the run's scorer
-    timeout.
+    ``50\\%``). The reason shows both extracted values, in backticks. Only
+    the last 20,000 characters of an output are read. Each check runs in a
+    worker process: a step taking over ``timeout_seconds`` fails the output,
+    and the worker is killed and replaced if it does not stop, or at the
+    run's scorer timeout.
     """
 
     kind: ClassVar[str] = "math"
@@ -101,16 +107,22 @@ class Math(ScorerPlugin[MathParams]):
                 0.0, False, f"a step took over {timeout} s (timeout_seconds)"
             )
         if result.problem:
-            return ScoreOutcome(0.0, False, f"the comparison failed: {result.problem}")
+            name, _, message = result.problem.partition(": ")
+            return ScoreOutcome(
+                0.0, False, f"the comparison failed: {name}: {quoted(message)}"
+            )
         if not result.answer:
             where = read or "the output"
             return ScoreOutcome(
-                0.0, False, f"no answer found in {where}; expected {result.gold}"
+                0.0,
+                False,
+                f"no answer found in {where}; expected {quoted(result.gold)}",
             )
         verdict = "equals" if result.equal else "does not equal"
         note = f" (read from {read})" if read else ""
         return ScoreOutcome(
             1.0 if result.equal else 0.0,
             result.equal,
-            f"answer {result.answer} {verdict} expected {result.gold}{note}",
+            f"answer {quoted(result.answer)} {verdict} expected "
+            f"{quoted(result.gold)}{note}",
         )

@@ -239,3 +239,120 @@ async def test_humaneval_canonical_solutions_pass_and_pass_bodies_fail():
     assert failed == []
     assert sum(empty.passed for _, empty in outcomes) == 0
     assert sandbox_processes() == []
+
+
+# -- a chat model's answer ----------------------------------------------------
+
+CHAT_ANSWER = (
+    "Here is the function:\n\n"
+    "```python\n"
+    "def add(a, b):\n"
+    '    """Return the sum of a and b."""\n'
+    "    return a + b\n"
+    "```\n\n"
+    "It adds the two numbers.\n"
+)
+# A prompt with an import and a helper the restated function needs.
+HELPER_PROMPT = (
+    "from typing import List\n\n\n"
+    "def twice(x: int) -> int:\n"
+    "    return 2 * x\n\n\n"
+    "def doubled(xs: List[int]) -> List[int]:\n"
+    '    """Each number, twice."""\n'
+)
+HELPER_TEST = "def check(candidate):\n    assert candidate([1, 2]) == [2, 4]\n"
+
+
+async def test_a_fenced_python_answer_is_read_from_its_block():
+    outcome = await score(CHAT_ANSWER)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_a_bare_fence_is_read_too():
+    answer = "Sure.\n```\n    return a + b\n```\n"
+    outcome = await score(answer)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_a_bare_completion_runs_after_the_prompt_as_before():
+    outcome = await score(CORRECT)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_the_first_python_block_counts_before_a_bare_one():
+    answer = "```\nprint('usage')\n```\n" + CHAT_ANSWER + "```python\nadd = 0\n```\n"
+    outcome = await score(answer)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_a_restated_function_is_defined_once_with_the_prompts_helpers():
+    completion = (
+        "def doubled(xs: List[int]) -> List[int]:\n    return [twice(x) for x in xs]\n"
+    )
+    target = item(prompt=HELPER_PROMPT, test=HELPER_TEST, entry_point="doubled")
+    scorer = build_scorer(clean_scorer_specs(["code_exec"])[0])
+    program = scorer.program(output=f"```python\n{completion}```", item=target)
+    assert program.candidate.count("def doubled(") == 1
+    assert "from typing import List" in program.candidate
+    assert "def twice(" in program.candidate
+    outcome = await scorer.score(output=completion, item=target)
+    assert outcome.passed is True, outcome.reason
+
+
+async def test_extract_code_none_runs_the_output_as_it_is():
+    outcome = await score(CHAT_ANSWER, extract_code="none")
+    assert outcome.passed is False
+    assert outcome.reason.startswith("SyntaxError while loading the completion\n")
+
+
+async def test_extract_code_fenced_fails_an_answer_without_a_block():
+    outcome = await score(CORRECT, extract_code="fenced")
+    assert (outcome.passed, outcome.reason) == (
+        False,
+        "no fenced code block in the output",
+    )
+    assert (await score(CHAT_ANSWER, extract_code="fenced")).passed is True
+
+
+def test_extract_code_is_declared_with_the_other_parameters():
+    from runs.plugins import json_schema
+    from runs.scorers import REGISTRY
+
+    schema = json_schema(REGISTRY["code_exec"].Params)
+    assert list(schema["properties"]) == [
+        "test_field",
+        "entry_point_field",
+        "include_input",
+        "extract_code",
+        "timeout_seconds",
+        "cpu_seconds",
+        "memory_mb",
+        "processes",
+        "file_size_mb",
+        "open_files",
+        "max_output_kb",
+    ]
+    assert schema["properties"]["extract_code"]["enum"] == ["auto", "fenced", "none"]
+    assert schema["properties"]["extract_code"]["default"] == "auto"
+    with pytest.raises(ConfigError) as caught:
+        clean_scorer_specs([{"kind": "code_exec", "params": {"extract_code": "x"}}])
+    assert caught.value.field == "scorers[0].params.extract_code"
+
+
+# -- the reason's first line: the kind of failure -------------------------------
+
+
+@pytest.mark.parametrize(
+    ("completion", "headline"),
+    [
+        ("    return a - b\n", "AssertionError in the tests"),
+        ("    return a +* b\n", "SyntaxError while loading the completion"),
+        ("    return c\n", "NameError raised by the candidate"),
+        ("    return [a][5]\n", "IndexError raised by the candidate"),
+        ("    raise SystemExit(3)\n", "exit status 3"),
+    ],
+)
+async def test_the_reasons_first_line_names_the_kind_of_failure(completion, headline):
+    outcome = await score(completion)
+    assert outcome.passed is False
+    assert outcome.reason.partition("\n")[0] == headline

@@ -34,14 +34,16 @@ async def test_equivalent_answers_agree(output: str, expected: str) -> None:
 async def test_the_reason_shows_both_extracted_values() -> None:
     outcome = await score("math", "Thus $\\boxed{\\frac12}$.", "0.5")
 
-    assert outcome.reason.startswith("answer 1/2 (from \\frac{1}{2}) equals expected ")
+    assert outcome.reason.startswith(
+        "answer `1/2 (from \\frac{1}{2})` equals expected "
+    )
 
 
 async def test_a_different_answer_fails_naming_both() -> None:
     outcome = await score("math", "so the answer is \\boxed{4}", "3")
 
     assert (outcome.value, outcome.passed) == (0.0, False)
-    assert outcome.reason == "answer 4 does not equal expected 3"
+    assert outcome.reason == "answer `4` does not equal expected `3`"
 
 
 async def test_the_last_boxed_answer_counts() -> None:
@@ -64,7 +66,7 @@ async def test_an_output_without_an_answer_fails_saying_so(output: str | None) -
     outcome = await score("math", output, "3")
 
     assert outcome.passed is False
-    assert outcome.reason.startswith("no answer found in the output; expected 3")
+    assert outcome.reason.startswith("no answer found in the output; expected `3`")
 
 
 async def test_float_rounding_is_the_numeric_tolerance() -> None:
