@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.analysis.clusters import score_cluster_key
+from runs.analysis.cluster_keys import score_cluster_key
 from runs.api import api
 from runs.models import Dataset, Result, RetryPass, Run
 from runs.records.signatures import score_signature

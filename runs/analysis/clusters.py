@@ -5,13 +5,13 @@ scores are written, see ``signatures``); only the biggest clusters and a few
 items of each are read. A cluster's *key* names it everywhere (the results
 filter, retry, save as dataset): an error cluster is keyed by its error
 signature, a failing-score cluster by ``score:<scorer>:<signature>``;
-``cluster_filter`` is the one definition of which results belong to a key.
+``cluster_keys.cluster_filter`` is the one definition of which results belong
+to a key.
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -30,14 +30,16 @@ from django.db.models import (
 )
 from django.db.models.functions import RowNumber
 
-from runs.errors import InvalidInput
+from runs.analysis.cluster_keys import (
+    cluster_filter,
+    parse_cluster_key,
+    score_cluster_key,
+)
 from runs.models import Result, Run, Score
 from runs.records import cache_keys
 from runs.records.signatures import (
-    FAILING_SCORE,
     SCORE_ERRORED,
     SCORE_FAILED,
-    SIGNATURE_LENGTH,
     score_pattern,
 )
 
@@ -49,57 +51,10 @@ GROUP_CAP = 1_000
 # A failing-score cluster of at least 1 / DENSE of the run's results.
 DENSE = 50
 CACHE_SECONDS = 600
-SCORE_KEY_PREFIX = "score:"
 
 NEW, GROWN, SHRUNK, SAME, VANISHED = "new", "grown", "shrunk", "same", "vanished"
 PASSED, NO_ERROR, CLUSTER = "passed", "no error", "cluster"
 NOT_SCORED, MISSING = "not scored", "missing"
-
-_SIGNATURE = re.compile(rf"[0-9a-f]{{{SIGNATURE_LENGTH}}}")
-
-
-# -- keys ----------------------------------------------------------------------
-
-
-def score_cluster_key(scorer: str, signature: str) -> str:
-    return f"{SCORE_KEY_PREFIX}{scorer}:{signature}"
-
-
-def parse_cluster_key(key: str) -> tuple[str | None, str]:
-    """``(scorer, signature)`` of a key; the scorer is None for an error cluster.
-
-    Raises InvalidInput (field ``cluster``) for anything else.
-    """
-    scorer: str | None = None
-    signature = key
-    if key.startswith(SCORE_KEY_PREFIX):
-        scorer, _, signature = key[len(SCORE_KEY_PREFIX) :].rpartition(":")
-        if not scorer:
-            raise InvalidInput(
-                "a failing-score cluster is score:<scorer>:<signature>",
-                field="cluster",
-            )
-    if not _SIGNATURE.fullmatch(signature):
-        raise InvalidInput(
-            f"not a cluster: a signature is {SIGNATURE_LENGTH} hexadecimal digits",
-            field="cluster",
-        )
-    return scorer, signature
-
-
-def cluster_filter(key: str) -> Q:
-    """The results that belong to the cluster ``key`` (over ``Result``)."""
-    scorer, signature = parse_cluster_key(key)
-    if scorer is None:
-        return Q(error_signature=signature)
-    failing = Score.objects.filter(
-        FAILING_SCORE,
-        result=OuterRef("pk"),
-        scorer=scorer,
-        reason_signature=signature,
-    )
-    return Q(Exists(failing))
-
 
 # -- clusters ------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from django.contrib.auth.models import User
 
 from runs.access import Action, require
-from runs.analysis.clusters import cluster_filter
+from runs.analysis.cluster_keys import cluster_filter
 from runs.datasets.importers import ItemRow, dataset_create_from_rows
 from runs.models import (
     Dataset,

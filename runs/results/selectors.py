@@ -17,7 +17,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from runs.access import Action, allows, visible_project_ids
-from runs.analysis.clusters import cluster_filter, parse_cluster_key
+from runs.analysis.cluster_keys import cluster_filter, parse_cluster_key
 from runs.analysis.figures import run_figures
 from runs.analysis.progress import RunProgress, run_progress
 from runs.analysis.summary import (

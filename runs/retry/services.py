@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from runs.access import Action, require
-from runs.analysis.clusters import cluster_filter
+from runs.analysis.cluster_keys import cluster_filter
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.executor.store import run_recount

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from runs.analysis import clusters as clusters_module
-from runs.analysis.clusters import (
+from runs.analysis.cluster_keys import (
     cluster_filter,
     parse_cluster_key,
-    run_clusters,
     score_cluster_key,
 )
+from runs.analysis.clusters import run_clusters
 from runs.errors import InvalidInput
 from runs.models import Dataset, Project, Result, Run, Score
 from runs.records.signatures import signatures_recompute

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from runs.analysis.clusters import score_cluster_key
+from runs.analysis.cluster_keys import score_cluster_key
 from runs.errors import InvalidInput
 from runs.executor import store
 from runs.executor.engine import execute_run

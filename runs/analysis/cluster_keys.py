@@ -1,0 +1,56 @@
+"""Failure clusters' keys: an error signature, or ``score:<scorer>:<signature>``
+for a failing score, and the results each key stands for."""
+
+from __future__ import annotations
+
+import re
+
+from django.db.models import Exists, OuterRef, Q
+
+from runs.errors import InvalidInput
+from runs.models import Score
+from runs.records.signatures import FAILING_SCORE, SIGNATURE_LENGTH
+
+SCORE_KEY_PREFIX = "score:"
+
+_SIGNATURE = re.compile(rf"[0-9a-f]{{{SIGNATURE_LENGTH}}}")
+
+
+def score_cluster_key(scorer: str, signature: str) -> str:
+    return f"{SCORE_KEY_PREFIX}{scorer}:{signature}"
+
+
+def parse_cluster_key(key: str) -> tuple[str | None, str]:
+    """``(scorer, signature)`` of a key; the scorer is None for an error cluster.
+
+    Raises InvalidInput (field ``cluster``) for anything else.
+    """
+    scorer: str | None = None
+    signature = key
+    if key.startswith(SCORE_KEY_PREFIX):
+        scorer, _, signature = key[len(SCORE_KEY_PREFIX) :].rpartition(":")
+        if not scorer:
+            raise InvalidInput(
+                "a failing-score cluster is score:<scorer>:<signature>",
+                field="cluster",
+            )
+    if not _SIGNATURE.fullmatch(signature):
+        raise InvalidInput(
+            f"not a cluster: a signature is {SIGNATURE_LENGTH} hexadecimal digits",
+            field="cluster",
+        )
+    return scorer, signature
+
+
+def cluster_filter(key: str) -> Q:
+    """The results that belong to the cluster ``key`` (over ``Result``)."""
+    scorer, signature = parse_cluster_key(key)
+    if scorer is None:
+        return Q(error_signature=signature)
+    failing = Score.objects.filter(
+        FAILING_SCORE,
+        result=OuterRef("pk"),
+        scorer=scorer,
+        reason_signature=signature,
+    )
+    return Q(Exists(failing))
