@@ -125,7 +125,10 @@ class RunOut(Schema):
     counts: RunCounts
     prompt_tokens: int
     completion_tokens: int
-    cost: float
+    cost: float | None = Field(
+        description="the priced results' cost; null when no result has one (no "
+        "price for the model, or nothing used), as in the run's summary"
+    )
     unpriced: int = Field(
         description="results whose tokens have no price: their cost is not in cost"
     )
@@ -154,6 +157,15 @@ class RunOut(Schema):
     def resolve_counts(obj: Run) -> Run:
         # The counts are the run's own fields and properties.
         return obj
+
+    @staticmethod
+    def resolve_cost(obj: Run) -> float | None:
+        # Run.cost adds up the priced results from 0: nothing added (every
+        # result unpriced, or no tokens used) is no cost known, not $0.
+        used = obj.prompt_tokens or obj.completion_tokens
+        if not obj.cost and (obj.unpriced or not used):
+            return None
+        return obj.cost
 
 
 class RunDetailOut(RunOut):
