@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import timedelta
 
@@ -502,6 +503,27 @@ def test_run_page_shows_mean_score_per_scorer(bob_client: Client, run: Run) -> N
     assert summary["exact_match"].mean == 0.5
     assert summary["includes"].mean is None
     assert "0.500" in response.content.decode()
+
+
+def test_a_running_runs_page_leads_with_the_pass_rate_per_scorer(
+    bob_client: Client, run: Run
+) -> None:
+    for index, value in ((0, 1.0), (1, 0.0), (2, 1.0)):
+        result = _result(run, index)
+        Score.objects.create(
+            result=result, scorer="exact_match", value=value, passed=bool(value)
+        )
+    _result(run, 3, status=Result.Status.FAILED, output=None, error_type="Boom")
+
+    page = bob_client.get(reverse("runs:run_detail", args=[run.pk])).content.decode()
+
+    table = page[page.index('<table class="data compact scores">') :]
+    table = table[: table.index("</table>")]
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert head[:4] == ["Scorer", "Pass rate", "Passed", "Mean score"]
+    # 2 of 4 results passed (the failed call counts); the mean is over 3 scores.
+    assert '<td class="num pass-rate">50.0%</td>' in table
+    assert "2 / 4" in table and "0.667" in table
 
 
 def test_run_page_is_not_found_for_an_outsider(

@@ -13,6 +13,7 @@ from runs.analysis.summary import (
     PASS_RATE_DEFINITION,
     RunSummary,
     ScorerSummary,
+    run_pass_rates,
     run_score_means,
 )
 from runs.catalogue.schemas import kinds_schema
@@ -169,9 +170,20 @@ class RunOut(Schema):
 
 
 class RunDetailOut(RunOut):
-    score_means: dict[str, float | None] = Field(
-        description="mean score value per scorer; errored scores are left out"
+    pass_rate: dict[str, float | None] = Field(
+        description="the pass rate per scorer, each scorer's headline figure: "
+        "passed / (results - skipped), as the summary's pass_rate (failed target "
+        "calls and errored scores count as not passed); null without results"
     )
+    score_means: dict[str, float | None] = Field(
+        description="mean score value per scorer, over the scores that have a "
+        "value (errored scores and failed target calls are left out): not the "
+        "pass rate"
+    )
+
+    @staticmethod
+    def resolve_pass_rate(obj: Run) -> dict[str, float | None]:
+        return run_pass_rates(obj)
 
     @staticmethod
     def resolve_score_means(obj: Run) -> dict[str, float | None]:
