@@ -17,11 +17,13 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.access import visible_projects
+from runs.analysis.figures import run_figures, run_figures_store
 from runs.models import ApiKey, Dataset, Project, Run, RunStatus, ScoringPass
 from runs.projects.services import API_KEY_PREFIX, api_key_create
 from runs.records import compiled, reads
+from runs.records.versions import results_changed
 from runs.results.selectors import run_list
-from tests.factories import arithmetic_items, echo_run, make_dataset
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 
 def _runs(dataset: Dataset, statuses: list[str]) -> list[Run]:
@@ -385,6 +387,41 @@ def test_every_field_of_a_run_row_is_the_orms(alice: User, project: Project) -> 
     (row,) = reads.RunTable(user_id=alice.pk)[0:10]
 
     for field in fields(reads.RunRow):
-        if field.name not in ("stale", "created_ago"):
+        if field.name not in ("stale", "created_ago", "pass_rates"):
             expected = related.get(field.name, getattr(run, field.name, None))
             assert getattr(row, field.name) == expected, field.name
+
+
+@pytest.mark.django_db
+def test_run_rows_hold_the_pass_rates_of_the_runs_current_figures(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(4))
+    ended, running = echo_run(dataset), echo_run(dataset)
+    outcomes: list[dict[str, Any]] = [
+        {"scores": [("exact_match", True, "")]},
+        {"scores": [("exact_match", False, "got 5")]},
+        {"scores": [("exact_match", False, "got 6")]},
+        {"error": ("permanent", "HTTP 400", "bad request")},
+    ]
+    for run in (ended, running):
+        store_outcomes(run, outcomes)
+    Run.objects.filter(pk=ended.pk).update(
+        status=RunStatus.COMPLETED_WITH_ERRORS, finished_at=timezone.now()
+    )
+    Run.objects.filter(pk=running.pk).update(status=RunStatus.RUNNING)
+    run_figures_store(ended.pk)
+    ended.refresh_from_db()
+    orm = run_figures(run=ended)[0]
+
+    rows = {row.pk: row for row in reads.RunTable(user_id=alice.pk)[0:10]}
+
+    # The ORM's figures, the failed call counted as not passed: 1 of 4.
+    assert rows[ended.pk].pass_rates == tuple(
+        (s.scorer, s.pass_rate) for s in orm.scorers
+    )
+    assert rows[ended.pk].pass_rates == (("exact_match", 0.25),)
+    assert rows[running.pk].pass_rates == ()
+    # Stored figures of other results (a re-score moved the version): none.
+    results_changed(ended)
+    assert reads.RunTable(user_id=alice.pk)[0:10][1].pass_rates == ()

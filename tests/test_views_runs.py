@@ -13,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.analysis.figures import run_figures_store
 from runs.models import (
     Dataset,
     Item,
@@ -27,7 +28,7 @@ from runs.projects.services import project_create
 from runs.results.services import run_create
 from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.factories import arithmetic_items, make_dataset
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 from tests.scorers.scoring import branching_chain
 
 
@@ -113,6 +114,53 @@ def test_run_list_shows_the_members_runs(bob_client: Client, run: Run) -> None:
     assert reverse("runs:run_detail", args=[run.pk]) in page
     assert "arith v1" in page
     assert "0/10" in page
+
+
+def _ended_run_scored(dataset: Dataset) -> Run:
+    """An ended run whose calls all answered: 1 of 4 answers right."""
+    run = echo_run(dataset)
+    store_outcomes(
+        run,
+        [{"scores": [("exact_match", n == 0, f"got {n}")]} for n in range(4)],
+    )
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.COMPLETED, finished_at=timezone.now()
+    )
+    run_figures_store(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_run_list_shows_each_runs_pass_rate_beside_its_answered_calls(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run = _ended_run_scored(dataset)
+
+    page = bob_client.get(reverse("runs:run_list")).content.decode()
+
+    row = page[page.index(f'aria-label="Compare run #{run.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert (
+        '<td class="pass-rates"><span class="pass-rate"><code>exact_match</code> 25.0%'
+        in row
+    )
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert "Pass rate" in head and "Answered" in head and "Succeeded" not in head
+
+
+def test_results_say_answered_for_the_call_and_passed_or_failed_for_the_score(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run = _ended_run_scored(dataset)
+
+    page = bob_client.get(reverse("runs:run_detail", args=[run.pk])).content.decode()
+
+    results = page[page.index('id="results"') :]
+    assert '<span class="badge neutral">Answered</span>' in results
+    assert "Succeeded" not in results
+    assert ">exact_match passed</span>" in results
+    assert results.count(">exact_match failed</span>") == 3
+    assert '<option value="succeeded">Answered</option>' in results
 
 
 def test_run_list_escapes_what_people_named(

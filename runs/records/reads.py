@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import F, JSONField, Model, QuerySet, TextField
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -90,6 +92,10 @@ class RunRow:
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
+    # A finished run's pass rate per scorer (scorer, rate), in its order,
+    # from the figures stored when it ended; empty while it runs, or while
+    # its stored figures are not those of its results (a re-score under way).
+    pass_rates: tuple[tuple[str, float | None], ...] = ()
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
@@ -129,6 +135,10 @@ _RUN_ROW_COLUMNS = (
     "created_at",
     "dataset_id",
     "heartbeat_at",
+    # With the counts above, what Run.results_version is made of: the stored
+    # figures' pass rates are shown only under the version they were made for.
+    "revision",
+    "finished_at",
 )
 
 
@@ -140,6 +150,14 @@ def _run_rows(filters: tuple[str, ...]) -> compiled.Statement:
             project_name=F("project__name"),
             dataset_name=F("dataset__name"),
             dataset_version=F("dataset__version"),
+            # Only the scorers of the stored summary (a few hundred bytes),
+            # not its charts: one join, no query of the results.
+            figures_version=F("figures__version"),
+            # Spelt out: KT() through this reverse one-to-one reads the
+            # path from the wrong column (its primary key, run_id).
+            figures_scorers=KeyTextTransform(
+                "scorers", KeyTransform("summary", "figures__data")
+            ),
         ),
         sliced=True,
     )
@@ -190,6 +208,50 @@ def _run_row_positions(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _VersionParts:
+    """What ``Run.results_version`` reads, from a row of the runs table."""
+
+    pk: int
+    created_at: dt.datetime
+    revision: int
+    status: str
+    finished_at: dt.datetime | None
+    succeeded: int
+    failed: int
+    timed_out: int
+    cancelled: int
+
+
+def _stored_pass_rates(
+    read: compiled.Statement, row: dict[str, Any]
+) -> tuple[tuple[str, float | None], ...]:
+    """The pass rates of a finished run's stored figures, when they are those
+    of its results (``figures.py`` stores them as ``<format>:<version>``)."""
+    version, scorers = row["figures_version"], row["figures_scorers"]
+    if not version or not scorers:
+        return ()
+    parts = _VersionParts(
+        pk=row["id"],
+        created_at=row["created_at"],
+        revision=row["revision"],
+        status=row["status"],
+        finished_at=compiled.converted(read, "finished_at", row["finished_at"]),
+        succeeded=row["succeeded"],
+        failed=row["failed"],
+        timed_out=row["timed_out"],
+        cancelled=row["cancelled"],
+    )
+    # The one definition of the version, the model's, read on these parts.
+    current: str = Run.results_version.fget(parts)  # type: ignore[attr-defined]  # a property's getter
+    if version.partition(":")[2] != current:
+        return ()
+    try:
+        return tuple((str(s["scorer"]), s["pass_rate"]) for s in json.loads(scorers))
+    except (ValueError, TypeError, KeyError):
+        return ()
+
+
 def _run_rows_read(
     read: compiled.Statement, arguments: Mapping[str, Any], *, offset: int, limit: int
 ) -> list[RunRow]:
@@ -214,6 +276,9 @@ def _run_rows_read(
             *fields(row),
             stale,
             str(naturaltime(row[created_at])),
+            _stored_pass_rates(read, dict(zip(names, row, strict=True)))
+            if row[status] in FINAL_RUN_STATUSES
+            else (),
         )
         rows.append(RunRow(*values))
     return rows

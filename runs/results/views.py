@@ -38,6 +38,7 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
+from runs.templatetags.evalsite import call_status
 from runs.web.forms import submitted
 from runs.web.pages import domain_errors, page_of, query_id
 from runs.web.requests import AuthedRequest
@@ -164,7 +165,10 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
     """The options of the results filter form of ``run``."""
     left = PENDING if not run.is_final else SKIPPED
     return {
-        "statuses": [*Result.Status.choices, (left, left.capitalize())],
+        "statuses": [
+            *((value, call_status(value)) for value in Result.Status.values),
+            (left, left.capitalize()),
+        ],
         "error_kinds": ErrorKind.choices,
         "scorers": run.scorer_names,
         "verdicts": VERDICTS,

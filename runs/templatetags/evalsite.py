@@ -14,6 +14,8 @@ from django.utils.formats import localize
 from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
 
+from runs.templatetags.run_summary import percent
+
 if TYPE_CHECKING:
     from runs.records.reads import RunRow
 
@@ -26,7 +28,8 @@ STATUS_CLASSES = {
     "completed_with_errors": "warn",
     "failed": "bad",
     "cancelled": "muted",
-    "succeeded": "ok",
+    # A call that answered, right or wrong: its score says which, not green.
+    "succeeded": "neutral",
     "timed_out": "warn",
     "ok": "ok",
     "error": "bad",
@@ -37,6 +40,17 @@ STATUS_CLASSES = {
 @register.filter
 def status_class(status: str) -> str:
     return STATUS_CLASSES.get(status, "neutral")
+
+
+# A result's status is its target call's: "succeeded" says nothing of the
+# answer, which its scores judge. Shown beside scores, it reads "answered".
+CALL_STATUS_LABELS = {"succeeded": "Answered"}
+
+
+@register.filter
+def call_status(status: str) -> str:
+    """A result status as shown beside its scores."""
+    return CALL_STATUS_LABELS.get(status) or status.replace("_", " ").capitalize()
 
 
 @register.filter
@@ -97,6 +111,7 @@ _RUN_ROW = (
     '\n      <td><a href="{dataset_url}">{dataset} v{version}</a></td>'
     '\n      <td>{target_name} <span class="muted">{target_kind}</span></td>'
     '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}</td>'
+    '\n      <td class="pass-rates">{pass_rates}</td>'
     '\n      <td class="num">{processed}/{total}</td>'
     '\n      <td class="num">{succeeded}</td>'
     '\n      <td class="num">{failed}</td>'
@@ -108,6 +123,23 @@ _STALE = (
     ' <span class="stale" title="No heartbeat from an executor for a while: it will'
     ' be resumed">no heartbeat</span>'
 )
+
+
+_PASS_RATE = '<span class="pass-rate"><code>{}</code> {}</span>'
+_NO_PASS_RATE = (
+    '<span class="muted" title="Shown once the run has ended and its figures are'
+    ' computed: open the run">\u2013</span>'
+)
+
+
+def _pass_rates(run: RunRow) -> str:
+    """Each scorer's pass rate, the run's headline figure, one per line."""
+    if not run.pass_rates:
+        return _NO_PASS_RATE
+    return "<br>".join(
+        _PASS_RATE.format(html.escape(scorer), percent(rate))
+        for scorer, rate in run.pass_rates
+    )
 
 
 def _url_format(name: str) -> str:
@@ -138,6 +170,7 @@ def run_rows(runs: Iterable[RunRow]) -> str:
                 status_class=status_class(run.status),
                 status_label=escape(run.status_label),
                 stale=_STALE if run.stale else "",
+                pass_rates=_pass_rates(run),
                 processed=run.processed,
                 total=run.total,
                 succeeded=run.succeeded,
