@@ -30,8 +30,8 @@ from runs.results.selectors import (
     VERDICTS,
     ResultFilters,
     result_filter,
-    result_get,
     result_latest,
+    result_view,
     run_get,
     run_items_left,
     run_overview,
@@ -189,8 +189,14 @@ def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
 @domain_errors
 @require_GET
 def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
-    result = result_get(user=request.user, run_id=run_id, result_id=result_id)
-    return render(request, "runs/results/result_detail.html", {"result": result})
+    view = result_view(
+        user=request.user, run_id=run_id, result_id=result_id, params=request.GET
+    )
+    return render(
+        request,
+        "runs/results/result_detail.html",
+        {"result": view.result, "view": view},
+    )
 
 
 @domain_errors

@@ -71,6 +71,40 @@ def compact(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _one_line(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return " ".join(text.split())
+
+
+@register.filter
+def tail(value: Any, limit: int = 80) -> str:
+    """The end of a value on one line: "…" and its last ``limit`` characters
+    (where a model puts its final answer)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and len(value) > 4 * limit:
+        # Only the end is shown: its whitespace alone is folded.
+        value = value[-4 * limit :]
+        text = _one_line(value)
+        return "…" + text[-(limit - 1) :]
+    text = _one_line(value)
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+@register.filter
+def ends(value: Any, limit: int = 1000) -> str:
+    """A value on one line, whole up to ``2 * limit`` characters; longer, its
+    first and last ``limit`` characters around " … " (a cell's title)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and len(value) > 8 * limit:
+        value = value[: 4 * limit] + " " + value[-4 * limit :]
+    text = _one_line(value)
+    if len(text) <= 2 * limit:
+        return text
+    return f"{text[:limit]} … {text[-limit:]}"
+
+
 @register.filter
 def duration(seconds: float | None) -> str:
     """Seconds as ``1h 02m``, ``3m 05s`` or ``12s``."""
