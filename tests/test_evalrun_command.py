@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -112,6 +113,7 @@ def test_evalrun_prints_the_pass_rate_and_the_mean_named_so(
 
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
+    assert re.match(r"run \d+ completed_with_errors: 3 answered, 1 failed, ", lines[-4])
     assert (
         "pass rate: exact_match 75.0% (3/4 passed), numeric 75.0% (3/4 passed)" in lines
     )

@@ -192,7 +192,9 @@ def human_summary(summary: dict[str, Any], run: Run) -> str:
         for name, value in summary["score_means"].items()
     )
     lines = [
-        f"run {run.pk} {run.status}: {summary['succeeded']} succeeded, "
+        # "answered": the calls' status; the pass rate below says how many
+        # of the answers were right.
+        f"run {run.pk} {run.status}: {summary['succeeded']} answered, "
         f"{summary['failed']} failed, {summary['timed_out']} timed out, "
         f"{summary['cancelled']} cancelled, {summary['skipped']} skipped "
         f"of {summary['total']} in {summary['wall_seconds'] or 0:.2f} s"
