@@ -16,7 +16,7 @@ import datetime as dt
 import functools
 import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -25,7 +25,7 @@ from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import F, JSONField, Model, QuerySet, TextField
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -36,6 +36,7 @@ from runs.models import (
     Membership,
     Project,
     Run,
+    RunFigures,
     RunStatus,
     ScoringPass,
 )
@@ -89,13 +90,14 @@ class RunRow:
     dataset_id: int
     dataset_name: str
     dataset_version: int
+    revision: int
+    # The version of the figures stored for the run (None: none yet): with
+    # the counts, status and revision above, what its pass rates, read only
+    # when the table is rendered (``run_pass_rates``), depend on.
+    figures_version: str | None
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
-    # A finished run's pass rate per scorer (scorer, rate), in its order,
-    # from the figures stored when it ended; empty while it runs, or while
-    # its stored figures are not those of its results (a re-score under way).
-    pass_rates: tuple[tuple[str, float | None], ...] = ()
 
     def __str__(self) -> str:
         return self.name or f"Run {self.pk}"
@@ -135,10 +137,7 @@ _RUN_ROW_COLUMNS = (
     "created_at",
     "dataset_id",
     "heartbeat_at",
-    # With the counts above, what Run.results_version is made of: the stored
-    # figures' pass rates are shown only under the version they were made for.
     "revision",
-    "finished_at",
 )
 
 
@@ -150,14 +149,9 @@ def _run_rows(filters: tuple[str, ...]) -> compiled.Statement:
             project_name=F("project__name"),
             dataset_name=F("dataset__name"),
             dataset_version=F("dataset__version"),
-            # Only the scorers of the stored summary (a few hundred bytes),
-            # not its charts: one join, no query of the results.
+            # The stored figures' version only: their JSON is read when the
+            # table is rendered, not on a cached page's every request.
             figures_version=F("figures__version"),
-            # Spelt out: KT() through this reverse one-to-one reads the
-            # path from the wrong column (its primary key, run_id).
-            figures_scorers=KeyTextTransform(
-                "scorers", KeyTransform("summary", "figures__data")
-            ),
         ),
         sliced=True,
     )
@@ -187,6 +181,8 @@ _RUN_ROW_FIELDS = {
     "dataset_id": "dataset_id",
     "dataset_name": "dataset_name",
     "dataset_version": "dataset_version",
+    "revision": "revision",
+    "figures_version": "figures_version",
 }
 # RunRow is built positionally: these fields first, in this order, then
 # ``stale`` and ``created_ago`` (tests/test_hot_reads.py checks).
@@ -206,50 +202,6 @@ def _run_row_positions(
         names.index("created_at"),
         names.index("heartbeat_at"),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class _VersionParts:
-    """What ``Run.results_version`` reads, from a row of the runs table."""
-
-    pk: int
-    created_at: dt.datetime
-    revision: int
-    status: str
-    finished_at: dt.datetime | None
-    succeeded: int
-    failed: int
-    timed_out: int
-    cancelled: int
-
-
-def _stored_pass_rates(
-    read: compiled.Statement, row: dict[str, Any]
-) -> tuple[tuple[str, float | None], ...]:
-    """The pass rates of a finished run's stored figures, when they are those
-    of its results (``figures.py`` stores them as ``<format>:<version>``)."""
-    version, scorers = row["figures_version"], row["figures_scorers"]
-    if not version or not scorers:
-        return ()
-    parts = _VersionParts(
-        pk=row["id"],
-        created_at=row["created_at"],
-        revision=row["revision"],
-        status=row["status"],
-        finished_at=compiled.converted(read, "finished_at", row["finished_at"]),
-        succeeded=row["succeeded"],
-        failed=row["failed"],
-        timed_out=row["timed_out"],
-        cancelled=row["cancelled"],
-    )
-    # The one definition of the version, the model's, read on these parts.
-    current: str = Run.results_version.fget(parts)  # type: ignore[attr-defined]  # a property's getter
-    if version.partition(":")[2] != current:
-        return ()
-    try:
-        return tuple((str(s["scorer"]), s["pass_rate"]) for s in json.loads(scorers))
-    except (ValueError, TypeError, KeyError):
-        return ()
 
 
 def _run_rows_read(
@@ -276,12 +228,59 @@ def _run_rows_read(
             *fields(row),
             stale,
             str(naturaltime(row[created_at])),
-            _stored_pass_rates(read, dict(zip(names, row, strict=True)))
-            if row[status] in FINAL_RUN_STATUSES
-            else (),
         )
         rows.append(RunRow(*values))
     return rows
+
+
+PassRates = tuple[tuple[str, float | None], ...]
+
+
+def run_pass_rates(rows: Iterable[RunRow]) -> dict[int, PassRates]:
+    """Each ended run's pass rate per scorer, (scorer, rate) in its order, by
+    run id, from the figures stored when it ended: one query, for a rendered
+    table (a cached one is keyed by ``figures_version``). A run still going,
+    or whose stored figures are not those of its results (a re-score under
+    way), has none."""
+    wanted = [
+        row.pk
+        for row in rows
+        if row.figures_version and row.status in FINAL_RUN_STATUSES
+    ]
+    if not wanted:
+        return {}
+    stored = (
+        RunFigures.objects.filter(run_id__in=wanted)
+        .select_related("run")
+        .only("version", *(f"run__{name}" for name in _VERSION_FIELDS))
+        # The summary's scorers only, not the charts.
+        .annotate(scorers=KT("data__summary__scorers"))
+    )
+    rates = {}
+    for figures in stored:
+        # Stored as "<format>:<results_version>" (analysis/figures.py).
+        if figures.version.partition(":")[2] != figures.run.results_version:
+            continue
+        try:
+            rates[figures.run_id] = tuple(
+                (str(s["scorer"]), s["pass_rate"]) for s in json.loads(figures.scorers)
+            )
+        except (ValueError, TypeError, KeyError):
+            continue
+    return rates
+
+
+# What Run.results_version is made of.
+_VERSION_FIELDS = (
+    "created_at",
+    "revision",
+    "status",
+    "finished_at",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+)
 
 
 class RunTable:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django import template
@@ -17,7 +17,7 @@ from django.utils.timezone import template_localtime  # type: ignore[attr-define
 from runs.templatetags.run_summary import percent
 
 if TYPE_CHECKING:
-    from runs.records.reads import RunRow
+    from runs.records.reads import PassRates, RunRow
 
 register = template.Library()
 
@@ -166,13 +166,12 @@ _NO_PASS_RATE = (
 )
 
 
-def _pass_rates(run: RunRow) -> str:
+def _pass_rates(rates: PassRates | None) -> str:
     """Each scorer's pass rate, the run's headline figure, one per line."""
-    if not run.pass_rates:
+    if not rates:
         return _NO_PASS_RATE
     return "<br>".join(
-        _PASS_RATE.format(html.escape(scorer), percent(rate))
-        for scorer, rate in run.pass_rates
+        _PASS_RATE.format(html.escape(scorer), percent(rate)) for scorer, rate in rates
     )
 
 
@@ -182,8 +181,12 @@ def _url_format(name: str) -> str:
 
 
 @register.simple_tag
-def run_rows(runs: Iterable[RunRow]) -> str:
-    """The rows of the runs table (runs/records/reads.py RunTable)."""
+def run_rows(
+    runs: Iterable[RunRow], pass_rates: Mapping[int, PassRates] | None = None
+) -> str:
+    """The rows of the runs table (runs/records/reads.py RunTable), with the
+    ended runs' pass rates (``reads.run_pass_rates``)."""
+    pass_rates = pass_rates or {}
     escape = html.escape
     run_url = _url_format("runs:run_detail")
     dataset_url = _url_format("runs:dataset_detail")
@@ -204,7 +207,7 @@ def run_rows(runs: Iterable[RunRow]) -> str:
                 status_class=status_class(run.status),
                 status_label=escape(run.status_label),
                 stale=_STALE if run.stale else "",
-                pass_rates=_pass_rates(run),
+                pass_rates=_pass_rates(pass_rates.get(run.pk)),
                 processed=run.processed,
                 total=run.total,
                 succeeded=run.succeeded,
