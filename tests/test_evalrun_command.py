@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sqlite3
 import subprocess
@@ -23,6 +24,8 @@ SUMMARY_KEYS = {
     "cancelled",
     "skipped",
     "wall_seconds",
+    "pass_rate",
+    "score_means",
     "scores",
 }
 
@@ -94,8 +97,27 @@ def test_evalrun_json_reports_the_contract(data_dir, fake_openai, tmp_path):
     assert summary["status"] == "completed_with_errors"
     assert (summary["total"], summary["succeeded"], summary["failed"]) == (25, 24, 1)
     assert summary["skipped"] == summary["timed_out"] == summary["cancelled"] == 0
-    assert summary["scores"] == {"exact_match": 23 / 24, "numeric": 23 / 24}
+    # The headline figure counts the failed call as not passed; the mean is
+    # over the scored results only, and says so.
+    assert summary["pass_rate"] == {"exact_match": 23 / 25, "numeric": 23 / 25}
+    assert summary["score_means"] == {"exact_match": 23 / 24, "numeric": 23 / 24}
+    assert summary["scores"] == summary["score_means"]  # its former name
     assert summary["wall_seconds"] > 0
+
+
+def test_evalrun_prints_the_pass_rate_and_the_mean_named_so(
+    data_dir, fake_openai, tmp_path
+):
+    dataset = write_items(tmp_path / "four.jsonl", 4, i3="[[status:400]]")
+    done = run_cli(evalrun_args(dataset, fake_openai), data_dir)
+
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert re.match(r"run \d+ completed_with_errors: 3 answered, 1 failed, ", lines[-4])
+    assert (
+        "pass rate: exact_match 75.0% (3/4 passed), numeric 75.0% (3/4 passed)" in lines
+    )
+    assert "mean score: exact_match 1.000, numeric 1.000" in lines
 
 
 def test_evalrun_reuses_an_identical_dataset(data_dir, fake_openai, tmp_path):

@@ -58,6 +58,17 @@ def test_nav_links_to_projects_and_api_keys(alice_client: Client) -> None:
     assert f'href="{reverse("runs:account_keys")}"' in page
 
 
+def test_a_projects_description_is_stored_with_unix_line_breaks(
+    mallory_client: Client,
+) -> None:
+    mallory_client.post(
+        reverse("runs:project_list"),
+        {"name": "Lab", "description": "Math evals.\r\nOwner: mallory"},
+    )
+
+    assert Project.objects.get(name="Lab").description == "Math evals.\nOwner: mallory"
+
+
 def test_creating_a_project_makes_the_creator_its_admin(
     mallory_client: Client, mallory: User
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from runs.analysis.figures import run_figures_store
 from runs.models import (
     Dataset,
     Item,
@@ -26,7 +28,7 @@ from runs.projects.services import project_create
 from runs.results.services import run_create
 from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.factories import arithmetic_items, make_dataset
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 from tests.scorers.scoring import branching_chain
 
 
@@ -112,6 +114,53 @@ def test_run_list_shows_the_members_runs(bob_client: Client, run: Run) -> None:
     assert reverse("runs:run_detail", args=[run.pk]) in page
     assert "arith v1" in page
     assert "0/10" in page
+
+
+def _ended_run_scored(dataset: Dataset) -> Run:
+    """An ended run whose calls all answered: 1 of 4 answers right."""
+    run = echo_run(dataset)
+    store_outcomes(
+        run,
+        [{"scores": [("exact_match", n == 0, f"got {n}")]} for n in range(4)],
+    )
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.COMPLETED, finished_at=timezone.now()
+    )
+    run_figures_store(run.pk)
+    run.refresh_from_db()
+    return run
+
+
+def test_run_list_shows_each_runs_pass_rate_beside_its_answered_calls(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run = _ended_run_scored(dataset)
+
+    page = bob_client.get(reverse("runs:run_list")).content.decode()
+
+    row = page[page.index(f'aria-label="Compare run #{run.pk}"') :]
+    row = row[: row.index("</tr>")]
+    assert (
+        '<td class="pass-rates"><span class="pass-rate"><code>exact_match</code> 25.0%'
+        in row
+    )
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", page)
+    assert "Pass rate" in head and "Answered" in head and "Succeeded" not in head
+
+
+def test_results_say_answered_for_the_call_and_passed_or_failed_for_the_score(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run = _ended_run_scored(dataset)
+
+    page = bob_client.get(reverse("runs:run_detail", args=[run.pk])).content.decode()
+
+    results = page[page.index('id="results"') :]
+    assert '<span class="badge neutral">Answered</span>' in results
+    assert "Succeeded" not in results
+    assert ">exact_match passed</span>" in results
+    assert results.count(">exact_match failed</span>") == 3
+    assert '<option value="succeeded">Answered</option>' in results
 
 
 def test_run_list_escapes_what_people_named(
@@ -502,6 +551,27 @@ def test_run_page_shows_mean_score_per_scorer(bob_client: Client, run: Run) -> N
     assert summary["exact_match"].mean == 0.5
     assert summary["includes"].mean is None
     assert "0.500" in response.content.decode()
+
+
+def test_a_running_runs_page_leads_with_the_pass_rate_per_scorer(
+    bob_client: Client, run: Run
+) -> None:
+    for index, value in ((0, 1.0), (1, 0.0), (2, 1.0)):
+        result = _result(run, index)
+        Score.objects.create(
+            result=result, scorer="exact_match", value=value, passed=bool(value)
+        )
+    _result(run, 3, status=Result.Status.FAILED, output=None, error_type="Boom")
+
+    page = bob_client.get(reverse("runs:run_detail", args=[run.pk])).content.decode()
+
+    table = page[page.index('<table class="data compact scores">') :]
+    table = table[: table.index("</table>")]
+    head = re.findall(r"<th[^>]*>([^<]*)</th>", table)
+    assert head[:4] == ["Scorer", "Pass rate", "Passed", "Mean score"]
+    # 2 of 4 results passed (the failed call counts); the mean is over 3 scores.
+    assert '<td class="num pass-rate">50.0%</td>' in table
+    assert "2 / 4" in table and "0.667" in table
 
 
 def test_run_page_is_not_found_for_an_outsider(

@@ -230,3 +230,21 @@ def test_create_target_at_a_metadata_address_says_it_is_never_allowed(
     assert "never allowed" in error
     assert "EVALSITE_TARGET_ALLOW" not in error  # no operator can allow it
     assert not Target.objects.exists()
+
+
+def test_a_textarea_parameter_is_stored_with_unix_line_breaks(
+    bob_client: Client, project: Project, openai_key: None
+) -> None:
+    # Browsers send a textarea's line breaks as CRLF.
+    data = _target(
+        project,
+        openai_chat__system_prompt="Be brief.\r\nAnswer with a number.",
+        openai_chat__prompt_template="Q: {input}\r\nA:",
+    )
+
+    response = bob_client.post(reverse("runs:target_list"), data)
+
+    assert response.status_code == 302
+    config = Target.objects.get(name="gpt").config
+    assert config["system_prompt"] == "Be brief.\nAnswer with a number."
+    assert config["prompt_template"] == "Q: {input}\nA:"

@@ -5,7 +5,8 @@ each chunk's scores are fetched with one query: however many results a run
 has, the export holds one chunk in memory. CSV cells are neutralised against
 formula injection (a spreadsheet would run a cell such as ``=HYPERLINK(...)``).
 
-Each scorer has the columns ``<scorer>.value``, ``.passed`` and ``.error``;
+Each scorer has the columns ``<scorer>.value``, ``.passed``, ``.error`` and
+``.reason`` (what the scorer said of its verdict: a judge's explanation);
 a scorer whose scores carry a model's usage (a judge) also has
 ``.prompt_tokens``, ``.completion_tokens`` and ``.cost``. The columns depend
 on the run's scorers only, never on its scores. A score skipped by its
@@ -57,7 +58,7 @@ QUERY_FIELDS = {
     **{column: f"item__{column}" for column in ITEM_COLUMNS[1:]},
     "attempts": "attempts_made",
 }
-SCORE_FIELDS = ("value", "passed", "error")
+SCORE_FIELDS = ("value", "passed", "error", "reason")
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cost")
 SKIPPED = "skipped"  # a skipped score's passed cell in CSV
 # The run's own figures that qualify every row, in each row (neither format

@@ -369,6 +369,14 @@ def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:
     )
 
 
+def run_pass_rates(run: Run) -> dict[str, float | None]:
+    """Pass rate per scorer (passed / results, PASS_RATE_DEFINITION), in the
+    run's scorer order: the one headline figure of each scorer. None while
+    the scorer has no result to count."""
+    summaries = run_scorer_summaries_cached(run=run)
+    return {summary.scorer: summary.pass_rate for summary in summaries}
+
+
 def run_score_means(run: Run) -> dict[str, float | None]:
     """Mean score value per scorer, in the run's scorer order.
 

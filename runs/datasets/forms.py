@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from runs.datasets.importers import FORMATS, Preview
 from runs.models import Project
 from runs.projects.selectors import project_get
-from runs.web.forms import PickField, form_field, project_options
+from runs.web.forms import MultilineField, PickField, form_field, project_options
 
 FORMAT_LABELS = {
     "jsonl": "JSON Lines",
@@ -33,7 +33,7 @@ class DatasetUploadForm(forms.Form):
     project = PickField()
     name = forms.CharField(max_length=200)
     format = forms.ChoiceField(choices=DATASET_FORMATS, required=False)
-    description = forms.CharField(
+    description = MultilineField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False
     )
 

@@ -239,6 +239,9 @@ class ItemRunner:
         attempt.update(outcome="ok", http_status=answer.http_status)
         if answer.raw_body is not None:
             attempt["raw_body"] = answer.raw_body
+        if answer.finish_reason:
+            # "length": the answer was cut at max_tokens (the result page says so).
+            attempt["finish_reason"] = str(answer.finish_reason)[:40]
 
         self.account(attempt, answer)
         record.status = Result.Status.SUCCEEDED

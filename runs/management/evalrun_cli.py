@@ -10,7 +10,11 @@ from typing import Any
 from django.core.management.base import CommandError
 
 from runs.analysis.progress import run_progress
-from runs.analysis.summary import run_score_means
+from runs.analysis.summary import (
+    run_pass_rates,
+    run_score_means,
+    run_scorer_summaries_cached,
+)
 from runs.calls.pricing import usd
 from runs.executor.options import option_params
 from runs.models import Run
@@ -151,7 +155,14 @@ def run_options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def report(run: Run) -> dict[str, Any]:
-    """The ``--json`` summary: exactly these keys."""
+    """The ``--json`` summary: exactly these keys.
+
+    ``pass_rate`` is each scorer's headline figure, as the API and the run's
+    page give it; ``score_means`` the mean of its score values. ``scores``
+    is ``score_means`` under its first name, kept for the clients that read
+    it (to be removed in the next release).
+    """
+    means = run_score_means(run)
     return {
         "run_id": run.pk,
         "status": run.status,
@@ -162,23 +173,34 @@ def report(run: Run) -> dict[str, Any]:
         "cancelled": run.cancelled,
         "skipped": run.skipped,
         "wall_seconds": run.wall_seconds,
-        "scores": run_score_means(run),
+        "pass_rate": run_pass_rates(run),
+        "score_means": means,
+        "scores": means,
     }
 
 
 def human_summary(summary: dict[str, Any], run: Run) -> str:
     progress = run_progress(run=run)
-    scores = ", ".join(
+    rates = ", ".join(
+        f"{s.scorer} {s.pass_rate:.1%} ({s.passed}/{s.judged} passed)"
+        if s.pass_rate is not None
+        else f"{s.scorer} n/a"
+        for s in run_scorer_summaries_cached(run=run)
+    )
+    means = ", ".join(
         f"{name} {value:.3f}" if value is not None else f"{name} n/a"
-        for name, value in summary["scores"].items()
+        for name, value in summary["score_means"].items()
     )
     lines = [
-        f"run {run.pk} {run.status}: {summary['succeeded']} succeeded, "
+        # "answered": the calls' status; the pass rate below says how many
+        # of the answers were right.
+        f"run {run.pk} {run.status}: {summary['succeeded']} answered, "
         f"{summary['failed']} failed, {summary['timed_out']} timed out, "
         f"{summary['cancelled']} cancelled, {summary['skipped']} skipped "
         f"of {summary['total']} in {summary['wall_seconds'] or 0:.2f} s"
         + (f" ({progress.throughput:.1f} items/s)" if progress.throughput else ""),
-        f"scores: {scores or 'none'}",
+        f"pass rate: {rates or 'none'}",
+        f"mean score: {means or 'none'}",
         f"tokens: {run.prompt_tokens} prompt + {run.completion_tokens} completion"
         + cost_note(run),
     ]

@@ -186,6 +186,15 @@ class ScorerPlugin[P: Params](Plugin):
     def catalogue_extra(cls) -> dict[str, Any]:
         return {"needs_expected": cls.needs_expected}
 
+    @classmethod
+    def prompt_for(
+        cls, params: P, output: Any, item: TargetInput
+    ) -> list[dict[str, str]] | None:
+        """The messages a scorer that asks a model (a judge) sends for this
+        output, derived as ``score`` builds them (what a result's page shows);
+        None for the others."""
+        return None
+
     async def prepare(self) -> None:
         """ConfigError when it cannot work in this process, before any item runs."""
 

@@ -59,6 +59,9 @@ class TargetOutput:
 
     # The model that answered, as the endpoint reports it (prices its tokens).
     model: str | None = None
+    # Why the model stopped, as the endpoint says ("stop", "length": cut at
+    # max_tokens, "tool_calls", ...); kept on the attempt.
+    finish_reason: str | None = None
 
 
 class TargetError(Exception):
@@ -121,6 +124,14 @@ class TargetPlugin[P: Params](Plugin):
         parent), checked against the run's project and dataset. A kind that
         builds on the project's data (chain: another run) checks it here."""
         return config, None
+
+    @classmethod
+    def request_for(cls, params: Any, item: TargetInput) -> dict[str, Any] | None:
+        """The request body this kind sends for ``item`` with these validated
+        ``params`` (what a result's page shows), derived as ``generate``
+        builds it; None for a kind whose request is not one body. Never
+        holds a secret: those go in headers, read when the call is made."""
+        return None
 
     async def prepare(self) -> None:
         """ConfigError when it cannot work in this process, before any item runs."""

@@ -7,11 +7,12 @@ import re
 from django import forms
 
 from runs.models import ApiKey, Membership, Project
+from runs.web.forms import MultilineField
 
 
 class ProjectForm(forms.Form):
     name = forms.CharField(max_length=Project._meta.get_field("name").max_length)
-    description = forms.CharField(
+    description = MultilineField(
         widget=forms.Textarea(attrs={"rows": 2}), required=False
     )
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import operator
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -24,6 +25,7 @@ from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
 from django.db import connection
 from django.db.models import F, JSONField, Model, QuerySet, TextField
+from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
 
@@ -36,6 +38,7 @@ from runs.models import (
     Project,
     Run,
     RunCounts,
+    RunFigures,
     RunStatus,
     ScoringPass,
 )
@@ -91,6 +94,11 @@ class RunRow(RunCounts):
     dataset_version: int
     # Results retries replaced in place (Run.retry_replaced).
     retry_replaced: int
+    revision: int
+    # The version of the figures stored for the run (None: none yet): with
+    # the counts, status and revision above, what its pass rates, read only
+    # when the table is rendered (``run_pass_rates``), depend on.
+    figures_version: str | None
     # No heartbeat for a while on a run not finished (Run.alive is False).
     stale: bool
     created_ago: str
@@ -123,6 +131,7 @@ _RUN_ROW_COLUMNS = (
     "dataset_id",
     "heartbeat_at",
     "retry_replaced",
+    "revision",
 )
 
 
@@ -134,6 +143,9 @@ def _run_rows(filters: tuple[str, ...]) -> compiled.Statement:
             project_name=F("project__name"),
             dataset_name=F("dataset__name"),
             dataset_version=F("dataset__version"),
+            # The stored figures' version only: their JSON is read when the
+            # table is rendered, not on a cached page's every request.
+            figures_version=F("figures__version"),
         ),
         sliced=True,
     )
@@ -163,6 +175,8 @@ _RUN_ROW_FIELDS = {
             "dataset_name",
             "dataset_version",
             "retry_replaced",
+            "revision",
+            "figures_version",
         )
     },
 }
@@ -213,6 +227,56 @@ def _run_rows_read(
         )
         rows.append(RunRow(*values))
     return rows
+
+
+PassRates = tuple[tuple[str, float | None], ...]
+
+
+def run_pass_rates(rows: Iterable[RunRow]) -> dict[int, PassRates]:
+    """Each ended run's pass rate per scorer, (scorer, rate) in its order, by
+    run id, from the figures stored when it ended: one query, for a rendered
+    table (a cached one is keyed by ``figures_version``). A run still going,
+    or whose stored figures are not those of its results (a re-score under
+    way), has none."""
+    wanted = [
+        row.pk
+        for row in rows
+        if row.figures_version and row.status in FINAL_RUN_STATUSES
+    ]
+    if not wanted:
+        return {}
+    stored = (
+        RunFigures.objects.filter(run_id__in=wanted)
+        .select_related("run")
+        .only("version", *(f"run__{name}" for name in _VERSION_FIELDS))
+        # The summary's scorers only, not the charts.
+        .annotate(scorers=KT("data__summary__scorers"))
+    )
+    rates = {}
+    for figures in stored:
+        # Stored as "<format>:<results_version>" (analysis/figures.py).
+        if figures.version.partition(":")[2] != figures.run.results_version:
+            continue
+        try:
+            rates[figures.run_id] = tuple(
+                (str(s["scorer"]), s["pass_rate"]) for s in json.loads(figures.scorers)
+            )
+        except (ValueError, TypeError, KeyError):
+            continue
+    return rates
+
+
+# What Run.results_version is made of.
+_VERSION_FIELDS = (
+    "created_at",
+    "revision",
+    "status",
+    "finished_at",
+    "succeeded",
+    "failed",
+    "timed_out",
+    "cancelled",
+)
 
 
 class RunTable:

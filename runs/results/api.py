@@ -147,7 +147,8 @@ EXPORT_RESPONSES: dict[str, Any] = {
     "200": {
         "description": "Every result in dataset order, streamed as a download: "
         "its item, epoch, output, status, error, latency, tokens, cost, attempts "
-        "and, per scorer, `<scorer>.value`, `<scorer>.passed`, `<scorer>.error`.",
+        "and, per scorer, `<scorer>.value`, `<scorer>.passed`, `<scorer>.error`, "
+        "`<scorer>.reason`.",
         "content": {
             export.EXPORT_FORMATS[name].content_type.partition(";")[0]: {
                 "schema": {"type": "string"}

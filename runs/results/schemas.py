@@ -13,6 +13,7 @@ from runs.analysis.summary import (
     PASS_RATE_DEFINITION,
     RunSummary,
     ScorerSummary,
+    run_pass_rates,
     run_score_means,
 )
 from runs.catalogue.schemas import kinds_schema
@@ -126,7 +127,10 @@ class RunOut(Schema):
     counts: RunCounts
     prompt_tokens: int
     completion_tokens: int
-    cost: float
+    cost: float | None = Field(
+        description="the priced results' cost; null when no result has one (no "
+        "price for the model, or nothing used), as in the run's summary"
+    )
     unpriced: int = Field(
         description="results whose tokens have no price: their cost is not in cost"
     )
@@ -167,6 +171,15 @@ class RunOut(Schema):
         # The counts are the run's own fields and properties.
         return obj
 
+    @staticmethod
+    def resolve_cost(obj: Run) -> float | None:
+        # Run.cost adds up the priced results from 0: nothing added (every
+        # result unpriced, or no tokens used) is no cost known, not $0.
+        used = obj.prompt_tokens or obj.completion_tokens
+        if not obj.cost and (obj.unpriced or not used):
+            return None
+        return obj.cost
+
 
 class RetryPassOut(Schema):
     """One retry inside the run: its own timing, what it ran and changed."""
@@ -187,12 +200,23 @@ class RetryPassOut(Schema):
 
 
 class RunDetailOut(RunOut):
+    pass_rate: dict[str, float | None] = Field(
+        description="the pass rate per scorer, each scorer's headline figure: "
+        "passed / (results - skipped), as the summary's pass_rate (failed target "
+        "calls and errored scores count as not passed); null without results"
+    )
     score_means: dict[str, float | None] = Field(
-        description="mean score value per scorer; errored scores are left out"
+        description="mean score value per scorer, over the scores that have a "
+        "value (errored scores and failed target calls are left out): not the "
+        "pass rate"
     )
     retry_passes: list[RetryPassOut] = Field(
         description="the run's retry passes, oldest first"
     )
+
+    @staticmethod
+    def resolve_pass_rate(obj: Run) -> dict[str, float | None]:
+        return run_pass_rates(obj)
 
     @staticmethod
     def resolve_score_means(obj: Run) -> dict[str, float | None]:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.models import User
 from django.db.models import (
     Count,
     Exists,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
 )
@@ -26,7 +28,7 @@ from runs.analysis.summary import (
     ScorerSummary,
     run_scorer_summaries_cached,
 )
-from runs.errors import InvalidInput, NotFound
+from runs.errors import DomainError, InvalidInput, NotFound
 from runs.models import (
     ErrorKind,
     Item,
@@ -35,6 +37,8 @@ from runs.models import (
     Run,
     Score,
 )
+from runs.plugins.scorers import SCORERS
+from runs.plugins.targets import TargetError, TargetInput, get_target_class
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -219,6 +223,12 @@ class ResultFilters:
             if getattr(self, name)
         ]
 
+    @property
+    def query_string(self) -> str:
+        """``?status=failed&...`` for a link that keeps them; "" without any."""
+        pairs = self.query()
+        return f"?{urlencode(pairs)}" if pairs else ""
+
 
 def run_items_lacking(*, run: Run) -> QuerySet[Item]:
     """The run's items with an epoch that has no counted result, in dataset order."""
@@ -278,3 +288,118 @@ def run_items_left(*, run: Run, filters: ResultFilters) -> QuerySet[Item]:
     if filters.external_id:
         items = items.filter(external_id=filters.external_id)
     return items
+
+
+# -- a result's page ------------------------------------------------------------------
+
+# The finish reason of an answer cut at max_tokens (OpenAI's).
+TRUNCATED = "length"
+
+
+@dataclass(frozen=True, slots=True)
+class ResultView:
+    """A result with what its page shows beyond its row: the request its
+    target sent, why the model stopped, each judge's prompt, and its
+    neighbours among the results of the page it was opened from."""
+
+    result: Result
+    filters: ResultFilters
+    request: dict[str, Any] | None
+    finish_reason: str | None
+    previous_id: int | None
+    next_id: int | None
+    prompts: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == TRUNCATED
+
+
+def _target_input(item: Item) -> TargetInput:
+    return TargetInput(
+        index=item.index,
+        external_id=item.external_id,
+        input=item.input,
+        expected=item.expected,
+        metadata=item.metadata or {},
+    )
+
+
+def result_request(*, run: Run, item: Item) -> dict[str, Any] | None:
+    """The request body the run's target sent for ``item``, derived from its
+    frozen configuration as the target builds it; None when the kind has no
+    such body or the configuration no longer reads."""
+    try:
+        plugin = get_target_class(run.target_kind)
+        return plugin.request_for(plugin.parse(run.target_config), _target_input(item))
+    except (DomainError, TargetError):
+        return None
+
+
+def result_prompts(*, result: Result) -> dict[str, list[dict[str, str]]]:
+    """Per scorer that asks a model (a judge): the messages it was sent."""
+    if result.output is None:
+        return {}
+    prompts = {}
+    item = _target_input(result.item)
+    for spec in result.run.scorers:
+        plugin = SCORERS.get(spec.get("kind", ""))
+        if plugin is None:
+            continue
+        try:
+            params = plugin.parse(spec.get("params", {}))
+        except DomainError:
+            continue
+        messages = plugin.prompt_for(params, result.output, item)
+        if messages is not None:
+            prompts[spec.get("name") or spec["kind"]] = messages
+    return prompts
+
+
+def finish_reason(result: Result) -> str | None:
+    """Why the model stopped, as its answering attempt recorded it."""
+    for attempt in reversed(result.attempts):
+        if attempt.get("outcome") == "ok":
+            reason = attempt.get("finish_reason")
+            return reason if isinstance(reason, str) else None
+    return None
+
+
+def result_neighbours(
+    *, result: Result, filters: ResultFilters
+) -> tuple[int | None, int | None]:
+    """The ids of the results before and after ``result`` in the run's results
+    table under ``filters`` (dataset order), each None at an end."""
+    rows = result_filter(run=result.run, filters=filters).prefetch_related(None)
+    index, epoch = result.item_index, result.epoch
+    before = Q(item_index__lt=index) | Q(item_index=index, epoch__lt=epoch)
+    after = Q(item_index__gt=index) | Q(item_index=index, epoch__gt=epoch)
+    ids = rows.select_related(None).values_list("pk", flat=True)
+    previous = ids.filter(before).order_by("-item_index", "-epoch").first()
+    following = ids.filter(after).order_by("item_index", "epoch").first()
+    return previous, following
+
+
+def result_view(
+    *, user: User, run_id: int, result_id: int, params: Mapping[str, Any]
+) -> ResultView:
+    """A result's page: the result, its request, finish reason, judges'
+    prompts and neighbours under the results filters in ``params`` (the
+    results table's; filters that do not read are left out)."""
+    result = result_get(user=user, run_id=run_id, result_id=result_id)
+    try:
+        filters = ResultFilters.parse(params, run=result.run)
+    except InvalidInput:
+        filters = ResultFilters()
+    if filters.lists_items:
+        filters = ResultFilters()
+    previous, following = result_neighbours(result=result, filters=filters)
+    return ResultView(
+        result=result,
+        filters=filters,
+        request=result_request(run=result.run, item=result.item),
+        finish_reason=finish_reason(result),
+        previous_id=previous,
+        next_id=following,
+        prompts=result_prompts(result=result),
+    )

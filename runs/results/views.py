@@ -30,14 +30,15 @@ from runs.results.selectors import (
     VERDICTS,
     ResultFilters,
     result_filter,
-    result_get,
     result_latest,
+    result_view,
     run_get,
     run_items_left,
     run_overview,
     run_report,
 )
 from runs.results.services import run_create
+from runs.templatetags.evalsite import call_status
 from runs.web.forms import submitted
 from runs.web.pages import domain_errors, page_of, query_id
 from runs.web.requests import AuthedRequest
@@ -73,8 +74,14 @@ def run_list(request: AuthedRequest) -> HttpResponse:
         tuple(map(cache_keys.record, projects)),
         cache_keys.record(offer) if offer is not None else None,
     )
+
+    def build() -> tuple[dict[str, Any], int]:
+        # Read only to render: the rows' figures_version keys them.
+        pass_rates = reads.run_pass_rates(page.object_list)
+        return {**context, "pass_rates": pass_rates}, 200
+
     return pagecache.render_cached(
-        request, "runs/results/run_list.html", lambda: (context, 200), key_data=key_data
+        request, "runs/results/run_list.html", build, key_data=key_data
     )
 
 
@@ -164,7 +171,10 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
     """The options of the results filter form of ``run``."""
     left = PENDING if not run.is_final else SKIPPED
     return {
-        "statuses": [*Result.Status.choices, (left, left.capitalize())],
+        "statuses": [
+            *((value, call_status(value)) for value in Result.Status.values),
+            (left, left.capitalize()),
+        ],
         "error_kinds": ErrorKind.choices,
         "scorers": run.scorer_names,
         "verdicts": VERDICTS,
@@ -185,8 +195,14 @@ def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
 @domain_errors
 @require_GET
 def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
-    result = result_get(user=request.user, run_id=run_id, result_id=result_id)
-    return render(request, "runs/results/result_detail.html", {"result": result})
+    view = result_view(
+        user=request.user, run_id=run_id, result_id=result_id, params=request.GET
+    )
+    return render(
+        request,
+        "runs/results/result_detail.html",
+        {"result": view.result, "view": view},
+    )
 
 
 @domain_errors

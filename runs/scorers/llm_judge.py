@@ -227,6 +227,45 @@ class LLMJudgeParams(EndpointParams):
         return self
 
 
+def judge_instructions(params: LLMJudgeParams) -> str:
+    """How to answer, in the chosen verdict format (the prompt's ``{format}``)."""
+    fmt = params.verdict_format
+    if fmt != "json":
+        return INSTRUCTIONS[fmt]
+    verdict, score = params.json_verdict_key, params.json_score_key
+    return (
+        f'Reply with only a JSON object: {{"reasoning": "...", "{verdict}": '
+        f'"pass" or "fail", "{score}": a number from 0 to 1}}.'
+    )
+
+
+def judge_messages(
+    params: LLMJudgeParams, output: Any, item: TargetInput
+) -> list[dict[str, str]]:
+    """The messages the judge is sent for ``output`` of ``item``."""
+    fields = {
+        "input": item.input,
+        "expected": item.expected,
+        "output": as_text(output) if not isinstance(output, dict | list) else output,
+        "id": item.external_id,
+        "index": item.index,
+        "metadata": item.metadata,
+        "format": judge_instructions(params),
+    }
+    try:
+        prompt = fill_template(params.prompt_template, fields)
+    except MissingField as exc:
+        raise ScorerError(
+            f"the judge's template names {{{exc.name}}}, which item "
+            f"{item.external_id!r} does not have"
+        ) from None
+    messages = []
+    if params.system_prompt:
+        messages.append({"role": "system", "content": params.system_prompt})
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
 @register
 class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     """Asks a model, over any OpenAI-compatible endpoint, to grade the output.
@@ -284,39 +323,19 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     # -- the prompt --------------------------------------------------------------
 
     def instructions(self) -> str:
-        fmt = self.params.verdict_format
-        if fmt != "json":
-            return INSTRUCTIONS[fmt]
-        verdict, score = self.params.json_verdict_key, self.params.json_score_key
-        return (
-            f'Reply with only a JSON object: {{"reasoning": "...", "{verdict}": '
-            f'"pass" or "fail", "{score}": a number from 0 to 1}}.'
-        )
+        return judge_instructions(self.params)
 
     def messages(self, output: Any, item: TargetInput) -> list[dict[str, str]]:
-        fields = {
-            "input": item.input,
-            "expected": item.expected,
-            "output": as_text(output)
-            if not isinstance(output, dict | list)
-            else output,
-            "id": item.external_id,
-            "index": item.index,
-            "metadata": item.metadata,
-            "format": self.instructions(),
-        }
+        return judge_messages(self.params, output, item)
+
+    @classmethod
+    def prompt_for(
+        cls, params: LLMJudgeParams, output: Any, item: TargetInput
+    ) -> list[dict[str, str]] | None:
         try:
-            prompt = fill_template(self.params.prompt_template, fields)
-        except MissingField as exc:
-            raise ScorerError(
-                f"the judge's template names {{{exc.name}}}, which item "
-                f"{item.external_id!r} does not have"
-            ) from None
-        messages = []
-        if self.params.system_prompt:
-            messages.append({"role": "system", "content": self.params.system_prompt})
-        messages.append({"role": "user", "content": prompt})
-        return messages
+            return judge_messages(params, output, item)
+        except ScorerError:  # the template names a field the item lacks
+            return None
 
     # -- the call --------------------------------------------------------------
 

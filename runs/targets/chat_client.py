@@ -165,6 +165,7 @@ class ChatReply:
     cost: float | None
     model: str
     http_status: int
+    finish_reason: str | None = None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -254,4 +255,11 @@ def parse_chat_response(response: Answer) -> ChatReply:
         cost=_cost_of(usage),
         model=model if isinstance(model, str) else "",
         http_status=response.status_code,
+        finish_reason=_finish_reason(data),
     )
+
+
+def _finish_reason(data: dict[str, Any]) -> str | None:
+    """The first choice's finish reason ("length": cut at max_tokens), if any."""
+    reason = data["choices"][0].get("finish_reason")
+    return reason[:40] if isinstance(reason, str) and reason else None

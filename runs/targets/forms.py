@@ -13,6 +13,7 @@ from runs.projects.selectors import project_get
 from runs.targets import REGISTRY as TARGETS
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 from runs.web.forms import (
+    MultilineField,
     PickField,
     PluginFieldsMixin,
     form_field,
@@ -79,7 +80,7 @@ def target_edit_form(data: Any | None, *, user: User, target: Target) -> TargetF
 
 
 class TargetTryForm(forms.Form):
-    input = forms.CharField(
+    input = MultilineField(
         max_length=TARGET_TRY_MAX_CHARS,
         initial=TARGET_TRY_DEFAULT_INPUT,
         label="Test input",

@@ -241,6 +241,43 @@ class OpenAIChatParams(EndpointParams):
         return self
 
 
+def chat_messages(params: OpenAIChatParams, item: TargetInput) -> list[dict[str, Any]]:
+    """The messages sent for ``item``: the system prompt, then the rendered
+    prompt template, or the item's own conversation."""
+    messages: list[dict[str, Any]] = []
+    system_prompt = params.system_prompt
+    if is_conversation(item.input):
+        conversation = check_messages(item.input, item)
+        if system_prompt and conversation[0].get("role") != "system":
+            messages.append({"role": "system", "content": system_prompt})
+        messages.extend(conversation)
+        return messages
+    if system_prompt:
+        messages.append({"role": "system", "content": system_prompt})
+    template = params.prompt_template
+    messages.append({"role": "user", "content": render_prompt(template, item)})
+    return messages
+
+
+def chat_payload(params: OpenAIChatParams, item: TargetInput) -> dict[str, Any]:
+    """The /chat/completions request body for ``item``."""
+    payload: dict[str, Any] = {
+        **params.extra_body,
+        "model": params.model,
+        "messages": chat_messages(params, item),
+    }
+    optional = {
+        "temperature": params.temperature,
+        "max_tokens": params.max_tokens,
+        "response_format": params.response_format,
+        "tool_choice": params.tool_choice,
+    }
+    payload.update((k, v) for k, v in optional.items() if v is not None)
+    if params.tools:
+        payload["tools"] = params.tools
+    return payload
+
+
 @register
 class OpenAIChatTarget(TargetPlugin[OpenAIChatParams]):
     """Any OpenAI-compatible /chat/completions endpoint (OpenAI, vLLM, Ollama, ...).
@@ -268,38 +305,14 @@ class OpenAIChatTarget(TargetPlugin[OpenAIChatParams]):
         self.params = params
         self.client = ChatClient(params, context)
 
-    def build_messages(self, item: TargetInput) -> list[dict[str, Any]]:
-        messages: list[dict[str, Any]] = []
-        system_prompt = self.params.system_prompt
-        if is_conversation(item.input):
-            conversation = check_messages(item.input, item)
-            if system_prompt and conversation[0].get("role") != "system":
-                messages.append({"role": "system", "content": system_prompt})
-            messages.extend(conversation)
-            return messages
-        if system_prompt:
-            messages.append({"role": "system", "content": system_prompt})
-        template = self.params.prompt_template
-        messages.append({"role": "user", "content": render_prompt(template, item)})
-        return messages
+    @classmethod
+    def request_for(
+        cls, params: OpenAIChatParams, item: TargetInput
+    ) -> dict[str, Any] | None:
+        return chat_payload(params, item)
 
     def build_payload(self, item: TargetInput) -> dict[str, Any]:
-        params = self.params
-        payload: dict[str, Any] = {
-            **params.extra_body,
-            "model": params.model,
-            "messages": self.build_messages(item),
-        }
-        optional = {
-            "temperature": params.temperature,
-            "max_tokens": params.max_tokens,
-            "response_format": params.response_format,
-            "tool_choice": params.tool_choice,
-        }
-        payload.update((k, v) for k, v in optional.items() if v is not None)
-        if params.tools:
-            payload["tools"] = params.tools
-        return payload
+        return chat_payload(self.params, item)
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         payload = self.build_payload(item)
@@ -321,6 +334,7 @@ class OpenAIChatTarget(TargetPlugin[OpenAIChatParams]):
             http_status=reply.http_status,
             # The model the endpoint says answered prices the tokens.
             model=reply.model or self.params.model,
+            finish_reason=reply.finish_reason,
             # Whole: the executor cuts it once any secret in it is replaced
             # (cut first, a key across the cut would keep its first part).
             raw_body=response.text if keep_raw else None,

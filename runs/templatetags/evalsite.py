@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from django import template
@@ -14,8 +14,10 @@ from django.utils.formats import localize
 from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
 
+from runs.templatetags.run_summary import percent
+
 if TYPE_CHECKING:
-    from runs.records.reads import RunRow
+    from runs.records.reads import PassRates, RunRow
 
 register = template.Library()
 
@@ -26,7 +28,8 @@ STATUS_CLASSES = {
     "completed_with_errors": "warn",
     "failed": "bad",
     "cancelled": "muted",
-    "succeeded": "ok",
+    # A call that answered, right or wrong: its score says which, not green.
+    "succeeded": "neutral",
     "timed_out": "warn",
     "ok": "ok",
     "error": "bad",
@@ -50,6 +53,17 @@ def class_filter(
 status_class = class_filter("status_class", STATUS_CLASSES, "neutral")
 
 
+# A result's status is its target call's: "succeeded" says nothing of the
+# answer, which its scores judge. Shown beside scores, it reads "answered".
+CALL_STATUS_LABELS = {"succeeded": "Answered"}
+
+
+@register.filter
+def call_status(status: str) -> str:
+    """A result status as shown beside its scores."""
+    return CALL_STATUS_LABELS.get(status) or status.replace("_", " ").capitalize()
+
+
 @register.filter
 def pretty(value: Any) -> str:
     """A string as it is; anything else as indented JSON."""
@@ -66,6 +80,40 @@ def compact(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _one_line(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return " ".join(text.split())
+
+
+@register.filter
+def tail(value: Any, limit: int = 80) -> str:
+    """The end of a value on one line: "…" and its last ``limit`` characters
+    (where a model puts its final answer)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and len(value) > 4 * limit:
+        # Only the end is shown: its whitespace alone is folded.
+        value = value[-4 * limit :]
+        text = _one_line(value)
+        return "…" + text[-(limit - 1) :]
+    text = _one_line(value)
+    return text if len(text) <= limit else "…" + text[-(limit - 1) :]
+
+
+@register.filter
+def ends(value: Any, limit: int = 1000) -> str:
+    """A value on one line, whole up to ``2 * limit`` characters; longer, its
+    first and last ``limit`` characters around " … " (a cell's title)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and len(value) > 8 * limit:
+        value = value[: 4 * limit] + " " + value[-4 * limit :]
+    text = _one_line(value)
+    if len(text) <= 2 * limit:
+        return text
+    return f"{text[:limit]} … {text[-limit:]}"
 
 
 @register.filter
@@ -109,6 +157,7 @@ _RUN_ROW = (
     '\n      <td>{target_name} <span class="muted">{target_kind}</span></td>'
     '\n      <td><span class="badge {status_class}">{status_label}</span>{stale}'
     "{redrawn}</td>"
+    '\n      <td class="pass-rates">{pass_rates}</td>'
     '\n      <td class="num">{processed}/{total}</td>'
     '\n      <td class="num">{succeeded}</td>'
     '\n      <td class="num">{failed}</td>'
@@ -132,14 +181,34 @@ def _redrawn(replaced: int) -> str:
     return _REDRAWN.format(replaced, "" if replaced == 1 else "s")
 
 
+_PASS_RATE = '<span class="pass-rate"><code>{}</code> {}</span>'
+_NO_PASS_RATE = (
+    '<span class="muted" title="Shown once the run has ended and its figures are'
+    ' computed: open the run">\u2013</span>'
+)
+
+
+def _pass_rates(rates: PassRates | None) -> str:
+    """Each scorer's pass rate, the run's headline figure, one per line."""
+    if not rates:
+        return _NO_PASS_RATE
+    return "<br>".join(
+        _PASS_RATE.format(html.escape(scorer), percent(rate)) for scorer, rate in rates
+    )
+
+
 def _url_format(name: str) -> str:
     """The URL of ``name`` for one id, as a format string with ``{}`` for the id."""
     return html.escape(reverse(name, args=[_PK_MARK])).replace(str(_PK_MARK), "{}")
 
 
 @register.simple_tag
-def run_rows(runs: Iterable[RunRow]) -> str:
-    """The rows of the runs table (runs/records/reads.py RunTable)."""
+def run_rows(
+    runs: Iterable[RunRow], pass_rates: Mapping[int, PassRates] | None = None
+) -> str:
+    """The rows of the runs table (runs/records/reads.py RunTable), with the
+    ended runs' pass rates (``reads.run_pass_rates``)."""
+    pass_rates = pass_rates or {}
     escape = html.escape
     run_url = _url_format("runs:run_detail")
     dataset_url = _url_format("runs:dataset_detail")
@@ -161,6 +230,7 @@ def run_rows(runs: Iterable[RunRow]) -> str:
                 status_label=escape(run.status_label),
                 stale=_STALE if run.stale else "",
                 redrawn=_redrawn(run.retry_replaced),
+                pass_rates=_pass_rates(pass_rates.get(run.pk)),
                 processed=run.processed,
                 total=run.total,
                 succeeded=run.succeeded,

@@ -29,6 +29,21 @@ class PickField(forms.IntegerField):
             self.initial = options[0][0]  # the only choice: preselect it
 
 
+class MultilineField(forms.CharField):
+    """Text typed in a textarea, its line breaks as ``\n``.
+
+    Browsers send a textarea's line breaks as ``\r\n`` (HTML's form
+    encoding): stored as they come, a prompt would reach a model with
+    carriage returns that the same prompt given through the API has not.
+    """
+
+    widget = forms.Textarea
+
+    def to_python(self, value: Any) -> str | None:
+        text = super().to_python(value)
+        return text.replace("\r\n", "\n").replace("\r", "\n") if text else text
+
+
 def form_field[F: forms.Field](form: forms.BaseForm, name: str, kind: type[F]) -> F:
     """The form's own copy of a declared field, as the kind it was declared."""
     field = form.fields[name]
@@ -118,14 +133,20 @@ def param_field(param: Param, *, example: Any = None) -> forms.Field:
         )
     else:
         attrs = {"placeholder": str(example)} if example not in (None, "") else {}
-        widget = (
-            forms.Textarea(attrs={"rows": 3, **attrs})
-            if param.extra.get("widget") == "textarea"
-            else forms.TextInput(attrs=attrs)
-        )
-        field = forms.CharField(
-            widget=widget, initial=param.default or None, strip=False, **common
-        )
+        if param.extra.get("widget") == "textarea":
+            field = MultilineField(
+                widget=forms.Textarea(attrs={"rows": 3, **attrs}),
+                initial=param.default or None,
+                strip=False,
+                **common,
+            )
+        else:
+            field = forms.CharField(
+                widget=forms.TextInput(attrs=attrs),
+                initial=param.default or None,
+                strip=False,
+                **common,
+            )
     # Read by the field template (_param_field.html) to mark it "(required)".
     field.param_required = param.required  # type: ignore[union-attr]  # an attribute of our own
     return field

@@ -121,24 +121,28 @@ def test_rows_have_the_export_columns_in_order(run: Run) -> None:
     rows = list(run_export_rows(run=run))
 
     assert all(list(row) == export_columns(run=run) for row in rows)
-    assert export_columns(run=run)[-8:] == [
+    assert export_columns(run=run)[-10:] == [
         "exact_match.value",
         "exact_match.passed",
         "exact_match.error",
+        "exact_match.reason",
         "exact_match.skipped",
         "contains.value",
         "contains.passed",
         "contains.error",
+        "contains.reason",
         "contains.skipped",
     ]
     # The CSV header is the same but for .skipped: the passed cell says so.
-    assert export_columns(run=run, format="csv")[-6:] == [
+    assert export_columns(run=run, format="csv")[-8:] == [
         "exact_match.value",
         "exact_match.passed",
         "exact_match.error",
+        "exact_match.reason",
         "contains.value",
         "contains.passed",
         "contains.error",
+        "contains.reason",
     ]
 
 
@@ -290,7 +294,7 @@ def judged_run(project: Project) -> Run:
         scorer="judge",
         value=1.0,
         passed=True,
-        reason="Verdict: PASS",
+        reason="The answer is 3, as expected.\nVerdict: PASS",
         prompt_tokens=120,
         completion_tokens=7,
         cost=0.00042,
@@ -338,13 +342,15 @@ def test_csv_says_skipped_in_the_passed_column_under_a_stable_header(
     header, *rows = list(csv.reader(io.StringIO(text, newline="")))
 
     assert header == export_columns(run=judged_run, format="csv")
-    assert header[-9:] == [
+    assert header[-11:] == [
         "exact_match.value",
         "exact_match.passed",
         "exact_match.error",
+        "exact_match.reason",
         "judge.value",
         "judge.passed",
         "judge.error",
+        "judge.reason",
         "judge.prompt_tokens",
         "judge.completion_tokens",
         "judge.cost",
@@ -354,3 +360,25 @@ def test_csv_says_skipped_in_the_passed_column_under_a_stable_header(
     assert [cell["exact_match.passed"] for cell in cells] == ["true", "false", ""]
     assert cells[1]["judge.cost"] == "0.00042"
     assert cells[1]["judge.prompt_tokens"] == "120"
+
+
+def test_every_scorers_reason_is_exported(judged_run: Run) -> None:
+    jsonl = [
+        json.loads(line) for line in run_export_lines(run=judged_run, format="jsonl")
+    ]
+    text = "".join(run_export_lines(run=judged_run, format="csv"))
+    header, *rows = list(csv.reader(io.StringIO(text, newline="")))
+    cells = [dict(zip(header, row, strict=True)) for row in rows]
+
+    judged = "The answer is 3, as expected.\nVerdict: PASS"
+    assert [row["judge.reason"] for row in jsonl] == [
+        "skipped: exact_match passed",
+        judged,
+        None,  # no score: the target call failed
+    ]
+    assert [cell["judge.reason"] for cell in cells] == [
+        "skipped: exact_match passed",
+        judged,
+        "",
+    ]
+    assert "exact_match.reason" in jsonl[0]

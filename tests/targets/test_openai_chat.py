@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx
 import pytest
 from asgiref.sync import sync_to_async
 
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, RunStatus
+from runs.results.selectors import result_request
 from runs.results.services import run_create
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.testing.fake_openai import FakeOpenAIServer
@@ -254,3 +256,48 @@ async def test_a_bad_conversation_fails_its_item_only(project, fake_openai):
     assert bad.error_type == "InvalidMessages"
     assert "input[0].content" in bad.error_message
     assert len(bad.attempts) == 1
+
+
+# -- what a result's page shows of the call ----------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_request_shown_is_the_request_sent_and_the_finish_reason_is_kept(
+    project, fake_openai
+):
+    items = [{"id": "c1", "input": "What is 1 + 2?", "expected": "3"}]
+    run = await sync_to_async(chat_run)(
+        project,
+        fake_openai,
+        items,
+        system_prompt="Be brief.\nJust the number.",
+        prompt_template="Q: {input}\nA:",
+        max_tokens=32,
+        extra_body={"seed": 7},
+    )
+    assert await execute_run(run.pk) == RunStatus.COMPLETED
+    result = await Result.objects.select_related("item").aget(run=run)
+
+    shown = await sync_to_async(result_request)(run=run, item=result.item)
+
+    assert shown == fake_openai.stats.last_request
+    assert result.attempts[-1]["finish_reason"] == "stop"
+
+
+def test_a_reply_cut_at_max_tokens_says_so():
+    target = build_target(
+        "openai_chat",
+        clean_target_config(
+            "openai_chat", {"base_url": "https://api.example.org/v1", "model": "m"}
+        ),
+    )
+    reply = {
+        "model": "m",
+        "choices": [
+            {"message": {"content": "Step 1: 48 / 2 = "}, "finish_reason": "length"}
+        ],
+    }
+
+    answer = target.parse_response(httpx.Response(200, json=reply))
+
+    assert answer.finish_reason == "length"

@@ -89,18 +89,22 @@ class ComparisonItems:
     def _with_outputs(self, batch: list[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
         ids = [row[3] for row in batch] + [row[4] for row in batch]
         outputs = dict(Result.objects.filter(pk__in=ids).values_list("pk", "output"))
-        external_ids = dict(
-            Item.objects.filter(pk__in=[row[1] for row in batch]).values_list(
-                "pk", "external_id"
-            )
-        )
+        # The baseline's item: its question and expected answer beside both outputs.
+        items = {
+            pk: (external_id, question, expected)
+            for pk, external_id, question, expected in Item.objects.filter(
+                pk__in=[row[1] for row in batch]
+            ).values_list("pk", "external_id", "input", "expected")
+        }
         for row in batch:
             _key, b_item, c_item, b_result, c_result, index = row[:6]
-            external_id = external_ids.get(b_item)
+            external_id, question, expected = items.get(b_item, (None, None, None))
             b_n, b_passes, b_total, c_n, c_passes, c_total, change = row[6:]
             yield {
                 "external_id": external_id,
                 "index": index,
+                "input": question,
+                "expected": expected,
                 "baseline_run": self.baseline.pk,
                 "candidate_run": self.candidate.pk,
                 "scorer": self.scorer,
@@ -129,7 +133,8 @@ def comparison_item_rows(
 ) -> Iterator[dict[str, Any]]:
     """Every paired item of (candidate, scorer), in dataset order, as dicts.
 
-    Keys: external_id, index, baseline_run, candidate_run, scorer,
+    Keys: external_id, index, input, expected (the baseline's item's),
+    baseline_run, candidate_run, scorer,
     baseline_item, candidate_item, baseline_result, candidate_result (the first
     result of each run for the item), baseline_output, candidate_output,
     baseline_epochs, candidate_epochs (epochs whose score of this scorer was
