@@ -10,13 +10,18 @@ ambiguous and refused, naming the users to choose from.
 
 from __future__ import annotations
 
+import pkgutil
 from dataclasses import dataclass, field
+from importlib import import_module
 
+from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.recorder import MigrationRecorder
 
 from runs.access import Action, projects_where
 from runs.management.evalrun_cli import BadInput
@@ -46,6 +51,10 @@ def database_prepare(setup: Setup) -> None:
     """Apply the migrations this database lacks (all of them on a fresh install)."""
     connection = connections[DEFAULT_DB_ALIAS]
     if "django_migrations" in connection.introspection.table_names():
+        if migrations_on_disk() <= set(
+            MigrationRecorder(connection).applied_migrations()
+        ):
+            return
         executor = MigrationExecutor(connection)
         if not executor.migration_plan(executor.loader.graph.leaf_nodes()):
             return
@@ -55,6 +64,33 @@ def database_prepare(setup: Setup) -> None:
     call_command("migrate", interactive=False, verbosity=0)
     setup.migrated = True
     setup.notes.append(what)
+
+
+def migrations_on_disk() -> set[tuple[str, str]]:
+    """(app label, name) of every migration file, found as Django's loader finds
+    them but without importing them: loading the migration graph imports every
+    migration of every app, most of the check on an up-to-date database. When
+    all of them are recorded as applied, nothing is left to apply; otherwise
+    the loader's plan decides (squashed migrations, replaced ones)."""
+    found = set()
+    for app in apps.get_app_configs():
+        name, explicit = MigrationLoader.migrations_module(app.label)
+        if name is None:
+            continue
+        try:
+            module = import_module(name)
+        except ModuleNotFoundError as exc:
+            if explicit or "migrations" not in (exc.name or "").split("."):
+                raise  # as the loader does
+            continue  # an app without migrations
+        if not hasattr(module, "__path__"):
+            continue
+        found.update(
+            (app.label, migration)
+            for _, migration, is_pkg in pkgutil.iter_modules(module.__path__)
+            if not is_pkg and migration[0] not in "_~"
+        )
+    return found
 
 
 def acting_user(username: str | None, setup: Setup | None = None) -> User:

@@ -10,8 +10,6 @@ from pydantic import Field, model_validator
 from runs.plugins import FieldError, Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
-from runs.pools.json_schemas import schema_problem
-from runs.pools.json_validation import judge, patterns, single_pass_size
 from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 from runs.pools.threads import run_in_thread
 from runs.scorers.patterns import compile_user_pattern
@@ -73,16 +71,22 @@ with warnings.catch_warnings():
                     "schema_field", "give schema or schema_field, not both"
                 )
             if self.schema is not None:
-                problem = schema_problem(self.schema, max_depth=self.max_depth)
-                if not problem:
-                    problem = _pattern_problem(self.schema)
+                problem = _schema_problem(self.schema, max_depth=self.max_depth)
                 if problem:
                     raise FieldError("schema", problem)
             return self
 
 
-def _pattern_problem(schema: Any) -> str:
-    """Why a regular expression of the schema cannot run with RE2, or ""."""
+def _schema_problem(schema: Any, *, max_depth: int) -> str:
+    """Why the schema is refused (its size, its work, a regular expression
+    RE2 cannot run), or ""."""
+    # jsonschema and RE2 load with the first schema: a run without one never needs them.
+    from runs.pools.json_schemas import schema_problem
+    from runs.pools.json_validation import patterns
+
+    problem = schema_problem(schema, max_depth=max_depth)
+    if problem:
+        return problem
     for where, pattern in patterns(schema):
         try:
             compile_user_pattern(pattern)
@@ -118,6 +122,9 @@ class Json(ScorerPlugin[JsonParams]):
     needs_expected: ClassVar[bool] = False
 
     def __init__(self, name: str, params: JsonParams) -> None:
+        # jsonschema and RE2 load with the first scorer of this kind (see above).
+        from runs.pools.json_validation import single_pass_size
+
         super().__init__(name, params)
         schema = params.schema
         # As text: what a worker process caches its validator by.
@@ -136,6 +143,9 @@ class Json(ScorerPlugin[JsonParams]):
         schema_text, source = self.schema_text, "the schema"
         if schema_text is None and self.params.schema_field:
             schema_text, source = self._item_schema(item)
+        # Loaded with the scorer (__init__): only the name is looked up here.
+        from runs.pools.json_validation import judge
+
         check = functools.partial(
             judge,
             output,

@@ -35,6 +35,7 @@ again in this process (the target is not called): 0 when the pass completes,
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import signal
 import sys
@@ -200,6 +201,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **opts: Any) -> None:
+        # What Django's set-up made lives as long as the process: the cyclic
+        # collector need not walk it again, in the run nor at the exit (where
+        # finalisation's collections over it took about 0.2 s of CPU).
+        gc.freeze()
         if opts["old_run_name"] is not None:
             self.stderr.write("--run-name is now --name (the run's name)")
             opts["run_name"] = opts["run_name"] or opts["old_run_name"]
