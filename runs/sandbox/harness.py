@@ -1,9 +1,8 @@
 """The trusted start of every sandboxed program (runs inside the sandbox).
 
 Run as ``python -I -S -c <this file> <limits...> <verdict fd> <no network>
-<landlock>`` by ``runs/sandbox/__init__.py``, on whatever interpreter the
-sandbox uses (the standard library only, no Django), so it keeps to what
-Python 3.9 has. It is public: the program can read it from its command line.
+<landlock>`` by ``runs/sandbox/__init__.py`` on the sandbox's interpreter:
+the standard library of Python 3.9 only. It is public (on its command line).
 
 1. Sets the resource limits, and in the limits mode a seccomp filter that
    denies creating sockets, System V IPC objects and io_uring rings, for good
@@ -396,8 +395,7 @@ def _flush():
 
 
 def _print_exception(exc, text, filename):
-    # The program's frames only, with their source lines (imported only now:
-    # they cost a fifth of a short program's start).
+    # The program's frames only; imported now: a fifth of a program's start.
     import linecache
     import traceback
 
