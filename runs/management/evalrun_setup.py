@@ -72,7 +72,7 @@ def migrations_on_disk() -> set[tuple[str, str]]:
     migration of every app, most of the check on an up-to-date database. When
     all of them are recorded as applied, nothing is left to apply; otherwise
     the loader's plan decides (squashed migrations, replaced ones)."""
-    found = set()
+    found: set[tuple[str, str]] = set()
     for app in apps.get_app_configs():
         name, explicit = MigrationLoader.migrations_module(app.label)
         if name is None:

@@ -6,6 +6,7 @@ from runs.models.datasets import Dataset, Item, ReadyDatasetManager
 from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
 from runs.models.results import (
+    CALL_STATUS_LABELS,
     RESULT_OUTCOME,
     ErrorKind,
     Result,
@@ -14,6 +15,7 @@ from runs.models.results import (
     RunVerdicts,
     Score,
     ScoringPass,
+    call_status_label,
 )
 from runs.models.retries import RetryPass
 from runs.models.run_counts import RUN_COUNTS, RunCounts
@@ -26,6 +28,7 @@ from runs.models.runs import (
 )
 
 __all__ = [
+    "CALL_STATUS_LABELS",
     "FINAL_RUN_STATUSES",
     "HEARTBEAT_STALE_SECONDS",
     "RESULT_OUTCOME",
@@ -52,4 +55,5 @@ __all__ = [
     "Score",
     "ScoringPass",
     "Target",
+    "call_status_label",
 ]

@@ -20,6 +20,16 @@ class ResultStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+# A result's status is its target call's: "succeeded" says nothing of the
+# answer, which its scores judge. Shown beside scores, it reads "answered".
+CALL_STATUS_LABELS = {ResultStatus.SUCCEEDED.value: "Answered"}
+
+
+def call_status_label(status: str) -> str:
+    """A result status as shown beside its scores."""
+    return CALL_STATUS_LABELS.get(status) or status.replace("_", " ").capitalize()
+
+
 class ErrorKind(models.TextChoices):
     TRANSIENT = "transient", "Transient"
     QUOTA = "quota", "Quota"

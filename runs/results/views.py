@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from runs.access import Action, projects_where
 from runs.analysis.export import EXPORT_FORMATS
 from runs.errors import InvalidInput
-from runs.models import ErrorKind, Result, Run, RunStatus
+from runs.models import ErrorKind, Result, Run, RunStatus, call_status_label
 from runs.records import cache_keys, pagecache, reads
 from runs.results import services
 from runs.results.demo_offer import (
@@ -38,7 +38,6 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
-from runs.templatetags.evalsite import call_status
 from runs.web.forms import submitted
 from runs.web.pages import domain_errors, page_of, query_id
 from runs.web.requests import AuthedRequest
@@ -172,7 +171,7 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
     left = PENDING if not run.is_final else SKIPPED
     return {
         "statuses": [
-            *((value, call_status(value)) for value in Result.Status.values),
+            *((value, call_status_label(value)) for value in Result.Status.values),
             (left, left.capitalize()),
         ],
         "error_kinds": ErrorKind.choices,

@@ -14,6 +14,7 @@ from django.utils.formats import localize
 from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
 
+from runs.models import call_status_label
 from runs.templatetags.run_summary import percent
 
 if TYPE_CHECKING:
@@ -53,15 +54,7 @@ def class_filter(
 status_class = class_filter("status_class", STATUS_CLASSES, "neutral")
 
 
-# A result's status is its target call's: "succeeded" says nothing of the
-# answer, which its scores judge. Shown beside scores, it reads "answered".
-CALL_STATUS_LABELS = {"succeeded": "Answered"}
-
-
-@register.filter
-def call_status(status: str) -> str:
-    """A result status as shown beside its scores."""
-    return CALL_STATUS_LABELS.get(status) or status.replace("_", " ").capitalize()
+register.filter("call_status", call_status_label)
 
 
 @register.filter
