@@ -435,6 +435,7 @@ class Execution:
                 self.spec.target_id, self.spec.target_kind, self.spec.target_config
             ),
             options=self.options,
+            shard=self.index_range is not None,
         )
         self.runner = ItemRunner(
             target=target,

@@ -148,8 +148,9 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
     hanging = arithmetic_items(4 * SHARD_SIZE, marker="[[hang]]")[2 * SHARD_SIZE :]
     workers.start(2)
     workers.wait_registered(2)
-    run = distributed_run(project, fake_openai, fast + hanging, concurrency=4)
-    wait_for(lambda: fake_openai.stats.in_flight >= 8, what="both workers hanging")
+    # Eight calls in flight for the run, over both workers' shards.
+    run = distributed_run(project, fake_openai, fast + hanging, concurrency=8)
+    wait_for(lambda: fake_openai.stats.in_flight >= 8, what="the run's calls hanging")
     assert (
         len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
     )
