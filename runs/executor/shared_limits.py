@@ -363,6 +363,15 @@ class Degrading:
                 logger.warning("closing the shared limits' store: %s", exc)
 
 
+async def settle(pending: set[asyncio.Task[Any]]) -> None:
+    """Let calls sent to the store in the background arrive, for a while."""
+    if pending:
+        await asyncio.wait(set(pending), timeout=ANNOUNCE_GRACE)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
 class SharedRateLimiter:
     """At most ``rpm`` calls a minute to the target, with every other caller."""
 
@@ -423,11 +432,7 @@ class SharedConcurrency(AdaptiveConcurrency):
     async def aclose(self) -> None:
         # A burst announced as the run ends still slows the others: let its
         # announcement reach the store (the stores' calls have timeouts).
-        if self.pending:
-            await asyncio.wait(set(self.pending), timeout=ANNOUNCE_GRACE)
-        for task in self.pending:
-            task.cancel()
-        await asyncio.gather(*self.pending, return_exceptions=True)
+        await settle(self.pending)
 
 
 class RunLeases:
@@ -484,11 +489,7 @@ class RunLeases:
             await self.store.call("lease_renew", self.key, sorted(self.held), self.ttl)
 
     async def aclose(self) -> None:
-        if self.pending:
-            await asyncio.wait(set(self.pending), timeout=ANNOUNCE_GRACE)
-        for task in self.pending:
-            task.cancel()
-        await asyncio.gather(*self.pending, return_exceptions=True)
+        await settle(self.pending)  # leases given back as the shard ends
 
 
 class LeasedConcurrency(SharedConcurrency):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from channels.db import database_sync_to_async
@@ -19,8 +19,6 @@ from runs.executor import store
 from runs.executor.engine import Execution
 from runs.executor.shared_limits import (
     Degrading,
-    LocalStore,
-    PostgresStore,
     RedisStore,
     RunLeases,
     Store,
@@ -32,24 +30,6 @@ from tests.factories import arithmetic_items
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-
-
-@pytest.fixture(params=["process", "redis", "postgresql"])
-def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
-    """A factory of clients of one store (Redis: a connection each, as two
-    processes would have; closed by ``close`` on the loop that used them)."""
-    if request.param == "process":
-        local = LocalStore()
-        yield lambda: local
-    elif request.param == "redis":
-        if not REDIS_URL:
-            pytest.skip("needs Redis (REDIS_URL): run in the PostgreSQL pass")
-
-        yield lambda: RedisStore(REDIS_URL)
-    else:
-        if connection.vendor != "postgresql":
-            pytest.skip("needs PostgreSQL (DATABASE_URL): run in the PostgreSQL pass")
-        yield PostgresStore
 
 
 async def close(*stores: Store) -> None:
