@@ -547,6 +547,7 @@ class Execution:
                     self.spec.id,
                     cancelled=cancelled,
                     error=error,
+                    shard=self.index_range is not None,
                     drained=drained,
                 ),
                 "recording the final status",
