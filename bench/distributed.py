@@ -6,8 +6,9 @@ a fixed latency and N ``evalworker`` processes, then times ``evalrun
 --detach`` runs from the run's start to its end (the run's own wall time):
 
 - the same items at ``--latency-ms`` with 1, 2 and 4 workers (``--workers``),
-  each run of concurrency ``--concurrency``; the limit is
-  ``workers x concurrency / latency`` items a second;
+  each run of concurrency ``--concurrency`` per worker (a run's concurrency
+  holds over all its workers: ``workers x concurrency`` in all); the limit
+  is ``workers x concurrency / latency`` items a second;
 - with ``--kill-items N``: an N-item run over 4 workers; once a third of its
   items have succeeded, the worker holding a shard with some but not all of
   its results stored (a quarter to three quarters, if one is seen within 5 s)
@@ -211,13 +212,14 @@ def main() -> None:
         failed: list[str] = []
         print(
             f"{args.items} items at {args.latency_ms:g} ms, run concurrency "
-            f"{args.concurrency}, shards of {args.shard_size}, {os.cpu_count()} cores"
+            f"{args.concurrency} per worker, shards of {args.shard_size}, "
+            f"{os.cpu_count()} cores"
         )
         for count in [int(n) for n in args.workers.split(",") if n]:
             workers = start_workers(env, count, tmp)
             try:
                 wait_registered(scratch, count)
-                run_id = evalrun(env, data, base_url, args.concurrency)
+                run_id = evalrun(env, data, base_url, count * args.concurrency)
                 status, succeeded, total, wall = wait_end(scratch, run_id)
             finally:
                 stop(workers)

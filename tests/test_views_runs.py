@@ -703,11 +703,17 @@ def test_cancel_needs_a_post(bob_client: Client, run: Run) -> None:
 def test_run_page_shows_when_the_executor_backs_off(
     bob_client: Client, run: Run
 ) -> None:
-    Run.objects.filter(pk=run.pk).update(status="running", throttle_limit=2)
+    Run.objects.filter(pk=run.pk).update(
+        status="running", throttle_limit=2, call_latency=3.25
+    )
 
     response = bob_client.get(reverse("runs:run_detail", args=[run.pk]))
 
-    assert "backing off: 2 of" in response.content.decode()
+    concurrency = run.options["concurrency"]
+    assert (
+        f"the target is saturated: running 2 of {concurrency} calls at once, "
+        "latency 3.25 s"
+    ) in response.content.decode()
 
 
 def test_new_run_takes_the_json_schema_and_choice_letters(

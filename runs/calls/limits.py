@@ -9,15 +9,25 @@ run; the bucket's maths (``reservation``) is here, one for every store.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 THROTTLE_BURST = 3  # this many 429s ...
 THROTTLE_WINDOW = 10.0  # ... within this many seconds halve the concurrency
 THROTTLE_COOLDOWN = 1.0  # at most one halving per this many seconds
+# A round's fastest call this many times the fastest seen is queueing ...
+LATENCY_TOLERANCE = 2.0
+# ... at most this many times, room for one more call.
+LATENCY_RECOVERED = 1.5
+MIN_GRADIENT = 0.5  # one round lowers the limit by at most half
+# A rise in latency smaller than this is no queue worth lowering for: an
+# endpoint that answers in a millisecond sees more than that from this
+# process's own event loop under load.
+LATENCY_SLACK = 0.05
 
 
 class RateLimiter:
@@ -45,21 +55,56 @@ class RateLimiter:
 
 
 class AdaptiveConcurrency:
-    """Additive increase, multiplicative decrease of the calls in flight.
+    """The calls in flight, fitted to what the endpoint answers.
 
-    A burst of 429s halves the limit; every ``limit`` successes in a row raise
-    it by one, back up to the run's concurrency.
+    Three signals lower the limit, never below 1, and one raises it, never
+    above the run's concurrency:
+
+    - a burst of 429s halves it (``THROTTLE_BURST`` within ``THROTTLE_WINDOW``,
+      at most once per ``THROTTLE_COOLDOWN``);
+    - a timeout halves it: a call that queued at the endpoint until its
+      timeout is retried, and the retry only adds to the queue;
+    - latency that rises above what the endpoint takes unloaded lowers it by
+      the ratio of the two (the gradient of Netflix's concurrency-limits, the
+      queueing signal of TCP Vegas): an endpoint that answers fewer calls at
+      once than it is sent queues the others, and each waits for those ahead;
+    - latency near the unloaded one raises it by one per round.
+
+    Latency is judged once per round, ``limit`` calls that began after the
+    limit last changed (calls from before were queued under the old limit
+    and say nothing of the new one), as Vegas judges once per round trip. A
+    round's fastest call is compared with the fastest call seen (the
+    endpoint's own latency, as no queue of ours delays the fastest): the
+    fastest of a round, not its mean, as a model's latency also grows with
+    its answer's length, which a mix of items varies but queueing never
+    lowers. More than ``LATENCY_TOLERANCE`` times the fastest seen is
+    queueing: the limit becomes ``limit * max(0.5, tolerance / ratio)``; at
+    most ``LATENCY_RECOVERED`` times, or less than ``LATENCY_SLACK`` seconds
+    more, is room: one more call. Between the two the limit holds. At a
+    limit of 1 no queue is ours: a slower round there is the endpoint's own
+    pace, and becomes the fastest seen.
     """
 
-    def __init__(self, maximum: int, *, adaptive: bool = True) -> None:
+    def __init__(
+        self,
+        maximum: int,
+        *,
+        adaptive: bool = True,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.maximum = maximum
         self.limit = maximum
         self.adaptive = adaptive
+        self.clock = clock or time.monotonic
         self.active = 0
         self.waiting = 0
-        self.successes = 0
         self.throttles: deque[float] = deque()
-        self.last_decrease = 0.0
+        self.last_decrease = float("-inf")
+        self.changed_at = float("-inf")  # calls begun before judge nothing
+        self.fastest: float | None = None  # the endpoint's unloaded latency
+        self.round_calls = 0
+        self.round_fastest = math.inf
+        self.latency: float | None = None  # recent calls' latency (smoothed)
         self.changed = asyncio.Condition()
 
     @property
@@ -92,8 +137,8 @@ class AdaptiveConcurrency:
         """Count a 429; True when it completes a burst that calls for a halving."""
         if not self.adaptive:
             return False
-        now = time.monotonic()
-        self.successes = 0
+        now = self.clock()
+        self.new_round()
         self.throttles.append(now)
         while self.throttles and now - self.throttles[0] > THROTTLE_WINDOW:
             self.throttles.popleft()
@@ -105,16 +150,67 @@ class AdaptiveConcurrency:
         return False
 
     def decrease(self, times: int = 1) -> None:
+        limit = self.limit
         for _ in range(times):
-            self.limit = max(1, self.limit // 2)
+            limit = max(1, limit // 2)
+        self.set_limit(limit)
 
-    def succeeded(self) -> None:
-        if self.limit >= self.maximum:
+    def timed_out(self, *, started: float | None = None) -> None:
+        """A call that timed out: halve, unless it began under a higher limit."""
+        if not self.adaptive or self.before_change(started):
             return
-        self.successes += 1
-        if self.successes >= self.limit:
-            self.limit += 1
-            self.successes = 0
+        self.last_decrease = self.clock()
+        self.decrease()
+
+    def succeeded(
+        self, latency: float | None = None, *, started: float | None = None
+    ) -> None:
+        """A call answered in ``latency`` seconds, begun at ``started`` (clock)."""
+        if not self.adaptive:
+            return
+        if latency is not None:
+            self.latency = (
+                latency if self.latency is None else 0.8 * self.latency + 0.2 * latency
+            )
+        if self.before_change(started):
+            return
+        if latency is not None:
+            fastest = self.fastest
+            self.fastest = latency if fastest is None else min(fastest, latency)
+            self.round_fastest = min(self.round_fastest, latency)
+        self.round_calls += 1
+        if self.round_calls >= self.limit:
+            self.judge_round()
+
+    def before_change(self, started: float | None) -> bool:
+        return started is not None and started < self.changed_at
+
+    def judge_round(self) -> None:
+        fastest, ratio, queued = self.round_fastest, 1.0, 0.0
+        if self.fastest and math.isfinite(fastest):
+            ratio, queued = fastest / self.fastest, fastest - self.fastest
+        if queued <= LATENCY_SLACK:
+            ratio = min(ratio, LATENCY_RECOVERED)
+        if ratio > LATENCY_TOLERANCE:
+            if self.limit == 1:
+                self.fastest = fastest  # the endpoint's own pace has slowed
+                self.new_round()
+            else:
+                gradient = max(MIN_GRADIENT, LATENCY_TOLERANCE / ratio)
+                self.set_limit(max(1, int(self.limit * gradient)))
+        elif ratio <= LATENCY_RECOVERED and self.limit < self.maximum:
+            self.set_limit(self.limit + 1)
+        else:
+            self.new_round()
+
+    def set_limit(self, limit: int) -> None:
+        self.limit = min(max(1, limit), self.maximum)
+        self.changed_at = self.clock()
+        self.new_round()
+
+    def new_round(self) -> None:
+        self.round_calls = 0
+        self.round_fastest = math.inf
 
 
 class RetryBudget:

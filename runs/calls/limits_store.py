@@ -1,7 +1,8 @@
 """The database side of the limits shared across processes (shared_limits.py).
 
 Plain sync functions, each one statement (so one transaction; a call told to
-ask again later reads when in a second statement), called through
+ask again later reads when in a second statement; a lease is taken in one
+transaction under the run's advisory lock), called through
 ``database_sync_to_async``. The rate and back-off functions are for
 PostgreSQL (its clock and ``INSERT ... ON CONFLICT`` make them atomic across
 machines); the retry budget works on any database.
@@ -9,7 +10,7 @@ machines); the retry budget works on any database.
 
 from __future__ import annotations
 
-from django.db import connection
+from django.db import connection, transaction
 from django.db.models import F
 
 from runs.models import RateBucket, Run
@@ -95,3 +96,46 @@ def retry_take(run_id: int, budget: int) -> bool:
 
 def retries_used(run_id: int) -> int:
     return Run.objects.filter(pk=run_id).values_list("retries_used", flat=True)[0]
+
+
+# A run's leases (``shared_limits.RunLeases``) are rows of the same table,
+# keyed ``lease:<run key>:<lease>``, whose ``until`` is when they expire.
+LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
+LEASE_EXPIRE = f"DELETE FROM {TABLE} WHERE key LIKE %s AND until <= {NOW}"
+LEASE_COUNT = f"SELECT count(*) FROM {TABLE} WHERE key LIKE %s"
+LEASE_ADD = f"""
+INSERT INTO {TABLE} (key, tat, level, last, until)
+VALUES (%s, 0, 0, 0, {NOW} + %s)
+"""
+LEASE_RENEW = f"UPDATE {TABLE} SET until = {NOW} + %s WHERE key = ANY(%s)"
+LEASE_DROP = f"DELETE FROM {TABLE} WHERE key = %s"
+
+
+def lease_prefix(key: str) -> str:
+    return f"lease:{key}:"
+
+
+def lease_take(key: str, lease: str, size: int, ttl: float) -> bool:
+    """Take a lease on one of ``size`` places of ``key`` for ``ttl`` seconds,
+    if one is free (expired leases are free)."""
+    prefix = lease_prefix(key)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Counting and adding must not interleave with another taker's.
+        cursor.execute(LEASE_LOCK, [key])
+        cursor.execute(LEASE_EXPIRE, [prefix + "%"])
+        cursor.execute(LEASE_COUNT, [prefix + "%"])
+        if cursor.fetchone()[0] >= size:
+            return False
+        cursor.execute(LEASE_ADD, [prefix + lease, ttl])
+    return True
+
+
+def lease_renew(key: str, leases: list[str], ttl: float) -> None:
+    prefix = lease_prefix(key)
+    with connection.cursor() as cursor:
+        cursor.execute(LEASE_RENEW, [ttl, [prefix + lease for lease in leases]])
+
+
+def lease_drop(key: str, lease: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(LEASE_DROP, [lease_prefix(key) + lease])

@@ -361,9 +361,14 @@ class Execution:
                 self.request_stop(Stop.OTHER_SHARD, signal.stopped)
 
     async def beat(self, limit: int | None) -> RunSignal:
+        concurrency = self.runner.concurrency if self.runner else None
+        latency = concurrency.latency if concurrency else None
         if self.shard_id is None:
             cancelled = await heartbeat(
-                self.spec.id, throttle_limit=limit, in_flight=self.in_flight
+                self.spec.id,
+                throttle_limit=limit,
+                in_flight=self.in_flight,
+                call_latency=latency,
             )
             return RunSignal(cancelled=cancelled)
         return await shard_heartbeat(
@@ -371,6 +376,7 @@ class Execution:
             run_id=self.spec.id,
             throttle_limit=limit,
             in_flight=self.in_flight,
+            call_latency=latency,
         )
 
     async def listen(self) -> RunSignal:
@@ -429,6 +435,7 @@ class Execution:
                 self.spec.target_id, self.spec.target_kind, self.spec.target_config
             ),
             options=self.options,
+            shard=self.index_range is not None,
         )
         self.runner = ItemRunner(
             target=target,

@@ -80,15 +80,20 @@ def cut_attempt(attempt: dict[str, Any]) -> None:
 
 class Concurrency(Protocol):
     limit: int
+    latency: float | None  # recent calls', in seconds
 
     @property
     def backing_off(self) -> bool: ...
 
     def slot(self) -> contextlib.AbstractAsyncContextManager[None]: ...
 
-    def succeeded(self) -> None: ...
+    def succeeded(
+        self, latency: float | None = None, *, started: float | None = None
+    ) -> None: ...
 
     def throttled(self) -> None: ...
+
+    def timed_out(self, *, started: float | None = None) -> None: ...
 
 
 class Rate(Protocol):
@@ -189,11 +194,13 @@ class ItemRunner:
             attempt.update(finished_at=now().isoformat(), latency_ms=latency)
             add_usage(record)
             if failure is None:
-                self.concurrency.succeeded()
+                self.concurrency.succeeded(latency / 1000, started=began)
                 record.latency_ms = latency
                 return
             if attempt.get("http_status") == 429:
                 self.concurrency.throttled()
+            elif failure.status == Result.Status.TIMED_OUT:
+                self.concurrency.timed_out(started=began)
             self.record_failure(record, attempt, failure)
             if not self.retry_policy.retries(number, failure):
                 return

@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Exists, F, Min, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, Max, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
 from runs.calls.pricing import price_table
@@ -165,6 +165,7 @@ def shard_heartbeat(
     run_id: int,
     throttle_limit: int | None = None,
     in_flight: int = 0,
+    call_latency: float | None = None,
     executor_id: str = EXECUTOR_ID,
 ) -> RunSignal:
     """Record that the shard is alive; returns whether it must stop.
@@ -176,18 +177,28 @@ def shard_heartbeat(
     now = timezone.now()
     with transaction.atomic():
         RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
-            heartbeat_at=now, in_flight=in_flight, throttle_limit=throttle_limit
+            heartbeat_at=now,
+            in_flight=in_flight,
+            throttle_limit=throttle_limit,
+            call_latency=call_latency,
         )
         # Shards whose worker went silent hold nothing any more (it died, or
         # it will be seen as stalled and its items run again).
         alive = now - timedelta(seconds=settings.EVALSITE_STALL_SECONDS)
         live = RunShard.objects.filter(
             run_id=run_id, status=RunShard.Status.RUNNING, heartbeat_at__gte=alive
-        ).aggregate(held=Sum("in_flight"), limit=Min("throttle_limit"))
+        ).aggregate(
+            held=Sum("in_flight"),
+            limit=Min("throttle_limit"),
+            latency=Max("call_latency"),
+        )
         Run.objects.filter(
             pk=run_id, status__in=[RunStatus.PENDING, RunStatus.RUNNING]
         ).update(
-            heartbeat_at=now, throttle_limit=live["limit"], in_flight=live["held"] or 0
+            heartbeat_at=now,
+            throttle_limit=live["limit"],
+            in_flight=live["held"] or 0,
+            call_latency=live["latency"],
         )
         return run_signal(run_id)
 

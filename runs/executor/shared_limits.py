@@ -1,4 +1,5 @@
-"""Limits that hold across processes: a target's rate and back-off, a run's retries.
+"""Limits that hold across processes: a target's rate and back-off, a run's
+retries and calls in flight.
 
 A target's requests-per-minute limit and the back-off after a burst of 429s
 protect the target, so they are kept per target for every worker and every
@@ -32,6 +33,14 @@ Every execution reads it at start and with each watch tick and halves its own
 concurrency once per new level; it climbs back additively by itself
 (``AdaptiveConcurrency``), so the level only ever slows workers down.
 
+A run's concurrency holds for the run, over all its shards and workers: each
+call of a shard takes one of ``concurrency`` leases of the run (``RunLeases``)
+in the same store, and gives it back when it ends. A lease expires
+``EVALSITE_STALL_SECONDS`` after it was taken or last renewed; its holder
+renews all its leases a few times in that period, so the leases of a worker
+that is killed come back within it. Only the shards of a distributed run take
+leases: a run executed whole in one process holds its concurrency by itself.
+
 The retry budget is a counter on the run (``Run.retries_used``), spent with a
 conditional UPDATE: its shards draw from one budget. The cost budget was
 already shared: every executor adds its results' cost to ``Run.cost``, which
@@ -45,6 +54,9 @@ import hashlib
 import json
 import logging
 import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -58,6 +70,12 @@ from runs.calls.limits import (
     AdaptiveConcurrency,
     RetryBudget,
     reservation,
+)
+from runs.calls.limits_redis import (
+    BACKOFF_RAISE_LUA,
+    LEASE_RENEW_LUA,
+    LEASE_TAKE_LUA,
+    RESERVE_LUA,
 )
 from runs.executor.options import RunOptions
 
@@ -75,35 +93,19 @@ MAX_LEVEL = limits_store.MAX_LEVEL
 # The fields of a target's configuration that say which endpoint it calls.
 ENDPOINT_FIELDS = ("base_url", "url", "model")
 
-RESERVE_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local interval = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tat < now then tat = now end
-local wait = tat + interval - now - window
-if wait > window then
-  return {0, string.format('%.6f', wait - window)}
-end
-tat = tat + interval
-local ttl = math.ceil((tat - now) * 1000) + 60000
-redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', ttl)
-return {1, string.format('%.6f', wait)}
-"""
 
-BACKOFF_RAISE_LUA = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local level = tonumber(redis.call('HGET', KEYS[1], 'level') or '0')
-local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
-if now - last >= tonumber(ARGV[1]) then
-  level = math.min(level + 1, tonumber(ARGV[3]))
-  redis.call('HSET', KEYS[1], 'level', level, 'last', string.format('%.6f', now))
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return level
-"""
+def database_id() -> str:
+    """This installation's database: ids are per database, and two
+    installations may share one Redis."""
+    where = connection.settings_dict
+    place = f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
+    place += str(where.get("NAME"))
+    return hashlib.sha256(place.encode()).hexdigest()[:12]
+
+
+def run_key(run_id: int) -> str:
+    """What a run's leases are kept under."""
+    return f"run:{database_id()}:{run_id}"
 
 
 def limit_key(spec_target_id: int | None, kind: str, config: dict[str, Any]) -> str:
@@ -117,12 +119,7 @@ def limit_key(spec_target_id: int | None, kind: str, config: dict[str, Any]) -> 
     draws from), hashed; a configuration without those is hashed whole.
     """
     if spec_target_id is not None:
-        # Ids are per database: two installations may share one Redis.
-        where = connection.settings_dict
-        place = f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
-        place += str(where.get("NAME"))
-        database = hashlib.sha256(place.encode()).hexdigest()[:12]
-        return f"target:{database}:{spec_target_id}"
+        return f"target:{database_id()}:{spec_target_id}"
     identity = {name: config[name] for name in ENDPOINT_FIELDS if name in config}
     text = json.dumps([kind, identity or config], sort_keys=True, default=str)
     return "endpoint:" + hashlib.sha256(text.encode()).hexdigest()[:40]
@@ -136,6 +133,9 @@ class Store(Protocol):
     ) -> tuple[bool, float]: ...
     async def backoff_raise(self, key: str) -> int: ...
     async def backoff_level(self, key: str) -> int: ...
+    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool: ...
+    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None: ...
+    async def lease_drop(self, key: str, lease: str) -> None: ...
 
 
 @dataclass
@@ -152,6 +152,8 @@ class LocalStore:
 
     name: str = "process"
     buckets: dict[str, _Bucket] = field(default_factory=dict)
+    # key -> lease -> when it expires
+    leases: dict[str, dict[str, float]] = field(default_factory=dict)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -178,6 +180,29 @@ class LocalStore:
             return 0
         return bucket.level
 
+    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool:
+        now = time.monotonic()
+        held = self.leases.setdefault(key, {})
+        for expired in [name for name, until in held.items() if until <= now]:
+            del held[expired]
+        if len(held) >= size:
+            return False
+        held[lease] = now + ttl
+        return True
+
+    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None:
+        held = self.leases.get(key, {})
+        for lease in leases:
+            if lease in held:
+                held[lease] = time.monotonic() + ttl
+
+    async def lease_drop(self, key: str, lease: str) -> None:
+        held = self.leases.get(key)
+        if held is not None:
+            held.pop(lease, None)
+            if not held:
+                del self.leases[key]
+
 
 # Shared by every run of this process (the embedded mode's "across runs"),
 # and what a failing shared store falls back to.
@@ -191,6 +216,9 @@ class PostgresStore:
         self._reserve = database_sync_to_async(limits_store.bucket_reserve)
         self._raise = database_sync_to_async(limits_store.backoff_raise)
         self._level = database_sync_to_async(limits_store.backoff_level)
+        self.lease_take = database_sync_to_async(limits_store.lease_take)
+        self.lease_renew = database_sync_to_async(limits_store.lease_renew)
+        self.lease_drop = database_sync_to_async(limits_store.lease_drop)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -224,6 +252,8 @@ class RedisStore:
         self.client = redis_client(url)
         self._reserve = self.client.register_script(RESERVE_LUA)
         self._raise = self.client.register_script(BACKOFF_RAISE_LUA)
+        self._take = self.client.register_script(LEASE_TAKE_LUA)
+        self._renew = self.client.register_script(LEASE_RENEW_LUA)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -244,6 +274,16 @@ class RedisStore:
     async def backoff_level(self, key: str) -> int:
         level = await self.client.hget(REDIS_PREFIX + key + ":backoff", "level")
         return int(level) if level is not None else 0
+
+    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool:
+        keys = [REDIS_PREFIX + key + ":leases"]
+        return bool(await self._take(keys=keys, args=[lease, size, ttl]))
+
+    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None:
+        await self._renew(keys=[REDIS_PREFIX + key + ":leases"], args=[ttl, *leases])
+
+    async def lease_drop(self, key: str, lease: str) -> None:
+        await self.client.zrem(REDIS_PREFIX + key + ":leases", lease)
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -323,6 +363,15 @@ class Degrading:
                 logger.warning("closing the shared limits' store: %s", exc)
 
 
+async def settle(pending: set[asyncio.Task[Any]]) -> None:
+    """Let calls sent to the store in the background arrive, for a while."""
+    if pending:
+        await asyncio.wait(set(pending), timeout=ANNOUNCE_GRACE)
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
 class SharedRateLimiter:
     """At most ``rpm`` calls a minute to the target, with every other caller."""
 
@@ -383,11 +432,93 @@ class SharedConcurrency(AdaptiveConcurrency):
     async def aclose(self) -> None:
         # A burst announced as the run ends still slows the others: let its
         # announcement reach the store (the stores' calls have timeouts).
-        if self.pending:
-            await asyncio.wait(set(self.pending), timeout=ANNOUNCE_GRACE)
-        for task in self.pending:
-            task.cancel()
-        await asyncio.gather(*self.pending, return_exceptions=True)
+        await settle(self.pending)
+
+
+class RunLeases:
+    """At most ``size`` calls of one run in flight, over all its executors."""
+
+    POLL_FIRST = 0.01  # seconds: how soon a caller asks again for a place ...
+    POLL_MAX = 0.2  # ... at most, doubling while the run's places are all held
+
+    def __init__(self, store: Degrading, key: str, size: int, ttl: float) -> None:
+        self.store = store
+        self.key = key
+        self.size = size
+        self.ttl = ttl
+        self.held: set[str] = set()
+        self.renewed = time.monotonic()
+        # One caller of this execution asks the store at a time; the others
+        # wait their turn here rather than poll it too.
+        self.turn = asyncio.Lock()
+        self.pending: set[asyncio.Task[Any]] = set()
+
+    async def take(self) -> str:
+        lease = uuid.uuid4().hex
+        try:
+            async with self.turn:
+                wait = self.POLL_FIRST
+                while not await self.store.call(
+                    "lease_take", self.key, lease, self.size, self.ttl
+                ):
+                    await asyncio.sleep(wait)
+                    wait = min(wait * 2, self.POLL_MAX)
+        except asyncio.CancelledError:
+            self.later("lease_drop", self.key, lease)  # taken as it was cancelled?
+            raise
+        self.held.add(lease)
+        return lease
+
+    def give_back(self, lease: str) -> None:
+        """Without waiting for the store: a call that ends (or is cancelled)
+        must not wait on it; a lease not given back expires."""
+        self.held.discard(lease)
+        self.later("lease_drop", self.key, lease)
+
+    def later(self, method: str, *args: Any) -> None:
+        task = asyncio.ensure_future(self.store.call(method, *args))
+        self.pending.add(task)
+        task.add_done_callback(self.pending.discard)
+
+    async def renew(self) -> None:
+        """Renew the leases held, a few times per their lifetime."""
+        if time.monotonic() - self.renewed < self.ttl / 3:
+            return
+        self.renewed = time.monotonic()
+        if self.held:
+            await self.store.call("lease_renew", self.key, sorted(self.held), self.ttl)
+
+    async def aclose(self) -> None:
+        await settle(self.pending)  # leases given back as the shard ends
+
+
+class LeasedConcurrency(SharedConcurrency):
+    """A shard's concurrency, whose calls also hold leases of the run's."""
+
+    def __init__(
+        self, maximum: int, *, adaptive: bool, store: Degrading, key: str, run_id: int
+    ) -> None:
+        super().__init__(maximum, adaptive=adaptive, store=store, key=key)
+        self.leases = RunLeases(
+            store, run_key(run_id), maximum, float(settings.EVALSITE_STALL_SECONDS)
+        )
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        async with super().slot():
+            lease = await self.leases.take()
+            try:
+                yield
+            finally:
+                self.leases.give_back(lease)
+
+    async def sync(self) -> None:
+        await super().sync()
+        await self.leases.renew()
+
+    async def aclose(self) -> None:
+        await super().aclose()
+        await self.leases.aclose()
 
 
 class SharedRetryBudget:
@@ -417,14 +548,27 @@ class SharedRetryBudget:
 class Pacing:
     """The shared limits of one execution, given to its item runner."""
 
-    def __init__(self, *, run_id: int, key: str, options: RunOptions) -> None:
+    def __init__(
+        self, *, run_id: int, key: str, options: RunOptions, shard: bool = False
+    ) -> None:
         self.key = key
         self.store = Degrading(shared_store(), run_id)
-        self.concurrency = SharedConcurrency(
-            options.concurrency,
-            adaptive=options.adaptive_concurrency,
-            store=self.store,
-            key=key,
+        # A shard's calls hold leases of the run's concurrency (``RunLeases``).
+        self.concurrency = (
+            LeasedConcurrency(
+                options.concurrency,
+                adaptive=options.adaptive_concurrency,
+                store=self.store,
+                key=key,
+                run_id=run_id,
+            )
+            if shard
+            else SharedConcurrency(
+                options.concurrency,
+                adaptive=options.adaptive_concurrency,
+                store=self.store,
+                key=key,
+            )
         )
         self.rate = (
             SharedRateLimiter(self.store, key, options.rate_limit_rpm)
@@ -434,7 +578,8 @@ class Pacing:
         self.budget = SharedRetryBudget(run_id, options.retry_budget)
 
     async def sync(self) -> None:
-        """Take up the back-off other workers announced (each watch tick)."""
+        """Take up the back-off other workers announced, renew the run's
+        leases (each watch tick)."""
         await self.concurrency.sync()
 
     async def aclose(self) -> None:

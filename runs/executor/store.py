@@ -216,12 +216,17 @@ def run_heartbeat(
     *,
     throttle_limit: int | None = None,
     in_flight: int = 0,
+    call_latency: float | None = None,
     executor_id: str = EXECUTOR_ID,
 ) -> bool:
     """Record that the run is alive (how far it backs off, how many items its
-    workers hold); returns whether a cancel was requested."""
+    workers hold, how long its calls take); returns whether a cancel was
+    requested."""
     Run.objects.filter(pk=run_id, executor_id=executor_id).update(
-        heartbeat_at=timezone.now(), throttle_limit=throttle_limit, in_flight=in_flight
+        heartbeat_at=timezone.now(),
+        throttle_limit=throttle_limit,
+        in_flight=in_flight,
+        call_latency=call_latency,
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 

@@ -85,8 +85,11 @@ class Run(RunCounts, Authored):
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     executor_id = models.CharField(max_length=100, blank=True)
-    # While the executor backs off after 429s: the concurrency it allows now.
+    # While the executor backs off (429s, timeouts, rising latency: the target
+    # is saturated): the concurrency it allows now.
     throttle_limit = models.PositiveIntegerField(null=True, blank=True)
+    # The latency of its recent calls, in seconds, as its executor last saw it.
+    call_latency = models.FloatField(null=True, blank=True)
     # Items its workers hold (attempting, backing off or scoring), as of the
     # executor's last heartbeat.
     in_flight = models.PositiveIntegerField(default=0)
@@ -209,9 +212,11 @@ class RunShard(models.Model):
     # Items its executor holds now, as of its last heartbeat (the run's
     # in_flight is the sum over its running shards).
     in_flight = models.PositiveIntegerField(default=0)
-    # While its executor backs off after 429s, the concurrency it allows now
-    # (the run's throttle_limit is the smallest among its live shards).
+    # While its executor backs off, the concurrency it allows now (the run's
+    # throttle_limit is the smallest among its live shards), and the latency
+    # of its recent calls (the run's is the slowest of its live shards').
     throttle_limit = models.PositiveIntegerField(null=True, blank=True)
+    call_latency = models.FloatField(null=True, blank=True)
     # How many times a worker claimed it: more than one after a crash or a
     # hand-back.
     claims = models.PositiveIntegerField(default=0)

@@ -73,10 +73,15 @@ class FakeOpenAIServer:
         latency_ms: float = 0.0,
         faults: FaultMix | None = None,
         seed: int | None = None,
+        one_at_a_time: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self.latency_ms = latency_ms
+        # Answer one request at a time, as a local model server with one slot
+        # does: the others wait in turn, each for the latency of those ahead.
+        self.one_at_a_time = one_at_a_time
+        self.turn = asyncio.Lock()
         self.faults = faults or FaultMix()
         self.random = random.Random(seed)
         self.stats = Stats()
@@ -236,8 +241,9 @@ class FakeOpenAIServer:
         hang = "hang" in markers or self.random.random() < self.faults.hang
         if hang or latency > 0:
             delay = None if hang else latency / 1000
-            if not await self.wait_unless_closed(reader, delay):
-                return None
+            async with self.turn if self.one_at_a_time else contextlib.nullcontext():
+                if not await self.wait_unless_closed(reader, delay):
+                    return None
         clean = MARKER.sub("", prompt).strip()
         form = (markers["echo_key"] or "exact") if "echo_key" in markers else None
         if form is not None and form not in FORMS:
@@ -470,6 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
         "[[latency:MS]] overrides it per request)",
     )
     parser.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="answer one request at a time: the others wait their turn, so "
+        "latency grows with the calls in flight (as a local model server with "
+        "one slot)",
+    )
+    parser.add_argument(
         "--error-500",
         type=float,
         default=0.0,
@@ -535,6 +548,7 @@ def main() -> None:
         latency_ms=args.latency_ms,
         faults=faults,
         seed=args.seed,
+        one_at_a_time=args.one_at_a_time,
     )
 
     def announce() -> None:

@@ -148,10 +148,15 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
     hanging = arithmetic_items(4 * SHARD_SIZE, marker="[[hang]]")[2 * SHARD_SIZE :]
     workers.start(2)
     workers.wait_registered(2)
-    run = distributed_run(project, fake_openai, fast + hanging, concurrency=4)
-    wait_for(lambda: fake_openai.stats.in_flight >= 8, what="both workers hanging")
-    assert (
-        len({s.worker for s in RunShard.objects.filter(run=run, status="running")}) == 2
+    # Eight calls in flight for the run, over both workers' shards.
+    run = distributed_run(project, fake_openai, fast + hanging, concurrency=8)
+    wait_for(lambda: fake_openai.stats.in_flight >= 8, what="the run's calls hanging")
+    wait_for(
+        lambda: (
+            len({s.worker for s in RunShard.objects.filter(run=run, status="running")})
+            == 2
+        ),
+        what="a shard running on each worker",
     )
 
     run_cancel(run=run)
@@ -172,18 +177,20 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
 def test_a_shard_failing_fast_stops_every_shard_of_the_run(
     workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
 ) -> None:
-    # The second shard's items all fail; the others answer, slowly.
+    # The second shard's items all fail; the others hang until stopped.
     items = arithmetic_items(6 * SHARD_SIZE)
     for index, item in enumerate(items):
         failing = SHARD_SIZE <= index < 2 * SHARD_SIZE
-        item["input"] += "[[status:400]]" if failing else "[[latency:4000]]"
+        item["input"] += "[[status:400]]" if failing else "[[hang]]"
     workers.start(1)
     workers.wait_registered(1)
+    # The run's concurrency is over all its shards: the first shard's items
+    # leave the failing shard one call at a time.
     run = distributed_run(
         project,
         fake_openai,
         items,
-        concurrency=2,
+        concurrency=SHARD_SIZE + 1,
         max_attempts=1,
         fail_fast_error_rate=0.5,
         fail_fast_min_items=10,
@@ -213,7 +220,8 @@ def test_a_shard_failing_fast_stops_every_shard_of_the_run(
         error_message=f"in flight when the run stopped: {run.error}",
     )
     assert stopped.count() >= 1
-    assert run.results.filter(item_index__lt=SHARD_SIZE).count() < SHARD_SIZE
+    first_shard = run.results.filter(item_index__lt=SHARD_SIZE)
+    assert not first_shard.filter(status=Result.Status.SUCCEEDED).exists()
     # The queued shards ended without a call.
     for shard in queued:
         assert (shard.status, shard.claims) == (RunShard.Status.STOPPED, 0)

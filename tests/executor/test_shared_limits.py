@@ -29,7 +29,6 @@ from runs.executor.engine import Execution, execute_run
 from runs.executor.shared_limits import (
     Degrading,
     LocalStore,
-    PostgresStore,
     RedisStore,
     SharedConcurrency,
     limit_key,
@@ -100,30 +99,6 @@ def test_a_saved_target_is_the_key_else_the_endpoint() -> None:
 
 
 # -- each store --------------------------------------------------------------------
-
-
-@pytest.fixture(params=["process", "redis", "postgresql"])
-def make_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], object]]:
-    """A factory of clients of one store (Redis: a connection each, as two
-    processes would have)."""
-    made: list[RedisStore] = []
-    if request.param == "process":
-        local = LocalStore()
-        yield lambda: local
-    elif request.param == "redis":
-        if not REDIS_URL:
-            pytest.skip("needs Redis (REDIS_URL): run in the PostgreSQL pass")
-
-        def redis_store() -> RedisStore:
-            made.append(RedisStore(REDIS_URL))
-            return made[-1]
-
-        yield redis_store
-    else:
-        needs_postgresql()
-        yield PostgresStore
-    for client in made:
-        asyncio.run(client.aclose())
 
 
 def test_concurrent_reservations_are_each_counted_once(make_store) -> None:

@@ -26,8 +26,9 @@ class Command(BaseCommand):
             "--shards",
             type=int,
             default=None,
-            help="shards this worker executes at once (default 1); each runs as "
-            "many items at once as its run's concurrency option",
+            help="shards this worker executes at once (default 1): the "
+            "worker's own limit. A run's concurrency option is separate: it "
+            "caps the run's calls in flight over all its shards and workers",
         )
         # The flag's old name, which read as the run option of the same name.
         parser.add_argument(

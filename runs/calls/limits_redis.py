@@ -1,0 +1,62 @@
+"""The Redis side of the limits shared across processes (shared_limits.py).
+
+Lua scripts, each atomic in Redis and timed by its clock (``TIME``), so that
+machines' clocks need not agree: the twin of ``limits_store.py``.
+"""
+
+from __future__ import annotations
+
+RESERVE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local interval = tonumber(ARGV[1])
+local window = tonumber(ARGV[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+local wait = tat + interval - now - window
+if wait > window then
+  return {0, string.format('%.6f', wait - window)}
+end
+tat = tat + interval
+local ttl = math.ceil((tat - now) * 1000) + 60000
+redis.call('SET', KEYS[1], string.format('%.6f', tat), 'PX', ttl)
+return {1, string.format('%.6f', wait)}
+"""
+
+
+BACKOFF_RAISE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local level = tonumber(redis.call('HGET', KEYS[1], 'level') or '0')
+local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
+if now - last >= tonumber(ARGV[1]) then
+  level = math.min(level + 1, tonumber(ARGV[3]))
+  redis.call('HSET', KEYS[1], 'level', level, 'last', string.format('%.6f', now))
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return level
+"""
+
+
+LEASE_TAKE_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 1000))
+return 1
+"""
+
+
+LEASE_RENEW_LUA = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+for i = 2, #ARGV do
+  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
+end
+redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1]) * 1000))
+return 1
+"""

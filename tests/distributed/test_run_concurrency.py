@@ -1,0 +1,78 @@
+"""A run's concurrency holds over all its shards and workers (``RunLeases``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import pytest
+import redis
+
+from runs.models import Project, RunShard, RunStatus
+from runs.results.services import run_cancel
+from runs.testing.fake_openai import FakeOpenAIServer
+from tests.distributed.conftest import SHARD_SIZE, Workers, wait_final, wait_for
+from tests.distributed.test_workers import distributed_run
+from tests.factories import arithmetic_items
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def leases_held(run_id: int) -> int:
+    """The run's leases in the store that have not expired."""
+    client: Any = redis.Redis.from_url(os.environ["REDIS_URL"])
+    try:
+        seconds, micros = client.time()
+        now = seconds + micros / 1_000_000
+        return sum(
+            client.zcount(key, f"({now}", "+inf")
+            for key in client.scan_iter(f"evalsite:limits:run:*:{run_id}:leases")
+        )
+    finally:
+        client.close()
+
+
+def test_a_runs_calls_in_flight_stay_within_its_concurrency_over_all_workers(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    # Four shards on two workers of two shards each: each shard alone would
+    # hold three calls, twelve in all.
+    fake_openai.latency_ms = 50
+    items = arithmetic_items(4 * SHARD_SIZE)
+    workers.start(2, shards=2)
+    workers.wait_registered(2)
+
+    run = wait_final(distributed_run(project, fake_openai, items, concurrency=3))
+
+    shards = RunShard.objects.filter(run=run)
+    print(f"shards by worker: {sorted(s.worker for s in shards)}")
+    print(f"most calls at once at the endpoint: {fake_openai.stats.max_in_flight}")
+    assert (run.status, run.succeeded) == (RunStatus.COMPLETED, len(items))
+    assert fake_openai.stats.max_in_flight <= 3
+    assert leases_held(run.pk) == 0  # every call gave its lease back
+
+
+def test_a_killed_workers_leases_come_back_to_the_run(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    items = arithmetic_items(SHARD_SIZE, marker="[[hang]]")
+    (first,) = workers.start(1)
+    run = distributed_run(project, fake_openai, items, concurrency=4)
+    wait_for(lambda: fake_openai.stats.in_flight >= 4, what="the run's calls hanging")
+    assert leases_held(run.pk) == 4
+
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    # Its leases expire unrenewed (EVALSITE_STALL_SECONDS) ...
+    wait_for(lambda: leases_held(run.pk) == 0, what="the killed worker's leases")
+    # ... and the worker that takes its shard over holds the run's calls again.
+    requests = fake_openai.stats.requests
+    workers.start(1)
+    wait_for(
+        lambda: fake_openai.stats.requests >= requests + 4 and leases_held(run.pk) == 4,
+        what="the shard's calls on the other worker",
+    )
+
+    run_cancel(run=run)
+    assert wait_final(run).status == RunStatus.CANCELLED
