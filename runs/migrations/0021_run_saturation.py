@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0019_secret_hosts"),
+        ("runs", "0020_retry_passes"),
     ]
 
     operations = [
