@@ -202,7 +202,7 @@ def test_evalrun_stops_at_the_budget_and_resumes_with_a_higher_one(
     again = cli("--resume", str(summary["run_id"]), "--cost-budget", "5")
     assert again.returncode == 0, again.stderr
     # The closing lines (no --json): all eight items, and what they cost.
-    assert "completed: 8 succeeded" in again.stderr
+    assert "completed: 8 answered" in again.stderr
     assert "tokens: 40 prompt + 8 completion, cost $0.064" in again.stderr
     with sqlite3.connect(data_dir / "evalsite.sqlite3") as db:
         (options,) = db.execute("select options from runs_run").fetchone()

@@ -61,7 +61,7 @@ async def test_a_run_stores_each_new_scorers_verdict(project: Project) -> None:
     assert scores[(0, "choice")][0] is True
     assert scores[(1, "math")] == (
         True,
-        "answer 1/2 (from \\frac{1}{2}) equals expected 1/2 (from \\frac{1}{2})",
+        "answer `1/2 (from \\frac{1}{2})` equals expected `1/2 (from \\frac{1}{2})`",
     )
     assert scores[(2, "json")] == (
         True,
