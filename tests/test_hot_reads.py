@@ -22,6 +22,7 @@ from runs.models import (
     ApiKey,
     Dataset,
     Project,
+    RetryPass,
     Run,
     RunFigures,
     RunStatus,
@@ -276,6 +277,44 @@ def test_the_key_and_user_reads_hold_every_column_as_the_orm_reads_it(
         assert getattr(read.user, field.attname) == getattr(fresh_user, field.attname)
         assert getattr(user, field.attname) == getattr(fresh_user, field.attname)
     assert reads.user_by_id("not a number") is None
+
+
+@pytest.mark.django_db
+def test_retry_passes_read_every_column_and_author_as_the_orm_does(
+    alice: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    run, other = _runs(dataset, [RunStatus.COMPLETED, RunStatus.COMPLETED])
+    now = timezone.now()
+    carol = User.objects.create_user("carol-retries")
+    for n, author in enumerate([alice, None, carol]):
+        RetryPass.objects.create(
+            run=run,
+            created_by=author,
+            status=RetryPass.Status.COMPLETED,
+            statuses=["failed", "timed_out"][: n + 1],
+            results=n,
+            started_at=now,
+            finished_at=now + timedelta(seconds=n),
+        )
+    RetryPass.objects.create(run=other, created_by=alice)
+
+    read = reads.retry_passes(run_id=run.pk)
+
+    orm = list(RetryPass.objects.filter(run=run).select_related("created_by"))
+    assert [p.pk for p in read] == [p.pk for p in orm]
+    for mine, theirs in zip(read, orm, strict=True):
+        for field in RetryPass._meta.concrete_fields:
+            assert getattr(mine, field.attname) == getattr(theirs, field.attname)
+        if theirs.created_by is None:
+            assert mine.created_by is None
+            continue
+        for field in User._meta.concrete_fields:
+            assert getattr(mine.created_by, field.attname) == getattr(
+                theirs.created_by, field.attname
+            )
+    assert [p.created_by for p in read] == [alice, None, carol]
+    assert reads.retry_passes(run_id=other.pk + run.pk + 1) == []
 
 
 @pytest.mark.django_db

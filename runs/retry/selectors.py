@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from runs.models import RetryPass, Run
+from runs.records import reads
 
 
 def retry_passes(*, run: Run) -> list[RetryPass]:
-    """The run's retry passes, oldest first."""
-    return list(RetryPass.objects.filter(run=run).select_related("created_by"))
+    """The run's retry passes, oldest first, each with its author."""
+    return reads.retry_passes(run_id=run.pk)
 
 
 def retry_section(*, run: Run) -> dict[str, Any]:
