@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -461,3 +462,15 @@ def test_try_a_judge_as_the_target(
     assert (outcome["ok"], outcome["error"]) == (True, ""), outcome["error"]
     assert outcome["output"] in {"pass", "fail"}
     assert fake_openai.stats.requests == 1
+
+
+def test_edit_marks_the_fields_as_creation_does(
+    bob_client: Client, target: Target
+) -> None:
+    create = bob_client.get(reverse("runs:target_list")).content.decode()
+    edit = bob_client.get(_url("target_detail", target)).content.decode()
+
+    model_label = re.compile(r'<label for="id_openai_chat__model">[^\n]*</label>')
+    assert model_label.search(edit)[0] == model_label.search(create)[0]
+    assert "(required)" in model_label.search(edit)[0]
+    assert "(optional)" not in edit
