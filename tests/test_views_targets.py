@@ -253,7 +253,9 @@ def test_a_textarea_parameter_is_stored_with_unix_line_breaks(
 def test_creating_a_target_says_so(
     bob_client: Client, project: Project, openai_key: None
 ) -> None:
-    response = bob_client.post(reverse("runs:target_list"), _target(project), follow=True)
+    response = bob_client.post(
+        reverse("runs:target_list"), _target(project), follow=True
+    )
 
     assert "The target &#x27;gpt&#x27; is created." in response.content.decode()
 
