@@ -474,3 +474,18 @@ def test_edit_marks_the_fields_as_creation_does(
     assert model_label.search(edit)[0] == model_label.search(create)[0]
     assert "(required)" in model_label.search(edit)[0]
     assert "(optional)" not in edit
+
+
+def test_a_refused_connection_is_said_plainly_without_tls_wording(
+    bob_client: Client, target: Target
+) -> None:
+    port = _dead_port()
+    _point_at(target, f"http://127.0.0.1:{port}/v1")
+
+    response = bob_client.post(
+        _url("target_try", target), {"input": "Say hello"}, HTTP_HX_REQUEST="true"
+    )
+
+    page = response.content.decode()
+    assert f"cannot connect to 127.0.0.1:{port} (connection refused)" in page
+    assert "ssl:" not in page

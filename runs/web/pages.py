@@ -9,7 +9,7 @@ from typing import Any, Protocol, cast
 from asgiref.sync import iscoroutinefunction, sync_to_async
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.http import Http404, HttpRequest, HttpResponseBase
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.log import log_response
 from django.views.defaults import permission_denied
 
@@ -28,9 +28,7 @@ class Pageable(Protocol):
     def __getitem__(self, index: slice, /) -> Any: ...
 
 
-def log_refusal(
-    request: HttpRequest, response: HttpResponseBase, exc: Exception
-) -> None:
+def log_refusal(request: HttpRequest, response: HttpResponse, exc: Exception) -> None:
     """Log a refusal of the access policy as the expected answer it is.
 
     Django would log a 403 as a warning with the traceback of the refusal
@@ -46,7 +44,7 @@ def log_refusal(
     )
 
 
-def refused(request: HttpRequest, exc: Forbidden) -> HttpResponseBase:
+def refused(request: HttpRequest, exc: Forbidden) -> HttpResponse:
     """The 403 page for a refusal of the access policy, logged at INFO."""
     response = permission_denied(request, PermissionDenied(str(exc)))
     log_refusal(request, response, exc)
