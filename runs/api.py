@@ -11,7 +11,7 @@ from runs.catalogue.api import scorer_router
 from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router
 from runs.datasets.api import dataset_router
-from runs.errors import DomainError, InvalidInput, TooManyRequests
+from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
 from runs.projects.api import (
     ApiKeyAuth,
     docs_access,
@@ -24,6 +24,7 @@ from runs.results.api import run_router
 from runs.retry.api import retry_router
 from runs.targets.api import target_router
 from runs.web.api import EvalsiteAPI
+from runs.web.pages import log_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +60,8 @@ def domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
     else:
         body = {"detail": str(exc), "field": None, "line": None}
     response = api.create_response(request, body, status=exc.status_code)
+    if isinstance(exc, Forbidden):
+        log_refusal(request, response, exc)
     if isinstance(exc, TooManyRequests):
         response["Retry-After"] = str(exc.retry_after)
     return response

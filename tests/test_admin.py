@@ -93,3 +93,9 @@ def test_api_key_pages_never_show_the_key_hash(admin_client, alice):
 
     assert key.prefix in listing and key.prefix in change
     assert key.key_hash not in listing and key.key_hash not in change
+
+
+def test_admin_index_names_passes_in_plain_english(admin_client):
+    page = admin_client.get("/admin/").content.decode()
+    assert "Scoring passes" in page
+    assert "passs" not in page

@@ -159,11 +159,11 @@ def test_target_form_field_types_follow_the_declaration(db: None, bob: Any) -> N
         "step": "any",
         "min": "0",
         "max": "1",
-        "placeholder": "0.8",
+        "placeholder": "e.g. 0.8",
     }
     assert form.fields["openai_chat__max_tokens"].widget.attrs["step"] == "1"
     assert form.fields["openai_chat__prompt_template"].initial == "{input}"
-    assert type(form.fields["openai_chat__extra_body"]).__name__ == "JSONField"
+    assert type(form.fields["openai_chat__extra_body"]).__name__ == "JSONTextField"
     assert "config" not in form.fields
 
 

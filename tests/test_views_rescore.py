@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -214,3 +215,14 @@ def test_a_running_run_is_not_polled_as_a_pass_nor_reloaded(alice_client, datase
     page = run_page(alice_client, run)
     scoring = page[page.index('id="scoring-passes"') :][:400]
     assert "hx-trigger" not in scoring
+
+
+@pytest.mark.django_db
+def test_the_form_ticks_the_runs_own_scorers(alice_client, dataset):
+    run = mixed_run(dataset, ended=True)
+    page = alice_client.get(rescore_url(run)).content.decode()
+
+    ticked = re.findall(
+        r'<input type="checkbox" name="scorers" value="(\w+)"[^>]*checked', page
+    )
+    assert ticked == [spec["kind"] for spec in run.scorers] == ["exact_match"]

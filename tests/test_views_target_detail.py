@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import socket
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
@@ -461,3 +462,30 @@ def test_try_a_judge_as_the_target(
     assert (outcome["ok"], outcome["error"]) == (True, ""), outcome["error"]
     assert outcome["output"] in {"pass", "fail"}
     assert fake_openai.stats.requests == 1
+
+
+def test_edit_marks_the_fields_as_creation_does(
+    bob_client: Client, target: Target
+) -> None:
+    create = bob_client.get(reverse("runs:target_list")).content.decode()
+    edit = bob_client.get(_url("target_detail", target)).content.decode()
+
+    model_label = re.compile(r'<label for="id_openai_chat__model">[^\n]*</label>')
+    assert model_label.search(edit)[0] == model_label.search(create)[0]
+    assert "(required)" in model_label.search(edit)[0]
+    assert "(optional)" not in edit
+
+
+def test_a_refused_connection_is_said_plainly_without_tls_wording(
+    bob_client: Client, target: Target
+) -> None:
+    port = _dead_port()
+    _point_at(target, f"http://127.0.0.1:{port}/v1")
+
+    response = bob_client.post(
+        _url("target_try", target), {"input": "Say hello"}, HTTP_HX_REQUEST="true"
+    )
+
+    page = response.content.decode()
+    assert f"cannot connect to 127.0.0.1:{port} (connection refused)" in page
+    assert "ssl:" not in page

@@ -248,3 +248,42 @@ def test_a_textarea_parameter_is_stored_with_unix_line_breaks(
     config = Target.objects.get(name="gpt").config
     assert config["system_prompt"] == "Be brief.\nAnswer with a number."
     assert config["prompt_template"] == "Q: {input}\nA:"
+
+
+def test_creating_a_target_says_so(
+    bob_client: Client, project: Project, openai_key: None
+) -> None:
+    response = bob_client.post(
+        reverse("runs:target_list"), _target(project), follow=True
+    )
+
+    assert "The target &#x27;gpt&#x27; is created." in response.content.decode()
+
+
+def test_targets_list_tells_targets_apart_by_their_distinguishing_values(
+    victor_client: Client, project: Project
+) -> None:
+    for name, model, url in (
+        ("first", "m-small", "https://one.example.org/v1"),
+        ("second", "m-large", "http://user:pw@127.0.0.1:8001/v1?key=k"),
+    ):
+        Target.objects.create(
+            project=project,
+            name=name,
+            kind="openai_chat",
+            config={
+                "base_url": url,
+                "model": model,
+                "temperature": 0.3,
+                "api_key_secret": "MY_KEY",
+                "system_prompt": "Be brief.",
+            },
+        )
+
+    page = victor_client.get(reverse("runs:target_list")).content.decode()
+    summaries = re.findall(r'<summary class="cell-text">([^<]*)</summary>', page)
+
+    assert summaries == [
+        "model=m-small, base_url=one.example.org, temperature=0.3",
+        "model=m-large, base_url=127.0.0.1:8001, temperature=0.3",
+    ]

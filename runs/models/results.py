@@ -211,6 +211,7 @@ class ScoringPass(models.Model):
 
     class Meta:
         ordering = ["run", "created_at", "id"]
+        verbose_name_plural = "scoring passes"
         constraints = [
             # At most one pass of a run is under way at a time.
             unique(

@@ -41,6 +41,7 @@ class RetryPass(Authored):
 
     class Meta:
         ordering = ["run", "created_at", "id"]
+        verbose_name_plural = "retry passes"
 
     def __str__(self) -> str:
         return f"retry pass {self.pk} of run {self.run_id}: {self.status}"

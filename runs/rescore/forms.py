@@ -64,8 +64,10 @@ class RescoreForm(PluginFieldsMixin, forms.Form):
 
 
 def run_initial(run: Run) -> dict[str, Any]:
-    """Each kind's fields filled from the run's first scorer of that kind."""
-    initial: dict[str, Any] = {}
+    """The run's scorer kinds ticked, each kind's fields filled from the run's
+    first scorer of that kind."""
+    kinds = [spec.get("kind") for spec in run.scorers]
+    initial: dict[str, Any] = {"scorers": [k for k in SCORERS if k in kinds]}
     for spec in run.scorers:
         kind = spec.get("kind")
         if kind not in SCORERS or NAME_PREFIX + kind in initial:

@@ -13,7 +13,13 @@ from runs.executor.options import ADVANCED, BASIC, LIMITS, option_params
 from runs.models import Dataset, Target
 from runs.scorers import REGISTRY as SCORERS
 from runs.targets.selectors import target_get, target_list
-from runs.web.forms import PickField, PluginFieldsMixin, form_field, param_field
+from runs.web.forms import (
+    JSONTextField,
+    PickField,
+    PluginFieldsMixin,
+    form_field,
+    param_field,
+)
 
 OPTION_GROUPS = (
     (BASIC, "Options"),
@@ -29,7 +35,7 @@ class RunForm(PluginFieldsMixin, forms.Form):
     scorers = forms.MultipleChoiceField(
         widget=forms.CheckboxSelectMultiple, initial=["exact_match"], required=False
     )
-    scorer_specs = forms.JSONField(
+    scorer_specs = JSONTextField(
         label="More scorers (JSON)",
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "class": "mono"}),

@@ -10,6 +10,8 @@ replaced where an item's outcome is recorded (``runs.secrets.redaction``).
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -30,6 +32,24 @@ ERROR_MESSAGE_LIMIT = 300
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
 RawHeaders = tuple[tuple[bytes, bytes], ...]
+
+
+def network_error_message(exc: aiohttp.ClientError) -> str:
+    """A network error as a person reads it.
+
+    aiohttp says "Cannot connect to host h:p ssl:default [Connect call failed
+    ...]", naming TLS even for an ``http://`` URL: a connection that failed
+    before TLS is said as "cannot connect to h:p (connection refused)".
+    """
+    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
+        exc, aiohttp.ClientSSLError
+    ):
+        error = exc.os_error
+        reason = os.strerror(error.errno) if error.errno else ""
+        if isinstance(error, socket.gaierror) or not reason:
+            reason = error.strerror or str(error) or type(error).__name__
+        return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Answer(Protocol):
@@ -232,7 +252,7 @@ class PolicyClient:
                     str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
                 ) from None
             raise TargetError(
-                f"{type(exc).__name__}: {exc}",
+                network_error_message(exc),
                 kind=ErrorKind.TRANSIENT,
                 error_type=type(exc).__name__,
             ) from exc

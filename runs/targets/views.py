@@ -16,7 +16,7 @@ from runs.errors import Conflict, InvalidInput, TooManyRequests
 from runs.models import Target
 from runs.targets import selectors, services
 from runs.targets.forms import TargetForm, TargetTryForm, target_edit_form
-from runs.targets.selectors import target_get, target_runs
+from runs.targets.selectors import target_config_summary, target_get, target_runs
 from runs.targets.services import target_create, target_update
 from runs.targets.trial import TargetTry
 from runs.web.forms import add_domain_error
@@ -28,18 +28,18 @@ def target_list(request: AuthedRequest) -> HttpResponse:
     form = TargetForm(request.POST or None, user=request.user)
     if form.is_bound and form.is_valid():
         try:
-            target_create(user=request.user, **form.target_arguments())
+            target = target_create(user=request.user, **form.target_arguments())
         except InvalidInput as exc:
             add_domain_error(form, exc)
         except Conflict as exc:
             form.add_error("name", str(exc))
         else:
+            messages.success(request, f"The target {target.name!r} is created.")
             return redirect("runs:target_list")
+    targets = selectors.target_list(user=request.user).order_by("project__name", "name")
     context = {
         "form": form,
-        "targets": selectors.target_list(user=request.user).order_by(
-            "project__name", "name"
-        ),
+        "targets": [(target, target_config_summary(target)) for target in targets],
         "can_edit": projects_where(request.user, Action.EDIT).exists(),
     }
     return render(request, "runs/targets/target_list.html", context)

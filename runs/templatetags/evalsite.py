@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ from django import template
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.formats import localize
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.timezone import template_localtime  # type: ignore[attr-defined]  # not in django-stubs
 
@@ -55,6 +57,18 @@ status_class = class_filter("status_class", STATUS_CLASSES, "neutral")
 
 
 register.filter("call_status", call_status_label)
+
+
+# reST's inline literal, as the plug-ins' docstrings and help write it; not
+# a Markdown fence (```json), whose third backtick is not part of it.
+INLINE_LITERAL = re.compile(r"(?<!`)``([^`]+?)``(?!`)")
+
+
+@register.filter(is_safe=True)
+def literals(value: Any) -> str:
+    """Text with its ``code`` shown as <code>code</code>, everything escaped."""
+    # Safe: the text is escaped before the tags are put in.
+    return mark_safe(INLINE_LITERAL.sub(r"<code>\1</code>", conditional_escape(value)))
 
 
 @register.filter

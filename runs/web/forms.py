@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -42,6 +43,24 @@ class MultilineField(forms.CharField):
     def to_python(self, value: Any) -> str | None:
         text = super().to_python(value)
         return text.replace("\r\n", "\n").replace("\r", "\n") if text else text
+
+
+class JSONTextField(forms.JSONField):
+    """JSON typed in a textarea; empty (not ``null``) when there is no value."""
+
+    def prepare_value(self, value: Any) -> Any:
+        return "" if value is None else super().prepare_value(value)
+
+
+def placeholder(example: Any) -> dict[str, str]:
+    """The attributes that show an example as one: "e.g. ...", muted by CSS.
+
+    A bare example in a field reads as a value already filled in.
+    """
+    if example is None or example == "":
+        return {}
+    text = example if isinstance(example, str) else json.dumps(example)
+    return {"placeholder": f"e.g. {text}"}
 
 
 def form_field[F: forms.Field](form: forms.BaseForm, name: str, kind: type[F]) -> F:
@@ -120,19 +139,20 @@ def param_field(param: Param, *, example: Any = None) -> forms.Field:
         attrs = {"step": "1" if param.type == "integer" else "any"}
         attrs |= {"min": number(param.minimum)} if param.minimum is not None else {}
         attrs |= {"max": number(param.maximum)} if param.maximum is not None else {}
-        if example is not None:
-            attrs["placeholder"] = str(example)
+        attrs |= placeholder(example)
         field = forms.CharField(
             widget=forms.NumberInput(attrs=attrs), initial=param.default, **common
         )
     elif param.type == "json":
-        field = forms.JSONField(
-            widget=forms.Textarea(attrs={"rows": 3, "class": "mono"}),
+        field = JSONTextField(
+            widget=forms.Textarea(
+                attrs={"rows": 3, "class": "mono", **placeholder(example)}
+            ),
             initial=param.default,
             **common,
         )
     else:
-        attrs = {"placeholder": str(example)} if example not in (None, "") else {}
+        attrs = placeholder(example)
         if param.extra.get("widget") == "textarea":
             field = MultilineField(
                 widget=forms.Textarea(attrs={"rows": 3, **attrs}),
@@ -194,6 +214,7 @@ class PluginFieldsMixin:
                     "kind": kind,
                     # Plain values: a template would call a class.
                     "summary": plugin.summary(),
+                    "headline": headline(plugin.summary()),
                     "fields": [
                         form[f"{kind}__{param.name}"]
                         for param in describe(plugin.Params)
@@ -201,6 +222,16 @@ class PluginFieldsMixin:
                 }
             )
         return sections
+
+
+# The end of a description's first sentence: a full stop before a capital,
+# a parenthesis or an inline literal (so "e.g. foo" goes on).
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`])")
+
+
+def headline(text: str) -> str:
+    """A description's first sentence: what a form shows of it on one line."""
+    return _SENTENCE_END.split(text, maxsplit=1)[0]
 
 
 def project_options(user: AnyUser) -> list[tuple[int, str]]:
