@@ -74,6 +74,12 @@ def baseline(data: Path) -> int:
     return int(json.loads(out)["run_id"])
 
 
+@pytest.fixture
+def worse(data: Path) -> int:
+    _, out, _ = evalrun(data, ZERO, "--json")
+    return int(json.loads(out)["run_id"])
+
+
 def test_a_worse_candidate_fails_the_gate_with_exit_3(
     data: Path, baseline: int
 ) -> None:
@@ -239,6 +245,38 @@ def test_the_gate_flags_need_a_baseline(data: Path, flag: str) -> None:
     assert message == f"{flag} needs --baseline RUN_ID"
 
 
+def test_a_rescore_is_gated_against_the_baseline(
+    data: Path, baseline: int, worse: int
+) -> None:
+    code, _, err = command(
+        "evalrun",
+        *("--rescore", str(worse), "--scorer", "exact_match", "--user", "alice"),
+        *("--baseline", str(baseline)),
+    )
+
+    assert code == 3
+    assert f"run {worse} against baseline run {baseline}" in err
+    assert "gate failed (--fail-on worse): exact_match" in err
+
+
+def test_a_retry_against_a_baseline_still_running_changes_nothing(
+    data: Path, baseline: int, worse: int
+) -> None:
+    Run.objects.filter(pk=baseline).update(status=RunStatus.RUNNING)
+    before = Run.objects.values().get(pk=worse)
+
+    message = bad_input(
+        lambda: command(
+            "evalrun",
+            *("--retry", str(worse), "--status", "succeeded", "--user", "alice"),
+            *("--baseline", str(baseline)),
+        )
+    )
+
+    assert message.startswith(f"baseline run {baseline} is still running")
+    assert Run.objects.values().get(pk=worse) == before
+
+
 # -- the files ----------------------------------------------------------------------
 
 
@@ -354,12 +392,6 @@ def test_an_equal_candidates_junit_report_has_no_failure(
 
 
 # -- evalcompare: the same gate for two ended runs --------------------------------
-
-
-@pytest.fixture
-def worse(data: Path) -> int:
-    _, out, _ = evalrun(data, ZERO, "--json")
-    return int(json.loads(out)["run_id"])
 
 
 def evalcompare(*args: object) -> tuple[int, str, str]:

@@ -238,8 +238,11 @@ class Command(BaseCommand):
         self.baseline: Run | None = None
         setup = Setup()
         database_prepare(setup)
-        if opts["rescore"] or opts["retry"] or opts["resume"]:
+        if existing := opts["rescore"] or opts["retry"] or opts["resume"]:
             self.say(setup)
+            runs = Run.objects.select_related("project", "dataset").filter(pk=existing)
+            if opts["baseline"] is not None and (found := runs.first()) is not None:
+                self.gate_check(opts, found)  # before the run is changed
         if opts["rescore"]:
             self.rescore(opts)
             return
@@ -252,8 +255,6 @@ class Command(BaseCommand):
                 run = self.create(opts, setup)
         except DomainError as exc:
             raise BadInput(str(exc)) from None
-        if opts["baseline"] is not None and self.baseline is None:
-            self.gate_check(opts, run)  # a run resumed or retried
         distributed = settings.EVALSITE_EXECUTOR == "procrastinate"
         if opts["detach"] and not distributed:
             raise BadInput(
@@ -346,8 +347,6 @@ class Command(BaseCommand):
         except DomainError as exc:
             raise BadInput(str(exc)) from None
         assert plan.scoring_pass is not None
-        if opts["baseline"] is not None:
-            self.gate_check(opts, run)
         names = ", ".join(spec["name"] for spec in plan.scorers)
         self.stderr.write(
             f"run {run.pk}: re-scoring {plan.results} results with {names} "
