@@ -22,6 +22,7 @@ from django.test import override_settings
 
 from runs.models import Project, Result, Run, RunStatus
 from tests.test_evalrun_command import SUMMARY_KEYS
+from tests.test_settings_distributed import settings_error
 
 ITEMS = 10
 EXPECTED = ("--target", "replay", "--field", "expected")
@@ -338,6 +339,12 @@ def test_the_report_links_to_the_site_when_its_address_is_set(
     text = report.read_text()
     assert f"[q1](https://evals.example.org/runs/{candidate}/results/{first}/)" in text
     assert f"[{baseline}](https://evals.example.org/runs/{baseline}/)" in text
+
+
+def test_the_sites_address_must_be_a_web_address(tmp_path: Path) -> None:
+    error = settings_error(tmp_path, EVALSITE_BASE_URL="evals.example.org")
+
+    assert "EVALSITE_BASE_URL must start with http:// or https://" in error
 
 
 def test_the_junit_report_has_a_failure_for_each_worse_scorer(
