@@ -46,6 +46,14 @@ ALLOWED_HOSTS = env_list(
     "EVALSITE_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"]
 )
 CSRF_TRUSTED_ORIGINS = env_list("EVALSITE_CSRF_TRUSTED_ORIGINS", [])
+# Where people reach the dashboard (https://evals.example.org): links in what
+# leaves the site, such as the gate's pull-request report. Unset: paths only.
+EVALSITE_BASE_URL = env_str("EVALSITE_BASE_URL").strip().rstrip("/")
+if EVALSITE_BASE_URL and not EVALSITE_BASE_URL.startswith(("http://", "https://")):
+    raise ImproperlyConfigured(
+        f"EVALSITE_BASE_URL must start with http:// or https://, not "
+        f"{EVALSITE_BASE_URL!r}"
+    )
 
 # Daphne serves the site from its own command (`daphne evalsite.asgi:...`), which
 # installs its reactor before Django starts: as an app it would only replace

@@ -1,4 +1,5 @@
-"""Every `evalrun` command of the README runs, as written, on a fresh install.
+"""Every `evalrun` and `evalcompare` command of the README runs, as written,
+on a fresh install.
 
 Each command starts from an empty data directory (no database yet), in a
 directory holding the files the README names (``data.jsonl``,
@@ -8,7 +9,9 @@ asks to set up first (``[--json]``, ``[--cost-budget USD]``) and left out
 otherwise (``[--api-key-secret NAME]`` needs a project secret, ``[--user
 USERNAME]`` an account). A command on a run (``RUN_ID``) gets one made by
 ``evalrun`` first: a run its cost budget stopped for ``--resume``, a finished
-run otherwise.
+run otherwise (the baseline of ``--baseline``, which the run of the demo
+model over the same items ties with). ``evalcompare BASELINE CANDIDATE``
+gets two such runs.
 """
 
 from __future__ import annotations
@@ -26,14 +29,22 @@ from runs.testing.fake_openai import FakeOpenAIServer
 from tests.processes import ROOT, env_for
 from tests.test_readme_commands import COMMANDS
 
-PREFIX = ".venv/bin/python manage.py evalrun"
+MANAGE = ".venv/bin/python manage.py"
+PREFIX = MANAGE + " evalrun"
 README_ENDPOINT = "http://127.0.0.1:8765/v1"
 FILLED = {"USD": "5"}  # placeholders in optional parts the test can fill
 PLACEHOLDER = re.compile(r"\b[A-Z][A-Z0-9_]+\b")
 EVALRUNS = [c for c in COMMANDS if c.startswith(PREFIX + " ")]
+EVALCOMPARES = [c for c in COMMANDS if c.startswith(MANAGE + " evalcompare ")]
 
 
-def as_written(command: str, *, run_id: int | None, base_url: str) -> list[str]:
+def as_written(
+    command: str,
+    *,
+    run_id: int | None,
+    base_url: str,
+    runs: dict[str, int] | None = None,
+) -> list[str]:
     def optional(match: re.Match[str]) -> str:
         part = match.group(1).split("|")[0]
         names = set(PLACEHOLDER.findall(part))
@@ -42,10 +53,11 @@ def as_written(command: str, *, run_id: int | None, base_url: str) -> list[str]:
         return " " + PLACEHOLDER.sub(lambda m: FILLED[m.group(0)], part) + " "
 
     text = re.sub(r"\[([^\[\]]*)\]", optional, command)
-    words = shlex.split(text.removeprefix(PREFIX))
-    words = [str(run_id) if word == "RUN_ID" else word for word in words]
+    words = shlex.split(text.removeprefix(MANAGE))
+    runs = {"RUN_ID": run_id} if run_id is not None else (runs or {})
+    words = [str(runs.get(word, word)) for word in words]
     words = [word.replace(README_ENDPOINT, base_url) for word in words]
-    return [sys.executable, str(ROOT / "manage.py"), "evalrun", *words]
+    return [sys.executable, str(ROOT / "manage.py"), *words]
 
 
 def evalrun(argv: list[str], cwd: Path, data_dir: Path) -> subprocess.CompletedProcess:
@@ -95,6 +107,8 @@ def test_the_readme_shows_the_evalrun_commands() -> None:
     assert len(EVALRUNS) >= 6
     assert any("--resume" in c for c in EVALRUNS)
     assert any("--format humaneval" in c for c in EVALRUNS)
+    assert any("--baseline RUN_ID" in c for c in EVALRUNS)
+    assert EVALCOMPARES
 
 
 @pytest.mark.parametrize("command", EVALRUNS)
@@ -118,3 +132,63 @@ def test_a_readme_evalrun_command_runs_as_written_on_a_fresh_install(
         assert "set up a new database" in first, done.stderr
         assert "local operator account 'operator'" in first
         assert second == "run 1 started"
+
+
+def assert_gate_passed(
+    command: str, done: subprocess.CompletedProcess, cwd: Path
+) -> None:
+    """A gate between two runs of the demo model over the same items: a tie."""
+    assert done.returncode == 0, f"{command}\n{done.stderr}"
+    if "--json" in command:
+        gate = json.loads(done.stdout)["gate"]
+        assert gate["verdicts"] == {"exact_match": "no_significant_difference"}
+        assert gate["failed"] is False
+    else:
+        assert "gate passed (--fail-on worse)" in done.stdout + done.stderr
+    if "gate.md" in command:
+        assert "### evalsite gate: passed" in (cwd / "gate.md").read_text()
+    if "gate.xml" in command:
+        assert 'failures="0"' in (cwd / "gate.xml").read_text()
+
+
+@pytest.mark.parametrize("command", [c for c in EVALRUNS if "--baseline" in c])
+def test_a_readme_gate_passes_a_run_that_ties_with_its_baseline(
+    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    cwd, data_dir = tmp_path / "work", tmp_path / "data"
+    cwd.mkdir()
+    write_files(cwd)
+    run_id = run_for(command, cwd, data_dir)
+
+    done = evalrun(
+        as_written(command, run_id=run_id, base_url=fake_openai.base_url),
+        cwd,
+        data_dir,
+    )
+
+    assert_gate_passed(command, done, cwd)
+
+
+@pytest.mark.parametrize("command", EVALCOMPARES)
+def test_a_readme_evalcompare_command_runs_as_written(
+    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+) -> None:
+    cwd, data_dir = tmp_path / "work", tmp_path / "data"
+    cwd.mkdir()
+    write_files(cwd)
+    baseline = run_for("RUN_ID", cwd, data_dir)
+    candidate = run_for("RUN_ID", cwd, data_dir)
+    assert baseline is not None and candidate is not None
+
+    done = evalrun(
+        as_written(
+            command,
+            run_id=None,
+            base_url=fake_openai.base_url,
+            runs={"BASELINE": baseline, "CANDIDATE": candidate},
+        ),
+        cwd,
+        data_dir,
+    )
+
+    assert_gate_passed(command, done, cwd)

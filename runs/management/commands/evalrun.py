@@ -6,6 +6,8 @@
     python manage.py evalrun --resume RUN_ID [--cost-budget USD] [--json]
     python manage.py evalrun --retry RUN_ID [--status failed] [--status timed_out]
     python manage.py evalrun --rescore RUN_ID --scorer 'strict=regex:{"pattern": "^4$"}'
+    python manage.py evalrun DATASET_FILE ... --baseline RUN_ID [--fail-on worse]
+        [--report FILE.md] [--junit FILE.xml]
 
 The command makes the database ready first (migrating it when it lacks
 migrations: on a fresh install it is the only command needed). It acts as a
@@ -30,6 +32,13 @@ completed_with_errors or cancelled; 1 when it ends failed; 2 for bad
 arguments or input. With ``--rescore`` the run's stored outputs are scored
 again in this process (the target is not called): 0 when the pass completes,
 1 when it fails, 2 for bad arguments or input.
+
+With ``--baseline RUN_ID`` the run, once ended, is compared with that ended
+run over the same dataset, as the comparison page compares them, and each
+scorer's verdict is printed (``--json`` adds a ``gate`` object); the command
+exits 3 when the gate fails (``--fail-on``: worse, the default, any-change or
+never), unless the run failed (1). ``--report`` and ``--junit`` write the
+comparison as Markdown and as JUnit XML. See ``runs.management.gate``.
 """
 
 from __future__ import annotations
@@ -41,7 +50,7 @@ import signal
 import sys
 import time
 from argparse import SUPPRESS, ArgumentParser
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +78,17 @@ from runs.management.evalrun_setup import (
     acting_user,
     database_prepare,
 )
+from runs.management.gate import (
+    EXIT_GATE_FAILED,
+    Gate,
+    add_gate_flags,
+    gate_admit,
+    gate_evaluate,
+    gate_flags_check,
+    gate_lines,
+    gate_run,
+)
+from runs.management.gate_reports import gate_files_write
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
@@ -99,7 +119,8 @@ class Command(BaseCommand):
     ) -> CommandParser:
         parser = super().create_parser(prog_name, subcommand, **kwargs)
         parser.epilog = (
-            "Exit codes: 0 completed/with errors/cancelled, 1 failed, 2 bad input."
+            "Exit codes: 0 completed/with errors/cancelled, 1 failed, 2 bad input, "
+            "3 the --baseline gate failed."
         )
         return parser
 
@@ -199,6 +220,7 @@ class Command(BaseCommand):
             help="distributed mode (EVALSITE_EXECUTOR=procrastinate): print the "
             "run id once its shards are deferred, and return",
         )
+        add_gate_flags(parser.add_argument_group("gate"), baseline_flag=True)
 
     def handle(self, *args: Any, **opts: Any) -> None:
         # What Django's set-up made lives as long as the process: the cyclic
@@ -208,10 +230,19 @@ class Command(BaseCommand):
         if opts["old_run_name"] is not None:
             self.stderr.write("--run-name is now --name (the run's name)")
             opts["run_name"] = opts["run_name"] or opts["old_run_name"]
+        gate_flags_check(opts)
+        if opts["baseline"] is not None and opts["detach"]:
+            raise BadInput(
+                "--baseline compares the run when it ends: not with --detach"
+            )
+        self.baseline: Run | None = None
         setup = Setup()
         database_prepare(setup)
-        if opts["rescore"] or opts["retry"] or opts["resume"]:
+        if existing := opts["rescore"] or opts["retry"] or opts["resume"]:
             self.say(setup)
+            runs = Run.objects.select_related("project", "dataset").filter(pk=existing)
+            if opts["baseline"] is not None and (found := runs.first()) is not None:
+                self.gate_check(opts, found)  # before the run is changed
         if opts["rescore"]:
             self.rescore(opts)
             return
@@ -249,15 +280,55 @@ class Command(BaseCommand):
             raise CommandError(
                 f"run {run.pk} is held by a live executor ({run.executor_id})"
             )
+        self.finish(opts, run, failed=run.status == RunStatus.FAILED)
+
+    def finish(
+        self,
+        opts: dict[str, Any],
+        run: Run,
+        *,
+        failed: bool,
+        lines: Sequence[str] = (),
+        json_error: bool = True,
+    ) -> None:
+        """The summary, the gate's verdicts and ``lines``, then the exit code."""
         summary = report(run)
+        gate = self.gate(opts, run)
         if opts["json"]:
+            if gate is not None:
+                summary["gate"] = gate.as_json()
             self.stdout.write(json.dumps(summary))
-            if run.error:  # the JSON keeps its keys; why it failed goes here
-                self.stderr.write(f"error: {run.error}")
+            if run.error and json_error:  # the JSON keeps its keys; why it
+                self.stderr.write(f"error: {run.error}")  # failed goes here
         else:
             self.stderr.write(human_summary(summary, run))
-        if run.status == RunStatus.FAILED:
+            for line in (*lines, *(gate_lines(gate) if gate is not None else ())):
+                self.stderr.write(line)
+        if failed:
             sys.exit(1)
+        if gate is not None and gate.failed:
+            sys.exit(EXIT_GATE_FAILED)
+
+    # -- the gate ----------------------------------------------------------------
+
+    def gate_check(self, opts: dict[str, Any], run: Run) -> None:
+        """The baseline is one the user may see, ended, comparable with ``run``
+        (which may be unsaved): before anything runs."""
+        user = acting_user(opts["user"])
+        self.baseline = gate_run(user=user, run_id=opts["baseline"], role="baseline")
+        gate_admit(baseline=self.baseline, candidate=run)
+
+    def gate(self, opts: dict[str, Any], run: Run) -> Gate | None:
+        if self.baseline is None:
+            return None
+        gate = gate_evaluate(
+            user=acting_user(opts["user"]),
+            baseline=self.baseline,
+            candidate=run,
+            fail_on=opts["fail_on"],
+        )
+        gate_files_write(gate, report=opts["report"], junit=opts["junit"])
+        return gate
 
     # -- re-scoring --------------------------------------------------------------
 
@@ -285,19 +356,15 @@ class Command(BaseCommand):
         status = asyncio.run(execute_scoring_pass(plan.scoring_pass.pk))
         plan.scoring_pass.refresh_from_db()
         run.refresh_from_db()
-        summary = report(run)
-        if opts["json"]:
-            self.stdout.write(json.dumps(summary))
-        else:
-            self.stderr.write(human_summary(summary, run))
-            scoring = plan.scoring_pass
-            self.stderr.write(
-                f"pass {scoring.pk} {scoring.status}: {scoring.scored} of "
-                f"{scoring.total} results scored, {scoring.errored} scorer errors"
-                + (f"; {scoring.error}" if scoring.error else "")
-            )
-        if status != "completed":
-            sys.exit(1)
+        scoring = plan.scoring_pass
+        line = (
+            f"pass {scoring.pk} {scoring.status}: {scoring.scored} of "
+            f"{scoring.total} results scored, {scoring.errored} scorer errors"
+            + (f"; {scoring.error}" if scoring.error else "")
+        )
+        self.finish(
+            opts, run, failed=status != "completed", lines=[line], json_error=False
+        )
 
     # -- setting up ------------------------------------------------------------
 
@@ -357,7 +424,12 @@ class Command(BaseCommand):
         self.say(setup)
         # The scorers are checked (again by run_create) before the dataset is
         # imported: a mistake in one writes nothing.
-        clean_scorer_specs(opts["scorer"])
+        scorers = clean_scorer_specs(opts["scorer"])
+        if opts["baseline"] is not None:
+            # The baseline is checked before the dataset is imported...
+            self.baseline = gate_run(
+                user=user, run_id=opts["baseline"], role="baseline"
+            )
         # An import is all or nothing by itself, in short transactions: inside
         # one around it, it would hold SQLite's write lock for its whole length.
         dataset = dataset_import(
@@ -373,6 +445,11 @@ class Command(BaseCommand):
             expected_field=opts["expected_field"],
             reuse_identical=True,
         )
+        if self.baseline is not None:  # ...and the pairing before a run is made
+            gate_admit(
+                baseline=self.baseline,
+                candidate=Run(project=project, dataset=dataset, scorers=scorers),
+            )
         with transaction.atomic():
             return run_create(
                 user=user,

@@ -1,0 +1,249 @@
+"""The CI gate: a run against a baseline, scorer by scorer, as an exit code.
+
+``evalrun --baseline RUN_ID`` and ``evalcompare BASELINE CANDIDATE`` share it.
+The figures and verdicts are the comparison page's and API's
+(``runs.compare.selectors.run_comparison``: paired tables, exact tests, Holm);
+the gate only reads them. Under ``--fail-on worse`` (the default) it fails
+when any scorer's verdict is ``worse``; under ``any-change`` when any is
+``worse`` or ``better``; under ``never`` it only reports. A scorer with no
+significant difference never fails it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.contrib.auth.models import User
+
+from runs.analysis.compare import (
+    BETTER,
+    WORSE,
+    ScorerComparison,
+    comparison_pairing,
+    shared_scorers,
+)
+from runs.compare.selectors import run_comparison
+from runs.errors import DomainError, InvalidInput, NotFound
+from runs.management.evalrun_cli import BadInput
+from runs.models import Run
+from runs.results.selectors import run_get
+
+EXIT_GATE_FAILED = 3
+FAIL_ON = {
+    "worse": frozenset({WORSE}),
+    "any-change": frozenset({WORSE, BETTER}),
+    "never": frozenset[str](),
+}
+DEFAULT_FAIL_ON = "worse"
+
+
+def add_gate_flags(parser: Any, *, baseline_flag: bool) -> None:
+    """The gate's flags; evalrun adds ``--baseline``, evalcompare takes it as
+    an argument."""
+    if baseline_flag:
+        parser.add_argument(
+            "--baseline",
+            type=int,
+            metavar="RUN_ID",
+            help="once the run ends, compare it with this ended run over the same "
+            "dataset and print each scorer's verdict (exit 3 when the gate fails)",
+        )
+    parser.add_argument(
+        "--fail-on",
+        choices=sorted(FAIL_ON),
+        default=None,
+        help="when the gate fails: worse (the default: any scorer significantly "
+        "worse), any-change (worse or better), never",
+    )
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="FILE.md",
+        help="write a Markdown summary of the comparison (for a pull request)",
+    )
+    parser.add_argument(
+        "--junit",
+        type=Path,
+        metavar="FILE.xml",
+        help="write a JUnit report: one test case per scorer",
+    )
+
+
+def gate_flags_check(opts: dict[str, Any]) -> None:
+    """The gate's flags need a baseline (evalrun's ``--baseline``)."""
+    if opts.get("baseline") is None:
+        for flag in ("fail_on", "report", "junit"):
+            if opts.get(flag) is not None:
+                name = "--" + flag.replace("_", "-")
+                raise BadInput(f"{name} needs --baseline RUN_ID")
+
+
+def gate_run(*, user: User, run_id: int, role: str) -> Run:
+    """A run the gate may compare: it exists, ``user`` may see it, it has ended.
+
+    ``role`` (``baseline``, ``candidate``) names it in the error.
+    """
+    try:
+        run = run_get(user=user, run_id=run_id)
+    except NotFound:
+        if Run.objects.filter(pk=run_id).exists():
+            raise BadInput(
+                f"{role} run {run_id} is in a project user "
+                f"{user.get_username()!r} is not a member of (--user chooses "
+                "another)"
+            ) from None
+        raise BadInput(f"no {role} run {run_id}") from None
+    if not run.is_final:
+        raise BadInput(
+            f"{role} run {run_id} is still {run.status}: compare with a run that "
+            "has ended"
+        )
+    return run
+
+
+def gate_admit(*, baseline: Run, candidate: Run) -> None:
+    """What the comparison requires of two runs, checked before a run is made:
+    one dataset (any of its versions, in one project) and a scorer in common.
+
+    ``candidate`` may be unsaved (its project, dataset and scorers set).
+    """
+    try:
+        comparison_pairing(baseline=baseline, candidates=[candidate])
+    except InvalidInput as exc:
+        if (baseline.project_id, baseline.dataset.name) == (
+            candidate.project_id,
+            candidate.dataset.name,
+        ):
+            raise BadInput(f"--baseline: {exc.message}") from None
+        raise BadInput(
+            f"--baseline: run {baseline.pk} is over dataset "
+            f"{baseline.dataset.name!r} in project {baseline.project.name!r}, "
+            f"{run_label(candidate)} over {candidate.dataset.name!r} in project "
+            f"{candidate.project.name!r}: runs are compared over one dataset "
+            "(any of its versions) in one project"
+        ) from None
+    if not shared_scorers(baseline, candidate):
+        raise BadInput(
+            f"--baseline: run {baseline.pk} has no scorer of {run_label(candidate)}'s "
+            f"({', '.join(baseline.scorer_names) or 'none'} against "
+            f"{', '.join(candidate.scorer_names) or 'none'}): nothing to compare"
+        )
+
+
+def run_label(run: Run) -> str:
+    return "this run" if run.pk is None else f"run {run.pk}"
+
+
+@dataclass(frozen=True, slots=True)
+class Gate:
+    baseline: Run
+    candidate: Run
+    fail_on: str
+    rows: list[ScorerComparison]  # the candidate's, one per shared scorer
+
+    def fails(self, row: ScorerComparison) -> bool:
+        return row.verdict in FAIL_ON[self.fail_on]
+
+    @property
+    def failed(self) -> bool:
+        return any(self.fails(row) for row in self.rows)
+
+    @property
+    def verdicts(self) -> dict[str, str]:
+        return {row.scorer: row.verdict for row in self.rows}
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``gate`` object of ``--json``: exactly these keys."""
+        return {
+            "baseline": self.baseline.pk,
+            "verdicts": self.verdicts,
+            "failed": self.failed,
+        }
+
+
+def gate_evaluate(
+    *, user: User, baseline: Run, candidate: Run, fail_on: str | None
+) -> Gate:
+    """The comparison of ``candidate`` with ``baseline``, as the page shows it."""
+    gate_admit(baseline=baseline, candidate=candidate)
+    try:
+        comparison = run_comparison(
+            user=user, baseline_id=baseline.pk, candidate_ids=[candidate.pk]
+        )
+    except DomainError as exc:
+        raise BadInput(str(exc)) from None
+    return Gate(
+        baseline=comparison.baseline,
+        candidate=comparison.candidates[0],
+        fail_on=fail_on or DEFAULT_FAIL_ON,
+        rows=[row for row in comparison.scorers if row.candidate == candidate.pk],
+    )
+
+
+# -- figures as text, shared by the terminal, Markdown and JUnit ------------------
+
+
+def figure(row: ScorerComparison, which: str) -> str:
+    """The baseline's or candidate's headline figure of a row."""
+    if row.measure == "mean":
+        value = row.baseline_mean if which == "baseline" else row.candidate_mean
+        return "n/a" if value is None else f"{value:.3f}"
+    rate = row.baseline_pass_rate if which == "baseline" else row.candidate_pass_rate
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def change(value: float, measure: str) -> str:
+    if measure == "mean":
+        return f"{value:+.3f}"
+    return f"{value * 100:+.1f} pp"
+
+
+def delta_text(row: ScorerComparison) -> str:
+    """``+5.0 pp [-1.2, +11.3]`` (percentage points), or the means' difference."""
+    if row.delta is None:
+        return "n/a"
+    text = change(row.delta, row.measure)
+    if row.delta_ci is not None:
+        low, high = row.delta_ci
+        scale = 1 if row.measure == "mean" else 100
+        digits = 3 if row.measure == "mean" else 1
+        text += f" [{low * scale:+.{digits}f}, {high * scale:+.{digits}f}]"
+    return text
+
+
+def p_text(row: ScorerComparison) -> str:
+    if row.p_value is None:
+        return "n/a"
+    text = f"{row.p_value:.3g}"
+    if row.p_value_adjusted is not None and row.p_value_adjusted != row.p_value:
+        text += f" (Holm {row.p_value_adjusted:.3g})"
+    return text
+
+
+def verdict_text(verdict: str) -> str:
+    return verdict.replace("_", " ")
+
+
+def row_line(row: ScorerComparison) -> str:
+    return (
+        f"{row.scorer}: {figure(row, 'baseline')} -> {figure(row, 'candidate')}, "
+        f"delta {delta_text(row)}, p {p_text(row)}: {verdict_text(row.verdict)}"
+    )
+
+
+def gate_lines(gate: Gate) -> list[str]:
+    """The verdicts for the terminal: a heading, a line per scorer, the outcome."""
+    lines = [
+        f"run {gate.candidate.pk} against baseline run {gate.baseline.pk} "
+        f"({len(gate.rows)} scorer{'s' if len(gate.rows) != 1 else ''} over the "
+        "paired items; 95% intervals, Holm-adjusted p-values):"
+    ]
+    lines += [f"  {row_line(row)}" for row in gate.rows]
+    failing = [row.scorer for row in gate.rows if gate.fails(row)]
+    if failing:
+        lines.append(f"gate failed (--fail-on {gate.fail_on}): {', '.join(failing)}")
+    else:
+        lines.append(f"gate passed (--fail-on {gate.fail_on})")
+    return lines
