@@ -234,3 +234,18 @@ def test_existing_results_get_their_figures_from_their_attempt_logs(
         )
     )
     assert stored == [(83_000, 1), (5_000, 2), (None, 0)]
+
+
+def test_the_summary_endpoint_gives_time_to_result_and_failed_attempts(
+    dataset: Dataset, alice_client: Client
+) -> None:
+    run = finished_run(dataset, [SLOW, *QUICK])
+
+    body = alice_client.get(f"/api/v1/runs/{run.pk}/summary").json()
+
+    assert body["time_to_result_ms"]["p99"] == pytest.approx(
+        500 + 0.96 * (83_000 - 500)
+    )
+    assert body["time_to_result_ms"]["count"] == 5
+    assert body["failed_attempts"] == 1
+    assert body["attempt_error_kinds"] == {"timeout": 1}
