@@ -72,6 +72,8 @@ def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
             status = Result.Status.SUCCEEDED if ok else Result.Status.FAILED
             counts[status] += 1
             finished = began + timedelta(seconds=rng.uniform(0, 3000))
+            tries = rng.choice([1, 1, 2])
+            latency = rng.gammavariate(2, 50) if ok else None
             rows.append(
                 Result(
                     run=run,
@@ -81,8 +83,13 @@ def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
                     status=status,
                     output="out" if ok else None,
                     error_kind="" if ok else rng.choice(["transient", "permanent"]),
-                    attempts=[{"number": n + 1} for n in range(rng.choice([1, 1, 2]))],
-                    latency_ms=rng.gammavariate(2, 50) if ok else None,
+                    attempts=[{"number": n + 1} for n in range(tries)],
+                    latency_ms=latency,
+                    # a failed attempt (a timeout) and its back-off before the last
+                    time_to_result_ms=None
+                    if latency is None
+                    else latency + (tries - 1) * 60_000,
+                    failed_attempts=tries - 1 + (not ok),
                     prompt_tokens=rng.randint(10, 100) if ok else None,
                     completion_tokens=rng.randint(1, 20) if ok else None,
                     started_at=finished - timedelta(seconds=1),

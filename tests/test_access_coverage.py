@@ -147,6 +147,7 @@ PAGES: dict[str, list[Check]] = {
     "run_list": [Check("GET", ACCOUNT, scoped=True)],
     "run_new": [Check("POST", EDIT, data=_run_form)],
     "run_detail": [Check("GET", VIEW, RUN)],
+    "run_live_figures": [Check("GET", VIEW, RUN)],
     "run_cancel": [Check("POST", EDIT, RUN)],
     "result_detail": [Check("GET", VIEW, ("run_id", "result_id"))],
     "run_export": [Check("GET", VIEW, ("run_id", "format"))],

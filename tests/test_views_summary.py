@@ -214,3 +214,27 @@ def test_summary_section_is_not_shown_to_an_outsider(
     response = mallory_client.get(reverse("runs:run_detail", args=[run.pk]))
 
     assert response.status_code == 404
+
+
+def test_a_running_runs_summary_and_passes_are_fetched_as_a_fragment(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run, stored = stored_run(dataset, seed=51, missing=0.5, status=RunStatus.RUNNING)
+
+    response = bob_client.get(reverse("runs:run_live_figures", args=[run.pk]))
+
+    fragment = response.content.decode()
+    assert response.status_code == 200
+    assert f'data-processed="{len(stored)}"' in _summary_section(fragment)
+    assert 'id="scoring-passes"' in fragment
+    assert "<h1" not in fragment
+
+
+def test_the_live_figures_fragment_is_refused_to_an_outsider(
+    mallory_client: Client, dataset: Dataset
+) -> None:
+    run, _ = stored_run(dataset, seed=52, status=RunStatus.RUNNING)
+
+    response = mallory_client.get(reverse("runs:run_live_figures", args=[run.pk]))
+
+    assert response.status_code == 404

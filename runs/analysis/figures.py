@@ -38,7 +38,9 @@ logger = logging.getLogger(__name__)
 
 # Raise when what is computed changes meaning without changing shape: stored
 # figures of another format are computed again.
-FORMAT = 2  # 2: the summary names the models with no price
+# 2: the summary names the models with no price; 3: time to result and
+# failed attempts.
+FORMAT = 3
 
 
 def _version(run: Run) -> str:

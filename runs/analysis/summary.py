@@ -110,6 +110,15 @@ class RunSummary:
     last_finished_at: datetime | None
     # Models whose tokens have no price: their results' cost is unknown.
     unpriced_models: list[str] = field(default_factory=list)
+    # From the first attempt's start to the last one's end, failed attempts
+    # and back-off included, over the same succeeded results as latency_ms
+    # (which is the last attempt's only).
+    time_to_result_ms: dict[str, float | None] = field(default_factory=dict)
+    time_to_result_count: int = 0
+    # Attempts that failed, retried or not (a result that failed counts its
+    # last attempt too), in all and per error kind, most first.
+    failed_attempts: int = 0
+    attempt_error_kinds: dict[str, int] = field(default_factory=dict)
 
     @property
     def has_pass_at_k(self) -> bool:
@@ -219,6 +228,23 @@ def _latencies(run: Run) -> QuerySet[Result]:
     )
 
 
+def _interpolated(
+    count: int, value_at: Callable[[int, int], list[float]]
+) -> dict[str, float | None]:
+    """p50/p90/p99 (numpy's linear definition) of ``count`` ordered values,
+    ``value_at(lower, upper)`` giving those between two 0-based positions."""
+    if not count:
+        return dict.fromkeys(PERCENTILES)
+    figures: dict[str, float | None] = {}
+    for name, fraction in PERCENTILES.items():
+        lower, upper, weight = stats.percentile_positions(count, fraction)
+        values = value_at(lower, upper)
+        figures[name] = (
+            values[0] + weight * (values[-1] - values[0]) if values else None
+        )
+    return figures
+
+
 def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
     """p50/p90/p99 of succeeded results' latency, numpy's linear definition.
 
@@ -226,24 +252,79 @@ def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
     walking the (run, status, latency_ms) index: a few milliseconds on a run of
     100,000 results, where numbering every row in one query takes far longer.
     """
-    if not count:
-        return dict.fromkeys(PERCENTILES)
     ordered = (
         _latencies(run).order_by("latency_ms").values_list("latency_ms", flat=True)
     )
-    figures: dict[str, float | None] = {}
-    for name, fraction in PERCENTILES.items():
-        lower, upper, weight = stats.percentile_positions(count, fraction)
-        # _latencies leaves out results without a latency.
-        values = cast(list[int], list(ordered[lower : upper + 1]))
-        figures[name] = values[0] + weight * (values[-1] - values[0])
-    return figures
+    # _latencies leaves out results without a latency.
+    return _interpolated(
+        count, lambda lower, upper: cast(list[float], list(ordered[lower : upper + 1]))
+    )
+
+
+def time_to_result_percentiles(run: Run, count: int) -> dict[str, float | None]:
+    """p50/p90/p99 of succeeded results' time to result.
+
+    No index orders them (one more would cost every result stored): the
+    rows are numbered in one sort and the few around each percentile read,
+    where reading each pair on its own would sort them three times.
+    """
+    if not count:
+        return dict.fromkeys(PERCENTILES)
+    positions = {
+        position
+        for fraction in PERCENTILES.values()
+        for position in stats.percentile_positions(count, fraction)[:2]
+    }
+    table = Result._meta.db_table
+    marks = ", ".join(["%s"] * len(positions))
+    sql = f"""
+        SELECT numbered.position, numbered.value FROM (
+            SELECT time_to_result_ms AS value,
+                   ROW_NUMBER() OVER (ORDER BY time_to_result_ms) - 1 AS position
+            FROM {table}
+            WHERE run_id = %s AND status = %s AND time_to_result_ms IS NOT NULL
+        ) numbered
+        WHERE numbered.position IN ({marks})
+    """  # the table name from the model, values as parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk, ResultStatus.SUCCEEDED, *sorted(positions)])
+        found = {int(position): float(value) for position, value in cursor}
+    # A result stored since the count was read moves nothing out of reach;
+    # one retried since may, and then leaves its figure out.
+    return _interpolated(
+        count,
+        lambda lower, upper: [found[p] for p in (lower, upper) if p in found],
+    )
+
+
+def attempt_error_kinds(run: Run) -> dict[str, int]:
+    """Failed attempts per error kind, most first, read in the database from
+    the attempt logs of the results that have failed attempts only."""
+    table = Result._meta.db_table
+    if connection.vendor == "postgresql":
+        elements = "jsonb_array_elements(r.attempts) AS e(value)"
+        kind = "e.value ->> 'error_kind'"
+    else:
+        elements = "json_each(r.attempts) AS e"
+        kind = "json_extract(e.value, '$.error_kind')"
+    sql = f"""
+        SELECT {kind} AS kind, COUNT(*)
+        FROM {table} r, {elements}
+        WHERE r.run_id = %s AND r.failed_attempts > 0
+          AND COALESCE({kind}, '') <> ''
+        GROUP BY kind
+    """  # the table name from the model, values as parameters
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [run.pk])
+        found = [(str(kind), int(n)) for kind, n in cursor.fetchall()]
+    return dict(sorted(found, key=_most_first))
 
 
 def run_summary(*, run: Run) -> RunSummary:
     """Every figure of the run summary, from a few aggregate queries."""
     totals = _totals(run)
     results = totals["results"]
+    failed = totals["failed_attempts"]
     processed = sum(totals[status.value] for status in ResultStatus)
     remainder = max(run.total - processed, 0)
     counts = {
@@ -269,6 +350,12 @@ def run_summary(*, run: Run) -> RunSummary:
             "max": totals["latency_max"],
         },
         latency_count=totals["latency_count"],
+        time_to_result_ms=time_to_result_percentiles(
+            run, totals["time_to_result_count"]
+        ),
+        time_to_result_count=totals["time_to_result_count"],
+        failed_attempts=failed or 0,
+        attempt_error_kinds=attempt_error_kinds(run) if failed else {},
         tokens={
             "prompt": totals["prompt_tokens"] or 0,
             "completion": totals["completion_tokens"] or 0,
@@ -304,6 +391,7 @@ def _most_first(pair: tuple[str, int]) -> tuple[int, str]:
 
 def _totals(run: Run) -> dict[str, Any]:
     succeeded = Q(status=ResultStatus.SUCCEEDED, latency_ms__isnull=False)
+    timed = Q(status=ResultStatus.SUCCEEDED, time_to_result_ms__isnull=False)
     return (
         Result.objects.filter(run=run)
         .annotate(attempt_total=JSONArrayLength(F("attempts")))
@@ -316,6 +404,8 @@ def _totals(run: Run) -> dict[str, Any]:
             latency_count=Count("id", filter=succeeded),
             latency_min=Min("latency_ms", filter=succeeded),
             latency_max=Max("latency_ms", filter=succeeded),
+            time_to_result_count=Count("id", filter=timed),
+            failed_attempts=Sum("failed_attempts"),
             prompt_tokens=Sum("prompt_tokens"),
             completion_tokens=Sum("completion_tokens"),
             cost=Sum("cost"),

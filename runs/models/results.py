@@ -82,7 +82,14 @@ class Result(Usage):
     error_signature = models.CharField(max_length=64, blank=True)
     error_pattern = models.CharField(max_length=300, blank=True)
     attempts = models.JSONField(default=list)
+    # The last attempt's latency, and the time the result took in all: from
+    # its first attempt's start to its last attempt's end, failed attempts
+    # and back-off included (of the execution that gave its outcome).
     latency_ms = models.FloatField(null=True, blank=True)
+    time_to_result_ms = models.FloatField(null=True, blank=True)
+    # Attempts of its log that failed (an error kind), retried or not: the
+    # summary adds them up without reading the logs.
+    failed_attempts = models.PositiveIntegerField(default=0)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     # Chosen for a retry that has not rewritten it yet: out of the run's

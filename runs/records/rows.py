@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -51,6 +52,8 @@ RESULT_FIELDS = (
     "error_pattern",
     "attempts",
     "latency_ms",
+    "time_to_result_ms",
+    "failed_attempts",
     "prompt_tokens",
     "completion_tokens",
     "cost",
@@ -93,6 +96,42 @@ def _error_columns(r: Any) -> tuple[str, str, str]:
     return error_type, error.signature, error.pattern
 
 
+def _moments(attempts: Iterable[dict[str, Any]], key: str) -> list[datetime]:
+    return [
+        datetime.fromisoformat(a[key]) for a in attempts if isinstance(a.get(key), str)
+    ]
+
+
+def time_to_result(attempts: Sequence[dict[str, Any]]) -> float | None:
+    """Milliseconds from the first attempt's start to the last one's end:
+    failed attempts and the back-off between them included."""
+    starts, ends = _moments(attempts, "started_at"), _moments(attempts, "finished_at")
+    if not starts or not ends:
+        return None
+    return round((max(ends) - min(starts)).total_seconds() * 1000, 3)
+
+
+def failed_attempts(attempts: Iterable[dict[str, Any]]) -> int:
+    """Attempts that failed (they carry an error kind), retried or not."""
+    return sum(1 for attempt in attempts if attempt.get("error_kind"))
+
+
+def outcome_round(attempts: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:
+    """The attempts of the execution (round) that gave a stored log's outcome:
+    an answer's is the round of its last answered attempt, any other's the
+    last round. A retried result's rounds may be days apart: its time to
+    result is the time of one round."""
+    rounds = [attempt.get("round", 0) for attempt in attempts]
+    answered = [
+        number
+        for number, attempt in zip(rounds, attempts, strict=True)
+        if attempt.get("outcome") == "ok"
+    ]
+    last = max(rounds, default=0)
+    chosen = answered[-1] if status == SUCCEEDED and answered else last
+    return [a for n, a in zip(rounds, attempts, strict=True) if n == chosen]
+
+
 def result_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
     """Rows of ``Result`` in ``RESULT_FIELDS`` order, then the defaults."""
     when = datetime_adapter()
@@ -115,6 +154,8 @@ def result_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
                 pattern,
                 json_text(r.attempts),
                 r.latency_ms,
+                time_to_result(r.attempts),
+                failed_attempts(r.attempts),
                 r.prompt_tokens,
                 r.completion_tokens,
                 r.cost,
@@ -347,10 +388,13 @@ def _keeps_outcome(old_status: str, errored_answer: bool, new_status: str) -> bo
 
 
 def _keep(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
-    """The row keeps its outcome; the retry's attempts and usage are added."""
+    """The row keeps its outcome (and its time to result); the retry's
+    attempts and usage are added."""
+    log = _retried_attempts(attempts, record.attempts)
     return Result.objects.filter(pk=pk, retry_pending=True).update(
         retry_pending=False,
-        attempts=_retried_attempts(attempts, record.attempts),
+        attempts=log,
+        failed_attempts=failed_attempts(log),
         prompt_tokens=record.prompt_tokens,
         completion_tokens=record.completion_tokens,
         cost=record.cost,
@@ -360,6 +404,7 @@ def _keep(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
 def _replace(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
     """The row takes the retry's outcome, its earlier attempts kept in its log."""
     error_type, signature, pattern = _error_columns(record)
+    log = _retried_attempts(attempts, record.attempts)
     return Result.objects.filter(pk=pk, retry_pending=True).update(
         retry_pending=False,
         status=record.status,
@@ -369,8 +414,10 @@ def _replace(pk: int, record: Any, attempts: list[dict[str, Any]]) -> int:
         error_message=record.error_message,
         error_signature=signature,
         error_pattern=pattern,
-        attempts=_retried_attempts(attempts, record.attempts),
+        attempts=log,
         latency_ms=record.latency_ms,
+        time_to_result_ms=time_to_result(record.attempts),
+        failed_attempts=failed_attempts(log),
         prompt_tokens=record.prompt_tokens,
         completion_tokens=record.completion_tokens,
         cost=record.cost,

@@ -348,13 +348,20 @@ class ScorerSummaryOut(Schema):
         return {str(k): value for k, value in obj.pass_hat_k.items()}
 
 
-class LatencyOut(Schema):
+class PercentilesOut(Schema):
     p50: float | None
     p90: float | None
     p99: float | None
+
+
+class LatencyOut(PercentilesOut):
     min: float | None
     max: float | None
     count: int = Field(description="succeeded results with a latency")
+
+
+class TimeToResultOut(PercentilesOut):
+    count: int = Field(description="succeeded results with a time to result")
 
 
 class TokensOut(Schema):
@@ -369,18 +376,34 @@ class RunSummaryOut(Schema):
     counts: RunCounts
     scorers: list[ScorerSummaryOut] = Field(description="in the run's scorer order")
     latency_ms: LatencyOut = Field(
-        description="percentiles over succeeded results (linear interpolation)"
+        description="the last attempt's latency: percentiles over succeeded "
+        "results (linear interpolation)"
+    )
+    time_to_result_ms: TimeToResultOut = Field(
+        description="from the first attempt's start to the last one's end, "
+        "failed attempts and back-off included; as latency_ms"
     )
     tokens: TokensOut
     cost: float | None = Field(description="null when no result has a cost")
     unpriced_models: list[str] = Field(description="models with tokens but no price")
     error_kinds: dict[str, int] = Field(description="results per error kind")
     retried: int = Field(description="results that needed more than one attempt")
+    failed_attempts: int = Field(
+        description="attempts that failed, retried or not (a failed result's "
+        "last attempt included)"
+    )
+    attempt_error_kinds: dict[str, int] = Field(
+        description="failed attempts per error kind"
+    )
     definition: str = Field(description="how the pass rate is counted")
 
     @staticmethod
     def resolve_latency_ms(obj: RunSummary) -> dict[str, Any]:
         return {**obj.latency_ms, "count": obj.latency_count}
+
+    @staticmethod
+    def resolve_time_to_result_ms(obj: RunSummary) -> dict[str, Any]:
+        return {**obj.time_to_result_ms, "count": obj.time_to_result_count}
 
     @staticmethod
     def resolve_definition(obj: RunSummary) -> str:

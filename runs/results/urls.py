@@ -10,6 +10,7 @@ urlpatterns = [
     page("runs/new/", views.run_new),
     page("runs/<id:run_id>/", views.run_detail),
     page("runs/<id:run_id>/cancel/", views.run_cancel),
+    page("runs/<id:run_id>/live-figures/", views.run_live_figures),
     page("runs/<id:run_id>/results/<id:result_id>/", views.result_detail),
     page("runs/<id:run_id>/export.<str:format>", views.run_export),
 ]

@@ -181,6 +181,20 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
 
 
 @domain_errors
+@require_GET
+def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
+    """The run page's summary and scoring passes, fetched again while the run
+    goes (coalesced, by run_summary.js) and once when it ends."""
+    overview = run_overview(user=request.user, run_id=run_id)
+    context = {
+        "overview": overview,
+        "run": overview.run,
+        "report": run_report(run=overview.run),
+    }
+    return render(request, "runs/results/_run_live_figures.html", context)
+
+
+@domain_errors
 @require_POST
 def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
     run = run_get(user=request.user, run_id=run_id)

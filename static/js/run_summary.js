@@ -172,34 +172,72 @@
 
   document.addEventListener("DOMContentLoaded", draw);
 
-  // Once a run watched live has ended, bring its summary up to date in place.
-  // Fetched and swapped here, not by htmx: htmx drops the script elements of
-  // what it swaps in, the charts' JSON among them.
-  document.addEventListener("htmx:wsAfterMessage", function () {
+  // While a run watched live goes, its summary and scoring passes follow it:
+  // fetched again at most every REFRESH_MS however fast results arrive, and
+  // once more when it has ended. Fetched and swapped here, not by htmx: htmx
+  // drops the script elements of what it swaps in, the charts' JSON among them.
+  var REFRESH_MS = 3000;
+  var ENDED_MS = 500;
+  var lastRefresh = 0;
+  var timer = null;
+
+  function runEnded() {
     var progress = document.getElementById("run-progress");
-    var summary = document.getElementById("run-summary");
-    if (refreshing || !progress || !summary || progress.dataset.final !== "true") {
-      return;
+    return !!progress && progress.dataset.final === "true";
+  }
+
+  function swapIn(fresh, id) {
+    var section = fresh.getElementById(id);
+    var current = document.getElementById(id);
+    if (section && current) {
+      current.replaceWith(document.importNode(section, true));
     }
-    if (summary.dataset.final === "true") {
+  }
+
+  function refresh() {
+    var summary = document.getElementById("run-summary");
+    timer = null;
+    if (refreshing || !summary || summary.dataset.final === "true") {
       return;
     }
     refreshing = true;
-    fetch(window.location.href, { credentials: "same-origin" })
+    lastRefresh = Date.now();
+    fetch(summary.dataset.refresh, { credentials: "same-origin" })
       .then(function (response) {
         return response.ok ? response.text() : Promise.reject(response.status);
       })
       .then(function (html) {
         var fresh = new DOMParser().parseFromString(html, "text/html");
-        var section = fresh.getElementById("run-summary");
-        var current = document.getElementById("run-summary");
-        if (section && current) {
-          current.replaceWith(document.importNode(section, true));
-          draw();
+        swapIn(fresh, "run-summary");
+        swapIn(fresh, "scoring-passes");
+        if (window.htmx) {
+          var passes = document.getElementById("scoring-passes");
+          if (passes) {
+            htmx.process(passes);
+          }
         }
+        draw();
       })
-      .catch(function () {
+      .catch(function () {})
+      .finally(function () {
         refreshing = false;
+        // The run ended while this fetch was under way: once more, at the end.
+        if (runEnded()) {
+          schedule();
+        }
       });
-  });
+  }
+
+  function schedule() {
+    var summary = document.getElementById("run-summary");
+    if (timer !== null || !summary || summary.dataset.final === "true") {
+      return;
+    }
+    // Once it has ended, soon (but never in a tight loop should fetches fail).
+    var gap = runEnded() ? ENDED_MS : REFRESH_MS;
+    var wait = Math.max(0, lastRefresh + gap - Date.now());
+    timer = window.setTimeout(refresh, wait);
+  }
+
+  document.addEventListener("htmx:wsAfterMessage", schedule);
 })();
