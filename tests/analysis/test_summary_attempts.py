@@ -177,8 +177,8 @@ def test_a_retried_result_times_its_new_round_and_counts_every_failure(
     assert result.failed_attempts == 2
 
 
-BEFORE = [("runs", "0020_retry_passes")]
-AFTER = [("runs", "0021_result_attempt_figures")]
+BEFORE = [("runs", "0022_admin_names")]
+AFTER = [("runs", "0023_result_attempt_figures")]
 
 
 @pytest.fixture

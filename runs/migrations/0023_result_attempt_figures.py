@@ -38,7 +38,7 @@ def fill_attempt_figures(apps: StateApps, schema_editor: BaseDatabaseSchemaEdito
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("runs", "0020_retry_passes"),
+        ("runs", "0022_admin_names"),
     ]
 
     operations = [
