@@ -135,6 +135,7 @@ RUN = ("run_id",)
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
+RANK = "?runs={run_id}"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
 INVITE = _given({"user": "mallory", "role": "viewer"})
@@ -187,6 +188,7 @@ PAGES: dict[str, list[Check]] = {
     "compare": [Check("GET", VIEW, query=COMPARE)],
     "compare_items_csv": [Check("GET", VIEW, query=PAIR)],
     "run_compare_choices": [Check("GET", VIEW, RUN)],
+    "leaderboard": [Check("GET", VIEW, query=RANK)],
     "run_clusters": [Check("GET", VIEW, RUN)],
     "run_cluster_save": [
         Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
@@ -262,6 +264,7 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("DELETE", "/projects/{project_id}/secrets/{name}"): [Check("DELETE", MANAGE)],
     ("GET", "/compare"): [Check("GET", VIEW, query=COMPARE)],
     ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
+    ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
     ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [
         Check("POST", EDIT, data=_given({"statuses": ["failed"]}))
