@@ -8,6 +8,7 @@ before each call:
 
 - ``GET /api/v1/leaderboard?runs=A,B,C,D,E``
 - ``GET /leaderboard/?runs=A,B,C,D,E``
+- the API for each scorer alone (``&scorer=exact_match``, ``&scorer=judge``)
 
     .venv/bin/python bench/leaderboard.py [--items 100000] [--runs 5]
     DATABASE_URL=postgres://... .venv/bin/python bench/leaderboard.py
@@ -74,6 +75,8 @@ def run(args: argparse.Namespace) -> None:
     for label, url in (
         ("leaderboard API", f"/api/v1/leaderboard?runs={ids}"),
         ("leaderboard page", f"/leaderboard/?runs={ids}"),
+        ("API, pass/fail scorer", f"/api/v1/leaderboard?runs={ids}&scorer=exact_match"),
+        ("API, numeric scorer", f"/api/v1/leaderboard?runs={ids}&scorer=judge"),
     ):
         timing = measure(client, label, url, GOAL_SECONDS, args.repeat)
         best = f"{timing.best:8.3f}" if timing.best is not None else f"{'-':>8}"

@@ -21,7 +21,8 @@ target > power(n - 1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -123,28 +124,21 @@ def plan_compute(given: PlanInput) -> Plan:
     def power(n: int) -> float:
         return mcnemar_power(items=n, discordance=psi, delta=delta, level=level)
 
+    items = _crossing(power, given.power)
+    figures = {"discordance": psi, "level": level, "items": items}
+    achieved = power(items) if items is not None else None
+    return Plan(**(asdict(given) | figures), achieved_power=achieved)
+
+
+def _crossing(power: Callable[[int], float], target: float) -> int | None:
+    """An n with power(n) >= target > power(n - 1), by doubling then bisection;
+    None beyond MAX_ITEMS."""
     low, high = 0, 1
-    while power(high) < given.power:
+    while power(high) < target:
         low, high = high, high * 2
         if low >= MAX_ITEMS:
-            return _plan(given, psi, level, None, None)
+            return None
     while high - low > 1:
         middle = (low + high) // 2
-        low, high = (low, middle) if power(middle) >= given.power else (middle, high)
-    return _plan(given, psi, level, high, power(high))
-
-
-def _plan(
-    given: PlanInput, psi: float, level: float, items: int | None, power: float | None
-) -> Plan:
-    return Plan(
-        pass_rate=given.pass_rate,
-        delta=given.delta,
-        discordance=psi,
-        comparisons=given.comparisons,
-        power=given.power,
-        alpha=given.alpha,
-        level=level,
-        items=items,
-        achieved_power=power,
-    )
+        low, high = (low, middle) if power(middle) >= target else (middle, high)
+    return high

@@ -30,7 +30,11 @@ def leaderboard(request: AuthedRequest) -> HttpResponse:
         if "run" in request.GET:  # ticked in the runs list
             ticked = run_ids_parse(",".join(request.GET.getlist("run")), field="run")
             return redirect(leaderboard_url(list(dict.fromkeys(ticked))))
-        board = run_leaderboard(user=request.user, runs=request.GET.get("runs"))
+        board = run_leaderboard(
+            user=request.user,
+            runs=request.GET.get("runs"),
+            scorer=request.GET.get("scorer") or None,
+        )
     except InvalidInput as exc:
         return render(request, TEMPLATE, {"error": exc}, status=400)
     return render(request, TEMPLATE, _context(board))

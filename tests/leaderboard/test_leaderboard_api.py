@@ -196,3 +196,32 @@ def test_runs_list_has_a_rank_button(
     text = victor_client.get("/").content.decode()
     assert 'formaction="/leaderboard/"' in text
     assert 'id="rank-button"' in text
+
+
+def test_pairwise_tests_are_the_comparison_s(
+    victor_client: Client, big: Dataset
+) -> None:
+    rng = np.random.default_rng(11)
+    base = np.round(rng.uniform(0, 1, 60), 3)
+    columns = [base, np.round(np.clip(base + rng.normal(0.05, 0.1, 60), 0, 1), 3)]
+    scored = _runs(big, [c.tolist() for c in columns], scorer="f1")
+    passed = _runs(big, [(c >= 0.5).astype(float).tolist() for c in columns])
+    for first, second in (scored, passed):
+        board = victor_client.get(URL, {"runs": _ids([first, second])}).json()
+        row = victor_client.get(
+            "/api/v1/compare", {"baseline": first.pk, "candidates": str(second.pk)}
+        ).json()["scorers"][0]
+        (pair,) = board["scorers"][0]["pairs"]
+        assert pair["test"] == row["test"]
+        # The numeric test draws resamples: the same up to one resample's weight.
+        assert pair["p_value"] == pytest.approx(row["p_value"], abs=1e-3)
+        assert pair["delta"] == pytest.approx(row["delta"])
+
+
+def test_one_scorer_alone(victor_client: Client, big: Dataset) -> None:
+    runs = _runs(big, [[1.0] * 10, [0.0] * 10])
+    body = victor_client.get(URL, {"runs": _ids(runs), "scorer": "exact_match"})
+    assert [board["scorer"] for board in body.json()["scorers"]] == ["exact_match"]
+    response = victor_client.get(URL, {"runs": _ids(runs), "scorer": "nope"})
+    assert response.status_code == 400
+    assert response.json()["field"] == "scorer"
