@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -46,4 +47,6 @@ def test_tick_three_runs_and_rank_them(server: str, tmp_path: Path) -> None:
         assert ranks == ["1=", "1=", "3"]
         assert names[0].startswith("best") and names[2].startswith("worst")
         assert "Cochran" in page.locator(".omnibus").inner_text()
+        if shot := os.environ.get("EVALSITE_SCREENSHOT"):
+            page.screenshot(path=shot, full_page=True)
         assert not problems
