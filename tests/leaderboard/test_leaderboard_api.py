@@ -225,3 +225,20 @@ def test_one_scorer_alone(victor_client: Client, big: Dataset) -> None:
     response = victor_client.get(URL, {"runs": _ids(runs), "scorer": "nope"})
     assert response.status_code == 400
     assert response.json()["field"] == "scorer"
+
+
+def test_pass_fail_epochs_that_disagree_rank_pass_fractions(
+    victor_client: Client, big: Dataset
+) -> None:
+    rng = np.random.default_rng(4)
+    columns = [(rng.random(40) < rate).astype(float) for rate in (0.2, 0.5, 0.9)]
+    runs = _runs(big, [c.tolist() for c in columns], epochs=2)
+    (board,) = victor_client.get(URL, {"runs": _ids(runs)}).json()["scorers"]
+    fractions = np.column_stack([c.reshape(20, 2).mean(axis=1) for c in columns])
+    assert board["measure"] == "pass_rate"
+    assert board["omnibus_test"] == "friedman"
+    assert board["interval"] == "normal_item_means"
+    reference = stats.friedmanchisquare(*fractions.T)
+    assert board["statistic"] == pytest.approx(reference.statistic)
+    figures = {row["run"]: row["figure"] for row in board["standings"]}
+    assert figures[runs[2].pk] == pytest.approx(fractions[:, 2].mean())
