@@ -9,9 +9,10 @@ from ninja.security import django_auth
 
 from runs.catalogue.api import scorer_router
 from runs.clusters.api import cluster_router
-from runs.compare.api import compare_router
+from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
+from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
     ApiKeyAuth,
     docs_access,
@@ -48,6 +49,8 @@ api.add_router("/keys", key_router)
 api.add_router("/scorers", scorer_router)
 api.add_router("/projects", secret_router)
 api.add_router("/compare", compare_router)
+api.add_router("/leaderboard", leaderboard_router)
+api.add_router("/plan", plan_router)
 api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)

@@ -7,6 +7,7 @@ from runs.clusters import urls as clusters
 from runs.compare import urls as compare
 from runs.datasets import urls as datasets
 from runs.demo import urls as demo
+from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
 from runs.results import urls as results
@@ -22,6 +23,7 @@ urlpatterns = [
     *projects.urlpatterns,
     *catalogue.urlpatterns,
     *compare.urlpatterns,
+    *leaderboard.urlpatterns,
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,

@@ -135,6 +135,8 @@ RUN = ("run_id",)
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
+RANK = "?runs={run_id}"
+PLAN = COMPARE + "&delta=0.1&pass_rate=0.5&discordance=0.2"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
 INVITE = _given({"user": "mallory", "role": "viewer"})
@@ -188,6 +190,7 @@ PAGES: dict[str, list[Check]] = {
     "compare": [Check("GET", VIEW, query=COMPARE)],
     "compare_items_csv": [Check("GET", VIEW, query=PAIR)],
     "run_compare_choices": [Check("GET", VIEW, RUN)],
+    "leaderboard": [Check("GET", VIEW, query=RANK)],
     "run_clusters": [Check("GET", VIEW, RUN)],
     "run_cluster_save": [
         Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
@@ -263,6 +266,8 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("DELETE", "/projects/{project_id}/secrets/{name}"): [Check("DELETE", MANAGE)],
     ("GET", "/compare"): [Check("GET", VIEW, query=COMPARE)],
     ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
+    ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
+    ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
     ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [
         Check("POST", EDIT, data=_given({"statuses": ["failed"]}))

@@ -70,3 +70,45 @@ class ComparisonOut(Schema):
     @staticmethod
     def resolve_candidates(obj: Any) -> list[int]:
         return [run.pk for run in obj.candidates]
+
+
+class PlanOut(Schema):
+    """Items needed to detect a difference of pass rates, after Holm."""
+
+    candidate: int | None = Field(description="the comparison's row planned from")
+    scorer: str | None
+    pass_rate: float = Field(description="the baseline's pass rate")
+    delta: float = Field(description="the difference of pass rates to detect")
+    discordance: float = Field(
+        description=(
+            "share of items whose verdict differs between the runs (regressions "
+            "+ improvements); from the comparison: observed, at least |delta|"
+        )
+    )
+    comparisons: int = Field(description="m: Holm's family (the comparison's rows)")
+    power: float
+    alpha: float
+    level: float = Field(description="alpha / m: Holm's strictest step")
+    items: int | None = Field(
+        description=(
+            "paired items at which the exact power first reaches the target "
+            "(power(items) >= power > power(items - 1)); null beyond 10,000,000"
+        )
+    )
+    achieved_power: float | None = Field(description="exact power at items")
+    method: str = Field(
+        description=(
+            "mcnemar_exact_enumeration: the exact test's power, summed over the "
+            "discordant counts"
+        )
+    )
+    paired: int | None = Field(description="the comparison's paired items")
+    power_at_paired: float | None = Field(
+        description="the exact power the comparison had for delta at level"
+    )
+    mde: float | None = Field(
+        description=(
+            "the comparison's own minimum detectable effect at 80% power (null "
+            "when it found a significant difference)"
+        )
+    )

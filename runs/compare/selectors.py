@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
 from django.contrib.auth.models import User
 
-from runs.analysis.compare import Comparison, compare_runs_cached
+from runs.analysis.compare import Comparison, ScorerComparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
+from runs.compare.planner import (
+    ALPHA,
+    POWER,
+    Plan,
+    PlanInput,
+    mcnemar_power,
+    plan_compute,
+)
 from runs.errors import InvalidInput
 from runs.models import Run
 from runs.results.selectors import run_get, run_list
@@ -77,3 +89,155 @@ def run_compare_choices(*, user: User, run: Run, limit: int = 20) -> list[Run]:
         )
         .order_by("-created_at", "-id")[:limit]
     )
+
+
+@dataclass(frozen=True, slots=True)
+class PlanAsked:
+    """What a planner's user set; the rest comes from the comparison shown."""
+
+    delta: float | None = None
+    pass_rate: float | None = None
+    discordance: float | None = None
+    m: int | None = None  # Holm's family: comparisons
+    power: float = POWER
+    alpha: float = ALPHA
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonPlan:
+    plan: Plan
+    candidate: int | None
+    scorer: str | None
+    paired: int | None  # the comparison's paired items
+    mde: float | None  # the comparison's own minimum detectable effect
+    power_at_paired: float | None  # exact power the comparison had for delta
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan's figures and the comparison's, flat (the API's answer)."""
+        figures = {name: getattr(self.plan, name) for name in Plan.__slots__}
+        mine = {name: getattr(self, name) for name in self.__slots__}
+        return figures | mine
+
+
+def _planned_row(
+    comparison: Comparison, candidate: int | None, scorer: str | None
+) -> ScorerComparison:
+    candidate = candidate or comparison.candidates[0].pk
+    rows = [row for row in comparison.scorers if row.candidate == candidate]
+    if not rows:
+        raise InvalidInput(f"run {candidate} is not a candidate", field="candidate")
+    row = next((row for row in rows if row.scorer == scorer), None)
+    if scorer and row is None:
+        raise InvalidInput(f"no scorer {scorer!r} in this comparison", field="scorer")
+    row = row or rows[0]
+    if row.measure != "pass_rate" or not row.paired:
+        raise InvalidInput(
+            f"the planner covers pass/fail scorers with paired items; {row.scorer!r} "
+            "is not one here",
+            field="scorer",
+        )
+    return row
+
+
+def comparison_plan(
+    *,
+    comparison: Comparison | None,
+    candidate: int | None = None,
+    scorer: str | None = None,
+    asked: PlanAsked,
+) -> ComparisonPlan:
+    """Items needed to detect ``asked.delta`` (``planner``), each figure not
+    asked for taken from the comparison's row of (candidate, scorer): its
+    baseline pass rate, its discordance, its delta, its Holm family's size."""
+    row = _planned_row(comparison, candidate, scorer) if comparison else None
+    delta, pass_rate, discordance = asked.delta, asked.pass_rate, asked.discordance
+    comparisons = asked.m
+    if row is not None:
+        pass_rate = row.baseline_pass_rate if pass_rate is None else pass_rate
+        if discordance is None:
+            observed = (row.regressions + row.improvements) / row.paired
+            # An effect needs at least as many discordant items as itself.
+            discordance = max(observed, abs(delta or row.delta or 0))
+        delta = delta if delta is not None else (row.delta or None)
+        if comparisons is None and comparison is not None:
+            tested = [r for r in comparison.scorers if r.p_value is not None]
+            comparisons = max(len(tested), 1)
+    if delta is None:
+        raise InvalidInput("give the difference of pass rates to detect", field="delta")
+    if pass_rate is None:
+        raise InvalidInput("give the baseline's pass rate", field="pass_rate")
+    plan = plan_compute(
+        PlanInput(
+            pass_rate=pass_rate,
+            delta=delta,
+            discordance=discordance,
+            comparisons=comparisons or 1,
+            power=asked.power,
+            alpha=asked.alpha,
+        )
+    )
+    return ComparisonPlan(
+        plan=plan,
+        candidate=row.candidate if row else None,
+        scorer=row.scorer if row else None,
+        paired=row.paired if row else None,
+        mde=row.mde if row else None,
+        power_at_paired=mcnemar_power(
+            items=row.paired,
+            discordance=plan.discordance,
+            delta=abs(plan.delta),
+            level=plan.level,
+        )
+        if row
+        else None,
+    )
+
+
+def run_plan(
+    *,
+    user: User,
+    baseline_id: int | None,
+    candidates: str | None,
+    candidate: int | None,
+    scorer: str | None,
+    asked: PlanAsked,
+) -> ComparisonPlan:
+    """``comparison_plan`` over the comparison of ``baseline_id`` and
+    ``candidates`` (``1,2``) when given, every run the user's to see."""
+    comparison = None
+    if baseline_id is not None:
+        comparison = run_comparison(
+            user=user,
+            baseline_id=baseline_id,
+            candidate_ids=run_ids_parse(candidates, field="candidates"),
+        )
+    return comparison_plan(
+        comparison=comparison, candidate=candidate, scorer=scorer, asked=asked
+    )
+
+
+# The planner's form on the comparison page: (query name, field, bounds).
+PLAN_FIELDS = (
+    ("plan_delta", "delta", -1.0, 1.0),
+    ("plan_m", "m", 1, 10_000),
+    ("plan_power", "power", 0.01, 0.99),
+)
+
+
+def plan_asked_parse(params: Mapping[str, str]) -> PlanAsked:
+    """The planner form's values (blank: the comparison's); InvalidInput naming
+    the field of a value that is not a number within its bounds."""
+    values: dict[str, Any] = {}
+    for name, field, low, high in PLAN_FIELDS:
+        text = (params.get(name) or "").strip()
+        if not text:
+            continue
+        kind = int if isinstance(low, int) else float
+        try:
+            value = kind(text)
+        except ValueError:
+            raise InvalidInput(f"{text!r} is not a number", field=name) from None
+        if not (low <= value <= high) or value != value:
+            raise InvalidInput(f"must lie in [{low}, {high}]", field=name)
+        values[field] = value
+    return PlanAsked(**values)

@@ -11,6 +11,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from runs.analysis import compare as analysis
+from runs.analysis.compare import Comparison
 from runs.compare import selectors
 from runs.compare.selectors import comparison_pair, run_comparison, run_ids_parse
 from runs.errors import InvalidInput
@@ -97,6 +98,7 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         )
         page = page_of(request, items, ITEMS_PER_PAGE)
     return {
+        **_plan_context(request, comparison, candidate.pk, scorer),
         "comparison": comparison,
         "baselines": [
             (run, compare_url(run.pk, [r.pk for r in runs if r.pk != run.pk]))
@@ -111,6 +113,22 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "alpha": analysis.ALPHA,
         "resamples": analysis.BOOTSTRAP_RESAMPLES,
     }
+
+
+def _plan_context(
+    request: AuthedRequest, comparison: Comparison, candidate: int, scorer: str
+) -> dict[str, Any]:
+    """The planner's section: its plan for the row shown, or why there is none."""
+    try:
+        plan = selectors.comparison_plan(
+            comparison=comparison,
+            candidate=candidate,
+            scorer=scorer,
+            asked=selectors.plan_asked_parse(request.GET),
+        )
+    except InvalidInput as exc:
+        return {"plan": None, "plan_error": exc}
+    return {"plan": plan, "plan_error": None}
 
 
 @require_GET

@@ -137,6 +137,10 @@ def comparison(runs: tuple[Run, ...]) -> str:
     return key("compare", tuple(run.results_version for run in runs))
 
 
+def leaderboard(runs: tuple[Run, ...], scorer: str | None) -> str:
+    return key("leaderboard", tuple(run.results_version for run in runs), scorer)
+
+
 def comparison_items(
     baseline: Run, candidate: Run, scorer: str, change: str | None
 ) -> str:
