@@ -37,6 +37,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -253,19 +254,42 @@ def mcnemar_power(
     For each count k the test rejects below the binomial's alpha / 2 quantile
     or above its mirror (the two-sided test at p = 1/2 doubles the tail).
     """
-    from scipy import stats
+    from scipy import special
 
     psi = min(max(discordant_rate, effect), 1.0)
     if psi <= 0:
         return 0.0
     share = (psi + effect) / (2 * psi)
+    first, last, weights = _discordant_counts(paired, psi)
+    k = np.arange(first, last + 1)
+    below = _largest_rejected(first, last, alpha)
+    rejects = special.bdtr(below, k, share) + special.bdtrc(k - below - 1, k, share)
+    # -1: the test cannot reject with so few discordant pairs.
+    return float(weights @ np.where(below >= 0, rejects, 0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _discordant_counts(paired: int, psi: float) -> tuple[int, int, np.ndarray]:
+    """The discordant counts that matter and their binomial probabilities
+    (those left out weigh less than 1e-12 together)."""
+    from scipy import stats
+
     counts = stats.binom(paired, psi)
-    # The counts outside these quantiles weigh less than 1e-12 together.
-    first, last = counts.ppf(1e-13), counts.isf(1e-13)
-    k = np.arange(max(int(first) - 1, 1), min(int(last) + 1, paired) + 1)
-    below = stats.binom.ppf(alpha / 2, k, 0.5) - 1  # the largest x with p < alpha
-    rejects = stats.binom.cdf(below, k, share) + stats.binom.sf(k - below - 1, k, share)
-    return float(counts.pmf(k) @ np.where(below >= 0, rejects, 0.0))
+    first = max(int(counts.ppf(1e-13)) - 1, 1)
+    last = min(int(counts.isf(1e-13)) + 1, paired)
+    return first, last, counts.pmf(np.arange(first, last + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def _largest_rejected(first: int, last: int, alpha: float) -> np.ndarray:
+    """For k discordant pairs from first to last, the largest count of
+    improvements the exact test rejects at ``alpha`` (-1: none): below the
+    binomial's alpha / 2 quantile, as the two-sided test at p = 1/2 doubles
+    the tail. The same for every effect tried, so computed once."""
+    from scipy import stats
+
+    counts = np.arange(first, last + 1)
+    return np.asarray(stats.binom.ppf(alpha / 2, counts, 0.5) - 1, dtype=float)
 
 
 def mcnemar_mde(*, paired: int, discordant: int, alpha: float = ALPHA) -> float | None:
@@ -284,15 +308,13 @@ def mcnemar_mde(*, paired: int, discordant: int, alpha: float = ALPHA) -> float 
 
     if power(1.0) < POWER:
         return None
-    low, high = 0.0, 1.0
-    # The smallest effect of power >= POWER, to 1e-9: the bound kept is high.
-    while high - low > 1e-9:
-        middle = (low + high) / 2
-        if power(middle) >= POWER:
-            high = middle
-        else:
-            low = middle
-    return high
+    from scipy import optimize
+
+    effect = float(optimize.brentq(lambda d: power(d) - POWER, 0.0, 1.0, xtol=1e-7))
+    # The root is within 1e-7: step to the side of power >= POWER.
+    while power(effect) < POWER:
+        effect = min(effect + 1e-7, 1.0)
+    return effect
 
 
 def sign_flip_mde(*, test: SignFlip, alpha: float = ALPHA) -> float | None:

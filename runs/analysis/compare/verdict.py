@@ -184,14 +184,23 @@ def _tested(
 
 
 def _at_level(
-    row: ScorerComparison, flip: SignFlip | None, level: float
+    row: ScorerComparison, flip: SignFlip | None, level: float, *, verdict: str
 ) -> dict[str, Any]:
-    """The row's interval and detectable effect at its Holm level."""
+    """The row's interval and detectable effect at its Holm level; the effect
+    the test could have seen matters only when it saw none."""
+    seen = verdict != NO_DIFFERENCE
     if flip is not None:
         return {
             "delta_ci": flip.interval(alpha=level),
-            "mde": significance.sign_flip_mde(test=flip, alpha=level),
+            "mde": None if seen else significance.sign_flip_mde(test=flip, alpha=level),
         }
+    mde = None
+    if not seen:
+        mde = significance.mcnemar_mde(
+            paired=row.paired,
+            discordant=row.regressions + row.improvements,
+            alpha=level,
+        )
     return {
         "delta_ci": significance.mcnemar_interval(
             both_passed=row.both_passed,
@@ -200,11 +209,7 @@ def _at_level(
             both_failed=row.both_failed,
             alpha=level,
         ),
-        "mde": significance.mcnemar_mde(
-            paired=row.paired,
-            discordant=row.regressions + row.improvements,
-            alpha=level,
-        ),
+        "mde": mde,
     }
 
 
@@ -221,14 +226,11 @@ def _with_verdicts(rows: list[Tested]) -> list[ScorerComparison]:
         if p_adjusted < significance.ALPHA and row.delta:
             verdict = BETTER if row.delta > 0 else WORSE
         level = significance.holm_level(p_value=row.p_value, p_adjusted=p_adjusted)
-        figures = _at_level(row, flip, level)
-        values = row.as_dict() | {
+        values = row.as_dict() | _at_level(row, flip, level, verdict=verdict)
+        values |= {
             "p_value_adjusted": p_adjusted,
             "verdict": verdict,
-            "delta_ci": figures["delta_ci"],
             "ci_level": 1 - level,
-            # The effect the test could have seen matters when it saw none.
-            "mde": figures["mde"] if verdict == NO_DIFFERENCE else None,
         }
         out[i] = ScorerComparison(**values)
     return out
