@@ -289,3 +289,17 @@ def test_each_rows_interval_excludes_zero_exactly_when_its_verdict_is_not_none(
         assert row.ci_level == pytest.approx(
             1 - compare.ALPHA * row.p_value / row.p_value_adjusted
         )
+
+
+def test_the_sign_flip_tests_false_positive_rate_is_at_most_nominal() -> None:
+    # A small seeded simulation under "no difference" (the full one is in
+    # bench/stats_error_rates.py): the bootstrap rejected 32% at n = 3.
+    rng = np.random.default_rng(2024)
+    for n in (3, 10, 30):
+        rejected = sum(
+            compare.sign_flip_test(rng.normal(0, 1, n), np.ones(n, np.int64)).p_value
+            < compare.ALPHA
+            for _ in range(200)
+        )
+        # 5% give or take three standard errors of 200 samples (1.5% each).
+        assert rejected / 200 <= 0.10, n
