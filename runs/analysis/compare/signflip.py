@@ -39,8 +39,9 @@ _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def _draw_pool() -> ThreadPoolExecutor:
-    """Threads that draw the sign vectors' parts, one per core (at most the parts)."""
+def draw_pool() -> ThreadPoolExecutor:
+    """Threads that draw random parts side by side (sign vectors, bootstrap
+    resamples), one per core, at most ``STREAMS``."""
     global _pool
     with _pool_lock:
         if _pool is None:
@@ -146,7 +147,7 @@ def _drawn(
             sums[where] = signed @ values
             signs[where] = signed.sum(axis=1)
 
-    list(_draw_pool().map(draw, parts, streams))
+    list(draw_pool().map(draw, parts, streams))
     return sums, signs
 
 

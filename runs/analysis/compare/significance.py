@@ -39,15 +39,18 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
-from runs.analysis.compare.signflip import RESAMPLES, SignFlip
+from runs.analysis.compare.signflip import (
+    CHUNK_DRAWS,
+    RESAMPLES,
+    STREAMS,
+    SignFlip,
+    draw_pool,
+)
 from runs.analysis.stats import wilson_interval
 
 ALPHA = 0.05
@@ -57,22 +60,9 @@ CONFIDENCE = 0.95
 # differences, so the cost grows with resamples x distinct values.
 BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20_211_014
-# Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
-BOOTSTRAP_CHUNK_DRAWS = 4_000_000
-# Parts of a bootstrap's resamples, each with its own random stream.
-BOOTSTRAP_STREAMS = 4
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _bootstrap_pool() -> ThreadPoolExecutor:
-    """Threads that draw a bootstrap's parts, one per core (at most the parts)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            workers = min(BOOTSTRAP_STREAMS, os.cpu_count() or 1)
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="bootstrap")
-        return _pool
+# Draws per bootstrap chunk and parts of its resamples: the sign-flip test's.
+BOOTSTRAP_CHUNK_DRAWS = CHUNK_DRAWS
+BOOTSTRAP_STREAMS = STREAMS
 
 
 def mcnemar_exact(*, regressions: int, improvements: int) -> float:
@@ -204,7 +194,7 @@ def paired_bootstrap(
             draws = rng.multinomial(n, counts / n, size=len(where))
             means[where] = draws @ values / n
 
-    list(_bootstrap_pool().map(draw, parts, streams))
+    list(draw_pool().map(draw, parts, streams))
     low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
     # A tolerance: sums of the same values in another order differ in the last bit.
     extreme = np.abs(means - mean) >= abs(mean) - 1e-12
