@@ -63,6 +63,9 @@ def test_comparison_has_the_documented_keys(
     assert row["verdict"] == "no_significant_difference"
     assert len(row["delta_ci"]) == 2
     assert row["skipped"] == 0
+    assert row["test"] == "mcnemar_exact"
+    assert row["interval"] == "mcnemar_exact_inverted"
+    assert row["ci_level"] == pytest.approx(0.95)
 
 
 def test_several_candidates_are_listed_in_order(

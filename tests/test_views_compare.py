@@ -262,3 +262,20 @@ def test_skipped_scores_are_counted_apart_and_defined(
     assert "3 skipped</span>" in page
     assert "is not a pair for that scorer" in page
     assert 'id="unpaired">0 ' in page
+
+
+def test_page_names_the_sign_flip_test_of_a_numeric_scorer(
+    alice_client: Client, dataset: Dataset
+) -> None:
+    baseline, candidate = make_run(dataset), make_run(dataset)
+    items = list(dataset.items.order_by("index")[:3])
+    pairs = [(0.5, 0.6), (0.3, 0.4), (0.2, 0.3)]
+    for item, (before, after) in zip(items, pairs, strict=True):
+        add_result(baseline, item, {"exact_match": before})
+        add_result(candidate, item, {"exact_match": after})
+
+    page = _get(alice_client, finish(baseline), finish(candidate)).content.decode()
+
+    assert "sign-flip permutation (exact)" in page
+    assert "no bounded interval" in page  # three items: p is at least 1/4
+    assert "bootstrap" not in page

@@ -30,15 +30,33 @@ class ScorerComparisonOut(Schema):
     baseline_mean: float | None
     candidate_mean: float | None
     delta: float | None = Field(description="candidate minus baseline")
-    delta_ci: list[float] | None = Field(description="95% interval of delta")
+    delta_ci: list[float] | None = Field(
+        description=(
+            "interval of delta at the row's Holm-adjusted level (confidence "
+            "ci_level): it excludes 0 exactly when the verdict is better or "
+            "worse; null when unbounded (too few items)"
+        )
+    )
     interval: str | None = Field(
-        description="newcombe_paired (pass/fail) or bootstrap_percentile"
+        description=(
+            "how delta_ci is computed: mcnemar_exact_inverted (pass/fail) or "
+            "sign_flip_inverted (numeric, or epochs that disagree)"
+        )
+    )
+    ci_level: float | None = Field(
+        description="confidence of delta_ci: 1 - alpha x p_value / p_value_adjusted"
     )
     both_passed: int
     regressions: int = Field(description="passed in the baseline, not the candidate")
     improvements: int = Field(description="passed in the candidate, not the baseline")
     both_failed: int
-    test: str | None = Field(description="mcnemar_exact or paired_bootstrap")
+    test: str | None = Field(
+        description=(
+            "mcnemar_exact (pass/fail), or the paired sign-flip permutation "
+            "test over items: sign_flip_exact (every sign vector) or "
+            "sign_flip_monte_carlo (random sign vectors, fixed seed)"
+        )
+    )
     p_value: float | None
     p_value_adjusted: float | None = Field(
         description="Holm-adjusted across every (candidate, scorer) of the answer"
@@ -48,8 +66,8 @@ class ScorerComparisonOut(Schema):
     )
     mde: float | None = Field(
         description=(
-            "minimum detectable effect at 80% power, when there is no "
-            "significant difference"
+            "minimum detectable effect at 80% power at the row's Holm-adjusted "
+            "level, when there is no significant difference"
         )
     )
 

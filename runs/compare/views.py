@@ -111,7 +111,8 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "changes": CHANGE_LABELS.items(),
         "page": page,
         "alpha": analysis.ALPHA,
-        "resamples": analysis.BOOTSTRAP_RESAMPLES,
+        "resamples": analysis.RESAMPLES,
+        "exact_sign_vectors": analysis.EXACT_SIGN_VECTORS,
     }
 
 

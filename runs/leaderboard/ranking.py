@@ -135,12 +135,15 @@ def friedman(matrix: np.ndarray) -> tuple[float, float]:
     return float(chi), float(stats.chi2.sf(chi, k - 1))
 
 
-def _numeric_p(differences: np.ndarray) -> float:
-    """The comparison's paired test of numeric differences, two-sided."""
+def _numeric_p(differences: np.ndarray) -> tuple[float, str]:
+    """The comparison's paired test of numeric differences, two-sided: its p
+    and its name (exact or drawn, as the comparison names it)."""
     # Differences of means differ in the last bits (0.217 - 0.0, 0.42 - 0.203):
     # merged, the test draws over the real distinct values, a few times fewer.
     values, counts = np.unique(np.round(differences, 12), return_counts=True)
-    return compare.paired_bootstrap(values, counts).p_value
+    flip = compare.sign_flip_test(values, counts)
+    name = compare.TEST_SIGN_FLIP_EXACT if flip.exact else compare.TEST_SIGN_FLIP_DRAWN
+    return flip.p_value, name
 
 
 def _binary_p(first: np.ndarray, second: np.ndarray) -> float:
@@ -153,21 +156,21 @@ def _binary_p(first: np.ndarray, second: np.ndarray) -> float:
 def pairwise(runs: list[int], matrix: np.ndarray, *, binary: bool) -> list[PairTest]:
     """Every pair of runs tested, Holm-adjusted across the pairs."""
     figures = matrix.mean(axis=0) if len(matrix) else np.zeros(len(runs))
-    found: list[tuple[int, int, float, float]] = []
+    found: list[tuple[int, int, float, str, float]] = []
     for i, j in combinations(range(len(runs)), 2):
+        test = compare.TEST_MCNEMAR if binary else compare.TEST_SIGN_FLIP_EXACT
         if len(matrix) == 0:
             p = 1.0
         elif binary:
             column_i, column_j = matrix[:, i] > 0, matrix[:, j] > 0
             p = _binary_p(column_i, column_j)
         else:
-            p = _numeric_p(matrix[:, j] - matrix[:, i])
-        found.append((i, j, float(figures[j] - figures[i]), p))
+            p, test = _numeric_p(matrix[:, j] - matrix[:, i])
+        found.append((i, j, float(figures[j] - figures[i]), test, p))
     adjusted = compare.holm_adjust([p for *_, p in found])
-    test = compare.TEST_MCNEMAR if binary else compare.TEST_BOOTSTRAP
     return [
         PairTest(runs[i], runs[j], delta, test, p, p_adjusted)
-        for (i, j, delta, p), p_adjusted in zip(found, adjusted, strict=True)
+        for (i, j, delta, test, p), p_adjusted in zip(found, adjusted, strict=True)
     ]
 
 

@@ -123,9 +123,11 @@ MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
             "<id>",
             _DIGITS,
         ),
-        # numbers, with their sign, separators, decimals and exponent
+        # numbers, with their sign, separators, decimals and exponent; a
+        # number after a hyphen too, even inside a name: gpt-4o reads gpt-<n>o
         (r"(?<![\w.])[-+]?\d+(?:[,.]\d+)*(?:e[-+]?\d+)?", re.I, "<n>", _DIGITS),
-        # digits at the end of a word (item42, v2), not in a name (gpt-4o)
+        # digits at the end of a word (item42, v2), not followed by a letter
+        # (gpt4o is kept)
         (r"\d+(?![A-Za-z])", 0, "<n>", _DIGITS),
     )
 )

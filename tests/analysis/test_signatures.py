@@ -155,3 +155,9 @@ def test_a_scorer_error_is_not_the_same_failure_as_a_failed_verdict() -> None:
     failed = score_signature(passed=False, reason="TimeoutError: 5 s", error="")
     assert errored is not None and failed is not None
     assert errored.signature != failed.signature
+
+
+def test_a_number_after_a_hyphen_is_masked_digits_inside_a_word_are_kept() -> None:
+    # As the masks' comments say: gpt-4o reads gpt-<n>o, gpt4o stays.
+    assert mask("model gpt-4o failed on item42") == "model gpt-<n>o failed on item<n>"
+    assert mask("model gpt4o failed") == "model gpt4o failed"

@@ -4,8 +4,10 @@
   versions of one dataset) and each scorer's paired table and per-item
   differences;
 - ``sql``: the statements behind them, the only hand SQL of the comparison;
-- ``significance``: McNemar, Newcombe, the paired bootstrap, Holm, the
-  minimum detectable effects;
+- ``significance``: McNemar and its inverted interval, the sign-flip test
+  (``signflip``), Holm and the rows' Holm levels, the minimum detectable
+  effects (and Newcombe's interval and the paired bootstrap, no longer the
+  comparison's);
 - ``verdict``: every (candidate, scorer) row and its verdict, cached;
 - ``items``: the paired items of one (candidate, scorer), for the page and
   the CSV.
@@ -34,6 +36,12 @@ from runs.analysis.compare.pairing import (
     shared_scorers,
     single_scan,
 )
+from runs.analysis.compare.signflip import (
+    EXACT_SIGN_VECTORS,
+    RESAMPLES,
+    SignFlip,
+    sign_flip_test,
+)
 from runs.analysis.compare.significance import (
     ALPHA,
     BOOTSTRAP_RESAMPLES,
@@ -43,18 +51,26 @@ from runs.analysis.compare.significance import (
     Bootstrap,
     bootstrap_mde,
     holm_adjust,
+    holm_level,
     mcnemar_exact,
+    mcnemar_interval,
     mcnemar_mde,
+    mcnemar_power,
     newcombe_paired_interval,
     paired_bootstrap,
+    sign_flip_mde,
 )
 from runs.analysis.compare.verdict import (
     BETTER,
     INTERVAL_BOOTSTRAP,
+    INTERVAL_MCNEMAR,
     INTERVAL_NEWCOMBE,
+    INTERVAL_SIGN_FLIP,
     NO_DIFFERENCE,
     TEST_BOOTSTRAP,
     TEST_MCNEMAR,
+    TEST_SIGN_FLIP_DRAWN,
+    TEST_SIGN_FLIP_EXACT,
     WORSE,
     Comparison,
     ScorerComparison,
@@ -69,14 +85,20 @@ __all__ = [
     "BOOTSTRAP_SEED",
     "CHANGES",
     "CONFIDENCE",
+    "EXACT_SIGN_VECTORS",
     "INTERVAL_BOOTSTRAP",
+    "INTERVAL_MCNEMAR",
     "INTERVAL_NEWCOMBE",
+    "INTERVAL_SIGN_FLIP",
     "NO_DIFFERENCE",
     "PAIRED_BY_EXTERNAL_ID",
     "PAIRED_BY_ITEM",
     "POWER",
+    "RESAMPLES",
     "TEST_BOOTSTRAP",
     "TEST_MCNEMAR",
+    "TEST_SIGN_FLIP_DRAWN",
+    "TEST_SIGN_FLIP_EXACT",
     "WORSE",
     "Bootstrap",
     "Comparison",
@@ -84,19 +106,25 @@ __all__ = [
     "PairedTable",
     "ScannedScorer",
     "ScorerComparison",
+    "SignFlip",
     "bootstrap_mde",
     "compare_runs",
     "compare_runs_cached",
     "comparison_item_rows",
     "comparison_pairing",
     "holm_adjust",
+    "holm_level",
     "item_count",
     "mcnemar_exact",
+    "mcnemar_interval",
     "mcnemar_mde",
+    "mcnemar_power",
     "newcombe_paired_interval",
     "paired_bootstrap",
     "paired_differences",
     "paired_table",
     "shared_scorers",
+    "sign_flip_mde",
+    "sign_flip_test",
     "single_scan",
 ]

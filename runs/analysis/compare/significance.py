@@ -1,32 +1,56 @@
 """The comparison's tests, intervals and detectable effects.
 
 - Pass/fail scorer, one verdict per item (always so with one epoch): McNemar's
-  exact test (two-sided binomial test on the discordant pairs) and Newcombe's
-  hybrid score interval for the difference of paired proportions (his method
-  10: Wilson intervals of both rates combined with the pairs' correlation).
+  exact test (two-sided binomial test on the discordant pairs). Its interval
+  is inverted from the same test, so the two never disagree: the
+  Clopper-Pearson interval of the improvements' share among the discordant
+  pairs (the exact binomial test's own inversion), times the Wilson interval
+  of the discordant rate (the bound that widens the interval most). It
+  excludes 0 exactly when the test's p-value is below the interval's alpha.
 - Items whose epochs disagree, or numeric scorers (values other than 0 and 1):
-  the per-item differences (of pass fractions, or of mean values) are compared
-  with a paired bootstrap over items: percentile interval and a two-sided test
-  of the recentred resamples, fixed seed.
+  a paired sign-flip permutation test over items on the sum of the per-item
+  differences (of pass fractions, or of mean values). Under "no difference"
+  each item's difference is as likely negative as positive; the p-value is the
+  share of sign vectors whose sum is at least as far from 0 as the observed
+  one. Exact (every sign vector, counted by how many items of each value flip)
+  while there are at most ``EXACT_SIGN_VECTORS`` of those counts, else
+  ``RESAMPLES`` random sign vectors from a fixed seed, p = (b + 1) / (B + 1).
+  Zero differences are kept: they add nothing to any sum, so the p-value is
+  the same as without them. One item, or any number of identical differences,
+  is never significant by construction (k equal differences: p = 2 / 2^k).
+  The interval is the test inverted: every shift mu for which the differences
+  minus mu are not rejected, from the same sign vectors; None when that set is
+  unbounded (too few items for any shift to be rejected at that level).
 - p-values are adjusted with Holm's method across every (candidate, scorer)
-  of the comparison.
-- Minimum detectable effect (80% power, two-sided alpha 0.05, this many
-  pairs): McNemar, Connor's (1987) normal approximation with the observed
-  discordant rate (at least the effect itself); bootstrap, the normal
-  approximation from the standard deviation of the per-item differences.
+  of the comparison; each row's interval and detectable effect are at the
+  row's Holm level, alpha x p / p_Holm: the level at which the row's own test
+  gives the Holm verdict, so its interval excludes 0 exactly when the verdict
+  is better or worse.
+- Minimum detectable effect (80% power at the row's level, this many pairs):
+  McNemar, the exact test's power summed over the binomial count of
+  discordant pairs (the observed discordant rate, at least the effect
+  itself), the smallest effect with power >= 80%; sign-flip, the normal
+  approximation with Student quantiles (n - 1 degrees of freedom) for the
+  spread of the per-item differences, None when no sign vector could reach
+  the level (2 / 2^n >= alpha).
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import os
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
+from runs.analysis.compare.signflip import (
+    CHUNK_DRAWS,
+    RESAMPLES,
+    STREAMS,
+    SignFlip,
+    draw_pool,
+)
 from runs.analysis.stats import wilson_interval
 
 ALPHA = 0.05
@@ -36,22 +60,9 @@ CONFIDENCE = 0.95
 # differences, so the cost grows with resamples x distinct values.
 BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20_211_014
-# Draws per bootstrap chunk (resamples x distinct differences): bounded memory.
-BOOTSTRAP_CHUNK_DRAWS = 4_000_000
-# Parts of a bootstrap's resamples, each with its own random stream.
-BOOTSTRAP_STREAMS = 4
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def _bootstrap_pool() -> ThreadPoolExecutor:
-    """Threads that draw a bootstrap's parts, one per core (at most the parts)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            workers = min(BOOTSTRAP_STREAMS, os.cpu_count() or 1)
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="bootstrap")
-        return _pool
+# Draws per bootstrap chunk and parts of its resamples: the sign-flip test's.
+BOOTSTRAP_CHUNK_DRAWS = CHUNK_DRAWS
+BOOTSTRAP_STREAMS = STREAMS
 
 
 def mcnemar_exact(*, regressions: int, improvements: int) -> float:
@@ -64,20 +75,73 @@ def mcnemar_exact(*, regressions: int, improvements: int) -> float:
     return float(stats.binomtest(improvements, discordant, 0.5).pvalue)
 
 
-def newcombe_paired_interval(
-    *, both_passed: int, regressions: int, improvements: int, both_failed: int
+def mcnemar_interval(
+    *,
+    both_passed: int,
+    regressions: int,
+    improvements: int,
+    both_failed: int,
+    alpha: float = ALPHA,
 ) -> tuple[float, float]:
-    """95% interval of candidate - baseline pass rate (Newcombe 1998, method 10)."""
+    """Interval of candidate - baseline pass rate inverted from McNemar's test.
+
+    The difference is psi (2 q - 1), psi the discordant rate and q the
+    improvements' share of the discordant pairs. q's interval is the exact
+    test's inversion (Clopper-Pearson, alpha / 2 each side), so 2 q - 1 keeps
+    0 exactly when the test does not reject at ``alpha``; each bound is then
+    scaled by the end of psi's Wilson interval that widens it, which keeps its
+    sign.
+    """
+    from scipy import stats
+
+    b, c = regressions, improvements
+    n = both_passed + b + c + both_failed
+    k = b + c
+    psi = wilson_interval(k, n, confidence=1 - alpha)
+    assert psi is not None  # n > 0: the caller compares no empty table.
+    low_q = float(stats.beta.ppf(alpha / 2, c, k - c + 1)) if c else 0.0
+    high_q = float(stats.beta.ppf(1 - alpha / 2, c + 1, k - c)) if c < k else 1.0
+    if k and _mcnemar_keeps_zero(b, c, alpha):
+        # The quantiles' last bits must not undo what the test decided.
+        low_q, high_q = min(low_q, 0.5), max(high_q, 0.5)
+    low, high = 2 * low_q - 1, 2 * high_q - 1
+    return (
+        low * (psi[1] if low < 0 else psi[0]),
+        high * (psi[0] if high < 0 else psi[1]),
+    )
+
+
+def _mcnemar_keeps_zero(regressions: int, improvements: int, alpha: float) -> bool:
+    return mcnemar_exact(regressions=regressions, improvements=improvements) >= alpha
+
+
+def newcombe_paired_interval(
+    *,
+    both_passed: int,
+    regressions: int,
+    improvements: int,
+    both_failed: int,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float]:
+    """Interval of candidate - baseline pass rate (Newcombe 1998, method 10).
+
+    With Newcombe's corrected phi (AD - BC less N/2 when positive), as
+    Fagerland, Lydersen and Laake (2014) recommend. Not the comparison's
+    interval: it can exclude 0 where McNemar's exact test finds no difference.
+    """
     a, b, c, d = both_passed, regressions, improvements, both_failed
     n = a + b + c + d
     p_cand, p_base = (a + c) / n, (a + b) / n
     # n > 0: the caller compares no empty table.
-    cand = wilson_interval(a + c, n, confidence=CONFIDENCE)
-    base = wilson_interval(a + b, n, confidence=CONFIDENCE)
+    cand = wilson_interval(a + c, n, confidence=confidence)
+    base = wilson_interval(a + b, n, confidence=confidence)
     assert cand is not None and base is not None
     (low_cand, high_cand), (low_base, high_base) = cand, base
     margins = (a + b) * (c + d) * (a + c) * (b + d)
-    phi = (a * d - b * c) / math.sqrt(margins) if margins else 0.0
+    cross: float = a * d - b * c
+    if cross > 0:
+        cross = max(cross - n / 2, 0)
+    phi = cross / math.sqrt(margins) if margins else 0.0
     below_cand, above_base = p_cand - low_cand, high_base - p_base
     above_cand, below_base = high_cand - p_cand, p_base - low_base
     lower = math.sqrt(
@@ -130,7 +194,7 @@ def paired_bootstrap(
             draws = rng.multinomial(n, counts / n, size=len(where))
             means[where] = draws @ values / n
 
-    list(_bootstrap_pool().map(draw, parts, streams))
+    list(draw_pool().map(draw, parts, streams))
     low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
     # A tolerance: sums of the same values in another order differ in the last bit.
     extreme = np.abs(means - mean) >= abs(mean) - 1e-12
@@ -161,31 +225,101 @@ def _z_sum() -> float:
     return float(stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(POWER))
 
 
-def mcnemar_mde(*, paired: int, discordant: int) -> float | None:
-    """Smallest difference of pass rates McNemar's test would see (80% power).
+def holm_level(*, p_value: float, p_adjusted: float, alpha: float = ALPHA) -> float:
+    """The row's Holm level: alpha x p / p_Holm, at which its own p-value gives
+    the Holm verdict (p < level exactly when p_Holm < alpha); between alpha / m
+    and alpha."""
+    if p_adjusted <= 0:
+        return alpha
+    return alpha * p_value / p_adjusted
 
-    Connor (1987): n d^2 = (z_a sqrt(psi) + z_b sqrt(psi - d^2))^2, psi the
-    discordant rate, taken as observed but at least d (an effect d needs at
-    least that many discordant pairs). None when even d = 1 is out of reach.
+
+def mcnemar_power(
+    *, paired: int, discordant_rate: float, effect: float, alpha: float = ALPHA
+) -> float:
+    """Power of McNemar's exact test, summed over the discordant count.
+
+    Pairs are discordant with probability ``discordant_rate`` (psi); a
+    discordant pair is an improvement with probability (psi + effect) / 2 psi.
+    For each count k the test rejects below the binomial's alpha / 2 quantile
+    or above its mirror (the two-sided test at p = 1/2 doubles the tail).
     """
+    from scipy import special
+
+    psi = min(max(discordant_rate, effect), 1.0)
+    if psi <= 0:
+        return 0.0
+    share = (psi + effect) / (2 * psi)
+    first, last, weights = _discordant_counts(paired, psi)
+    k = np.arange(first, last + 1)
+    below = _largest_rejected(first, last, alpha)
+    rejects = special.bdtr(below, k, share) + special.bdtrc(k - below - 1, k, share)
+    # -1: the test cannot reject with so few discordant pairs.
+    return float(weights @ np.where(below >= 0, rejects, 0.0))
+
+
+@functools.lru_cache(maxsize=64)
+def _discordant_counts(paired: int, psi: float) -> tuple[int, int, np.ndarray]:
+    """The discordant counts that matter and their binomial probabilities
+    (those left out weigh less than 1e-12 together)."""
+    from scipy import stats
+
+    counts = stats.binom(paired, psi)
+    first = max(int(counts.ppf(1e-13)) - 1, 1)
+    last = min(int(counts.isf(1e-13)) + 1, paired)
+    return first, last, counts.pmf(np.arange(first, last + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def _largest_rejected(first: int, last: int, alpha: float) -> np.ndarray:
+    """For k discordant pairs from first to last, the largest count of
+    improvements the exact test rejects at ``alpha`` (-1: none): below the
+    binomial's alpha / 2 quantile, as the two-sided test at p = 1/2 doubles
+    the tail. The same for every effect tried, so computed once."""
+    from scipy import stats
+
+    counts = np.arange(first, last + 1)
+    return np.asarray(stats.binom.ppf(alpha / 2, counts, 0.5) - 1, dtype=float)
+
+
+def mcnemar_mde(*, paired: int, discordant: int, alpha: float = ALPHA) -> float | None:
+    """Smallest difference of pass rates McNemar's exact test detects with 80%
+    power at ``alpha``, the discordant rate as observed but at least the
+    effect (an effect d needs at least that many discordant pairs). None when
+    even d = 1 is out of reach."""
     if paired == 0:
         return None
-    from scipy import optimize, stats
-
-    z_alpha = float(stats.norm.ppf(1 - ALPHA / 2))
-    z_beta = float(stats.norm.ppf(POWER))
     observed = discordant / paired
 
-    def gap(d: float) -> float:
-        psi = max(observed, d)
-        return (
-            paired * d * d
-            - (z_alpha * math.sqrt(psi) + z_beta * math.sqrt(max(psi - d * d, 0))) ** 2
+    def power(effect: float) -> float:
+        return mcnemar_power(
+            paired=paired, discordant_rate=observed, effect=effect, alpha=alpha
         )
 
-    if gap(1.0) < 0:
+    if power(1.0) < POWER:
         return None
-    return float(optimize.brentq(gap, 1e-9, 1.0))
+    from scipy import optimize
+
+    effect = float(optimize.brentq(lambda d: power(d) - POWER, 0.0, 1.0, xtol=1e-7))
+    # The root is within 1e-7: step to the side of power >= POWER.
+    while power(effect) < POWER:
+        effect = min(effect + 1e-7, 1.0)
+    return effect
+
+
+def sign_flip_mde(*, test: SignFlip, alpha: float = ALPHA) -> float | None:
+    """(t_a + t_b) sd / sqrt(n), Student quantiles with n - 1 degrees of
+    freedom: the normal approximation of the sign-flip test's power, widened
+    for small samples. None when the test could not reach ``alpha`` with any
+    sample of this size (exact: 2 / 2^n; drawn: 1 / (B + 1))."""
+    n = test.n
+    smallest = 2 / 2.0 ** min(n, 1023) if test.exact else 1 / (RESAMPLES + 1)
+    if n < 2 or test.sd == 0 or smallest >= alpha:
+        return None
+    from scipy import stats
+
+    quantiles = stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(POWER, n - 1)
+    return float(quantiles * test.sd / math.sqrt(n))
 
 
 def bootstrap_mde(*, paired: int, sd: float) -> float | None:

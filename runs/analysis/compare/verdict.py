@@ -11,7 +11,9 @@
   fraction and its mean value. Pass rates are the mean of the items' pass
   fractions (with one epoch: passed items / paired items).
 - The verdict reads the Holm-adjusted p-value (``significance``) at alpha
-  0.05.
+  0.05. The interval and the minimum detectable effect are at the row's Holm
+  level (``ci_level`` is the interval's confidence), so the interval excludes
+  0 exactly when the verdict is better or worse.
 """
 
 from __future__ import annotations
@@ -35,12 +37,18 @@ from runs.analysis.compare.pairing import (
     single_scan,
     unpaired_count,
 )
+from runs.analysis.compare.signflip import SignFlip, sign_flip_test
 from runs.models import Run
 from runs.records import cache_keys
 
 CACHE_SECONDS = 600
 
 TEST_MCNEMAR = "mcnemar_exact"
+TEST_SIGN_FLIP_EXACT = "sign_flip_exact"
+TEST_SIGN_FLIP_DRAWN = "sign_flip_monte_carlo"
+INTERVAL_MCNEMAR = "mcnemar_exact_inverted"
+INTERVAL_SIGN_FLIP = "sign_flip_inverted"
+# Names of the methods before the sign-flip test and the inverted intervals.
 TEST_BOOTSTRAP = "paired_bootstrap"
 INTERVAL_NEWCOMBE = "newcombe_paired"
 INTERVAL_BOOTSTRAP = "bootstrap_percentile"
@@ -65,6 +73,7 @@ class ScorerComparison:
     delta: float | None
     delta_ci: tuple[float, float] | None
     interval: str | None
+    ci_level: float | None  # the confidence of delta_ci: 1 - the row's Holm level
     both_passed: int
     regressions: int
     improvements: int
@@ -88,9 +97,14 @@ class Comparison:
     scorers: list[ScorerComparison]
 
 
+# A row before Holm's adjustment, with the sign-flip test its interval and
+# detectable effect are computed from once the row's level is known.
+Tested = tuple[ScorerComparison, SignFlip | None]
+
+
 def _scorer_comparison(
     *, baseline: Run, candidate: Run, scorer: str, paired_by: str
-) -> ScorerComparison:
+) -> Tested:
     table = paired_table(
         baseline=baseline, candidate=candidate, scorer=scorer, paired_by=paired_by
     )
@@ -113,9 +127,9 @@ def _tested(
     *,
     scorer: str,
     candidate: Run,
-) -> ScorerComparison:
+) -> Tested:
     """One (candidate, scorer) row from its paired table; ``differences(column)``
-    gives the per-item differences when a bootstrap needs them."""
+    gives the per-item differences when the sign-flip test needs them."""
     n = table.paired
     numeric = table.graded_scores > 0
     row: dict[str, Any] = {
@@ -136,60 +150,87 @@ def _tested(
         "delta": None,
         "delta_ci": None,
         "interval": None,
+        "ci_level": None,
         "test": None,
         "p_value": None,
         "mde": None,
+        "p_value_adjusted": None,
+        "verdict": NO_DIFFERENCE,
     }
     if n == 0:
-        return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
+        return ScorerComparison(**row), None
+    # delta is the difference of the figures shown, exactly.
+    if numeric:
+        row["delta"] = row["candidate_mean"] - row["baseline_mean"]
+    else:
+        row["delta"] = row["candidate_pass_rate"] - row["baseline_pass_rate"]
     if not numeric and table.split_items == 0:
         row.update(
-            delta=row["candidate_pass_rate"] - row["baseline_pass_rate"],
-            delta_ci=significance.newcombe_paired_interval(
-                both_passed=table.both_passed,
-                regressions=table.regressions,
-                improvements=table.improvements,
-                both_failed=table.both_failed,
-            ),
-            interval=INTERVAL_NEWCOMBE,
+            interval=INTERVAL_MCNEMAR,
             test=TEST_MCNEMAR,
             p_value=significance.mcnemar_exact(
                 regressions=table.regressions, improvements=table.improvements
             ),
-            mde=significance.mcnemar_mde(
-                paired=n, discordant=table.regressions + table.improvements
-            ),
         )
-    else:
-        values, counts = differences("total" if numeric else "passes")
-        boot = significance.paired_bootstrap(values, counts)
-        row.update(
-            delta=boot.mean,
-            delta_ci=boot.interval,
-            interval=INTERVAL_BOOTSTRAP,
-            test=TEST_BOOTSTRAP,
-            p_value=boot.p_value,
-            mde=significance.bootstrap_mde(paired=n, sd=boot.sd),
-        )
-    return ScorerComparison(**row, p_value_adjusted=None, verdict=NO_DIFFERENCE)
-
-
-def _with_verdicts(rows: list[ScorerComparison]) -> list[ScorerComparison]:
-    tested = [i for i, row in enumerate(rows) if row.p_value is not None]
-    adjusted = significance.holm_adjust(
-        [p for i in tested if (p := rows[i].p_value) is not None]
+        return ScorerComparison(**row), None
+    values, counts = differences("total" if numeric else "passes")
+    flip = sign_flip_test(values, counts)
+    row.update(
+        interval=INTERVAL_SIGN_FLIP,
+        test=TEST_SIGN_FLIP_EXACT if flip.exact else TEST_SIGN_FLIP_DRAWN,
+        p_value=flip.p_value,
     )
-    out = list(rows)
+    return ScorerComparison(**row), flip
+
+
+def _at_level(
+    row: ScorerComparison, flip: SignFlip | None, level: float, *, verdict: str
+) -> dict[str, Any]:
+    """The row's interval and detectable effect at its Holm level; the effect
+    the test could have seen matters only when it saw none."""
+    seen = verdict != NO_DIFFERENCE
+    if flip is not None:
+        return {
+            "delta_ci": flip.interval(alpha=level),
+            "mde": None if seen else significance.sign_flip_mde(test=flip, alpha=level),
+        }
+    mde = None
+    if not seen:
+        mde = significance.mcnemar_mde(
+            paired=row.paired,
+            discordant=row.regressions + row.improvements,
+            alpha=level,
+        )
+    return {
+        "delta_ci": significance.mcnemar_interval(
+            both_passed=row.both_passed,
+            regressions=row.regressions,
+            improvements=row.improvements,
+            both_failed=row.both_failed,
+            alpha=level,
+        ),
+        "mde": mde,
+    }
+
+
+def _with_verdicts(rows: list[Tested]) -> list[ScorerComparison]:
+    tested = [i for i, (row, _) in enumerate(rows) if row.p_value is not None]
+    adjusted = significance.holm_adjust(
+        [p for i in tested if (p := rows[i][0].p_value) is not None]
+    )
+    out = [row for row, _ in rows]
     for i, p_adjusted in zip(tested, adjusted, strict=True):
-        row = rows[i]
+        row, flip = rows[i]
+        assert row.p_value is not None and row.delta is not None
         verdict = NO_DIFFERENCE
         if p_adjusted < significance.ALPHA and row.delta:
             verdict = BETTER if row.delta > 0 else WORSE
-        values = row.as_dict() | {
+        level = significance.holm_level(p_value=row.p_value, p_adjusted=p_adjusted)
+        values = row.as_dict() | _at_level(row, flip, level, verdict=verdict)
+        values |= {
             "p_value_adjusted": p_adjusted,
             "verdict": verdict,
-            # The effect the test could have seen matters when it saw none.
-            "mde": row.mde if verdict == NO_DIFFERENCE else None,
+            "ci_level": 1 - level,
         }
         out[i] = ScorerComparison(**values)
     return out
@@ -204,7 +245,7 @@ def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
         for row in _candidate_rows(baseline, candidate, paired_by)
     ]
     if len(candidates) == 1 and rows:
-        unpaired = rows[0].unpaired  # the same count, from the paired table
+        unpaired = rows[0][0].unpaired  # the same count, from the paired table
     else:
         unpaired = unpaired_count(baseline, candidates, paired_by)
     return Comparison(
@@ -216,9 +257,7 @@ def compare_runs(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     )
 
 
-def _candidate_rows(
-    baseline: Run, candidate: Run, paired_by: str
-) -> list[ScorerComparison]:
+def _candidate_rows(baseline: Run, candidate: Run, paired_by: str) -> list[Tested]:
     scorers = shared_scorers(baseline, candidate)
     if not one_result_each(paired_by, baseline, candidate):
         return [
@@ -232,7 +271,7 @@ def _candidate_rows(
         ]
     scanned = single_scan(baseline=baseline, candidate=candidate, scorers=scorers)
 
-    def tested(one: ScannedScorer, scorer: str) -> ScorerComparison:
+    def tested(one: ScannedScorer, scorer: str) -> Tested:
         # One epoch: an item's pass fraction is 0 or 1, so only the values'
         # differences are ever drawn from (numeric scorers).
         return _tested(
