@@ -5,6 +5,7 @@ The functions take counts (already aggregated in the database), never rows.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from statistics import NormalDist
@@ -87,6 +88,7 @@ def clustered_interval(
     return _wilson(p, size, t_quantile(0.5 + 0.5 * confidence, clusters - 1))
 
 
+@functools.lru_cache(maxsize=512)  # one per run size: a handful
 def t_quantile(probability: float, df: int) -> float:
     """The ``probability`` quantile (above 0.5) of Student's t with ``df``
     degrees of freedom, as ``scipy.stats.t.ppf`` gives it, without importing
