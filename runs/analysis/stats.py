@@ -19,9 +19,6 @@ CONFIDENCE = 0.95
 WILSON = "wilson"
 CLUSTERED = "wilson_clustered_items"
 INTERVAL_LABELS = {WILSON: "Wilson", CLUSTERED: "Wilson, clustered by item"}
-# Above these degrees of freedom Student's quantile comes from its expansion
-# around the normal one (error below 1e-9), below from the exact distribution.
-_T_SERIES_DF = 200
 
 
 def wilson_interval(
@@ -90,50 +87,15 @@ def clustered_interval(
 
 @functools.lru_cache(maxsize=512)  # one per run size: a handful
 def t_quantile(probability: float, df: int) -> float:
-    """The ``probability`` quantile (above 0.5) of Student's t with ``df``
-    degrees of freedom, as ``scipy.stats.t.ppf`` gives it, without importing
-    scipy (most of a second for each process that summarises a run)."""
+    """The ``probability`` quantile of Student's t with ``df`` degrees of
+    freedom (scipy's ``stdtrit``)."""
     if not (0.5 <= probability < 1 and df >= 1):
         raise ValueError(f"need 0.5 <= p < 1 and df >= 1, got {probability=}, {df=}")
-    z = NormalDist().inv_cdf(probability)
-    if df > _T_SERIES_DF:
-        # Abramowitz and Stegun 26.7.5 (Cornish-Fisher expansion).
-        g1 = (z**3 + z) / 4
-        g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-        g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-        g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
-        return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
-    # Bisection on the exact distribution, between z and a bound above it.
-    target = 2 * probability - 1
-    low, high = z, z
-    while _t_central(high, df) < target:
-        high *= 2
-    for _ in range(100):
-        middle = (low + high) / 2
-        if _t_central(middle, df) < target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+    # Imported here: only runs of several epochs need it, and scipy.special
+    # takes about half a second to import in every other process.
+    from scipy.special import stdtrit
 
-
-def _t_central(t: float, df: int) -> float:
-    """P(|T| <= t) for Student's t with an integer ``df``: the finite series
-    of Abramowitz and Stegun 26.7.3 and 26.7.4."""
-    theta = math.atan(t / math.sqrt(df))
-    cos2 = math.cos(theta) ** 2
-    if df % 2:
-        term = total = 1.0
-        for j in range(1, (df - 1) // 2):
-            term *= cos2 * (2 * j) / (2 * j + 1)
-            total += term
-        series = math.sin(theta) * math.cos(theta) * total if df > 1 else 0.0
-        return 2 / math.pi * (theta + series)
-    term = total = 1.0
-    for j in range(1, df // 2):
-        term *= cos2 * (2 * j - 1) / (2 * j)
-        total += term
-    return math.sin(theta) * total
+    return float(stdtrit(df, probability))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

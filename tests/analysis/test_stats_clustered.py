@@ -6,7 +6,6 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from scipy.stats import t
 
 from runs.analysis import stats
 from tests.analysis.clustered_reference import clustered_wilson
@@ -64,14 +63,6 @@ def test_every_item_passing_gives_a_width_of_items_not_of_results() -> None:
 def test_one_item_has_no_interval() -> None:
     assert stats.clustered_interval(3, 5, [(5, 3, 1)]) is None
     assert stats.clustered_interval(0, 0, []) is None
-
-
-@pytest.mark.parametrize("df", [1, 2, 3, 4, 7, 19, 49, 199, 200, 201, 999, 10**6])
-@pytest.mark.parametrize("probability", [0.5, 0.9, 0.975, 0.995])
-def test_t_quantile_matches_scipy(df: int, probability: float) -> None:
-    assert stats.t_quantile(probability, df) == pytest.approx(
-        t.ppf(probability, df), rel=1e-9, abs=1e-12
-    )
 
 
 def test_coverage_with_correlated_epochs_is_near_nominal() -> None:
