@@ -17,6 +17,7 @@ from scipy.stats import binomtest
 from runs.analysis.summary import PASS_RATE_DEFINITION
 from runs.calls.pricing import usd
 from runs.models import Dataset, Project, Result, RunStatus
+from tests.analysis.clustered_reference import clustered_wilson
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import stored_run
 
@@ -54,6 +55,33 @@ def test_run_page_shows_each_pass_rate_with_its_denominator_and_interval(
         f'<span class="muted">[{100 * ci.low:.1f}\u2013{100 * ci.high:.1f}]</span>'
     )
     assert expected in section
+
+
+def test_run_page_names_the_interval_wilson_with_one_epoch(
+    bob_client: Client, dataset: Dataset
+) -> None:
+    run, _ = stored_run(dataset, seed=45)
+
+    section = _summary_section(_page(bob_client, run.pk))
+
+    assert "95% interval (Wilson)</span>" in section
+
+
+def test_run_page_clusters_the_interval_by_item_over_several_epochs(
+    bob_client: Client, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(30), name="epochs")
+    run, stored = stored_run(dataset, epochs=4, seed=46)
+    per_item: dict[int, list[bool]] = {}
+    for s in stored:
+        ok = bool(s.scores.get("exact_match", (0, False, ""))[1])
+        per_item.setdefault(s.item_index, []).append(ok)
+    low, high = clustered_wilson(list(per_item.values()))
+
+    section = _summary_section(_page(bob_client, run.pk))
+
+    assert "95% interval (Wilson, clustered by item)</span>" in section
+    assert f"[{100 * low:.1f}\u2013{100 * high:.1f}]" in section
 
 
 def test_run_page_states_the_definition_of_the_pass_rate(

@@ -5,6 +5,7 @@ The functions take counts (already aggregated in the database), never rows.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from statistics import NormalDist
@@ -12,6 +13,12 @@ from statistics import NormalDist
 import numpy as np
 
 CONFIDENCE = 0.95
+
+# How a pass rate's interval was computed, as the API names it, and the label
+# the pages show.
+WILSON = "wilson"
+CLUSTERED = "wilson_clustered_items"
+INTERVAL_LABELS = {WILSON: "Wilson", CLUSTERED: "Wilson, clustered by item"}
 
 
 def wilson_interval(
@@ -27,13 +34,68 @@ def wilson_interval(
     if total <= 0:
         return None
     z = NormalDist().inv_cdf(0.5 + 0.5 * confidence)
-    p = passed / total
-    denominator = 2 * (total + z**2)
-    centre = (2 * total * p + z**2) / denominator
-    half = z / denominator * math.sqrt(4 * total * p * (1 - p) + z**2)
-    low = 0.0 if passed == 0 else centre - half
-    high = 1.0 if passed == total else centre + half
+    return _wilson(passed / total, total, z)
+
+
+def _wilson(p: float, n: float, quantile: float) -> tuple[float, float]:
+    """Wilson's interval of a proportion p observed over n (maybe effective)
+    trials, with the given two-sided quantile."""
+    denominator = 2 * (n + quantile**2)
+    centre = (2 * n * p + quantile**2) / denominator
+    half = quantile / denominator * math.sqrt(4 * n * p * (1 - p) + quantile**2)
+    low = 0.0 if p <= 0 else max(centre - half, 0.0)
+    high = 1.0 if p >= 1 else min(centre + half, 1.0)
     return (low, high)
+
+
+def clustered_interval(
+    passed: int,
+    total: int,
+    items: Iterable[tuple[int, int, int]],
+    *,
+    confidence: float = CONFIDENCE,
+) -> tuple[float, float] | None:
+    """Interval of ``passed / total`` when each item was tried several times.
+
+    The epochs of one item are not independent trials (an item a model cannot
+    answer fails every epoch), so the trials are clustered by item. ``items``
+    gives (n judged results, c passed, how many items) groups, as
+    ``mean_over_items`` takes them. The pass rate is the ratio estimator
+    p = sum c / sum n (each item weighted by its judged results); its variance
+    the cluster-robust one with the small-sample factor G / (G - 1) over G
+    items, V = G / (G - 1) * sum (c - p n)^2 / (sum n)^2. The interval is
+    Wilson's at the effective sample size p (1 - p) / V (at most the results,
+    as if the epochs were independent) with Student's quantile on G - 1
+    degrees of freedom: Korn and Graubard's (1998) way of carrying a design
+    effect into a binomial interval, which keeps Wilson's behaviour near 0
+    and 1 where a plain t-interval (p +- t sqrt V) covers badly. When every
+    item has the same pass fraction V is 0 and nothing tells the epochs'
+    correlation apart: the effective size is then G - 1, that of items
+    always passing or always failing. None with fewer than two items: one
+    item's epochs say nothing of how items vary.
+    """
+    groups = [(n, c, count) for n, c, count in items if n > 0 and count > 0]
+    clusters = sum(count for _, _, count in groups)
+    if total <= 0 or clusters < 2:
+        return None
+    p = passed / total
+    spread = sum(count * (c - p * n) ** 2 for n, c, count in groups)
+    variance = clusters / (clusters - 1) * spread / total**2
+    size = min(p * (1 - p) / variance, total) if variance > 0 else clusters - 1
+    return _wilson(p, size, t_quantile(0.5 + 0.5 * confidence, clusters - 1))
+
+
+@functools.lru_cache(maxsize=512)  # one per run size: a handful
+def t_quantile(probability: float, df: int) -> float:
+    """The ``probability`` quantile of Student's t with ``df`` degrees of
+    freedom (scipy's ``stdtrit``)."""
+    if not (0.5 <= probability < 1 and df >= 1):
+        raise ValueError(f"need 0.5 <= p < 1 and df >= 1, got {probability=}, {df=}")
+    # Imported here: only runs of several epochs need it, and scipy.special
+    # takes about half a second to import in every other process.
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, probability))
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

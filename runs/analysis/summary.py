@@ -75,6 +75,8 @@ class ScorerSummary:
     high: float | None
     pass_rate: float | None
     pass_rate_ci: tuple[float, float] | None
+    # stats.WILSON with one epoch, stats.CLUSTERED (by item) with several.
+    pass_rate_ci_method: str = stats.WILSON
     # k -> mean over items of the estimator; only with several epochs.
     pass_at_k: dict[int, float | None] = field(default_factory=dict)
     pass_hat_k: dict[int, float | None] = field(default_factory=dict)
@@ -125,6 +127,12 @@ class RunSummary:
         return self.epochs > 1
 
     @property
+    def pass_rate_ci_label(self) -> str:
+        """How the pass rates' intervals were computed, for the page."""
+        method = self.scorers[0].pass_rate_ci_method if self.scorers else stats.WILSON
+        return stats.INTERVAL_LABELS.get(method, method)
+
+    @property
     def ks(self) -> list[int]:
         """The k of pass@k and pass^k: 1, 2, 4, ... up to the epochs."""
         return stats.k_values(self.epochs) if self.has_pass_at_k else []
@@ -159,13 +167,15 @@ def _score_rows(run: Run) -> dict[str, Mapping[str, Any]]:
 
 def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSummary]:
     rows = _score_rows(run)
+    epochs = run_epochs(run)
     summaries = []
     for name in scorer_names(run, set(rows)):
         row = rows.get(name, {})
         passed = row.get("passed", 0)
         skipped = row.get("skipped", 0)
         judged = results - skipped
-        groups = _pass_groups(run, name) if ks else []
+        groups = _pass_groups(run, name) if epochs > 1 else []
+        interval, method = _pass_rate_interval(passed, judged, epochs, groups)
         summaries.append(
             ScorerSummary(
                 scorer=name,
@@ -178,7 +188,8 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
                 low=row.get("low"),
                 high=row.get("high"),
                 pass_rate=passed / judged if judged > 0 else None,
-                pass_rate_ci=stats.wilson_interval(passed, judged),
+                pass_rate_ci=interval,
+                pass_rate_ci_method=method,
                 pass_at_k={
                     k: stats.mean_over_items(groups, k, "pass_at_k") for k in ks
                 },
@@ -191,6 +202,21 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
             )
         )
     return summaries
+
+
+def run_epochs(run: Run) -> int:
+    return int(run.options.get("epochs", 1) or 1)
+
+
+def _pass_rate_interval(
+    passed: int, judged: int, epochs: int, groups: list[tuple[int, int, int]]
+) -> tuple[tuple[float, float] | None, str]:
+    """The pass rate's 95% interval and how it was computed: Wilson's with one
+    epoch; with several, clustered by item, the epochs of an item being no
+    independent trials (``stats.clustered_interval``)."""
+    if epochs > 1:
+        return stats.clustered_interval(passed, judged, groups), stats.CLUSTERED
+    return stats.wilson_interval(passed, judged), stats.WILSON
 
 
 def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
@@ -336,7 +362,7 @@ def run_summary(*, run: Run) -> RunSummary:
     }
     kinds = ((kind.value, totals[f"kind_{kind.value}"]) for kind in ErrorKind)
     error_kinds = dict(sorted((kind for kind in kinds if kind[1]), key=_most_first))
-    epochs = int(run.options.get("epochs", 1) or 1)
+    epochs = run_epochs(run)
     ks = stats.k_values(epochs) if epochs > 1 else []
     return RunSummary(
         run=run.pk,

@@ -175,7 +175,8 @@ def export_run(
 @run_router.get("/{run_id}/summary", response={200: RunSummaryOut, **READ_ERRORS})
 def get_run_summary(request: ApiRequest, run_id: DbId) -> RunSummary:
     """How good the run was: per scorer, results, scores, errors, the pass rate
-    with its Wilson 95% interval and, with several epochs, pass@k and pass^k;
+    with its 95% interval (Wilson's; with several epochs, clustered by item)
+    and, with several epochs, pass@k and pass^k;
     latency percentiles, tokens, cost, counts per status and error kind."""
     run = run_get(user=request.auth, run_id=run_id)
     return run_figures(run=run)[0]

@@ -328,7 +328,18 @@ class ScorerSummaryOut(Schema):
         "errored scores count as not passed. Null without results"
     )
     pass_rate_ci: tuple[float, float] | None = Field(
-        description="Wilson 95% interval of the pass rate"
+        description="95% interval of the pass rate, computed as "
+        "pass_rate_ci_method says"
+    )
+    pass_rate_ci_method: Literal["wilson", "wilson_clustered_items"] = Field(
+        "wilson",
+        description="wilson: Wilson's score interval (one epoch). "
+        "wilson_clustered_items (several epochs, whose results for one item are "
+        "not independent trials): Wilson's interval at the effective sample size "
+        "p(1-p)/V, V the cluster-robust variance over items of the ratio "
+        "passed / (results - skipped) with the factor G/(G-1) for G items, and "
+        "Student's quantile on G-1 degrees of freedom; null with fewer than two "
+        "items",
     )
     pass_at_k: dict[str, float | None] = Field(
         description="k -> unbiased pass@k (Chen et al. 2021), mean over items, for "
