@@ -35,7 +35,9 @@ def ten(project: Project) -> Dataset:
     return make_dataset(project, arithmetic_items(ITEMS), name="ten")
 
 
-def _interrupted(run: Run, item: Item, outcome: tuple[str, str, str], epoch: int) -> None:
+def _interrupted(
+    run: Run, item: Item, outcome: tuple[str, str, str], epoch: int
+) -> None:
     status, kind, error_type = outcome
     now = timezone.now()
     Result.objects.create(
