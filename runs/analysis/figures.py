@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 # figures of another format are computed again.
 # 2: the summary names the models with no price; 3: time to result and
 # failed attempts; 4: with several epochs, the pass rate's interval clustered
-# by item, and its method.
-FORMAT = 4
+# by item, and its method; 5: results stopped in flight leave the pass rates.
+FORMAT = 5
 
 
 def _version(run: Run) -> str:

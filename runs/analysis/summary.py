@@ -4,9 +4,11 @@ latency percentiles, tokens, cost and counts, all aggregated in the database.
 Definition used everywhere: a result whose target call failed or timed out, or
 whose score errored, counts as not passed for that scorer (it is what the user
 got). A score skipped by its condition (``when``) is neither passed nor failed:
-it leaves the denominator. A scorer's pass rate is passed / (results -
-skipped), over every stored result of every epoch; its mean is over the scores
-that have a value.
+it leaves the denominator; so does a result stopped in flight (its call was cut
+short by the run's stop: a cancel, fail fast, the deadline, the cost budget),
+which is no sample of the target. A scorer's pass rate is passed / (results -
+skipped - stopped), over every stored result of every epoch; its mean is over
+the scores that have a value.
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ from django.db.models import (
 )
 
 from runs.analysis import stats
-from runs.models import ErrorKind, Result, ResultStatus, Run, Score
+from runs.models import (
+    DEADLINE_ERROR_TYPE,
+    STOPPED_IN_FLIGHT,
+    ErrorKind,
+    Result,
+    ResultStatus,
+    Run,
+    Score,
+)
 from runs.records import cache_keys
 
 CACHE_SECONDS = 600
@@ -41,13 +51,22 @@ CACHE_SECONDS = 600
 FINAL_CACHE_SECONDS = 24 * 3600
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
+# STOPPED_IN_FLIGHT's values, for hand SQL on a result's status and error_type.
+STOPPED_PARAMS = (
+    ResultStatus.CANCELLED.value,
+    ResultStatus.TIMED_OUT.value,
+    DEADLINE_ERROR_TYPE,
+)
+
 PASS_RATE_DEFINITION = (
-    "A result whose target call failed or timed out, or whose score errored, "
-    "counts as not passed: the pass rate is passed / results, over every "
-    "stored result of every epoch. A score skipped by its condition (a scorer "
-    "that runs only when another passed or failed) is neither: skipped results "
-    "leave the denominator, which is results - skipped. The mean is over the "
-    "scores that have a value."
+    "A result whose target call failed or timed out on its own timeout, or "
+    "whose score errored, counts as not passed: the pass rate is passed / "
+    "results, over every stored result of every epoch. A score skipped by its "
+    "condition (a scorer that runs only when another passed or failed) is "
+    "neither, nor is a result stopped in flight (its call cut short because "
+    "the run stopped: a cancel, fail fast, the deadline or the cost budget): "
+    "both leave the denominator, which is results - skipped - stopped. The "
+    "mean is over the scores that have a value."
 )
 
 
@@ -81,18 +100,21 @@ class ScorerSummary:
     pass_at_k: dict[int, float | None] = field(default_factory=dict)
     pass_hat_k: dict[int, float | None] = field(default_factory=dict)
     skipped: int = 0  # the scorer's condition did not hold: not in the denominator
+    # Results whose call the run's stop cut short: no sample, not in it either.
+    stopped: int = 0
     # What a judge used, over the run's scores (None when none reports it).
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
 
     @property
     def judged(self) -> int:
-        """The pass rate's denominator: results whose score was not skipped."""
-        return self.results - self.skipped
+        """The pass rate's denominator: results whose score was not skipped,
+        and that were not stopped in flight."""
+        return self.results - self.skipped - self.stopped
 
     @property
     def failed(self) -> int:
-        """Results not passed (and not skipped), whatever the reason."""
+        """Results not passed (nor skipped nor stopped), whatever the reason."""
         return self.judged - self.passed
 
 
@@ -165,7 +187,9 @@ def _score_rows(run: Run) -> dict[str, Mapping[str, Any]]:
     }
 
 
-def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSummary]:
+def _scorer_summaries(
+    run: Run, *, results: int, stopped: int, ks: list[int]
+) -> list[ScorerSummary]:
     rows = _score_rows(run)
     epochs = run_epochs(run)
     summaries = []
@@ -173,7 +197,7 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
         row = rows.get(name, {})
         passed = row.get("passed", 0)
         skipped = row.get("skipped", 0)
-        judged = results - skipped
+        judged = results - skipped - stopped
         groups = _pass_groups(run, name) if epochs > 1 else []
         interval, method = _pass_rate_interval(passed, judged, epochs, groups)
         summaries.append(
@@ -197,6 +221,7 @@ def _scorer_summaries(run: Run, *, results: int, ks: list[int]) -> list[ScorerSu
                     k: stats.mean_over_items(groups, k, "pass_hat_k") for k in ks
                 },
                 skipped=skipped,
+                stopped=stopped,
                 prompt_tokens=row.get("prompt_tokens"),
                 completion_tokens=row.get("completion_tokens"),
             )
@@ -223,8 +248,8 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
     """(n results, c passes, how many items) for one scorer.
 
     Counted per item, then grouped by (n, c) in the database: a handful of
-    rows whatever the size of the run. A result whose score was skipped is
-    not a trial: it is left out of n.
+    rows whatever the size of the run. A result whose score was skipped, or
+    that was stopped in flight, is not a trial: it is left out of n.
     """
     result_table = Result._meta.db_table
     score_table = Score._meta.db_table
@@ -235,7 +260,9 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
             FROM {result_table} r
             LEFT JOIN {score_table} s
               ON s.result_id = r.id AND s.scorer = %s AND s.passed = %s
-            WHERE r.run_id = %s AND NOT EXISTS (
+            WHERE r.run_id = %s
+              AND NOT (r.status = %s OR (r.status = %s AND r.error_type = %s))
+              AND NOT EXISTS (
                 SELECT 1 FROM {score_table} k
                 WHERE k.result_id = r.id AND k.scorer = %s AND k.skipped = %s
             )
@@ -244,7 +271,7 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
         GROUP BY per_item.n, per_item.c
     """  # table names from the models, values as parameters
     with connection.cursor() as cursor:
-        cursor.execute(sql, [scorer, True, run.pk, scorer, True])
+        cursor.execute(sql, [scorer, True, run.pk, *STOPPED_PARAMS, scorer, True])
         return [(int(n), int(c), int(items)) for n, c, items in cursor.fetchall()]
 
 
@@ -369,7 +396,9 @@ def run_summary(*, run: Run) -> RunSummary:
         status=run.status,
         epochs=epochs,
         counts=counts,
-        scorers=_scorer_summaries(run, results=results, ks=ks),
+        scorers=_scorer_summaries(
+            run, results=results, stopped=totals["stopped"], ks=ks
+        ),
         latency_ms={
             **latency_percentiles(run, totals["latency_count"]),
             "min": totals["latency_min"],
@@ -423,6 +452,7 @@ def _totals(run: Run) -> dict[str, Any]:
         .annotate(attempt_total=JSONArrayLength(F("attempts")))
         .aggregate(
             results=Count("id"),
+            stopped=Count("id", filter=STOPPED_IN_FLIGHT),
             **{
                 status.value: Count("id", filter=Q(status=status))
                 for status in ResultStatus
@@ -470,8 +500,12 @@ def run_summary_cached(*, run: Run) -> RunSummary:
 def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
     """Counts, mean and pass rate per scorer, without pass@k: cheap enough for
     the live progress block of a running run."""
-    results = Result.objects.filter(run=run).count()
-    return _scorer_summaries(run, results=results, ks=[])
+    counts = Result.objects.filter(run=run).aggregate(
+        results=Count("id"), stopped=Count("id", filter=STOPPED_IN_FLIGHT)
+    )
+    return _scorer_summaries(
+        run, results=counts["results"], stopped=counts["stopped"], ks=[]
+    )
 
 
 def run_scorer_summaries_cached(*, run: Run) -> list[ScorerSummary]:

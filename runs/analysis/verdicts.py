@@ -24,16 +24,20 @@ import numpy as np
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from runs.analysis.summary import STOPPED_PARAMS
 from runs.models import Result, Run, RunVerdicts, Score
 
 logger = logging.getLogger(__name__)
 
 # Raise when the arrays change meaning: stored ones of another format are
-# computed again.
-FORMAT = 1
-# A scorer's state for one item: SKIPPED when its condition did not hold,
-# plus PASSED when it passed. An item without a score (its call failed) is
-# neither: not passed, value 0, as everywhere in the analysis.
+# computed again. 2: STOPPED.
+FORMAT = 2
+# A scorer's state for one item: STOPPED when the result was stopped in
+# flight (no sample, models.STOPPED_IN_FLIGHT), else SKIPPED when its
+# condition did not hold; plus PASSED when it passed. An item without a score
+# (its call failed) is none of these: not passed, value 0, as everywhere in
+# the analysis.
+STOPPED = 8
 SKIPPED = 4
 PASSED = 2
 
@@ -49,7 +53,7 @@ _SCORE = Score._meta.db_table
 class Verdicts:
     items: np.ndarray  # item ids, ascending, one per result (int64)
     scorers: tuple[str, ...]
-    states: np.ndarray  # (items, scorers) uint8: SKIPPED | PASSED bits
+    states: np.ndarray  # (items, scorers) uint8: STOPPED | SKIPPED | PASSED bits
     values: np.ndarray  # (items, scorers) float64, 0 without a value
 
     def column(self, scorer: str) -> int:
@@ -65,11 +69,16 @@ def stores_verdicts(run: Run) -> bool:
     return run.is_final and int(run.options.get("epochs") or 1) == 1
 
 
+_STOPPED_SQL = "r.status = %s OR (r.status = %s AND r.error_type = %s)"
+
+
 def _sql(run: Run, count: int) -> str:
+    """The query of ``count`` scorers; its parameters are ``_params``."""
     columns, joins = [], []
     for j in range(count):
         columns.append(
-            f"CASE WHEN COALESCE(s{j}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
+            f"CASE WHEN {_STOPPED_SQL} THEN {STOPPED}"
+            f" WHEN COALESCE(s{j}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
             f" + CASE WHEN s{j}.passed THEN {PASSED} ELSE 0 END,"
             f" COALESCE(s{j}.value, 0)"
         )
@@ -98,7 +107,8 @@ def compute(run: Run) -> Verdicts:
     tables = []
     with connection.cursor() as cursor:
         for chunk in chunks:
-            cursor.execute(_sql(run, len(chunk)), list(chunk))
+            params = [*STOPPED_PARAMS * len(chunk), *chunk]
+            cursor.execute(_sql(run, len(chunk)), params)
             rows = cursor.fetchall()
             tables.append(
                 np.array(rows, dtype=float).reshape(len(rows), 1 + 2 * len(chunk))
@@ -169,7 +179,9 @@ def _store(run: Run, verdicts: Verdicts) -> None:
 class PairedColumns:
     """One scorer of two runs over their shared items, in item order."""
 
-    state: np.ndarray  # as the single scan's: 4 skipped in either, +2, +1
+    # As the single scan's: 8 stopped in either, else 4 skipped in either,
+    # + 2 baseline passed, + 1 candidate passed.
+    state: np.ndarray
     baseline_values: np.ndarray
     candidate_values: np.ndarray
 
@@ -185,8 +197,9 @@ def paired_columns(
     for scorer in scorers:
         bs = baseline.states[b, baseline.column(scorer)].astype(np.int64)
         cs = candidate.states[c, candidate.column(scorer)].astype(np.int64)
+        either = bs | cs
         state = (
-            np.where(((bs | cs) & SKIPPED) > 0, 4, 0)
+            np.where((either & STOPPED) > 0, 8, np.where((either & SKIPPED) > 0, 4, 0))
             + np.where((bs & PASSED) > 0, 2, 0)
             + np.where((cs & PASSED) > 0, 1, 0)
         )

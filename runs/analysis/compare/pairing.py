@@ -92,11 +92,13 @@ class PairedTable:
     baseline_items: int
     candidate_items: int
     skipped: int = 0  # items in both runs, skipped in either: not paired
+    # Items in both runs, stopped in flight in either: no sample, not paired.
+    stopped: int = 0
 
     @property
     def unpaired(self) -> int:
         """Items with results in only one of the runs."""
-        in_both = self.paired + self.skipped
+        in_both = self.paired + self.skipped + self.stopped
         return self.baseline_items + self.candidate_items - 2 * in_both
 
 
@@ -238,11 +240,12 @@ def _scanned(
     baseline_items: int,
     candidate_items: int,
 ) -> ScannedScorer:
-    """A scorer's paired table and differences from its per-item state (4 when
-    skipped in either run, + 2 when the baseline passed, + 1 when the
-    candidate did) and both runs' values."""
+    """A scorer's paired table and differences from its per-item state (8 when
+    stopped in flight in either run, else 4 when skipped in either, + 2 when
+    the baseline passed, + 1 when the candidate did) and both runs' values."""
     state, bt, ct = columns
     kept = state < 4
+    cut = state >= 8
     state, bt, ct = state[kept], bt[kept], ct[kept]
     b_passed, c_passed = (state & 2) > 0, (state & 1) > 0
     paired = PairedTable(
@@ -259,7 +262,8 @@ def _scanned(
         graded_scores=_graded_count(bt) + _graded_count(ct),
         baseline_items=baseline_items,
         candidate_items=candidate_items,
-        skipped=int(np.count_nonzero(~kept)),
+        skipped=int(np.count_nonzero(~kept & ~cut)),
+        stopped=int(np.count_nonzero(cut)),
     )
     values, counts = np.unique(ct - bt, return_counts=True)
     return ScannedScorer(paired, *merged_differences(values, counts))

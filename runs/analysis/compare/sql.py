@@ -21,7 +21,7 @@ from typing import Any
 
 from django.db import connection, models
 
-from runs.models import Item, Result, Score
+from runs.models import DEADLINE_ERROR_TYPE, Item, Result, ResultStatus, Score
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,8 @@ class Names:
     item: str
     item_index: str
     output: str
+    status: str
+    error_type: str
     score: str
     score_result: str
     scorer: str
@@ -61,7 +63,9 @@ def _table(model: type[models.Model], *fields: str) -> list[str]:
 @functools.cache
 def names() -> Names:
     return Names(
-        *_table(Result, "id", "run", "item", "item_index", "output"),
+        *_table(
+            Result, "id", "run", "item", "item_index", "output", "status", "error_type"
+        ),
         *_table(Score, "result", "scorer", "value", "passed", "skipped"),
         *_table(Item, "id", "external_id"),
     )
@@ -89,6 +93,7 @@ class Pairing:
             "candidate": self.candidate,
             "scorer": self.scorer,
             **{name: name for name in CELLS},
+            **STOPPED_PARAMS,
         }
 
 
@@ -102,11 +107,31 @@ def _kept(score: str) -> str:
     return f"NOT COALESCE({score}.{names().skipped}, FALSE)"
 
 
+# The values ``stopped`` compares with (``STOPPED_IN_FLIGHT`` of the models).
+STOPPED_PARAMS = {
+    "stopped_status": ResultStatus.CANCELLED.value,
+    "deadline_status": ResultStatus.TIMED_OUT.value,
+    "deadline_type": DEADLINE_ERROR_TYPE,
+}
+
+
+def stopped(result: str) -> str:
+    """The result was stopped in flight: its call cut short by its run's stop
+    (``STOPPED_IN_FLIGHT``). It is no sample: neither kept nor skipped."""
+    n = names()
+    return (
+        f"({result}.{n.status} = %(stopped_status)s OR ({result}.{n.status} = "
+        f"%(deadline_status)s AND {result}.{n.error_type} = %(deadline_type)s))"
+    )
+
+
 def per_item(pairing: Pairing, *, locate: bool = False) -> str:
     """Per-item aggregates of both runs for one scorer.
 
     ``bn``/``cn``: results (epochs) of the item in the baseline / candidate
-    whose score was not skipped; ``bs``/``cs``: those whose score was skipped;
+    whose score was not skipped and that were not stopped in flight;
+    ``bx``/``cx``: those stopped in flight; ``bs``/``cs``: the others (their
+    score was skipped);
     ``bp``/``cp``: those that passed; ``bt``/``ct``: sum of values. With
     ``locate``, each run's first result and item, and the dataset position.
     A result without a score of this scorer (its call failed) or whose score
@@ -117,12 +142,14 @@ def per_item(pairing: Pairing, *, locate: bool = False) -> str:
         # Only paired items appear; what is unpaired is counted apart.
         return f"""
         SELECT rb.{n.item} AS k,
-          CASE WHEN {_kept("sb")} THEN 1 ELSE 0 END AS bn,
-          CASE WHEN {_kept("sb")} THEN 0 ELSE 1 END AS bs,
+          CASE WHEN {stopped("rb")} THEN 0 WHEN {_kept("sb")} THEN 1 ELSE 0 END AS bn,
+          CASE WHEN {stopped("rb")} THEN 0 WHEN {_kept("sb")} THEN 0 ELSE 1 END AS bs,
+          CASE WHEN {stopped("rb")} THEN 1 ELSE 0 END AS bx,
           CASE WHEN sb.{n.passed} THEN 1 ELSE 0 END AS bp,
           COALESCE(sb.{n.value}, 0) AS bt,
-          CASE WHEN {_kept("sc")} THEN 1 ELSE 0 END AS cn,
-          CASE WHEN {_kept("sc")} THEN 0 ELSE 1 END AS cs,
+          CASE WHEN {stopped("rc")} THEN 0 WHEN {_kept("sc")} THEN 1 ELSE 0 END AS cn,
+          CASE WHEN {stopped("rc")} THEN 0 WHEN {_kept("sc")} THEN 0 ELSE 1 END AS cs,
+          CASE WHEN {stopped("rc")} THEN 1 ELSE 0 END AS cx,
           CASE WHEN sc.{n.passed} THEN 1 ELSE 0 END AS cp,
           COALESCE(sc.{n.value}, 0) AS ct,
           {_graded("sb")} + {_graded("sc")} AS graded,
@@ -143,7 +170,8 @@ def per_item(pairing: Pairing, *, locate: bool = False) -> str:
         if pairing.by_external_id
         else ""
     )
-    kept = _kept("s")
+    cut = stopped("r")
+    kept = f"NOT {cut} AND {_kept('s')}"
     b, c = f"r.{n.run} = %(baseline)s", f"r.{n.run} = %(candidate)s"
     located = ""
     if locate:
@@ -157,10 +185,12 @@ def per_item(pairing: Pairing, *, locate: bool = False) -> str:
         SELECT {key} AS k,
           SUM(CASE WHEN {b} AND {kept} THEN 1 ELSE 0 END) AS bn,
           SUM(CASE WHEN {b} AND {kept} THEN 0 WHEN {b} THEN 1 ELSE 0 END) AS bs,
+          SUM(CASE WHEN {b} AND {cut} THEN 1 ELSE 0 END) AS bx,
           SUM(CASE WHEN {b} AND s.{n.passed} THEN 1 ELSE 0 END) AS bp,
           SUM(CASE WHEN {b} THEN COALESCE(s.{n.value}, 0) ELSE 0 END) AS bt,
           SUM(CASE WHEN {c} AND {kept} THEN 1 ELSE 0 END) AS cn,
           SUM(CASE WHEN {c} AND {kept} THEN 0 WHEN {c} THEN 1 ELSE 0 END) AS cs,
+          SUM(CASE WHEN {c} AND {cut} THEN 1 ELSE 0 END) AS cx,
           SUM(CASE WHEN {c} AND s.{n.passed} THEN 1 ELSE 0 END) AS cp,
           SUM(CASE WHEN {c} THEN COALESCE(s.{n.value}, 0) ELSE 0 END) AS ct,
           SUM({_graded("s")}) AS graded{located}
@@ -172,8 +202,12 @@ def per_item(pairing: Pairing, *, locate: bool = False) -> str:
 
 
 PAIRED = "p.bn > 0 AND p.cn > 0"
+_IN_BOTH = "p.bn + p.bs + p.bx > 0 AND p.cn + p.cs + p.cx > 0"
+# In both runs, but stopped in flight in every kept epoch of either (no
+# sample there): not a pair.
+_STOPPED = f"{_IN_BOTH} AND ((p.bn = 0 AND p.bx > 0) OR (p.cn = 0 AND p.cx > 0))"
 # In both runs, but skipped in every epoch of either: not a pair.
-_SKIPPED = f"p.bn + p.bs > 0 AND p.cn + p.cs > 0 AND NOT ({PAIRED})"
+_SKIPPED = f"{_IN_BOTH} AND NOT ({PAIRED}) AND NOT ({_STOPPED})"
 _B_PASSED = "2 * p.bp >= p.bn"
 _C_PASSED = "2 * p.cp >= p.cn"
 # The four cells of a paired table, by name (also the per-item ``change``).
@@ -203,15 +237,16 @@ def _items_of(pairing: Pairing) -> tuple[str, str]:
         )
         return baseline, candidate
     return (
-        "SUM(CASE WHEN p.bn + p.bs > 0 THEN 1 ELSE 0 END)",
-        "SUM(CASE WHEN p.cn + p.cs > 0 THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN p.bn + p.bs + p.bx > 0 THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN p.cn + p.cs + p.cx > 0 THEN 1 ELSE 0 END)",
     )
 
 
 def paired_table_row(pairing: Pairing) -> tuple[Any, ...]:
     """The paired table of one scorer, in one aggregate query: paired, the
     four cells, both runs' pass and value sums over the pairs, the items
-    whose epochs disagree, the graded scores, each run's items, skipped."""
+    whose epochs disagree, the graded scores, each run's items, skipped,
+    stopped in flight."""
     baseline_items, candidate_items = _items_of(pairing)
     cells = ",\n".join(
         f"SUM(CASE WHEN {PAIRED} AND {condition} THEN 1 ELSE 0 END)"
@@ -226,7 +261,8 @@ def paired_table_row(pairing: Pairing) -> tuple[Any, ...]:
               THEN 1 ELSE 0 END),
           {_when_paired("p.graded")},
           {baseline_items}, {candidate_items},
-          SUM(CASE WHEN {_SKIPPED} THEN 1 ELSE 0 END)
+          SUM(CASE WHEN {_SKIPPED} THEN 1 ELSE 0 END),
+          SUM(CASE WHEN {_STOPPED} THEN 1 ELSE 0 END)
         FROM p"""
     with connection.cursor() as cursor:
         cursor.execute(sql, pairing.params)
@@ -251,19 +287,25 @@ def single_scan_rows(
     baseline: int, candidate: int, scorers: Sequence[str]
 ) -> list[tuple[Any, ...]]:
     """Per paired item of two runs with one result per item, for each scorer:
-    its state as one number (4 when skipped in either run, + 2 when the
-    baseline passed, + 1 when the candidate did), then each run's value (0
+    its state as one number (8 when stopped in flight in either run, else 4
+    when skipped in either, + 2 when the baseline passed, + 1 when the
+    candidate did), then each run's value (0
     without one). Three columns a scorer: turning rows into Python is most of
     what reading them costs."""
     n = names()
     columns: list[str] = []
     joins: list[str] = []
-    params: dict[str, Any] = {"baseline": baseline, "candidate": candidate}
+    params: dict[str, Any] = {
+        "baseline": baseline,
+        "candidate": candidate,
+        **STOPPED_PARAMS,
+    }
+    cut = f"{stopped('rb')} OR {stopped('rc')}"
     for j, scorer in enumerate(scorers):
         params[f"scorer{j}"] = scorer
         b, c = f"b{j}", f"c{j}"
         columns.append(
-            f"CASE WHEN {_kept(b)} AND {_kept(c)} THEN 0 ELSE 4 END"
+            f"CASE WHEN {cut} THEN 8 WHEN {_kept(b)} AND {_kept(c)} THEN 0 ELSE 4 END"
             f" + CASE WHEN {b}.{n.passed} THEN 2 ELSE 0 END"
             f" + CASE WHEN {c}.{n.passed} THEN 1 ELSE 0 END, "
             f"COALESCE({b}.{n.value}, 0), COALESCE({c}.{n.value}, 0)"

@@ -1,12 +1,18 @@
 """Every (candidate, scorer) of a comparison: its figures, its test, its verdict.
 
-- A result whose target call failed or timed out, or whose score errored,
-  counts as not passed, with value 0: it is what the user got.
+- A result whose target call failed or ran out of its own timeout, or whose
+  score errored, counts as not passed, with value 0: it is what the user got.
 - A score skipped by its condition (a scorer that runs only when another
   passed or failed) is neither passed nor failed, as in a run's summary: that
   result leaves the item's epochs for that scorer. An item whose every epoch
   is skipped in either run is not a pair for that scorer; it is counted in the
   scorer row's ``skipped``, not in ``paired`` nor in ``unpaired``.
+- A result stopped in flight (its call cut short because its run stopped: a
+  cancel, fail fast, the deadline, the cost budget) is no sample: neither
+  passed nor failed, it leaves the item's epochs like a skipped one. An item
+  with no other epoch in either run is not a pair; it is counted in the row's
+  ``stopped``, not in ``paired``, ``skipped`` nor ``unpaired``. A call that
+  ran out of its own timeout stays a failure.
 - With several epochs an item's score is its mean over epochs: its pass
   fraction and its mean value. Pass rates are the mean of the items' pass
   fractions (with one epoch: passed items / paired items).
@@ -65,6 +71,7 @@ class ScorerComparison:
     paired: int
     unpaired: int
     skipped: int  # items in both runs whose score is skipped in either
+    stopped: int  # items in both runs stopped in flight in either: no pair
     measure: str  # "pass_rate" or "mean" (numeric scorers): what delta is of
     baseline_pass_rate: float | None
     candidate_pass_rate: float | None
@@ -138,6 +145,7 @@ def _tested(
         "paired": n,
         "unpaired": table.unpaired,
         "skipped": table.skipped,
+        "stopped": table.stopped,
         "measure": "mean" if numeric else "pass_rate",
         "both_passed": table.both_passed,
         "regressions": table.regressions,
