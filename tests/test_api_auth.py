@@ -267,6 +267,8 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}/clusters",
         f"{API}/compare",
         f"{API}/compare/items",
+        f"{API}/leaderboard",
+        f"{API}/plan",
         f"{API}/runs/{{run_id}}/rescore",
         f"{API}/runs/{{run_id}}/scoring-passes",
         f"{API}/runs/{{run_id}}/resume",
