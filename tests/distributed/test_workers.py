@@ -148,8 +148,16 @@ def test_cancel_stops_every_worker_and_keeps_finished_results(
     hanging = arithmetic_items(4 * SHARD_SIZE, marker="[[hang]]")[2 * SHARD_SIZE :]
     workers.start(2)
     workers.wait_registered(2)
-    # Eight calls in flight for the run, over both workers' shards.
-    run = distributed_run(project, fake_openai, fast + hanging, concurrency=8)
+    # The run's concurrency is over all its shards: room for both hanging
+    # shards' calls, so a hanging shard never holds every call the answering
+    # shards need (at 8, one hanging shard took all 8 and starved the other).
+    run = distributed_run(
+        project, fake_openai, fast + hanging, concurrency=2 * SHARD_SIZE
+    )
+    wait_for(
+        lambda: run.results.filter(status=Result.Status.SUCCEEDED).count() == len(fast),
+        what="the answering shards' results stored",
+    )
     wait_for(lambda: fake_openai.stats.in_flight >= 8, what="the run's calls hanging")
     wait_for(
         lambda: (
