@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.contrib.auth.models import User
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth.models import AnonymousUser, User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.test import RequestFactory
 
@@ -35,8 +34,13 @@ def test_page_shows_not_found_as_404() -> None:
 
 def test_page_shows_forbidden_as_403() -> None:
     callback = page("things/", refused_thing).callback
-    with pytest.raises(PermissionDenied, match="viewers may not"):
-        callback(RequestFactory().get("/things/"))
+    request = RequestFactory().get("/things/")
+    request.user = AnonymousUser()
+
+    response = callback(request)
+
+    assert response.status_code == 403
+    assert "viewers may not" in response.content.decode()
 
 
 def test_visible_rows_leave_out_other_projects(
