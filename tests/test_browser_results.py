@@ -50,7 +50,10 @@ def test_a_researcher_reads_the_pass_rate_and_steps_through_wrong_answers(
         # The run's results: question and expected answer on each row; its
         # wrong answers only.
         page.goto(run_url)
+        # Each choice submits the filters: wait for the first page to load
+        # before the second choice, or a busy machine loses it in between.
         page.select_option("#result-filters select[name=scorer]", "exact_match")
+        page.wait_for_url(re.compile(r"scorer=exact_match"))
         page.select_option("#result-filters select[name=verdict]", "failed")
         page.wait_for_url(re.compile(r"verdict=failed"))
         rows = page.locator("#results tbody tr")
