@@ -39,7 +39,7 @@ from runs.results.selectors import (
 )
 from runs.results.services import run_create
 from runs.web.forms import submitted
-from runs.web.pages import domain_errors, page_of, query_id
+from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
 
 RUNS_PER_PAGE = 50
@@ -84,7 +84,6 @@ def run_list(request: AuthedRequest) -> HttpResponse:
     )
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def run_new(request: AuthedRequest) -> HttpResponse:
     form = RunForm(
@@ -116,7 +115,6 @@ def _run_initial(request: AuthedRequest) -> dict[str, Any]:
     return {key: value for key, value in initial.items() if value is not None}
 
 
-@domain_errors
 @require_GET
 def run_detail(request: AuthedRequest, run_id: int) -> HttpResponse:
     # A finished run's page: from the cache while nothing it shows has moved.
@@ -180,7 +178,6 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
     }
 
 
-@domain_errors
 @require_GET
 def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
     """The run page's summary and scoring passes, fetched again while the run
@@ -194,7 +191,6 @@ def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
     return render(request, "runs/results/_run_live_figures.html", context)
 
 
-@domain_errors
 @require_POST
 def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
     run = run_get(user=request.user, run_id=run_id)
@@ -205,7 +201,6 @@ def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
     return render(request, "runs/results/_cancel_response.html", {"overview": overview})
 
 
-@domain_errors
 @require_GET
 def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
     view = result_view(
@@ -218,7 +213,6 @@ def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpRe
     )
 
 
-@domain_errors
 @require_GET
 def run_export(request: AuthedRequest, run_id: int, format: str) -> HttpResponseBase:
     """The run's results as a CSV or JSON Lines download."""

@@ -14,11 +14,9 @@ from runs.models import Result
 from runs.results.selectors import SKIPPED, run_get
 from runs.retry import services
 from runs.retry.resume import run_resume
-from runs.web.pages import domain_errors
 from runs.web.requests import AuthedRequest
 
 
-@domain_errors
 @require_http_methods(["GET", "POST"])
 def run_retry(request: AuthedRequest, run_id: int) -> HttpResponse:
     """GET: what a retry would run, to confirm; POST: start it."""
@@ -56,7 +54,6 @@ def run_retry(request: AuthedRequest, run_id: int) -> HttpResponse:
     return render(request, "runs/retry/run_retry.html", context)
 
 
-@domain_errors
 @require_POST
 def run_resume_view(request: AuthedRequest, run_id: int) -> HttpResponse:
     """Run the run's skipped items, with the cost budget given (empty: none)."""
