@@ -500,14 +500,21 @@ def main() -> None:
     parser.add_argument(
         "--memory", action="store_true", help="also trace the export's peak memory"
     )
-    args = parser.parse_args()
+    run_in_scratch(run, parser.parse_args())
+
+
+def run_in_scratch(
+    bench: Callable[[argparse.Namespace], None], args: argparse.Namespace
+) -> None:
+    """``bench(args)`` against a scratch database, dropped after (unless
+    ``args.keep``); ``args.label`` names the database."""
     scratch = scratch_database(keep=args.keep)
     args.label = scratch.label
     os.environ.update(scratch.env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     sys.path.insert(0, str(ROOT))
     try:
-        run(args)
+        bench(args)
     finally:
         from django.db import connections
 

@@ -20,16 +20,12 @@ executor does; that time is printed apart.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import analysis_bench
-from analysis_bench import Profile, measure, scratch_database, seed_analysis, seed_run
+from analysis_bench import Profile, measure, run_in_scratch, seed_analysis, seed_run
 
-ROOT = Path(__file__).resolve().parent.parent
 GOAL_SECONDS = 2.0
 # Runs beyond the analysis benchmark's two: other pass and error shares.
 MORE = [
@@ -119,19 +115,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, choices=range(2, 6))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the database")
-    args = parser.parse_args()
-    scratch = scratch_database(keep=args.keep)
-    args.label = scratch.label
-    os.environ.update(scratch.env)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
-    sys.path.insert(0, str(ROOT))
-    try:
-        run(args)
-    finally:
-        from django.db import connections
-
-        connections.close_all()
-        scratch.drop()
+    run_in_scratch(run, parser.parse_args())
 
 
 if __name__ == "__main__":
