@@ -51,7 +51,8 @@ CACHE_SECONDS = 600
 FINAL_CACHE_SECONDS = 24 * 3600
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
-# STOPPED_IN_FLIGHT's values, for hand SQL on a result's status and error_type.
+# STOPPED_IN_FLIGHT in hand SQL over a result ``r``, and its values in order.
+STOPPED_SQL = "r.status = %s OR (r.status = %s AND r.error_type = %s)"
 STOPPED_PARAMS = (
     ResultStatus.CANCELLED.value,
     ResultStatus.TIMED_OUT.value,
@@ -261,7 +262,7 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
             LEFT JOIN {score_table} s
               ON s.result_id = r.id AND s.scorer = %s AND s.passed = %s
             WHERE r.run_id = %s
-              AND NOT (r.status = %s OR (r.status = %s AND r.error_type = %s))
+              AND NOT ({STOPPED_SQL})
               AND NOT EXISTS (
                 SELECT 1 FROM {score_table} k
                 WHERE k.result_id = r.id AND k.scorer = %s AND k.skipped = %s

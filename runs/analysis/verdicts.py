@@ -24,7 +24,7 @@ import numpy as np
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from runs.analysis.summary import STOPPED_PARAMS
+from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL
 from runs.models import Result, Run, RunVerdicts, Score
 
 logger = logging.getLogger(__name__)
@@ -69,15 +69,12 @@ def stores_verdicts(run: Run) -> bool:
     return run.is_final and int(run.options.get("epochs") or 1) == 1
 
 
-_STOPPED_SQL = "r.status = %s OR (r.status = %s AND r.error_type = %s)"
-
-
 def _sql(run: Run, count: int) -> str:
     """The query of ``count`` scorers; its parameters are ``_params``."""
     columns, joins = [], []
     for j in range(count):
         columns.append(
-            f"CASE WHEN {_STOPPED_SQL} THEN {STOPPED}"
+            f"CASE WHEN {STOPPED_SQL} THEN {STOPPED}"
             f" WHEN COALESCE(s{j}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
             f" + CASE WHEN s{j}.passed THEN {PASSED} ELSE 0 END,"
             f" COALESCE(s{j}.value, 0)"

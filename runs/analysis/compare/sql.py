@@ -21,7 +21,8 @@ from typing import Any
 
 from django.db import connection, models
 
-from runs.models import DEADLINE_ERROR_TYPE, Item, Result, ResultStatus, Score
+from runs.analysis import summary
+from runs.models import Item, Result, Score
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,12 +108,15 @@ def _kept(score: str) -> str:
     return f"NOT COALESCE({score}.{names().skipped}, FALSE)"
 
 
-# The values ``stopped`` compares with (``STOPPED_IN_FLIGHT`` of the models).
-STOPPED_PARAMS = {
-    "stopped_status": ResultStatus.CANCELLED.value,
-    "deadline_status": ResultStatus.TIMED_OUT.value,
-    "deadline_type": DEADLINE_ERROR_TYPE,
-}
+# The values ``stopped`` compares with (``STOPPED_IN_FLIGHT`` of the models),
+# by name: the summary's, in its order.
+STOPPED_PARAMS = dict(
+    zip(
+        ("stopped_status", "deadline_status", "deadline_type"),
+        summary.STOPPED_PARAMS,
+        strict=True,
+    )
+)
 
 
 def stopped(result: str) -> str:
