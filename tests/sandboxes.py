@@ -64,25 +64,59 @@ def humaneval_items() -> list[TargetInput]:
 
 
 def sandbox_processes() -> list[str]:
-    """Processes of any sandbox still alive: the harness is on their command line."""
+    """Processes of this test process's sandboxes still alive.
+
+    A process is a sandbox's when the harness is on its command line, it is
+    bubblewrap, or it runs as one of the fresh uids. It is this test
+    process's unless it descends from another test process: ``make test``
+    runs the SQLite and PostgreSQL passes at once, and the other pass's
+    sandboxes (a fork bomb's hundreds of processes) are not a leak of this
+    one's. A process left without a parent (re-parented to init) counts,
+    whoever started it: nothing of a sandbox may outlive it.
+    """
+    table = _processes()
     found = []
-    marker = b"RLIMIT_NPROC"
+    for pid, (parent, uid, cmdline, zombie) in table.items():
+        if pid == os.getpid() or zombie:  # a zombie is dead, not yet reaped
+            continue
+        fresh_uid = sandbox.UID_RANGE[0] <= uid < sandbox.UID_RANGE[1]
+        program = cmdline.split(b"\0")[0]
+        sandboxed = b"RLIMIT_NPROC" in cmdline or program.endswith(b"bwrap")
+        if (sandboxed or fresh_uid) and not _another_suites(parent, table):
+            found.append(f"{pid}: {cmdline[:80]!r}")
+    return found
+
+
+def _processes() -> dict[int, tuple[int, int, bytes, bool]]:
+    """Every process: its parent, uid, command line and whether it is a zombie."""
+    table = {}
     for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
+        if not name.isdigit():
             continue
         try:
             cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
             uid = os.stat(f"/proc/{name}").st_uid
-            state = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2]
+            fields = Path(f"/proc/{name}/stat").read_bytes().rpartition(b")")[2].split()
         except OSError:
             continue
-        if state.split()[0] == b"Z":  # dead, waiting for its parent to reap it
-            continue
-        fresh_uid = sandbox.UID_RANGE[0] <= uid < sandbox.UID_RANGE[1]
-        program = cmdline.split(b"\0")[0]
-        if marker in cmdline or program.endswith(b"bwrap") or fresh_uid:
-            found.append(f"{name}: {cmdline[:80]!r}")
-    return found
+        table[int(name)] = (int(fields[1]), uid, cmdline, fields[0] == b"Z")
+    return table
+
+
+def _another_suites(
+    parent: int, table: dict[int, tuple[int, int, bytes, bool]]
+) -> bool:
+    """Whether an ancestor, before this test process or init, is another pytest."""
+    seen: set[int] = set()
+    while parent > 1 and parent not in seen and parent in table:
+        if parent == os.getpid():
+            return False
+        seen.add(parent)
+        grand, _, cmdline, _ = table[parent]
+        if b"pytest" in cmdline:
+            return True
+        parent = grand
+    return False
 
 
 def work_directories() -> list[str]:
