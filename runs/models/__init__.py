@@ -28,6 +28,7 @@ from runs.models.runs import (
     RunShard,
     RunStatus,
 )
+from runs.models.steps import Step, StepKind
 
 __all__ = [
     "CALL_STATUS_LABELS",
@@ -58,6 +59,8 @@ __all__ = [
     "RunVerdicts",
     "Score",
     "ScoringPass",
+    "Step",
+    "StepKind",
     "Target",
     "call_status_label",
 ]

@@ -17,6 +17,7 @@ from runs.models import Dataset, ErrorKind, Project, Run
 from runs.plugins.declaration import Plugin, TargetContext
 from runs.plugins.params import Params
 from runs.plugins.registry import Registry
+from runs.plugins.steps import Step
 
 # What a target plug-in is written against; ``runs.targets.base`` and the
 # package ``runs.targets`` hand these names on.
@@ -62,6 +63,9 @@ class TargetOutput:
     # Why the model stopped, as the endpoint says ("stop", "length": cut at
     # max_tokens, "tool_calls", ...); kept on the attempt.
     finish_reason: str | None = None
+    # An agent's trajectory, in order (runs/plugins/steps.py); stored with
+    # the result and counted in its tokens and cost by the target itself.
+    steps: list[Step] | None = None
 
 
 class TargetError(Exception):

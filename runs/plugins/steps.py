@@ -1,0 +1,80 @@
+"""One step of an agent's trajectory, as a target reports it and a scorer reads it.
+
+A result can carry an ordered list of steps: model calls (what was sent and
+received, the tool calls asked for, tokens, latency, cost, the model that
+answered) and tool calls (tool, arguments, result or error, latency). A
+target puts them on ``TargetOutput.steps`` (or on a ``TargetError``'s
+``usage`` when the item ends without an answer: a budget, an error); the
+executor stores them with the result, in the same transaction
+(``runs.models.Step``), and a scorer that declares ``needs_steps`` gets them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from runs.models.steps import STEP_PAYLOAD_BYTES
+
+StepKind = Literal["model", "tool"]
+
+
+@dataclass(slots=True)
+class Step:
+    """A model call or a tool call of one item's trajectory."""
+
+    kind: StepKind
+    # The tool's name, or the model that answered (a model call).
+    name: str
+    # A tool call's arguments; a model call's messages sent.
+    arguments: Any = None
+    # A tool call's result; a model call's message received (with the tool
+    # calls it asked for).
+    output: Any = None
+    error: str = ""
+    error_type: str = ""
+    latency_ms: float | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    # The id the model gave a tool call, which its result answers.
+    call_id: str = ""
+
+
+def call_hash(name: str, arguments: Any) -> str:
+    """A stable hash of a tool call: its tool and arguments, keys sorted.
+
+    The same call hashes alike whatever the order of its keys, and an
+    argument that is missing, ``None``, or not JSON (a function, an object)
+    still hashes: missing and ``None`` differ; anything else hashes by its
+    type's name, never by its address.
+    """
+    text = json.dumps(
+        [name, arguments],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=_stable,
+    )
+    return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+def _stable(value: Any) -> str:
+    return f"<{type(value).__name__}>"
+
+
+def bounded(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[Any, int]:
+    """``value`` as kept (cut to ``limit`` bytes of JSON when longer) and its full size.
+
+    A value that is cut is kept as the start of its compact JSON text, so a
+    cut payload is never mistaken for the whole.
+    """
+    if value is None:
+        return None, 0
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_stable)
+    data = text.encode()
+    if len(data) <= limit:
+        return value, len(data)
+    return data[:limit].decode("utf-8", "ignore"), len(data)
