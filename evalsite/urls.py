@@ -6,6 +6,9 @@ from django.urls import include, path
 
 from runs.api import api
 
+# Found here rather than at set-up (settings.py says why).
+admin.autodiscover()
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("login/", auth_views.LoginView.as_view(), name="login"),
