@@ -242,6 +242,13 @@ class HttpParams(SecretParams):
         return self
 
 
+def request_body(template: Any, item: TargetInput) -> Any:
+    """The body template rendered for ``item``; None for a request without one."""
+    if template is None:
+        return None
+    return render_json(template, item_fields(item), item, what="body")
+
+
 @register
 class HttpTarget(TargetPlugin[HttpParams]):
     """An agent or service behind HTTP: one request per item, with a JSON body
@@ -285,10 +292,23 @@ class HttpTarget(TargetPlugin[HttpParams]):
         self.headers = httpx.Headers(headers)
         self.client = PolicyClient()
 
+    @classmethod
+    def request_for(cls, params: HttpParams, item: TargetInput) -> dict[str, Any]:
+        """The request as sent: method, URL, fixed headers and the body
+        rendered for ``item``. The secret's header is named, its value never."""
+        headers = dict(params.headers)
+        if params.auth_secret or params.auth_env:
+            source = params.auth_secret or f"${params.auth_env}"
+            headers[params.auth_header] = f"{params.auth_prefix}<secret {source}>"
+        return {
+            "method": params.method,
+            "url": params.url,
+            "headers": headers,
+            "body": request_body(params.body, item),
+        }
+
     async def generate(self, item: TargetInput) -> TargetOutput:
-        body = None
-        if self.body is not None:
-            body = render_json(self.body, item_fields(item), item, what="body")
+        body = request_body(self.body, item)
         response = await self.client.send(
             self.method, self.url, headers=self.headers, body=body
         )

@@ -17,7 +17,7 @@ from runs.analysis.summary import run_summary
 from runs.errors import ConfigError
 from runs.executor.engine import execute_run
 from runs.models import ErrorKind, Project, Result, Run, RunStatus, Target
-from runs.results.selectors import ResultFilters, result_filter
+from runs.results.selectors import ResultFilters, result_filter, result_request
 from runs.results.services import run_create
 from runs.secrets.destinations import Destination
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
@@ -552,3 +552,47 @@ def test_the_targets_form_shows_an_unknown_body_field_on_its_field(
     assert response.status_code == 200
     errors = response.context["form"].errors
     assert "{question} is not an item field" in errors["http__body"][0]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_request_shown_is_the_request_sent_without_its_secret(
+    alice: User, project: Project, agent
+):
+    url, handler = agent
+    await sync_to_async(set_bound_secret)(project, alice, "AGENT_TOKEN", TOKEN, url=url)
+    config = {
+        "url": url,
+        "body": {"q": "{input}", "n": "{metadata.n}", "mode": "echo"},
+        "headers": {"X-Suite": "nightly"},
+        "auth_secret": "AGENT_TOKEN",
+        "output_path": "status",
+    }
+    items = [{"id": "a", "input": "2+2?", "expected": "done", "metadata": {"n": 3}}]
+    run = await sync_to_async(http_run)(project, config, items, user=alice)
+    await execute_run(run.pk)
+    result = await Result.objects.select_related("item").aget(run=run)
+
+    shown = await sync_to_async(result_request)(run=run, item=result.item)
+
+    sent = handler.requests[0]
+    assert shown is not None
+    assert shown["body"] == sent["body"] == {"q": "2+2?", "n": 3, "mode": "echo"}
+    assert (shown["method"], shown["url"]) == ("POST", url)
+    assert shown["headers"] == {
+        "X-Suite": "nightly",
+        "Authorization": "Bearer <secret AGENT_TOKEN>",
+    }
+    assert TOKEN not in str(shown)
+    page = await sync_to_async(_result_page)(alice, result)
+    assert "&lt;secret AGENT_TOKEN&gt;" in page
+    assert TOKEN not in page
+
+
+def _result_page(user: User, result: Result) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(
+        reverse("runs:result_detail", args=[result.run_id, result.pk])
+    )
+    assert response.status_code == 200
+    return response.content.decode()
