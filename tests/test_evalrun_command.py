@@ -113,11 +113,28 @@ def test_evalrun_prints_the_pass_rate_and_the_mean_named_so(
 
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
-    assert re.match(r"run \d+ completed_with_errors: 3 answered, 1 failed, ", lines[-4])
+    assert re.match(r"run \d+ completed_with_errors: 3 answered, 1 failed, ", lines[-5])
     assert (
         "pass rate: exact_match 75.0% (3/4 passed), numeric 75.0% (3/4 passed)" in lines
     )
     assert "mean score: exact_match 1.000, numeric 1.000" in lines
+
+
+def test_evalrun_prints_the_time_to_result_and_the_failed_attempts(
+    data_dir, fake_openai, tmp_path
+):
+    # The second item's first call fails (a 500) and its retry answers: the
+    # last attempt's latency hides the failure, the time to result does not.
+    dataset = write_items(tmp_path / "three.jsonl", 3, i1="[[flaky:1]]")
+    done = run_cli(evalrun_args(dataset, fake_openai), data_dir)
+
+    assert done.returncode == 0, done.stderr
+    timing = next(line for line in done.stderr.splitlines() if "time to" in line)
+    assert re.fullmatch(
+        r"time to result: p50 \d+\.\d\d s, p90 \d+\.\d\d s "
+        r"\(last attempt p50 \d+\.\d\d s\); failed attempts: 1 \(1 transient\)",
+        timing,
+    )
 
 
 def test_evalrun_reuses_an_identical_dataset(data_dir, fake_openai, tmp_path):

@@ -11,9 +11,10 @@ from django.core.management.base import CommandError
 
 from runs.analysis.progress import run_progress
 from runs.analysis.summary import (
+    RunSummary,
     run_pass_rates,
     run_score_means,
-    run_scorer_summaries_cached,
+    run_summary_cached,
 )
 from runs.calls.pricing import usd
 from runs.executor.options import option_params
@@ -181,11 +182,12 @@ def report(run: Run) -> dict[str, Any]:
 
 def human_summary(summary: dict[str, Any], run: Run) -> str:
     progress = run_progress(run=run)
+    figures = run_summary_cached(run=run)
     rates = ", ".join(
         f"{s.scorer} {s.pass_rate:.1%} ({s.passed}/{s.judged} passed)"
         if s.pass_rate is not None
         else f"{s.scorer} n/a"
-        for s in run_scorer_summaries_cached(run=run)
+        for s in figures.scorers
     )
     means = ", ".join(
         f"{name} {value:.3f}" if value is not None else f"{name} n/a"
@@ -201,12 +203,33 @@ def human_summary(summary: dict[str, Any], run: Run) -> str:
         + (f" ({progress.throughput:.1f} items/s)" if progress.throughput else ""),
         f"pass rate: {rates or 'none'}",
         f"mean score: {means or 'none'}",
+        timing_line(figures),
         f"tokens: {run.prompt_tokens} prompt + {run.completion_tokens} completion"
         + cost_note(run),
     ]
     if run.error:
         lines.append(f"error: {run.error}")
     return "\n".join(lines)
+
+
+def timing_line(figures: RunSummary) -> str:
+    """Time to result (every attempt and back-off) beside the last attempt's
+    latency, and the attempts that failed: a retried timeout shows."""
+    if figures.time_to_result_count:
+        ttr, last = figures.time_to_result_ms, figures.latency_ms
+        line = (
+            f"time to result: p50 {_seconds(ttr['p50'])}, p90 {_seconds(ttr['p90'])}"
+            f" (last attempt p50 {_seconds(last['p50'])})"
+        )
+    else:
+        line = "time to result: none answered"
+    kinds = ", ".join(f"{n} {kind}" for kind, n in figures.attempt_error_kinds.items())
+    failed = figures.failed_attempts
+    return f"{line}; failed attempts: {failed}" + (f" ({kinds})" if kinds else "")
+
+
+def _seconds(ms: float | None) -> str:
+    return "n/a" if ms is None else f"{ms / 1000:.2f} s"
 
 
 def cost_note(run: Run) -> str:
