@@ -452,6 +452,12 @@ EVALSITE_MAX_TARGET_CONFIG_BYTES = env_int(
 )
 # A dataset's columns (CSV) or distinct fields (any format) at most.
 EVALSITE_MAX_COLUMNS = env_int("EVALSITE_MAX_COLUMNS", 2000, minimum=10)
+# An OTLP trace request (/api/v1/otlp/v1/traces), as inflated when gzipped,
+# and the spans it may hold: an exporter sends batches of some hundreds.
+EVALSITE_MAX_OTLP_BYTES = env_int(
+    "EVALSITE_MAX_OTLP_BYTES", 8 * 1024 * 1024, minimum=1024
+)
+EVALSITE_MAX_OTLP_SPANS = env_int("EVALSITE_MAX_OTLP_SPANS", 20_000, minimum=1)
 # A YAML file is parsed whole, at about 40 times its size in memory and some
 # seconds per MiB even with libyaml: far smaller than other files.
 EVALSITE_MAX_YAML_BYTES = env_int(

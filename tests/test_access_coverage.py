@@ -131,6 +131,35 @@ def _new_in_project(w: World) -> dict[str, Any]:
     return {"project": w.project.pk, "name": "new", "kind": "demo"}
 
 
+def _tool_span(w: World) -> dict[str, Any]:
+    """An OTLP/JSON request: one tool span, for the world's run's first item."""
+
+    def attribute(key: str, value: Any) -> dict[str, Any]:
+        kind = "intValue" if isinstance(value, int) else "stringValue"
+        return {"key": key, "value": {kind: value}}
+
+    span = {
+        "traceId": "0af7651916cd43dd8448eb211c80319c",
+        "spanId": "b7ad6b7169203331",
+        "name": "execute_tool search",
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000100000000",
+        "attributes": [
+            attribute("gen_ai.operation.name", "execute_tool"),
+            attribute("gen_ai.tool.name", "search"),
+        ],
+    }
+    resource = {
+        "attributes": [
+            attribute("evalsite.run_id", w.run.pk),
+            attribute("evalsite.item_index", 0),
+        ]
+    }
+    return {
+        "resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": [span]}]}]
+    }
+
+
 RUN = ("run_id",)
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
@@ -275,6 +304,7 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/runs/{run_id}/resume"): [Check("POST", EDIT, data=_given({}))],
     ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
     ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
+    ("POST", "/otlp/v1/traces"): [Check("POST", EDIT, data=lambda w: _tool_span(w))],
 }
 
 

@@ -272,6 +272,7 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}/rescore",
         f"{API}/runs/{{run_id}}/scoring-passes",
         f"{API}/runs/{{run_id}}/resume",
+        f"{API}/otlp/v1/traces",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

@@ -44,6 +44,7 @@ class WorkItem:
             input=self.item.input,
             expected=self.item.expected,
             metadata=self.item.metadata or {},
+            epoch=self.epoch,
         )
 
     def new_record(self) -> ResultRecord:

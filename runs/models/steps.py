@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.db import models
+from django.db.models import Q
 
 from runs.models.fields import unique
 from runs.models.results import Result, Usage
@@ -48,10 +49,22 @@ class Step(Usage):
     error = models.TextField(blank=True)
     error_type = models.CharField(max_length=200, blank=True)
     latency_ms = models.FloatField(null=True, blank=True)
+    # When the step started, where its source says (a span's start time).
+    started_at = models.DateTimeField(null=True, blank=True)
+    # The span it came from (OTLP), hex: a span sent twice is stored once.
+    span_id = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["result", "index"]
-        constraints = [unique("result", "index", name="step_result_index_unique")]
+        constraints = [
+            unique("result", "index", name="step_result_index_unique"),
+            unique(
+                "result",
+                "span_id",
+                name="step_result_span_unique",
+                condition=~Q(span_id=""),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"result {self.result_id} step {self.index}: {self.kind} {self.name}"

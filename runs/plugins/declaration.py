@@ -34,6 +34,8 @@ class TargetContext:
 
     project_id: int | None = None
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The run it serves (a target of a run; None for a trial or a scorer).
+    run_id: int | None = None
 
 
 class Plugin:

@@ -45,6 +45,8 @@ class TargetInput:
     input: Any
     expected: Any = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    # The epoch of the run this answer is for (0 outside a run).
+    epoch: int = 0
 
 
 @dataclass(slots=True)

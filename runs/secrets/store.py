@@ -23,6 +23,7 @@ the URL the plug-in sends to must match one of the secret's patterns.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -421,11 +422,11 @@ def resolve_secrets(
 
 
 def run_target_context(run_id: int, kind: str, config: dict[str, Any]) -> TargetContext:
-    """The context a run's target is built with: its project and its secrets."""
+    """The context a run's target is built with: its run, project and secrets."""
     project_id = (
         Run.objects.filter(pk=run_id).values_list("project_id", flat=True).get()
     )
-    return target_context(project_id, kind, config)
+    return dataclasses.replace(target_context(project_id, kind, config), run_id=run_id)
 
 
 def target_context(project_id: int, kind: str, config: dict[str, Any]) -> TargetContext:

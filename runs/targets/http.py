@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from typing import Annotated, Any, ClassVar, Literal
 
 import httpx
@@ -12,6 +13,7 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from runs.models import ErrorKind
 from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
+from runs.plugins.step_shapes import ShapeError, read_steps
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -158,6 +160,24 @@ class HttpParams(SecretParams):
             "error of kind suspended (kept, never retried)."
         ),
     )
+    steps_path: ResponsePath = Field(
+        "",
+        title="Steps path",
+        description=(
+            "Dotted path of the agent's trajectory in the response JSON: a list "
+            "of steps in evalsite's shape or OpenAI-style messages (README, "
+            '"Agents that run elsewhere"); kept as the result\'s steps.'
+        ),
+    )
+    trace_headers: bool = Field(
+        True,
+        title="Trace headers",
+        description=(
+            "Send the run, item and epoch in X-Evalsite-Run, X-Evalsite-Item "
+            "and X-Evalsite-Epoch, and as W3C baggage, so that an instrumented "
+            "agent's spans reach this result through /api/v1/otlp/v1/traces."
+        ),
+    )
     suspended_values: list[str] = Field(
         default_factory=list,
         max_length=50,
@@ -242,6 +262,26 @@ class HttpParams(SecretParams):
         return self
 
 
+def trace_headers(run_id: int, index: int, epoch: int) -> dict[str, str]:
+    """Where an agent's spans belong: headers it can copy, and W3C baggage,
+    which OpenTelemetry's propagators carry on to the services it calls."""
+    return {
+        "X-Evalsite-Run": str(run_id),
+        "X-Evalsite-Item": str(index),
+        "X-Evalsite-Epoch": str(epoch),
+        "baggage": (
+            f"evalsite.run_id={run_id},evalsite.item_index={index},"
+            f"evalsite.epoch={epoch}"
+        ),
+    }
+
+
+def total[N: (int, float)](values: Iterable[N | None]) -> N | None:
+    """The sum of the values given, None when none is."""
+    given = [value for value in values if value is not None]
+    return sum(given) if given else None
+
+
 def request_body(template: Any, item: TargetInput) -> Any:
     """The body template rendered for ``item``; None for a request without one."""
     if template is None:
@@ -291,6 +331,7 @@ class HttpTarget(TargetPlugin[HttpParams]):
             headers[params.auth_header] = secret
         self.headers = httpx.Headers(headers)
         self.client = PolicyClient()
+        self.run_id = context.run_id
 
     @classmethod
     def request_for(cls, params: HttpParams, item: TargetInput) -> dict[str, Any]:
@@ -309,8 +350,13 @@ class HttpTarget(TargetPlugin[HttpParams]):
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         body = request_body(self.body, item)
+        headers = self.headers
+        if self.params.trace_headers and self.run_id is not None:
+            headers = httpx.Headers(
+                {**headers, **trace_headers(self.run_id, item.index, item.epoch)}
+            )
         response = await self.client.send(
-            self.method, self.url, headers=self.headers, body=body
+            self.method, self.url, headers=headers, body=body
         )
         return self.parse_response(response)
 
@@ -330,7 +376,11 @@ class HttpTarget(TargetPlugin[HttpParams]):
         if self.status_field:
             self.check_status(data, response, text)
         if not self.output_path:
-            return TargetOutput(output=data, http_status=response.status_code)
+            return self.with_steps(
+                TargetOutput(output=data, http_status=response.status_code),
+                data,
+                response,
+            )
         try:
             output = lookup(data, self.output_path)
         except Missing as exc:
@@ -339,7 +389,32 @@ class HttpTarget(TargetPlugin[HttpParams]):
             ) from None
         if output is None:
             raise malformed(response, f"the response's {self.output_path} is null")
-        return TargetOutput(output=output, http_status=response.status_code)
+        return self.with_steps(
+            TargetOutput(output=output, http_status=response.status_code),
+            data,
+            response,
+        )
+
+    def with_steps(
+        self, answer: TargetOutput, data: Any, response: Answer
+    ) -> TargetOutput:
+        """The answer with the trajectory at ``steps_path``, and its usage."""
+        if not self.params.steps_path:
+            return answer
+        path = self.params.steps_path
+        try:
+            steps = read_steps(lookup(data, path))
+        except Missing as exc:
+            raise malformed(
+                response, f"the response has no {path} ({exc.explain()})"
+            ) from None
+        except ShapeError as exc:
+            raise malformed(response, f"the response's {path}{exc}") from None
+        answer.steps = steps
+        answer.prompt_tokens = total(step.prompt_tokens for step in steps)
+        answer.completion_tokens = total(step.completion_tokens for step in steps)
+        answer.cost = total(step.cost for step in steps)
+        return answer
 
     def check_status(self, data: Any, response: Answer, text: str) -> None:
         try:

@@ -82,6 +82,10 @@ class AgentHandler(BaseHTTPRequestHandler):
             self.send_text(200, "plain answer ✓")
         elif name == "badjson":
             self.send_text(200, "{not json", "application/json")
+        elif name in TRAJECTORIES:  # an answer with the agent's trajectory
+            self.send(
+                200, {"status": "done", "answer": "4", "trace": TRAJECTORIES[name]}
+            )
         elif name == "null":
             self.send(200, {"status": "done", "result": {"answer": None}})
         else:
@@ -112,6 +116,52 @@ class AgentHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+# What an agent may report of how it got there, by mode: evalsite's shape,
+# OpenAI-style messages, and a step of no known kind.
+TRAJECTORIES: dict[str, Any] = {
+    "steps": [
+        {
+            "kind": "model",
+            "name": "small-model",
+            "output": {"tool_calls": [{"name": "add"}]},
+            "prompt_tokens": 20,
+            "completion_tokens": 5,
+            "cost": 0.001,
+            "latency_ms": 12.5,
+        },
+        {"kind": "tool", "name": "add", "arguments": {"a": 2, "b": 2}, "output": 4},
+        {
+            "kind": "model",
+            "name": "small-model",
+            "prompt_tokens": 30,
+            "completion_tokens": 2,
+        },
+    ],
+    "messages": [
+        {"role": "user", "content": "What is 2+2?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {"name": "log", "arguments": "{oops"},
+                },
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "4"},
+        {"role": "assistant", "content": "4"},
+    ],
+    "badsteps": [{"kind": "model", "name": "m"}, {"kind": "thought", "name": "x"}],
+}
 
 
 def fresh_handler() -> type[AgentHandler]:
