@@ -78,7 +78,7 @@ class ToolPlugin[P: Params](Plugin):
         self, name: str, description: str, params: P, secret: str | None = None
     ) -> None:
         self.name = name
-        self.description = description or self.summary()
+        self.about = description or self.summary()
         self.params = params
         self.secret = secret
 
@@ -95,7 +95,7 @@ class ToolPlugin[P: Params](Plugin):
             "type": "function",
             "function": {
                 "name": self.name,
-                "description": self.description,
+                "description": self.about,
                 "parameters": self.arguments_schema(),
             },
         }

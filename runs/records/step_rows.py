@@ -51,7 +51,7 @@ def step_row(result_id: int, index: int, step: StepRecord) -> tuple[Any, ...]:
     """A ``Step`` row in ``STEP_FIELDS`` order (then the defaults)."""
     arguments, arguments_bytes = bounded(step.arguments)
     output, output_bytes = bounded(step.output)
-    tool = step.kind == Step.Kind.TOOL
+    tool = step.kind == "tool"
     cost = step.cost if isinstance(step.cost, int | float) else None
     return (
         result_id,

@@ -93,7 +93,7 @@ def agent_reply(
         parallel = max(1, int(markers.get("agent_parallel") or 1))
         seed = zlib.crc32(clean.encode())
         turn = 0 if "agent_ignore" in markers else done
-        calls = []
+        calls: list[dict[str, Any]] = []
         for position in range(parallel):
             tool = callable_tools[(seed + turn + position) % len(callable_tools)]
             arguments = json.dumps(

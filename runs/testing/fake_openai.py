@@ -309,10 +309,10 @@ class FakeOpenAIServer:
             call = self.tool_call(request, clean, markers["tool"], echo)
             return self.http(200, call, escape=escape)
         if wants_agent(request, self.agent):
-            message, asked, said = agent_reply(request, self.stats.requests, solve)
+            reply, asked, said = agent_reply(request, self.stats.requests, solve)
             body = self.completion(request, asked, said)
-            body["choices"][0]["message"] = message
-            if message.get("tool_calls"):
+            body["choices"][0]["message"] = reply
+            if reply.get("tool_calls"):
                 body["choices"][0]["finish_reason"] = "tool_calls"
             return self.http(200, body)
         if "nocontent" in markers:

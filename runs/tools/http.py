@@ -7,6 +7,7 @@ import json
 from typing import Any, ClassVar, Literal
 
 import aiohttp
+import httpx
 from pydantic import Field, model_validator
 
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
@@ -206,7 +207,8 @@ class HttpTool(ToolPlugin[HttpToolParams]):
             )
         if status >= 400:
             raise ToolError(
-                error_summary(_Status(status, content)), error_type=f"HTTP{status}"
+                error_summary(httpx.Response(status, content=content)),
+                error_type=f"HTTP{status}",
             )
         text = content.decode("utf-8", "replace")
         try:
@@ -231,11 +233,3 @@ async def _read_bounded(
             return b"".join(chunks), True
         chunks.append(chunk)
     return b"".join(chunks), False
-
-
-class _Status:
-    """What ``error_summary`` reads of an answer: its status and body."""
-
-    def __init__(self, status_code: int, content: bytes) -> None:
-        self.status_code = status_code
-        self.content = content
