@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from runs.calls.limits import call_rate
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
@@ -57,18 +57,37 @@ from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 BUDGET = "budget"
 
 
-class ToolSpec(BaseModel):
-    """One tool of an agent: its kind, the name the model calls it by, and
-    its kind's parameters."""
+TOOL_KEYS = frozenset({"kind", "name", "description", "params"})
+DESCRIPTION_CHARS = 2000
 
-    model_config = ConfigDict(extra="forbid")
 
-    kind: str = Field(description="A tool kind (GET /api/v1/tools).")
-    name: str = Field(
-        description="The function name the model calls (letters, digits, _ or -)."
-    )
-    description: str = Field("", max_length=2000)
-    params: dict[str, Any] = Field(default_factory=dict)
+def clean_tool(spec: Any, where: str) -> dict[str, Any]:
+    """One tool of an agent, its kind's parameters validated (with their
+    defaults), or FieldError naming the part."""
+    if not isinstance(spec, dict):
+        raise FieldError(where, 'must be an object {"kind", "name", "params"}')
+    unknown = sorted(set(spec) - TOOL_KEYS)
+    if unknown:
+        raise FieldError(f"{where}.{unknown[0]}", "is not a key of a tool")
+    name = spec.get("name")
+    if not isinstance(name, str) or not TOOL_NAME.fullmatch(name):
+        raise FieldError(f"{where}.name", "must be 1 to 64 letters, digits, _ or -")
+    description = spec.get("description", "")
+    if not isinstance(description, str) or len(description) > DESCRIPTION_CHARS:
+        raise FieldError(
+            f"{where}.description", f"must be text of at most {DESCRIPTION_CHARS}"
+        )
+    try:
+        cls = TOOLS.lookup(spec.get("kind"), field=f"{where}.kind")
+        params = cls.clean(spec.get("params") or {}, path=f"{where}.params")
+    except ConfigError as exc:
+        raise FieldError(exc.field or where, exc.message) from None
+    return {
+        "kind": cls.kind,
+        "name": name,
+        "description": description,
+        "params": params,
+    }
 
 
 class AgentParams(EndpointParams):
@@ -88,7 +107,7 @@ class AgentParams(EndpointParams):
     extra_body: ExtraBody = Field(
         description="Further JSON fields of every request body (top_p, seed, ...)."
     )
-    tools: list[ToolSpec] = Field(
+    tools: list[dict[str, Any]] = Field(
         min_length=1,
         max_length=64,
         description=(
@@ -130,20 +149,16 @@ class AgentParams(EndpointParams):
     @model_validator(mode="after")
     def _tools_declared(self) -> AgentParams:
         names: set[str] = set()
+        tools = []
         for number, spec in enumerate(self.tools):
-            where = f"tools[{number}]"
-            if not TOOL_NAME.fullmatch(spec.name):
+            tool = clean_tool(spec, f"tools[{number}]")
+            if tool["name"] in names:
                 raise FieldError(
-                    f"{where}.name", "must be 1 to 64 letters, digits, _ or -"
+                    f"tools[{number}].name", f"{tool['name']!r} is repeated"
                 )
-            if spec.name in names:
-                raise FieldError(f"{where}.name", f"{spec.name!r} is repeated")
-            names.add(spec.name)
-            try:
-                cls = TOOLS.lookup(spec.kind, field=f"{where}.kind")
-                spec.params = cls.clean(spec.params, path=f"{where}.params")
-            except ConfigError as exc:
-                raise FieldError(exc.field or where, exc.message) from None
+            names.add(tool["name"])
+            tools.append(tool)
+        self.tools = tools
         return self
 
 
@@ -252,8 +267,8 @@ class AgentTarget(TargetPlugin[AgentParams]):
         context = context or TargetContext()
         self.client = ChatClient(params, context)
         self.tools: dict[str, ToolPlugin[Any]] = {
-            spec.name: build_tool(
-                spec.model_dump(), context=context, key=tool_secret_key(spec.name)
+            spec["name"]: build_tool(
+                spec, context=context, key=tool_secret_key(spec["name"])
             )
             for spec in params.tools
         }
@@ -297,7 +312,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
 
     @classmethod
     def request_for(cls, params: AgentParams, item: TargetInput) -> dict[str, Any]:
-        tools = [build_tool(spec.model_dump()).schema() for spec in params.tools]
+        tools = [build_tool(spec).schema() for spec in params.tools]
         return {**cls.payload_of(params, first_messages(params, item)), "tools": tools}
 
     @staticmethod

@@ -20,6 +20,7 @@ class Seen:
 
     def reset(self) -> None:
         self.calls: dict[str, int] = {}
+        self.authorization: set[str] = set()
         self.hanging = 0  # calls of /hang under way
         self.closed = 0  # calls of /hang whose client closed the connection
         self.release = threading.Event()
@@ -44,6 +45,9 @@ class ToolHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length)
         path = self.path.split("?")[0].removeprefix("/v1")
         SEEN.count(path)
+        if "Authorization" in self.headers:
+            with SEEN.lock:
+                SEEN.authorization.add(self.headers["Authorization"])
         if path == "/echo":
             self.answer(200, json.dumps({"echo": json.loads(body or b"null")}).encode())
         elif path == "/error":
