@@ -1,0 +1,79 @@
+"""Each tool kind alone: its result, and its failures as clear errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from runs.plugins.targets import TargetInput
+from runs.plugins.tools import ToolError, build_tool
+from runs.targets.agent import AgentTarget
+from tests.agents.conftest import agent_config, three_tools
+
+
+def tool(kind: str, **params: object):
+    return build_tool({"kind": kind, "name": kind, "params": params})
+
+
+async def test_the_code_tool_runs_code_in_the_sandbox() -> None:
+    code = tool("code", timeout_seconds=5)
+    await code.prepare()
+
+    assert await code.call({"code": "print(6 * 7)"}) == {
+        "exit_status": 0,
+        "output": "42\n",
+    }
+    failed = await code.call({"code": "1 / 0"})
+    assert failed["exit_status"] == 1
+    assert "ZeroDivisionError" in failed["output"]
+    with pytest.raises(ToolError, match="timed out after 1 s"):
+        await tool("code", timeout_seconds=1).call({"code": "while True: pass"})
+    with pytest.raises(ToolError, match="code must be a string"):
+        await code.call({"code": 3})
+
+
+async def test_a_python_tools_errors_are_told_not_raised() -> None:
+    add = tool("python", callable="runs.tools.examples.add")
+    assert await add.call({"a": 2, "b": 3}) == 5
+    with pytest.raises(ToolError, match=r"TypeError: .*unexpected keyword"):
+        await add.call({"a": 2, "c": 3})
+
+
+async def test_final_answer_needs_its_answer() -> None:
+    final = tool("final_answer")
+    assert final.final
+    assert await final.call({"answer": [1, 2]}) == [1, 2]
+    with pytest.raises(ToolError, match="answer is missing"):
+        await final.call({})
+
+
+async def test_a_call_of_a_tool_that_does_not_exist_is_told_to_the_model(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(agent_config(agent_model, three_tools(tool_url)))
+    step, final = await target.call_tool(
+        {"id": "c1", "function": {"name": "rm", "arguments": "{}"}}
+    )
+    assert (step.error_type, final) == ("UnknownTool", False)
+    assert step.error == "there is no tool 'rm' (tools: add, lookup, search)"
+    step, _ = await target.call_tool(
+        {"id": "c2", "function": {"name": "add", "arguments": "[1, 2]"}}
+    )
+    assert step.error == "the arguments must be a JSON object"
+    await target.aclose()
+
+
+async def test_a_reply_without_tool_calls_ends_the_loop_with_its_content(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(
+        agent_config(agent_model, three_tools(tool_url), system_prompt="Be brief.")
+    )
+    item = TargetInput(
+        index=0, external_id="a", input="What is 4 * 4? [[agent_rounds:0]]"
+    )
+    answer = await target.generate(item)
+    await target.aclose()
+
+    assert answer.output == "16"
+    (step,) = answer.steps
+    assert step.arguments[0] == {"role": "system", "content": "Be brief."}
