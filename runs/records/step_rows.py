@@ -15,8 +15,8 @@ from typing import Any
 
 from runs.models import Step
 from runs.plugins.steps import Step as StepRecord
-from runs.plugins.steps import bounded, call_hash
-from runs.records.plain_rows import insert, json_text, table
+from runs.plugins.steps import bounded_json, call_hash
+from runs.records.plain_rows import insert, table
 
 # A step's error is kept up to this many characters.
 ERROR_CHARS = 4000
@@ -49,8 +49,8 @@ def _count(value: Any) -> int | None:
 
 def step_row(result_id: int, index: int, step: StepRecord) -> tuple[Any, ...]:
     """A ``Step`` row in ``STEP_FIELDS`` order (then the defaults)."""
-    arguments, arguments_bytes = bounded(step.arguments)
-    output, output_bytes = bounded(step.output)
+    arguments, arguments_bytes = bounded_json(step.arguments)
+    output, output_bytes = bounded_json(step.output)
     tool = step.kind == "tool"
     cost = step.cost if isinstance(step.cost, int | float) else None
     return (
@@ -60,8 +60,8 @@ def step_row(result_id: int, index: int, step: StepRecord) -> tuple[Any, ...]:
         str(step.name)[:200],
         call_hash(step.name, step.arguments) if tool else "",
         str(step.call_id or "")[:200],
-        json_text(arguments),
-        json_text(output),
+        arguments,
+        output,
         arguments_bytes,
         output_bytes,
         str(step.error or "")[:ERROR_CHARS],

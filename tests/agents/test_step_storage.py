@@ -160,3 +160,14 @@ def test_the_tools_catalogue_lists_every_tool_kind(bob_client: Client) -> None:
 
 def test_the_tools_catalogue_needs_a_login(client: Client) -> None:
     assert client.get(f"{API}/tools").status_code == 401
+
+
+@pytest.mark.django_db
+def test_a_payload_that_is_not_json_is_stored_by_its_type(run: Run) -> None:
+    steps = [StepRecord(kind="tool", name="f", arguments={"fn": len}, output={1, 2})]
+    store.results_write(run.pk, [record(run, 0, steps)])
+
+    step = Step.objects.get()
+    assert step.arguments == {"fn": "<builtin_function_or_method>"}
+    assert step.output == "<set>"
+    assert step.call_hash == call_hash("f", {"fn": print})
