@@ -129,10 +129,12 @@ def build_tool(
     spec: dict[str, Any], *, context: TargetContext | None = None, key: str = ""
 ) -> ToolPlugin[Any]:
     """A tool from a cleaned spec (kind, name, description, params); its
-    secret, if it declares one, is ``context.secrets[key]``."""
+    secret, if it declares one, is ``context.secrets[key]``. Without a
+    context (what the model would be sent, shown), it is built without it."""
     cls = get_tool_class(spec["kind"])
     secret = (context.secrets.get(key) if context else None) or None
-    if cls.secrets and secret is None and _names_secret(cls, spec["params"]):
+    named = _names_secret(cls, spec["params"])
+    if context is not None and cls.secrets and secret is None and named:
         raise ConfigError(
             "the secret was not resolved for this project", field=key or "tools"
         )

@@ -77,3 +77,38 @@ async def test_a_reply_without_tool_calls_ends_the_loop_with_its_content(
     assert answer.output == "16"
     (step,) = answer.steps
     assert step.arguments[0] == {"role": "system", "content": "Be brief."}
+
+
+def test_the_request_shown_for_an_item_holds_the_tools_never_a_secret(
+    agent_model, tool_url
+) -> None:
+    config = agent_config(agent_model, three_tools(tool_url, auth_secret="KEY"))
+    params = AgentTarget.parse(config)
+    item = TargetInput(index=0, external_id="a", input="What is 1 + 1?")
+
+    request = AgentTarget.request_for(params, item)
+
+    assert request["messages"] == [{"role": "user", "content": "What is 1 + 1?"}]
+    assert [t["function"]["name"] for t in request["tools"]] == [
+        "add",
+        "lookup",
+        "search",
+    ]
+    assert "KEY" not in str(request["tools"])
+
+
+async def test_an_agent_that_ignores_results_repeats_the_same_call(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(agent_config(agent_model, three_tools(tool_url)))
+    item = TargetInput(
+        index=0,
+        external_id="a",
+        input="What is 2 + 2? [[agent_rounds:3]] [[agent_ignore]]",
+    )
+    answer = await target.generate(item)
+    await target.aclose()
+
+    calls = [(s.name, s.arguments) for s in answer.steps if s.kind == "tool"]
+    assert len(calls) == 3 and len(set(map(str, calls))) == 1
+    assert answer.output == "4"
