@@ -281,3 +281,25 @@ def use_call_rate(rate: CallRate | None) -> Iterator[None]:
 def call_rate() -> CallRate | None:
     """The run's request rate, inside a run that has one."""
     return _call_rate.get()
+
+
+_attempt_timeout: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "evalsite_attempt_timeout", default=None
+)
+
+
+@contextmanager
+def use_attempt_timeout(seconds: float | None) -> Iterator[None]:
+    """Make ``seconds`` (a run's per-attempt timeout) the one
+    ``attempt_timeout`` gives: a target that keeps a trajectory ends it
+    itself a little before, so that its steps are kept."""
+    token = _attempt_timeout.set(seconds)
+    try:
+        yield
+    finally:
+        _attempt_timeout.reset(token)
+
+
+def attempt_timeout() -> float | None:
+    """The run's per-attempt timeout, inside a run."""
+    return _attempt_timeout.get()

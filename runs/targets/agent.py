@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
-from runs.calls.limits import call_rate
+from runs.calls.limits import attempt_timeout, call_rate
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.errors import ConfigError
 from runs.models import ErrorKind
@@ -55,6 +55,8 @@ from runs.targets.openai_chat import check_messages, is_conversation, render_pro
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 
 BUDGET = "budget"
+# The share of the run's per-attempt timeout the loop may take.
+TIMEOUT_SHARE = 0.95
 
 
 TOOL_KEYS = frozenset({"kind", "name", "description", "params"})
@@ -344,13 +346,17 @@ class AgentTarget(TargetPlugin[AgentParams]):
     async def generate(self, item: TargetInput) -> TargetOutput:
         params = self.params
         loop = Loop(params, first_messages(params, item))
+        seconds, which = params.max_seconds, f"max_seconds ({params.max_seconds:g} s)"
+        run_timeout = attempt_timeout()
+        if run_timeout is not None and run_timeout * TIMEOUT_SHARE < seconds:
+            # Ended here, before the run's timeout cancels it, its steps are kept.
+            seconds = run_timeout * TIMEOUT_SHARE
+            which = f"the run's timeout ({run_timeout:g} s an attempt)"
         try:
-            async with asyncio.timeout(params.max_seconds):
+            async with asyncio.timeout(seconds):
                 return await self.run_loop(loop)
         except TimeoutError:
-            raise loop.budget(
-                f"max_seconds ({params.max_seconds:g} s) passed without a final answer"
-            ) from None
+            raise loop.budget(f"{which} passed without a final answer") from None
 
     async def run_loop(self, loop: Loop) -> TargetOutput:
         params = self.params

@@ -190,3 +190,23 @@ def test_export_has_each_results_steps(make_agent_run, agent_model, tool_url):
     header = next(iter(run_export_lines(run=run, format="csv")))
     assert "step_count,tool_call_count" in header
     assert "steps" not in header.split(",")
+
+
+def test_the_loop_ends_before_the_runs_timeout_with_its_steps_kept(
+    make_agent_run, agent_model, tool_url, seen
+):
+    tools = three_tools(tool_url, path="/hang", timeout_seconds=3600)[2:]
+    run = make_agent_run(
+        [{"input": "wait"}],
+        agent_config(agent_model, tools, max_seconds=3600),
+        timeout_seconds=1,
+        max_attempts=1,
+    )
+
+    asyncio.run(execute_run(run.pk))
+
+    result = Result.objects.get(run=run)
+    assert (result.status, result.error_type) == ("failed", "budget")
+    assert "the run's timeout (1 s an attempt)" in result.error_message
+    assert list(result.steps.values_list("kind", flat=True)) == ["model"]
+    seen.release.set()
