@@ -171,3 +171,13 @@ def test_a_payload_that_is_not_json_is_stored_by_its_type(run: Run) -> None:
     assert step.arguments == {"fn": "<builtin_function_or_method>"}
     assert step.output == "<set>"
     assert step.call_hash == call_hash("f", {"fn": print})
+
+
+@pytest.mark.django_db
+def test_the_catalogue_page_lists_the_tools(bob_client: Client) -> None:
+    response = bob_client.get("/catalogue/")
+
+    assert response.status_code == 200
+    text = response.content.decode()
+    assert "Tools" in text
+    assert "EVALSITE_PYTHON_TOOLS" in text  # the python tool's parameter help

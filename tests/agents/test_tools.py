@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from runs.plugins.targets import TargetInput
+from runs.calls.limits import use_call_rate
+from runs.plugins.targets import TargetError, TargetInput
 from runs.plugins.tools import ToolError, build_tool
 from runs.targets.agent import AgentTarget
 from tests.agents.conftest import agent_config, three_tools
@@ -112,3 +113,51 @@ async def test_an_agent_that_ignores_results_repeats_the_same_call(
     calls = [(s.name, s.arguments) for s in answer.steps if s.kind == "tool"]
     assert len(calls) == 3 and len(set(map(str, calls))) == 1
     assert answer.output == "4"
+
+
+class CountingRate:
+    def __init__(self) -> None:
+        self.taken = 0
+
+    async def acquire(self) -> None:
+        self.taken += 1
+
+
+async def test_every_model_call_after_the_first_is_paced_by_the_runs_rate(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(agent_config(agent_model, three_tools(tool_url)))
+    rate = CountingRate()
+    item = TargetInput(
+        index=0, external_id="a", input="What is 1 + 5? [[agent_rounds:3]]"
+    )
+
+    with use_call_rate(rate):
+        answer = await target.generate(item)
+    await target.aclose()
+
+    model_calls = sum(1 for s in answer.steps if s.kind == "model")
+    assert model_calls == 4
+    # The executor paces an attempt's first call; the loop, the others.
+    assert rate.taken == model_calls - 1
+
+
+async def test_a_transient_model_failure_is_tried_again_a_permanent_one_not(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(
+        agent_config(agent_model, three_tools(tool_url), call_max_attempts=3)
+    )
+    flaky = TargetInput(index=0, external_id="a", input="What is 2 + 3? [[flaky:1]]")
+    answer = await target.generate(flaky)
+    assert answer.output == "5"
+    assert [s.error for s in answer.steps] == ["", "", ""]
+
+    refused = TargetInput(index=1, external_id="b", input="Hi [[status:400]]")
+    with pytest.raises(TargetError) as caught:
+        await target.generate(refused)
+    await target.aclose()
+    assert caught.value.error_type == "HTTP400"
+    (step,) = caught.value.usage.steps
+    assert (step.kind, step.error_type) == ("model", "HTTP400")
+    assert agent_model.stats.statuses[400] == 1  # not tried again
