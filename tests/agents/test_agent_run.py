@@ -11,7 +11,7 @@ from django.db.models import Count, Sum
 
 from runs.analysis.export import run_export_lines
 from runs.executor.engine import execute_run
-from runs.models import Result, Run, RunStatus, Step
+from runs.models import ModelPrice, Result, Run, RunStatus, Step
 from runs.plugins.steps import call_hash
 from runs.results.services import run_cancel, run_launch
 from tests.agents.conftest import agent_config, three_tools
@@ -210,3 +210,27 @@ def test_the_loop_ends_before_the_runs_timeout_with_its_steps_kept(
     assert "the run's timeout (1 s an attempt)" in result.error_message
     assert list(result.steps.values_list("kind", flat=True)) == ["model"]
     seen.release.set()
+
+
+def test_a_results_cost_is_the_sum_of_its_steps_costs(
+    make_agent_run, agent_model, tool_url
+):
+    ModelPrice.objects.create(
+        model="fake", prompt_per_million=2, completion_per_million=8
+    )
+    config = agent_config(agent_model, three_tools(tool_url))
+    run = make_agent_run([item(n) for n in range(6)], config)
+
+    asyncio.run(execute_run(run.pk))
+
+    run.refresh_from_db()
+    for result in Result.objects.filter(run=run):
+        models = result.steps.filter(kind="model")
+        # Each model call priced by its tokens, independently of the executor.
+        for step in models:
+            expected = (2 * step.prompt_tokens + 8 * step.completion_tokens) / 1e6
+            assert step.cost == pytest.approx(expected)
+        assert result.cost == pytest.approx(sum(s.cost for s in models))
+        assert not result.steps.filter(kind="tool").exclude(cost=None).exists()
+    total = Step.objects.filter(result__run=run).aggregate(c=Sum("cost"))["c"]
+    assert run.cost == pytest.approx(total)
