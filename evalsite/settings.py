@@ -301,6 +301,12 @@ EVALSITE_PYTHON_TARGETS = env_list(
     ["runs.targets.examples.echo", "runs.targets.examples.reverse"],
 )
 
+# Python callables that an agent's `python` tool may call, as dotted paths.
+EVALSITE_PYTHON_TOOLS = env_list(
+    "EVALSITE_PYTHON_TOOLS",
+    ["runs.tools.examples.add", "runs.tools.examples.lookup"],
+)
+
 # Third-party targets and scorers, as dotted paths (comma-separated): modules
 # whose classes register themselves with @register, or the classes themselves.
 # They are imported when the app starts; see README, "Plug-ins".

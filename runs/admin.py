@@ -18,6 +18,7 @@ from runs.models import (
     Run,
     Score,
     ScoringPass,
+    Step,
     Target,
 )
 from runs.records.versions import results_changed, runs_results_changed
@@ -313,3 +314,25 @@ class ModelPriceAdmin(admin.ModelAdmin):
     ]
     search_fields = ["model", "note"]
     fields = ["model", "prompt_per_million", "completion_per_million", "note"]
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    """A result's trajectory, read only: steps are written with their result
+    by the executor and replaced with it."""
+
+    list_display = ["result", "index", "kind", "name", "error_type", "latency_ms"]
+    list_filter = ["kind"]
+    search_fields = ["name", "call_hash", "error"]
+    list_select_related = ["result"]
+    raw_id_fields = ["result"]
+    readonly_fields = [f.name for f in Step._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -7,7 +7,8 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from ninja.security import django_auth
 
-from runs.catalogue.api import scorer_router
+from runs.agents.api import trajectory_router
+from runs.catalogue.api import scorer_router, tool_router
 from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
@@ -56,6 +57,8 @@ api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
 api.add_router("/otlp", otlp_router)
+api.add_router("/results", trajectory_router)
+api.add_router("/tools", tool_router)
 
 
 @api.exception_handler(DomainError)

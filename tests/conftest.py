@@ -139,6 +139,7 @@ def pytest_configure(config: pytest.Config) -> None:
 SANDBOX_MODULES = (
     "tests.sandbox.",
     "tests.scorers.test_code_exec",
+    "tests.agents.test_tools",
     "tests.test_evalrun_humaneval",
 )
 

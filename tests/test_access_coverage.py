@@ -288,6 +288,8 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/keys"): [Check("POST", ACCOUNT, data=_given({"name": "ci"}))],
     ("DELETE", "/keys/{key_id}"): [Check("DELETE", OWNER)],
     ("GET", "/scorers"): [Check("GET", ACCOUNT)],
+    ("GET", "/tools"): [Check("GET", ACCOUNT)],
+    ("GET", "/results/{result_id}/trajectory"): [Check("GET", VIEW)],
     ("GET", "/projects/{project_id}/secrets"): [Check("GET", VIEW)],
     ("PUT", "/projects/{project_id}/secrets/{name}"): [
         Check("PUT", MANAGE, data=_given({"value": "v-2"}))

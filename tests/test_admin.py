@@ -45,6 +45,7 @@ def run(project) -> Run:
         "result",
         "score",
         "apikey",
+        "step",
     ],
 )
 def test_every_model_has_a_searchable_changelist(admin_client, run, model):

@@ -14,7 +14,10 @@ condition is neither passed nor failed: in JSON Lines its ``passed`` is null
 and ``<scorer>.skipped`` is true (false for every other score); in CSV its
 passed cell reads ``skipped``, beside ``true``, ``false`` and empty (no score:
 the target call failed). The run's own columns (``RUN_COLUMNS``) come after
-the result's, before the scorers'.
+the result's, before the scorers'. A result's trajectory gives
+``step_count`` and ``tool_call_count`` (``STEP_COLUMNS``), and in JSON Lines
+``steps``: its steps in order, each as stored (payloads bounded, their full
+sizes in ``arguments_bytes`` and ``output_bytes``).
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from dataclasses import dataclass
 from itertools import batched
 from typing import Any, cast
 
-from django.db.models import Func, IntegerField
+from django.db.models import Count, Func, IntegerField
 from django.utils.text import slugify
 
-from runs.models import RESULT_OUTCOME, Result, Run, Score
+from runs.models import RESULT_OUTCOME, Result, Run, Score, Step
 from runs.plugins.scorers import SCORERS
 
 CHUNK_SIZE = 1000
@@ -65,6 +68,27 @@ SKIPPED = "skipped"  # a skipped score's passed cell in CSV
 # holds a header of metadata): how many results retries replaced in place,
 # and of them how many had an answer (Run.retry_replaced).
 RUN_COLUMNS = ("run_retry_replaced", "run_retry_replaced_answers")
+# A result's trajectory: its number of steps and of tool calls in both
+# formats, and in JSON Lines the steps themselves (``steps``, in order).
+STEP_COLUMNS = ("step_count", "tool_call_count")
+STEP_EXPORT_FIELDS = (
+    "index",
+    "kind",
+    "name",
+    "call_hash",
+    "call_id",
+    "arguments",
+    "output",
+    "arguments_bytes",
+    "output_bytes",
+    "error",
+    "error_type",
+    "latency_ms",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost",
+    "model",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +188,8 @@ def export_columns(*, run: Run, format: str = "jsonl") -> list[str]:
         for name, fields in _scorer_fields(run, skipped=format != "csv")
         for field in fields
     ]
-    return [*EXPORT_FIELDS, *RUN_COLUMNS, *scores]
+    steps = ("steps",) if format != "csv" else ()
+    return [*EXPORT_FIELDS, *STEP_COLUMNS, *steps, *RUN_COLUMNS, *scores]
 
 
 def _run_cells(run: Run) -> dict[str, int]:
@@ -176,15 +201,16 @@ def _run_cells(run: Run) -> dict[str, int]:
 
 
 def run_export_rows(
-    *, run: Run, chunk_size: int = CHUNK_SIZE
+    *, run: Run, chunk_size: int = CHUNK_SIZE, steps: bool = True
 ) -> Iterator[dict[str, Any]]:
     """Every result of the run with its item and its scores, in dataset order.
 
     One flat dict per result, keyed by ``export_columns``; each scorer has a
     value, a passed flag, whether it was skipped and an error (None where it
-    has no score), and a judge its tokens and cost. Results
-    come from a cursor ``chunk_size`` at a time, with one query for the scores
-    of each chunk.
+    has no score), and a judge its tokens and cost; its trajectory's counts,
+    and with ``steps`` the steps themselves. Results come from a cursor
+    ``chunk_size`` at a time, with one query for the scores of each chunk and
+    one for its steps.
     """
     names = run.scorer_names
     scorers = _scorer_fields(run, skipped=True)
@@ -198,8 +224,12 @@ def run_export_rows(
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
+        trajectories = _chunk_steps(
+            run=run, first=chunk[0], last=chunk[-1], whole=steps
+        )
         for pk, *fields in chunk:
             row = dict(zip(EXPORT_FIELDS, fields, strict=True))
+            row.update(trajectories.get(pk) or _no_steps(whole=steps))
             row.update(run_cells)
             for name, score_fields in scorers:
                 score = scores.get((pk, name))
@@ -235,9 +265,42 @@ def _chunk_scores(
     return {(score["result_id"], score["scorer"]): score for score in scores}
 
 
+def _no_steps(*, whole: bool) -> dict[str, Any]:
+    return {"step_count": 0, "tool_call_count": 0, **({"steps": []} if whole else {})}
+
+
+def _chunk_steps(
+    *, run: Run, first: tuple[Any, ...], last: tuple[Any, ...], whole: bool
+) -> dict[int, dict[str, Any]]:
+    """Result id -> its step and tool call counts (and, ``whole``, its steps
+    in order) for the results of a chunk, read by its range of item indexes."""
+    steps = Step.objects.filter(
+        result__run=run,
+        result__item_index__gte=first[1],
+        result__item_index__lte=last[1],
+    )
+    found: dict[int, dict[str, Any]] = {}
+    if not whole:
+        counts = steps.order_by().values("result_id", "kind").annotate(n=Count("id"))
+        for count in counts:
+            row = found.setdefault(count["result_id"], _no_steps(whole=False))
+            row["step_count"] += count["n"]
+            if count["kind"] == Step.Kind.TOOL:
+                row["tool_call_count"] += count["n"]
+        return found
+    for step in steps.order_by("result_id", "index").values(
+        "result_id", *STEP_EXPORT_FIELDS
+    ):
+        row = found.setdefault(step.pop("result_id"), _no_steps(whole=True))
+        row["steps"].append(step)
+        row["step_count"] += 1
+        row["tool_call_count"] += step["kind"] == Step.Kind.TOOL
+    return found
+
+
 def run_export_lines(*, run: Run, format: str) -> Iterator[str]:
     """The whole export of a run in ``format`` (a key of ``EXPORT_FORMATS``)."""
-    rows = run_export_rows(run=run)
+    rows = run_export_rows(run=run, steps=format != "csv")
     if format == "csv":
         columns = export_columns(run=run, format="csv")
         names = run.scorer_names

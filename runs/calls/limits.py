@@ -9,12 +9,14 @@ run; the bucket's maths (``reservation``) is here, one for every store.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 THROTTLE_BURST = 3  # this many 429s ...
 THROTTLE_WINDOW = 10.0  # ... within this many seconds halve the concurrency
@@ -253,3 +255,51 @@ def reservation(tat: float, now: float, interval: float, window: float) -> Reser
     if wait > window:
         return Reserved(None, wait - window, reserved=False)
     return Reserved(tat + interval, wait, reserved=True)
+
+
+class CallRate(Protocol):
+    async def acquire(self) -> None: ...
+
+
+_call_rate: contextvars.ContextVar[CallRate | None] = contextvars.ContextVar(
+    "evalsite_call_rate", default=None
+)
+
+
+@contextmanager
+def use_call_rate(rate: CallRate | None) -> Iterator[None]:
+    """Make ``rate`` (a run's request rate) the one ``call_rate`` gives, in
+    this context and its tasks: a target that makes several calls for one
+    item (an agent's loop) paces each by it."""
+    token = _call_rate.set(rate)
+    try:
+        yield
+    finally:
+        _call_rate.reset(token)
+
+
+def call_rate() -> CallRate | None:
+    """The run's request rate, inside a run that has one."""
+    return _call_rate.get()
+
+
+_attempt_timeout: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "evalsite_attempt_timeout", default=None
+)
+
+
+@contextmanager
+def use_attempt_timeout(seconds: float | None) -> Iterator[None]:
+    """Make ``seconds`` (a run's per-attempt timeout) the one
+    ``attempt_timeout`` gives: a target that keeps a trajectory ends it
+    itself a little before, so that its steps are kept."""
+    token = _attempt_timeout.set(seconds)
+    try:
+        yield
+    finally:
+        _attempt_timeout.reset(token)
+
+
+def attempt_timeout() -> float | None:
+    """The run's per-attempt timeout, inside a run."""
+    return _attempt_timeout.get()

@@ -28,6 +28,14 @@ class ScorerKindOut(PluginKindOut):
     )
 
 
+class ToolKindOut(PluginKindOut):
+    arguments: dict[str, Any] = Field(
+        description="JSON Schema of the arguments the model gives, unless the "
+        "tool's parameters declare them (parameters.parameters)"
+    )
+    final: bool = Field(description="whether a call of it ends the agent's loop")
+
+
 def kinds_schema(registry: str) -> Any:
     def extra(schema: dict[str, Any]) -> None:
         plugins = TARGETS if registry == "targets" else SCORERS

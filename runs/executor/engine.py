@@ -35,6 +35,7 @@ from django.utils import timezone
 
 from runs import events
 from runs.analysis.figures import run_figures_store
+from runs.calls.limits import use_attempt_timeout, use_call_rate
 from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
 from runs.executor import shard_store, store
@@ -455,9 +456,15 @@ class Execution:
         self.check_budget()  # resumed with the budget already spent
         try:
             await self.pacing.sync()  # a target backing off already: start slower
-            # Tasks made in here inherit the run's prices (a judge's cost_of)
-            # and its project's share of the scorer workers.
-            with use_prices(self.prices), scoring_for(owner(self.spec.project_id)):
+            # Tasks made in here inherit the run's prices (a judge's cost_of),
+            # its request rate and timeout (an agent's loop) and its project's
+            # share of the scorer workers.
+            with (
+                use_prices(self.prices),
+                use_call_rate(self.pacing.rate),
+                use_attempt_timeout(self.options.timeout_seconds),
+                scoring_for(owner(self.spec.project_id)),
+            ):
                 return await self.run_workers()
         finally:
             await self.pacing.aclose()

@@ -20,6 +20,7 @@ from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.plugins.scorers import Condition, ScoreOutcome, Scorer, ScorerError
 from runs.plugins.scoring import ScorerCall
+from runs.plugins.steps import Step
 from runs.plugins.targets import Target, TargetError, TargetInput, TargetOutput
 from runs.secrets.redaction import NO_SECRETS, Redactor
 
@@ -184,6 +185,7 @@ class ItemRunner:
                 await self.rate.acquire()
             attempt: dict[str, Any] = {"number": number}
             record.attempts.append(attempt)
+            record.steps = None  # the steps of the attempt that gives the outcome
             async with self.concurrency.slot():
                 attempt["started_at"] = now().isoformat()
                 began = time.monotonic()
@@ -227,6 +229,7 @@ class ItemRunner:
             attempt.update(outcome="error", http_status=exc.http_status)
             if exc.usage is not None:
                 self.account(attempt, exc.usage)
+                record.steps = exc.usage.steps or None
             if exc.raw_body is not None:
                 attempt["raw_body"] = exc.raw_body
             return Failure(
@@ -252,6 +255,7 @@ class ItemRunner:
             attempt["finish_reason"] = str(answer.finish_reason)[:40]
 
         self.account(attempt, answer)
+        record.steps = answer.steps or None
         record.status = Result.Status.SUCCEEDED
         record.output = answer.output
         record.error_kind = record.error_type = record.error_message = ""
@@ -263,7 +267,9 @@ class ItemRunner:
         """The attempt's texts with every secret replaced: its log entry (raw
         body, model), its output or its error. Before a scorer sees the output
         (a judge would send it on) and before anything is stored."""
-        texts = [attempt, record.output if failure is None else None]
+        steps = record.steps or []
+        payloads = [[s.arguments, s.output, s.error] for s in steps]
+        texts = [attempt, record.output if failure is None else None, payloads]
         if failure is not None:
             texts += [failure.message, failure.error_type]
         clean = await self.redactor.redacted(texts)
@@ -271,10 +277,12 @@ class ItemRunner:
             return failure  # the usual case: no secret, nothing copied
         attempt.clear()
         attempt.update(clean[0])
+        for step, (arguments, output, error) in zip(steps, clean[2], strict=True):
+            step.arguments, step.output, step.error = arguments, output, error
         if failure is None:
             record.output = clean[1]
             return None
-        failure.message, failure.error_type = clean[2], clean[3]
+        failure.message, failure.error_type = clean[3], clean[4]
         return failure
 
     def account(self, attempt: dict[str, Any], usage: TargetOutput) -> None:
@@ -289,7 +297,15 @@ class ItemRunner:
         # Cut where the attempt is recorded, once any secret in it is replaced.
         model = model or self.model or ""
         cost = usage.cost
-        if cost is None:
+        # A trajectory whose model calls used tokens costs what they cost.
+        by_steps = bool(usage.steps) and self.price_steps(usage.steps or [])
+        if cost is None and by_steps:
+            cost = total_cost(
+                (s.prompt_tokens is not None or s.completion_tokens is not None, s.cost)
+                for s in usage.steps or []
+                if s.kind == "model"
+            )
+        elif cost is None:
             priced = self.prices.priced_model([model, self.model]) or model
             cost = self.prices.cost(priced, prompt, completion)
         for key, value in (
@@ -300,6 +316,25 @@ class ItemRunner:
         ):
             if value is not None and value != "":
                 attempt[key] = value
+
+    def price_steps(self, steps: list[Step]) -> bool:
+        """Price the model calls of a trajectory that have no cost (by the
+        model that answered, else the configured one); whether any used
+        tokens (then the result's cost is the sum of its steps')."""
+        used_any = False
+        for step in steps:
+            used = step.prompt_tokens is not None or step.completion_tokens is not None
+            if step.kind != "model" or not used:
+                continue
+            used_any = True
+            if step.cost is None:
+                priced = self.prices.priced_model([step.name, self.model])
+                step.cost = self.prices.cost(
+                    priced or step.name,
+                    token_count(step.prompt_tokens),
+                    token_count(step.completion_tokens),
+                )
+        return used_any
 
     @staticmethod
     def record_failure(

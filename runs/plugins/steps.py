@@ -78,3 +78,15 @@ def bounded(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[Any, int]:
     if len(data) <= limit:
         return value, len(data)
     return data[:limit].decode("utf-8", "ignore"), len(data)
+
+
+def bounded_json(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[str | None, int]:
+    """``bounded(value)`` as the JSON text that is stored (None for None),
+    and the full size: the value encoded once."""
+    if value is None:
+        return None, 0
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_stable)
+    data = text.encode()
+    if len(data) <= limit:
+        return text, len(data)
+    return json.dumps(data[:limit].decode("utf-8", "ignore")), len(data)

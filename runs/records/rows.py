@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from runs.models import RESULT_OUTCOME, Result, Score
-from runs.records import retries, signatures
+from runs.records import retries, signatures, step_rows
 from runs.records.plain_rows import (
     datetime_adapter,
     insert,
@@ -262,6 +262,7 @@ def results_store(run_id: int, records: list[Any]) -> list[tuple[int, Any]]:
         ids = insert_results(run_id, records)
     stored = [*zip(ids, records, strict=True), *replaced]
     insert_scores([(pk, s) for pk, record in stored for s in record.scores])
+    step_rows.steps_insert((pk, record.steps) for pk, record in stored if record.steps)
     return stored
 
 
@@ -321,8 +322,10 @@ def results_replace(
     A row keeps its previous outcome when the retry did no better
     (``_keeps_outcome``): its new attempts go to its log and their usage to
     its own, and its record is returned with the row's status and no scores
-    (what the caller counts). What was replaced or kept is tallied on the
-    run and its retry pass (``retries.retry_tally``).
+    (what the caller counts), and keeps its steps. A replaced row's scores
+    and steps are deleted (the caller inserts the new ones). What was
+    replaced or kept is tallied on the run and its retry pass
+    (``retries.retry_tally``).
     """
     if not Result.objects.filter(run_id=run_id, retry_pending=True).exists():
         # The usual case, answered by a partial index: nothing waits for a
@@ -364,11 +367,12 @@ def results_replace(
         _add_earlier_usage(record, prompt, completion, cost)
         if _keeps_outcome(status, pk in replaceable, record.status):
             if _keep(pk, record, attempts):
-                kept.append((pk, replace(record, status=status, scores=[])))
+                kept.append((pk, replace(record, status=status, scores=[], steps=None)))
         elif _replace(pk, record, attempts):
             replaced.append((pk, record))
             redrawn += status == SUCCEEDED
     Score.objects.filter(result_id__in=[pk for pk, _ in replaced]).delete()
+    step_rows.steps_delete([pk for pk, _ in replaced])
     retries.retry_tally(run_id, replaced=len(replaced), redrawn=redrawn, kept=len(kept))
     new = [r for r in records if (r.item_id, r.epoch) not in waiting]
     return [*replaced, *kept], new

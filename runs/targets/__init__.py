@@ -10,6 +10,7 @@ from __future__ import annotations
 from runs.plugins import targets
 from runs.plugins.targets import *  # noqa: F403
 from runs.targets import (  # noqa: F401  (registration)
+    agent,
     chain,
     demo,
     http,

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from runs.testing.fake_agent import AGENT_MARKERS, agent_reply, wants_agent
 from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix
 from runs.testing.fake_judge import GRADING, judge_reply
 from runs.testing.key_forms import FORMS, echoed
@@ -74,6 +75,7 @@ class FakeOpenAIServer:
         faults: FaultMix | None = None,
         seed: int | None = None,
         one_at_a_time: bool = False,
+        agent: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -82,6 +84,8 @@ class FakeOpenAIServer:
         # does: the others wait in turn, each for the latency of those ahead.
         self.one_at_a_time = one_at_a_time
         self.turn = asyncio.Lock()
+        # Answer a request with tools as an agent's model (fake_agent.py).
+        self.agent = agent
         self.faults = faults or FaultMix()
         self.random = random.Random(seed)
         self.stats = Stats()
@@ -304,6 +308,13 @@ class FakeOpenAIServer:
         if "tool" in markers:
             call = self.tool_call(request, clean, markers["tool"], echo)
             return self.http(200, call, escape=escape)
+        if wants_agent(request, self.agent):
+            reply, asked, said = agent_reply(request, self.stats.requests, solve)
+            body = self.completion(request, asked, said)
+            body["choices"][0]["message"] = reply
+            if reply.get("tool_calls"):
+                body["choices"][0]["finish_reason"] = "tool_calls"
+            return self.http(200, body)
         if "nocontent" in markers:
             body = self.completion(request, clean, "filtered")
             body["choices"][0]["message"]["content"] = None
@@ -436,7 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
             initial_indent=f"  {marker:<18}",
             subsequent_indent=" " * 20,
         )
-        for marker, meaning in PROMPT_MARKERS.items()
+        for marker, meaning in {**PROMPT_MARKERS, **AGENT_MARKERS}.items()
     )
     description = textwrap.fill(
         "A local stand-in for an OpenAI-compatible model endpoint. It serves "
@@ -519,6 +530,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="probability (0-1) that a request gets a 200 without choices (default 0)",
     )
     parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="answer every request that has tools as an agent's model: tool "
+        "calls chosen from the task, then a final answer (see the agent markers)",
+    )
+    parser.add_argument(
         "--seed",
         type=int,
         default=None,
@@ -549,6 +566,7 @@ def main() -> None:
         faults=faults,
         seed=args.seed,
         one_at_a_time=args.one_at_a_time,
+        agent=args.agent,
     )
 
     def announce() -> None:

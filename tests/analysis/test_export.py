@@ -220,7 +220,8 @@ def test_first_row_needs_one_chunk_of_scores_only(run: Run) -> None:
     with CaptureQueriesContext(connection) as queries:
         next(rows)
 
-    assert len(queries) == 2  # the results cursor and the first chunk's scores
+    # The results cursor, the first chunk's scores and its steps.
+    assert len(queries) == 3
     rows.close()
 
 
@@ -231,7 +232,9 @@ def test_scores_are_read_once_per_chunk_and_results_once(run: Run) -> None:
     assert len(rows) == 6
     score_queries = [q for q in queries if "runs_score" in q["sql"]]
     assert len(score_queries) == 3
-    assert len(queries) == 1 + 3
+    step_queries = [q for q in queries if "runs_step" in q["sql"]]
+    assert len(step_queries) == 3
+    assert len(queries) == 1 + 3 + 3
 
 
 def test_results_are_read_through_a_chunked_cursor(

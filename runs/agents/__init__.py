@@ -1,0 +1,1 @@
+"""Agents' trajectories: the steps of a result, read page by page."""
