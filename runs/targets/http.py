@@ -398,7 +398,8 @@ class HttpTarget(TargetPlugin[HttpParams]):
     def with_steps(
         self, answer: TargetOutput, data: Any, response: Answer
     ) -> TargetOutput:
-        """The answer with the trajectory at ``steps_path``, and its usage."""
+        """The answer with the trajectory at ``steps_path`` and its tokens (the
+        executor prices its model calls, keeping the costs the agent gave)."""
         if not self.params.steps_path:
             return answer
         path = self.params.steps_path
@@ -413,7 +414,6 @@ class HttpTarget(TargetPlugin[HttpParams]):
         answer.steps = steps
         answer.prompt_tokens = total(step.prompt_tokens for step in steps)
         answer.completion_tokens = total(step.completion_tokens for step in steps)
-        answer.cost = total(step.cost for step in steps)
         return answer
 
     def check_status(self, data: Any, response: Answer, text: str) -> None:

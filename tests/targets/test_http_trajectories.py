@@ -4,9 +4,14 @@ agent where its spans belong."""
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 
+from runs.executor.engine import execute_run
+from runs.models import Result, Step
+from runs.results.services import run_create
 from runs.targets import TargetError, TargetInput, build_target, clean_target_config
 from runs.targets.base import TargetContext
+from tests.factories import make_dataset
 from tests.local_http import serve
 from tests.targets.agent_server import fresh_handler
 
@@ -41,7 +46,8 @@ async def test_steps_in_evalsites_shape_are_kept_with_their_usage(agent):
         ("model", "small-model"),
     ]
     assert got.steps[1].arguments == {"a": 2, "b": 2} and got.steps[1].output == 4
-    assert (got.prompt_tokens, got.completion_tokens, got.cost) == (50, 7, 0.001)
+    assert (got.prompt_tokens, got.completion_tokens) == (50, 7)
+    assert got.steps[0].cost == 0.001
     assert got.steps[0].latency_ms == 12.5
 
 
@@ -96,3 +102,29 @@ async def test_no_trace_headers_when_turned_off_or_outside_a_run(agent):
     for request in handler.requests:
         assert "x-evalsite-run" not in request["headers"]
         assert "baggage" not in request["headers"]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_stores_the_trajectory_the_agent_answered(project, agent):
+    url, _ = agent
+    config = {"url": url, "body": {"mode": "steps"}, "output_path": "answer"}
+    run = await sync_to_async(run_create)(
+        user=None,
+        dataset=await sync_to_async(make_dataset)(
+            project, [{"id": "a", "input": "2+2?", "expected": "4"}]
+        ),
+        target_kind="http",
+        target_config={**config, "steps_path": "trace"},
+        scorers=["exact_match"],
+        launch=False,
+    )
+    await execute_run(run.pk)
+    result = await Result.objects.aget(run=run)
+    steps = [s async for s in Step.objects.filter(result=result).order_by("index")]
+    assert [(s.index, s.kind, s.name) for s in steps] == [
+        (0, "model", "small-model"),
+        (1, "tool", "add"),
+        (2, "model", "small-model"),
+    ]
+    assert (result.prompt_tokens, result.completion_tokens) == (50, 7)
+    assert steps[1].call_hash and steps[0].cost == 0.001
