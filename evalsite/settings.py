@@ -537,14 +537,28 @@ EVALSITE_ALERT_RETRY_SECONDS = env_int("EVALSITE_ALERT_RETRY_SECONDS", 2, minimu
 EVALSITE_ALERT_TIMEOUT_SECONDS = env_int(
     "EVALSITE_ALERT_TIMEOUT_SECONDS", 10, minimum=1
 )
-# Email alerts go through Django's email backend (SMTP unless EMAIL_BACKEND
-# names another).
-EMAIL_BACKEND = env_str(
-    "EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"
-)
-EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
-EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
-EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
-EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD")
-EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
+# Email alerts go through Django's default mailer: SMTP to EVALSITE_SMTP_HOST
+# (with a user, password and STARTTLS when given), or the console when
+# EVALSITE_EMAIL=console (to try channels without a mail server).
+_SMTP_OPTIONS: dict[str, object] = {
+    "host": env_str("EVALSITE_SMTP_HOST", "localhost"),
+    "port": env_int("EVALSITE_SMTP_PORT", 25, minimum=1),
+    "use_tls": env_bool("EVALSITE_SMTP_TLS"),
+    "timeout": 30,
+}
+if env_str("EVALSITE_SMTP_USER"):
+    _SMTP_OPTIONS |= {
+        "username": env_str("EVALSITE_SMTP_USER"),
+        "password": env_str("EVALSITE_SMTP_PASSWORD"),
+    }
+MAILERS = {
+    "default": (
+        {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+        if env_choice("EVALSITE_EMAIL", "smtp", ("smtp", "console")) == "console"
+        else {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": _SMTP_OPTIONS,
+        }
+    )
+}
 DEFAULT_FROM_EMAIL = env_str("EVALSITE_EMAIL_FROM", "evalsite@localhost")
