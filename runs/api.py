@@ -7,6 +7,7 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from ninja.security import django_auth
 
+from runs.alerts.api import channel_router
 from runs.catalogue.api import scorer_router
 from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router, plan_router
@@ -54,6 +55,7 @@ api.add_router("/plan", plan_router)
 api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
+api.add_router("/alert-channels", channel_router)
 
 
 @api.exception_handler(DomainError)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runs.alerts import urls as alerts
 from runs.catalogue import urls as catalogue
 from runs.clusters import urls as clusters
 from runs.compare import urls as compare
@@ -27,4 +28,5 @@ urlpatterns = [
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,
+    *alerts.urlpatterns,
 ]

@@ -71,7 +71,11 @@ def _load(delivery_id: int) -> Job | str:
         return "done"
     channel = delivery.channel
     try:
-        url = decrypt(channel.url_ciphertext, name="url") if channel.url_ciphertext else ""
+        url = (
+            decrypt(channel.url_ciphertext, name="url")
+            if channel.url_ciphertext
+            else ""
+        )
         secret = (
             decrypt(channel.secret_ciphertext, name="signing secret")
             if channel.secret_ciphertext
@@ -130,7 +134,11 @@ async def _post(job: Job, body: bytes, headers: dict[str, str]) -> Outcome:
         async with (
             policy_session() as session,
             session.post(
-                job.url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+                job.url,
+                data=body,
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
             ) as answer,
         ):
             text = (await answer.content.read(BODY_LIMIT)).decode(errors="replace")
@@ -170,7 +178,9 @@ async def attempt(job: Job) -> Outcome:
     if job.kind == AlertChannel.Kind.EMAIL:
         return await send_email(job)
     if job.kind == AlertChannel.Kind.SLACK:
-        return await _post(job, payloads.body_bytes(payloads.slack_payload(job.payload)), headers)
+        return await _post(
+            job, payloads.body_bytes(payloads.slack_payload(job.payload)), headers
+        )
     body = payloads.body_bytes(job.payload)
     timestamp = int(time.time())
     headers |= {
@@ -196,7 +206,9 @@ async def deliver(delivery_id: int) -> str:
         started = time.monotonic()
         outcome = await attempt(job)
         final = outcome.ok or not outcome.retry or number >= most
-        await record(delivery_id, number, outcome, time.monotonic() - started, final=final)
+        await record(
+            delivery_id, number, outcome, time.monotonic() - started, final=final
+        )
         if final:
             return Status.DELIVERED if outcome.ok else Status.FAILED
         await asyncio.sleep(backoff.delay(number, outcome.retry_after))

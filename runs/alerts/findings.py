@@ -52,11 +52,15 @@ def clean_floors(floors: Any, *, field: str = "floors") -> dict[str, float]:
     if floors in (None, ""):
         return {}
     if not isinstance(floors, Mapping):
-        raise InvalidInput('must be an object such as {"exact_match": 0.8}', field=field)
+        raise InvalidInput(
+            'must be an object such as {"exact_match": 0.8}', field=field
+        )
     cleaned: dict[str, float] = {}
     for scorer, floor in floors.items():
         if isinstance(floor, bool) or not isinstance(floor, int | float):
-            raise InvalidInput("must be a number from 0 to 1", field=f"{field}.{scorer}")
+            raise InvalidInput(
+                "must be a number from 0 to 1", field=f"{field}.{scorer}"
+            )
         if not 0.0 <= float(floor) <= 1.0:
             raise InvalidInput("must be from 0 to 1", field=f"{field}.{scorer}")
         cleaned[str(scorer)] = float(floor)
@@ -127,7 +131,9 @@ def findings(
         found.append(
             Finding(
                 kind=RUN_FAILED,
-                message=f"the run failed: {run.error}" if run.error else "the run failed",
+                message=f"the run failed: {run.error}"
+                if run.error
+                else "the run failed",
             )
         )
     if baseline is not None and baseline.pk != run.pk:

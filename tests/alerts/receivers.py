@@ -34,7 +34,9 @@ class Receiver:
 
 
 @contextlib.contextmanager
-def receiver(*, statuses: list[int] | None = None, held: bool = False) -> Iterator[Receiver]:
+def receiver(
+    *, statuses: list[int] | None = None, held: bool = False
+) -> Iterator[Receiver]:
     state = Receiver(statuses=list(statuses or []))
     if not held:
         state.gate.set()
@@ -72,7 +74,9 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}/hooks/alerts"
 
 
-def wait_for(predicate: Callable[[], bool], what: str, *, seconds: float = 30.0) -> None:
+def wait_for(
+    predicate: Callable[[], bool], what: str, *, seconds: float = 30.0
+) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
         if time.monotonic() > deadline:

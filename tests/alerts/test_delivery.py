@@ -203,7 +203,7 @@ def test_a_channel_of_another_project_is_never_sent_to(
 @live_db
 def test_a_test_delivery_is_sent(project, bob, dataset):
     with receiver() as hook:
-        channel, secret = webhook(project, bob, hook.url)
+        channel, _ = webhook(project, bob, hook.url)
         delivery = final(services.channel_test(channel=channel, user=bob))
     assert delivery.status == Status.DELIVERED and delivery.test
     body = json.loads(hook.requests[0].body)
