@@ -13,6 +13,7 @@ from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
+from runs.estimates.api import estimate_router
 from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
     ApiKeyAuth,
@@ -44,6 +45,8 @@ api = EvalsiteAPI(
 )
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
+# Before the runs' own: "/runs/{run_id}" would take "/runs/estimate".
+api.add_router("/runs", estimate_router)
 api.add_router("/runs", run_router)
 api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)

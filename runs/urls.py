@@ -8,6 +8,7 @@ from runs.clusters import urls as clusters
 from runs.compare import urls as compare
 from runs.datasets import urls as datasets
 from runs.demo import urls as demo
+from runs.estimates import urls as estimates
 from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
@@ -29,4 +30,5 @@ urlpatterns = [
     *retry.urlpatterns,
     *rescore.urlpatterns,
     *alerts.urlpatterns,
+    *estimates.urlpatterns,
 ]

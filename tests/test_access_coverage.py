@@ -218,6 +218,9 @@ PAGES: dict[str, list[Check]] = {
     "channel_test": [Check("POST", EDIT, CHANNEL)],
     "channel_secret": [Check("POST", EDIT, CHANNEL)],
     "channel_delete": [Check("POST", EDIT, CHANNEL)],
+    # The form lists only the user's own editable datasets and targets:
+    # anyone else is told to choose some.
+    "run_estimate_fragment": [Check("POST", ACCOUNT, data=_run_form)],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -310,6 +313,17 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/alert-channels/{channel_id}/secret"): [Check("POST", EDIT)],
     ("POST", "/alert-channels/{channel_id}/test"): [Check("POST", EDIT)],
     ("GET", "/alert-channels/{channel_id}/deliveries"): [Check("GET", VIEW)],
+    ("POST", "/runs/estimate"): [
+        Check(
+            "POST",
+            VIEW,
+            data=lambda w: {
+                "dataset": w.dataset.pk,
+                "target": w.target.pk,
+                "scorers": ["exact_match"],
+            },
+        )
+    ],
 }
 
 
