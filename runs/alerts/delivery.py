@@ -191,25 +191,30 @@ async def attempt(job: Job) -> Outcome:
     return await _post(job, body, headers)
 
 
-async def deliver(delivery_id: int) -> str:
-    """Send a delivery until it is delivered or given up; its final status."""
+async def attempt_next(delivery_id: int) -> tuple[str, float | None]:
+    """The delivery's next attempt, recorded: its status, and how long to wait
+    before the one after (None: no other, it has ended)."""
     job = await load(delivery_id)
     if isinstance(job, str):
-        return job
-    backoff = Backoff(
-        base=settings.EVALSITE_ALERT_RETRY_SECONDS,
-        maximum=max(settings.EVALSITE_ALERT_RETRY_SECONDS * 16, 0.0),
-    )
+        return job, None
     most = settings.EVALSITE_ALERT_ATTEMPTS
-    for number in range(job.done + 1, max(most, job.done + 1) + 1):
-        await mark_sending(delivery_id)
-        started = time.monotonic()
-        outcome = await attempt(job)
-        final = outcome.ok or not outcome.retry or number >= most
-        await record(
-            delivery_id, number, outcome, time.monotonic() - started, final=final
-        )
-        if final:
-            return Status.DELIVERED if outcome.ok else Status.FAILED
-        await asyncio.sleep(backoff.delay(number, outcome.retry_after))
-    return Status.FAILED
+    number = job.done + 1
+    await mark_sending(delivery_id)
+    started = time.monotonic()
+    outcome = await attempt(job)
+    final = outcome.ok or not outcome.retry or number >= most
+    await record(delivery_id, number, outcome, time.monotonic() - started, final=final)
+    if final:
+        return (Status.DELIVERED if outcome.ok else Status.FAILED), None
+    base = float(settings.EVALSITE_ALERT_RETRY_SECONDS)
+    backoff = Backoff(base=base, maximum=base * 16)
+    return Status.RETRYING, backoff.delay(number, outcome.retry_after)
+
+
+async def deliver(delivery_id: int) -> str:
+    """Send a delivery until it is delivered or given up; its final status."""
+    while True:
+        status, wait = await attempt_next(delivery_id)
+        if wait is None:
+            return status
+        await asyncio.sleep(wait)
