@@ -218,9 +218,7 @@ PAGES: dict[str, list[Check]] = {
     "channel_test": [Check("POST", EDIT, CHANNEL)],
     "channel_secret": [Check("POST", EDIT, CHANNEL)],
     "channel_delete": [Check("POST", EDIT, CHANNEL)],
-    # The form lists only the user's own editable datasets and targets:
-    # anyone else is told to choose some.
-    "run_estimate_fragment": [Check("POST", ACCOUNT, data=_run_form)],
+    "run_estimate_fragment": [Check("POST", VIEW, data=_run_form)],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
