@@ -29,6 +29,7 @@ from runs.alerts import payloads
 from runs.calls.netpolicy import policy_session, refusal_in
 from runs.calls.retry import Backoff, parse_retry_after
 from runs.models import AlertChannel, AlertDelivery
+from runs.secrets.destinations import Destination
 from runs.secrets.store import SecretUnavailable, decrypt
 
 Status = AlertDelivery.Status
@@ -82,8 +83,9 @@ def _load(delivery_id: int) -> Job | str:
             else ""
         )
     except SecretUnavailable as exc:
-        _record(delivery_id, 1, Outcome(ok=False, error=str(exc)), 0.0, final=True)
-        return "failed"
+        number = len(delivery.attempts) + 1
+        _record(delivery_id, number, Outcome(ok=False, error=str(exc)), 0.0, final=True)
+        return Status.FAILED
     return Job(
         delivery_id=delivery.pk,
         kind=channel.kind,
@@ -157,7 +159,13 @@ async def _post(job: Job, body: bytes, headers: dict[str, str]) -> Outcome:
         refusal = refusal_in(exc)
         if refusal is not None:
             return Outcome(ok=False, error=str(refusal))
-        return Outcome(ok=False, error=f"{type(exc).__name__}: {exc}", retry=True)
+        message = f"{type(exc).__name__}: {exc}"
+        return Outcome(ok=False, error=scrubbed(message, job.url), retry=True)
+
+
+def scrubbed(text: str, url: str) -> str:
+    """``text`` without the URL's path and query: a Slack URL's is its token."""
+    return text.replace(url, str(Destination.of(url) or "the URL"))
 
 
 def _send_email(job: Job) -> Outcome:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from runs.alerts.delivery import scrubbed
 from runs.alerts.findings import BELOW_FLOOR, RUN_FAILED, findings
 from runs.errors import InvalidInput
 from runs.models import Run, RunStatus
@@ -67,3 +68,9 @@ def test_a_bad_floor_is_named(dataset, floor):
     with pytest.raises(InvalidInput) as refused:
         findings(candidate, None, {"exact_match": floor})
     assert refused.value.field == "floors.exact_match"
+
+
+def test_an_error_never_shows_a_url_path():
+    url = "https://hooks.slack.com/services/T0/B0/token"
+    text = f"InvalidURL: {url} is not valid"
+    assert scrubbed(text, url) == "InvalidURL: https://hooks.slack.com is not valid"
