@@ -40,6 +40,7 @@ __all__ = [
     "channel_rotate_secret",
     "channel_test",
     "channel_update",
+    "clean_channels",
     "findings",
 ]
 
@@ -202,6 +203,22 @@ def channel_test(*, channel: AlertChannel, user: User) -> AlertDelivery:
         )
         deliver_later([delivery.pk])
     return delivery
+
+
+def clean_channels(
+    *, project: Project, channel_ids: Iterable[int], field: str = "channels"
+) -> list[AlertChannel]:
+    """The project's channels of these ids (for an evaluation's channels);
+    InvalidInput naming the first id that is not one of them."""
+    ids = list(dict.fromkeys(channel_ids))
+    found = {c.pk: c for c in AlertChannel.objects.filter(project=project, pk__in=ids)}
+    for position, channel_id in enumerate(ids):
+        if channel_id not in found:
+            raise InvalidInput(
+                f"no alert channel {channel_id} in {project}",
+                field=f"{field}[{position}]",
+            )
+    return [found[channel_id] for channel_id in ids]
 
 
 def announce(

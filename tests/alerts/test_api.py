@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from runs.alerts import services
+from runs.errors import InvalidInput
 from runs.models import AlertChannel, AlertDelivery
 from runs.secrets.store import decrypt
 
@@ -119,3 +121,17 @@ def test_another_project_never_sees_nor_uses_a_channel(mallory_client, hook, pro
     assert post(mallory_client, API, body).status_code == 404
     assert not AlertDelivery.objects.exists()
     assert AlertChannel.objects.get(pk=hook["id"]).name == "ci"
+
+
+def test_an_evaluation_may_name_only_its_own_project_channels(
+    hook, project, other_project, mallory
+):
+    foreign = services.channel_create(
+        project=other_project, user=mallory, name="x", kind="email", emails=["m@x.org"]
+    ).channel
+    assert [
+        c.pk for c in services.clean_channels(project=project, channel_ids=[hook["id"]])
+    ] == [hook["id"]]
+    with pytest.raises(InvalidInput) as refused:
+        services.clean_channels(project=project, channel_ids=[hook["id"], foreign.pk])
+    assert refused.value.field == "channels[1]"
