@@ -120,3 +120,21 @@ def test_the_run_page_shows_estimate_against_actual(bob_client, dataset, target,
     finish(run)
     page = bob_client.get(f"/runs/{run.pk}/").content.decode()
     assert "Estimated" in page and "$0.0002" in page and "150% of that" in page
+
+
+def test_the_form_offers_a_sample_and_says_it_is_charged(bob_client, dataset, target):
+    form = {
+        "dataset": dataset.pk,
+        "target": target.pk,
+        "scorers": ["exact_match"],
+        "concurrency": 1,
+        "timeout_seconds": 10,
+        "max_attempts": 1,
+        "epochs": 1,
+    }
+    page = bob_client.post("/runs/estimate/", form).content.decode()
+    assert "No estimate yet" in page and "(charged)" in page
+    page = bob_client.post("/runs/estimate/", form | {"sample": 3}).content.decode()
+    (sample,) = Run.objects.all()
+    assert (sample.name, sample.total) == ("Cost sample: 3 items", 3)
+    assert "sent to the target for real and charged" in page
