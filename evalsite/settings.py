@@ -293,7 +293,7 @@ EVALSITE_STALL_SECONDS = env_int("EVALSITE_STALL_SECONDS", 30, minimum=2)
 # A worker told to stop (SIGTERM) finishes its shards for this long, then
 # hands back what is left; a second signal hands it back at once.
 EVALSITE_WORKER_GRACE_SECONDS = env_int("EVALSITE_WORKER_GRACE_SECONDS", 60, minimum=0)
-PROCRASTINATE_IMPORT_PATHS = ["runs.executor.distributed"]
+PROCRASTINATE_IMPORT_PATHS = ["runs.executor.distributed", "runs.alerts.tasks"]
 
 # Python callables that a `python` target may call, as dotted paths.
 EVALSITE_PYTHON_TARGETS = env_list(
@@ -541,3 +541,40 @@ EVALSITE_SANDBOX_MAX_OUTPUT_KB = env_int(
 # in the admin (Model prices), whose rows win. The one default is the offline
 # demo model's, a made-up price so that a fresh install shows costs.
 EVALSITE_PRICES = env_prices("EVALSITE_PRICES", {"demo": [1.0, 2.0]})
+
+
+# -- regression alerts -------------------------------------------------------------
+
+# Attempts to send one alert to one channel, the back-off before a retry
+# (exponential from this many seconds, with full jitter), and each attempt's
+# time limit.
+EVALSITE_ALERT_ATTEMPTS = env_int("EVALSITE_ALERT_ATTEMPTS", 4, minimum=1)
+EVALSITE_ALERT_RETRY_SECONDS = env_int("EVALSITE_ALERT_RETRY_SECONDS", 2, minimum=0)
+EVALSITE_ALERT_TIMEOUT_SECONDS = env_int(
+    "EVALSITE_ALERT_TIMEOUT_SECONDS", 10, minimum=1
+)
+# Email alerts go through Django's default mailer: SMTP to EVALSITE_SMTP_HOST
+# (with a user, password and STARTTLS when given), or the console when
+# EVALSITE_EMAIL=console (to try channels without a mail server).
+_SMTP_OPTIONS: dict[str, object] = {
+    "host": env_str("EVALSITE_SMTP_HOST", "localhost"),
+    "port": env_int("EVALSITE_SMTP_PORT", 25, minimum=1),
+    "use_tls": env_bool("EVALSITE_SMTP_TLS"),
+    "timeout": 30,
+}
+if env_str("EVALSITE_SMTP_USER"):
+    _SMTP_OPTIONS |= {
+        "username": env_str("EVALSITE_SMTP_USER"),
+        "password": env_str("EVALSITE_SMTP_PASSWORD"),
+    }
+MAILERS = {
+    "default": (
+        {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+        if env_choice("EVALSITE_EMAIL", "smtp", ("smtp", "console")) == "console"
+        else {
+            "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+            "OPTIONS": _SMTP_OPTIONS,
+        }
+    )
+}
+DEFAULT_FROM_EMAIL = env_str("EVALSITE_EMAIL_FROM", "evalsite@localhost")

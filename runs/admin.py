@@ -5,6 +5,7 @@ from django.db.models import Model, QuerySet
 from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest
 
+from runs.alerts import admin as alerts_admin  # noqa: F401  (registers its models)
 from runs.models import (
     RUN_COUNTS,
     ApiKey,

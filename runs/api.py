@@ -8,11 +8,13 @@ from django.http import HttpRequest, HttpResponse
 from ninja.security import django_auth
 
 from runs.agents.api import trajectory_router
+from runs.alerts.api import channel_router
 from runs.catalogue.api import scorer_router, tool_router
 from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
+from runs.estimates.api import estimate_router
 from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
     ApiKeyAuth,
@@ -45,6 +47,8 @@ api = EvalsiteAPI(
 )
 api.add_router("/datasets", dataset_router)
 api.add_router("/targets", target_router)
+# Before the runs' own: "/runs/{run_id}" would take "/runs/estimate".
+api.add_router("/runs", estimate_router)
 api.add_router("/runs", run_router)
 api.add_router("/projects", project_router)
 api.add_router("/keys", key_router)
@@ -59,6 +63,7 @@ api.add_router("/runs", rescore_router)
 api.add_router("/otlp", otlp_router)
 api.add_router("/results", trajectory_router)
 api.add_router("/tools", tool_router)
+api.add_router("/alert-channels", channel_router)
 
 
 @api.exception_handler(DomainError)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from runs.alerts import urls as alerts
 from runs.catalogue import urls as catalogue
 from runs.clusters import urls as clusters
 from runs.compare import urls as compare
 from runs.datasets import urls as datasets
 from runs.demo import urls as demo
+from runs.estimates import urls as estimates
 from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
@@ -27,4 +29,6 @@ urlpatterns = [
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,
+    *alerts.urlpatterns,
+    *estimates.urlpatterns,
 ]

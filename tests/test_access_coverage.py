@@ -29,6 +29,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.utils import timezone
 
+from runs.alerts.services import channel_create
 from runs.api import api
 from runs.datasets.importers import staging
 from runs.executor import launchers
@@ -66,6 +67,7 @@ class World:
     key_id: int
     token: str
     secret: str = "API_TOKEN"
+    channel_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -98,6 +100,7 @@ def _ids(w: World) -> dict[str, Any]:
         "token": w.token,
         "name": w.secret,
         "format": "csv",
+        "channel_id": w.channel_id,
     }
 
 
@@ -161,6 +164,8 @@ def _tool_span(w: World) -> dict[str, Any]:
 
 
 RUN = ("run_id",)
+CHANNEL = ("channel_id",)
+NEW_CHANNEL = _given({"name": "more", "kind": "email", "emails": "a@example.org"})
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
@@ -231,6 +236,18 @@ PAGES: dict[str, list[Check]] = {
     "run_resume": [Check("POST", EDIT, RUN)],
     "run_rescore": [Check("GET", EDIT, RUN), Check("POST", EDIT, RUN, data=RESCORE)],
     "run_scoring_passes": [Check("GET", VIEW, RUN)],
+    "channel_list": [
+        Check("GET", VIEW, PROJECT),
+        Check("POST", EDIT, PROJECT, data=NEW_CHANNEL),
+    ],
+    "channel_detail": [
+        Check("GET", VIEW, CHANNEL),
+        Check("POST", EDIT, CHANNEL, data=RENAME),
+    ],
+    "channel_test": [Check("POST", EDIT, CHANNEL)],
+    "channel_secret": [Check("POST", EDIT, CHANNEL)],
+    "channel_delete": [Check("POST", EDIT, CHANNEL)],
+    "run_estimate_fragment": [Check("POST", VIEW, data=_run_form)],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -307,6 +324,36 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
     ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
     ("POST", "/otlp/v1/traces"): [Check("POST", EDIT, data=lambda w: _tool_span(w))],
+    ("GET", "/alert-channels"): [Check("GET", ACCOUNT, scoped=True)],
+    ("POST", "/alert-channels"): [
+        Check(
+            "POST",
+            EDIT,
+            data=lambda w: {
+                "project": w.project.pk,
+                "name": "more",
+                "kind": "email",
+                "emails": ["a@example.org"],
+            },
+        )
+    ],
+    ("GET", "/alert-channels/{channel_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/alert-channels/{channel_id}"): [Check("PATCH", EDIT, data=RENAME)],
+    ("DELETE", "/alert-channels/{channel_id}"): [Check("DELETE", EDIT)],
+    ("POST", "/alert-channels/{channel_id}/secret"): [Check("POST", EDIT)],
+    ("POST", "/alert-channels/{channel_id}/test"): [Check("POST", EDIT)],
+    ("GET", "/alert-channels/{channel_id}/deliveries"): [Check("GET", VIEW)],
+    ("POST", "/runs/estimate"): [
+        Check(
+            "POST",
+            VIEW,
+            data=lambda w: {
+                "dataset": w.dataset.pk,
+                "target": w.target.pk,
+                "scorers": ["exact_match"],
+            },
+        )
+    ],
 }
 
 
@@ -403,6 +450,13 @@ def world(
         project=project, user=alice, name="API_TOKEN", value="v-1", hosts=["a.org"]
     )
     key, _ = api_key_create(user=bob, name="laptop")
+    channel = channel_create(
+        project=project,
+        user=bob,
+        name="hook",
+        kind="webhook",
+        url="https://hooks.example.org/evalsite",
+    ).channel
     staged = staging.upload_stage(
         user=bob,
         project=project,
@@ -420,6 +474,7 @@ def world(
         users={"alice": alice, "bob": bob, "victor": victor, "mallory": mallory},
         key_id=key.pk,
         token=staged.token,
+        channel_id=channel.pk,
     )
 
 

@@ -312,6 +312,9 @@ async def run_worker(*, shards: int, queues: list[str]) -> None:
     connector = app.connector
     assert isinstance(connector, DjangoConnector)
     with app.replace_connector(connector.get_worker_connector()) as worker_app:
+        # The tasks of PROCRASTINATE_IMPORT_PATHS (alerts' too), as
+        # run_worker_async would import them.
+        worker_app.perform_import_paths()
         async with worker_app.open_async():
             recovery = asyncio.create_task(
                 recover_stalled(worker_app, stall_seconds=stall)

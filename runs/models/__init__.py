@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from runs.models.alerts import AlertChannel, AlertDelivery
 from runs.models.datasets import Dataset, Item, ReadyDatasetManager
 from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
@@ -38,6 +39,8 @@ __all__ = [
     "RESULT_OUTCOME",
     "RUN_COUNTS",
     "STOPPED_IN_FLIGHT",
+    "AlertChannel",
+    "AlertDelivery",
     "ApiKey",
     "Dataset",
     "ErrorKind",

@@ -80,6 +80,11 @@ class Run(RunCounts, Authored):
     # The price table as it was when the run first started (runs/calls/pricing.py):
     # one run, one price per model, whatever is edited while it goes.
     prices = models.JSONField(null=True, blank=True)
+    # What the run was expected to cost before it started (runs/estimates/),
+    # and what that figure was made from: past runs of the target over the
+    # dataset, or a sample of items sent to it.
+    estimated_cost = models.FloatField(null=True, blank=True)
+    estimate_basis = models.JSONField(null=True, blank=True)
 
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -214,6 +214,15 @@ class RunDetailOut(RunOut):
     retry_passes: list[RetryPassOut] = Field(
         description="the run's retry passes, oldest first"
     )
+    estimated_cost: float | None = Field(
+        None,
+        description="what the run was expected to cost (US dollars) when it was "
+        "created, from the last runs of its target over its dataset; null "
+        "without such a run",
+    )
+    estimate_basis: dict[str, Any] | None = Field(
+        None, description="what the estimate was made from (POST /runs/estimate)"
+    )
 
     @staticmethod
     def resolve_pass_rate(obj: Run) -> dict[str, float | None]:

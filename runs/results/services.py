@@ -11,6 +11,7 @@ from django.utils import timezone
 from runs import events
 from runs.access import Action, require
 from runs.errors import InvalidInput
+from runs.estimates.figures import estimate_record
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.executor.store import retries_release, run_recount
@@ -92,6 +93,7 @@ def run_create(
         parent=parent,
         created_by=user,
     )
+    estimate_record(run)
     if launch:
         transaction.on_commit(lambda: run_launch(run=run))
     return run

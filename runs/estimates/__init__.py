@@ -1,0 +1,1 @@
+"""What a run would cost before it starts: from past runs, or a paid sample."""

@@ -1,0 +1,132 @@
+"""Estimates asked for (the API, the new-run form) and paid samples."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+
+from runs.access import Action, require
+from runs.alerts.dispatch import run_later
+from runs.errors import InvalidInput
+from runs.estimates.figures import Estimate, estimate
+from runs.executor.engine import execute_run
+from runs.executor.options import RunOptions
+from runs.models import Dataset, Item, Run, Target
+from runs.results.services import run_create
+from runs.scorers import clean_scorer_specs
+from runs.targets import clean_target_config
+
+SAMPLE_MAX = 20
+
+
+def _arguments(
+    *,
+    dataset: Dataset,
+    target: Target | None,
+    target_kind: str | None,
+    target_config: dict[str, Any] | None,
+    scorers: list[Any],
+    options: dict[str, Any] | RunOptions | None,
+) -> dict[str, Any]:
+    """What ``run_create`` would freeze, cleaned the same way."""
+    if target is not None:
+        if target.project_id != dataset.project_id:
+            raise InvalidInput(
+                "belongs to another project than the dataset", field="target"
+            )
+        target_kind, target_config = target.kind, target.config
+    if not target_kind:
+        raise InvalidInput("is required", field="target")
+    config = clean_target_config(
+        target_kind, target_config or {}, path="target_config", kind_field="target"
+    )
+    if not isinstance(options, RunOptions):
+        options = RunOptions.from_dict(options, path="options")
+    return {
+        "dataset": dataset,
+        "target": target,
+        "target_kind": target_kind,
+        "target_config": config,
+        "scorers": clean_scorer_specs(scorers, path="scorers"),
+        "options": options,
+    }
+
+
+def run_estimate(
+    *,
+    user: User,
+    dataset: Dataset,
+    target: Target | None = None,
+    target_kind: str | None = None,
+    target_config: dict[str, Any] | None = None,
+    scorers: list[Any],
+    options: dict[str, Any] | RunOptions | None = None,
+) -> Estimate:
+    """What a run would cost (a member of the dataset's project may ask)."""
+    require(user, dataset.project, Action.VIEW)
+    return estimate(
+        **_arguments(
+            dataset=dataset,
+            target=target,
+            target_kind=target_kind,
+            target_config=target_config,
+            scorers=scorers,
+            options=options,
+        )
+    )
+
+
+def estimate_sample(
+    *,
+    user: User,
+    dataset: Dataset,
+    items: int,
+    target: Target | None = None,
+    target_kind: str | None = None,
+    target_config: dict[str, Any] | None = None,
+    scorers: list[Any],
+    options: dict[str, Any] | RunOptions | None = None,
+) -> Run:
+    """Send the first ``items`` items through the target for real (editors).
+
+    A run of its own, named for what it is, charged as any run is; one epoch,
+    its judges included. Once it ends, estimates read it as a past run.
+    """
+    require(user, dataset.project, Action.EDIT)
+    if not 1 <= items <= min(SAMPLE_MAX, dataset.item_count):
+        most = min(SAMPLE_MAX, dataset.item_count)
+        raise InvalidInput(f"must be from 1 to {most}", field="sample")
+    arguments = _arguments(
+        dataset=dataset,
+        target=target,
+        target_kind=target_kind,
+        target_config=target_config,
+        scorers=scorers,
+        options=options,
+    )
+    sample_options = RunOptions.from_dict(
+        arguments["options"].to_dict() | {"epochs": 1}, path="options"
+    )
+    run = run_create(
+        user=user,
+        dataset=dataset,
+        target=target,
+        target_kind=arguments["target_kind"],
+        target_config=arguments["target_config"],
+        scorers=arguments["scorers"],
+        options=sample_options,
+        name=f"Cost sample: {items} item{'s' * (items != 1)}",
+        launch=False,
+    )
+    indexes = list(
+        Item.objects.filter(dataset=dataset)
+        .order_by("index")
+        .values_list("index", flat=True)[:items]
+    )
+    Run.objects.filter(pk=run.pk).update(total=len(indexes))
+    run.total = len(indexes)
+    bounds = (indexes[0], indexes[-1] + 1)
+    transaction.on_commit(lambda: run_later(execute_run(run.pk, index_range=bounds)))
+    return run
