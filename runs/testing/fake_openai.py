@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix
-from runs.testing.fake_judge import GRADING, judge_reply
+from runs.testing.fake_judge import GRADING, format_refusal, judge_content
 from runs.testing.key_forms import FORMS, echoed
 
-# A request whose response_format asks for JSON gets {"answer": ...} as content.
+# JSON asked for: {"answer": ...}, or to grade, an object matching the schema.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
+# The response_format types a server takes unless told otherwise.
+ALL_FORMATS = frozenset({"text", *JSON_FORMATS})
 
 _REASONS = {
     200: "OK",
@@ -74,8 +76,14 @@ class FakeOpenAIServer:
         faults: FaultMix | None = None,
         seed: int | None = None,
         one_at_a_time: bool = False,
+        response_formats: frozenset[str] = ALL_FORMATS,
+        prose_judge: bool = False,
     ) -> None:
         self.host = host
+        # The response_format types it takes (another gets a 400), and
+        # whether it judges as a small model: prose unless held to a schema.
+        self.response_formats = response_formats
+        self.prose_judge = prose_judge
         self.port = port
         self.latency_ms = latency_ms
         # Answer one request at a time, as a local model server with one slot
@@ -299,6 +307,9 @@ class FakeOpenAIServer:
             return self.http(
                 200, {**body, **({"key": echo} if echo else {})}, None, escape
             )
+        refusal = format_refusal(request.get("response_format"), self.response_formats)
+        if refusal is not None:
+            return self.http(400, refusal)
         if "badjson" in markers:
             return self.raw(200, b"{not json", "application/json")
         if "tool" in markers:
@@ -318,14 +329,20 @@ class FakeOpenAIServer:
             for m in request["messages"]
             if isinstance(m, dict)
         ):
-            content = judge_reply(MARKER.sub("", prompt))
+            content = judge_content(
+                request.get("response_format"),
+                MARKER.sub("", prompt),
+                prose=self.prose_judge,
+            )
         else:
             content = solve(clean) or clean
             if "wrong" in markers:
                 content = content + "1"
         response_format = request.get("response_format")
-        if isinstance(response_format, dict) and (
-            response_format.get("type") in JSON_FORMATS
+        if (
+            isinstance(response_format, dict)
+            and response_format.get("type") in JSON_FORMATS
+            and not content.startswith("{")
         ):
             content = json.dumps({"answer": content})
         if echo:
@@ -483,6 +500,16 @@ def build_parser() -> argparse.ArgumentParser:
         "one slot)",
     )
     parser.add_argument(
+        "--response-formats",
+        default=",".join(sorted(ALL_FORMATS)),
+        help="response_format types taken; others get a 400 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--prose-judge",
+        action="store_true",
+        help="judge in prose with no verdict unless held to a JSON schema",
+    )
+    parser.add_argument(
         "--error-500",
         type=float,
         default=0.0,
@@ -549,6 +576,10 @@ def main() -> None:
         faults=faults,
         seed=args.seed,
         one_at_a_time=args.one_at_a_time,
+        response_formats=frozenset(
+            kind.strip() for kind in args.response_formats.split(",") if kind.strip()
+        ),
+        prose_judge=args.prose_judge,
     )
 
     def announce() -> None:
