@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -30,6 +30,8 @@ CONFIDENCE = 0.95
 BOOTSTRAP = 1000
 # Replicates are drawn in blocks of this many, to bound memory on big queues.
 BLOCK = 256
+# Up to this many kinds of item a resample is one multinomial draw over them.
+MULTINOMIAL_KINDS = 512
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -345,34 +347,126 @@ def krippendorff_alpha(
     return alpha_from(alpha_parts(coded).sum(axis=0), level, coded.categories)
 
 
-def complete_counts(coded: Coded) -> IntArray:
-    """Fleiss' table over the items every rater labelled."""
-    complete = (coded.codes >= 0).all(axis=0)
-    return coded.counts()[complete]
-
-
 def disagreements(
     matrix: Matrix, categories: Sequence[Label] | None = None
 ) -> list[Disagreement]:
     """The items whose given labels are not all the same, in item order."""
-    coded = code_labels(matrix, categories)
+    return coded_disagreements(code_labels(matrix, categories))
+
+
+def coded_disagreements(coded: Coded) -> list[Disagreement]:
     counts = coded.counts()
-    distinct = (counts > 0).sum(axis=1)
+    disputed = np.nonzero((counts > 0).sum(axis=1) > 1)[0]
+    # Index 0 is "no label": codes are shifted by one.
+    names = np.empty(len(coded.categories) + 1, dtype=object)
+    names[0] = None
+    names[1:] = coded.categories
+    labels = names[coded.codes[:, disputed] + 1].T.tolist()
     out = []
-    for item in np.nonzero(distinct > 1)[0]:
-        labels = tuple(
-            None if code < 0 else coded.categories[code]
-            for code in coded.codes[:, item]
-        )
-        tally = {
-            coded.categories[c]: int(counts[item, c])
-            for c in np.nonzero(counts[item])[0]
-        }
-        out.append(Disagreement(int(item), labels, tally))
+    for item, given in zip(disputed.tolist(), labels, strict=True):
+        row = counts[item]
+        tally = {names[c + 1]: int(row[c]) for c in np.flatnonzero(row)}
+        out.append(Disagreement(item, tuple(given), tally))
     return out
 
 
 # -- bootstrap over items ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Statistic:
+    """A statistic to bootstrap: each item's sufficient statistics (a row per
+    item) and the function of their column sums that gives it."""
+
+    name: str
+    parts: FloatArray
+    compute: Callable[[FloatArray], float]
+
+
+def resample_counts(
+    frequencies: IntArray, size: int, rng: np.random.Generator
+) -> FloatArray:
+    """``size`` bootstrap resamples of the items, as how often each kind of
+    item is drawn: items with the same sufficient statistics are
+    interchangeable, so a resample of n items is a multinomial draw over the
+    kinds with their frequencies (exactly, not an approximation)."""
+    n = int(frequencies.sum())
+    kinds = len(frequencies)
+    if kinds <= MULTINOMIAL_KINDS:
+        return rng.multinomial(n, frequencies / n, size=size).astype(np.float64)
+    # Many kinds (interval labels): draw items, then count them by kind.
+    kind_of = np.repeat(np.arange(kinds), frequencies)
+    draws = kind_of[rng.integers(0, n, size=(size, n))]
+    draws += (np.arange(size) * kinds)[:, None]
+    counts = np.bincount(draws.ravel(), minlength=size * kinds)
+    return counts.reshape(size, kinds).astype(np.float64)
+
+
+def bootstrap_many(
+    statistics: Sequence[Statistic],
+    *,
+    replicates: int = BOOTSTRAP,
+    seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> dict[str, Estimate]:
+    """Each statistic and its percentile bootstrap interval, over one set of
+    resamples of the items (every ``parts`` has a row per item, in one order).
+
+    Resamples where a statistic is undefined (one category only) are counted
+    and left out; with fewer than half of the replicates defined there is no
+    interval. An estimate's ``items`` are those that add to it.
+    """
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence: {confidence} is not between 0 and 1")
+    if replicates < 0:
+        raise ValueError(f"replicates: {replicates} is negative")
+    n = statistics[0].parts.shape[0] if statistics else 0
+    values: dict[str, list[float]] = {}
+    out: dict[str, Estimate] = {}
+    for stat in statistics:
+        items = int(np.any(stat.parts != 0, axis=1).sum())
+        try:
+            value = stat.compute(stat.parts.sum(axis=0))
+        except Undefined as exc:
+            out[stat.name] = Estimate(
+                stat.name, None, items, str(exc), confidence=confidence
+            )
+            continue
+        out[stat.name] = Estimate(stat.name, value, items, confidence=confidence)
+        values[stat.name] = []
+    live = [stat for stat in statistics if stat.name in values]
+    if replicates == 0 or n == 0 or not live:
+        return out
+    # The kinds of item (rows of every statistic's parts side by side).
+    rows = np.ascontiguousarray(np.hstack([stat.parts for stat in live]))
+    # Each row as one opaque value: sorting bytes is faster than by columns.
+    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
+    _, first, frequencies = np.unique(
+        keys.ravel(), return_index=True, return_counts=True
+    )
+    rng = np.random.default_rng(seed)
+    undefined = dict.fromkeys(values, 0)
+    for start in range(0, replicates, BLOCK):
+        counts = resample_counts(frequencies, min(BLOCK, replicates - start), rng)
+        for stat in live:
+            for sums in counts @ stat.parts[first]:
+                try:
+                    values[stat.name].append(stat.compute(sums))
+                except Undefined:
+                    undefined[stat.name] += 1
+    tail = (1 - confidence) / 2 * 100
+    for name, found in values.items():
+        interval = None
+        if len(found) * 2 >= replicates:
+            low, high = np.percentile(found, [tail, 100 - tail])
+            interval = (float(low), float(high))
+        out[name] = replace(
+            out[name],
+            interval=interval,
+            replicates=replicates,
+            undefined_replicates=undefined[name],
+        )
+    return out
 
 
 def bootstrap(
@@ -384,52 +478,16 @@ def bootstrap(
     seed: int = 0,
     confidence: float = CONFIDENCE,
 ) -> Estimate:
-    """The statistic and its percentile bootstrap interval over items.
-
-    ``parts`` holds each item's sufficient statistics (a row per item);
-    ``compute`` maps their column sums to the statistic. Resamples where the
-    statistic is undefined are counted and left out; with fewer than half of
-    the replicates defined there is no interval. Only the items that add to
-    the statistic (those with labels enough) are resampled and counted.
-    """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence: {confidence} is not between 0 and 1")
-    if replicates < 0:
-        raise ValueError(f"replicates: {replicates} is negative")
+    """One statistic and its percentile bootstrap interval, resampling only
+    the items that add to it (``bootstrap_many``)."""
     parts = parts[np.any(parts != 0, axis=1)]
-    n = shown = parts.shape[0]
-    try:
-        value = compute(parts.sum(axis=0))
-    except Undefined as exc:
-        return Estimate(statistic, None, shown, str(exc), confidence=confidence)
-    if replicates == 0 or n == 0:
-        return Estimate(statistic, value, shown, confidence=confidence)
-    rng = np.random.default_rng(seed)
-    values: list[float] = []
-    undefined = 0
-    uniform = np.full(n, 1.0 / n)
-    for start in range(0, replicates, BLOCK):
-        size = min(BLOCK, replicates - start)
-        draws = rng.multinomial(n, uniform, size=size).astype(np.float64)
-        for sums in draws @ parts:
-            try:
-                values.append(compute(sums))
-            except Undefined:
-                undefined += 1
-    interval = None
-    if len(values) * 2 >= replicates:
-        tail = (1 - confidence) / 2 * 100
-        low, high = np.percentile(values, [tail, 100 - tail])
-        interval = (float(low), float(high))
-    return Estimate(
-        statistic,
-        value,
-        shown,
-        interval=interval,
-        confidence=confidence,
+    found = bootstrap_many(
+        [Statistic(statistic, parts, compute)],
         replicates=replicates,
-        undefined_replicates=undefined,
+        seed=seed,
+        confidence=confidence,
     )
+    return found[statistic]
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,45 +519,53 @@ def rater_agreement(
         raise ValueError(f"level: {level!r} is not one of {', '.join(LEVELS)}")
     coded = code_labels(matrix, categories)
     cats = coded.categories
-    estimate = functools.partial(
-        bootstrap, replicates=replicates, seed=seed, confidence=confidence
-    )
-    estimates = {
-        "percent_agreement": estimate(
-            "percent_agreement", agreement_parts(coded), agreement_from
+    # The items with two labels or more: the only ones any statistic uses,
+    # resampled together so that the intervals come from one set of draws.
+    counts = coded.counts()
+    pairable = counts.sum(axis=1) >= 2
+    statistics = [
+        Statistic(
+            "percent_agreement", agreement_parts(coded)[pairable], agreement_from
         ),
-        f"krippendorff_alpha_{level}": estimate(
+        Statistic(
             f"krippendorff_alpha_{level}",
-            alpha_parts(coded),
-            lambda sums: alpha_from(sums, level, cats),
+            alpha_parts(coded)[pairable],
+            functools.partial(alpha_from, level=level, categories=cats),
         ),
-    }
+    ]
     if coded.raters >= 2:
-        table = complete_counts(coded)
         raters = coded.raters
-        estimates["fleiss_kappa"] = estimate(
-            "fleiss_kappa",
-            fleiss_parts(table) if len(table) else np.zeros((0, len(cats) + 1)),
-            lambda sums: fleiss_from(sums, raters, float(sums[:-1].sum() / raters)),
+        shown = counts[pairable]
+        complete = shown.sum(axis=1) == raters
+        fleiss = np.zeros((len(shown), len(cats) + 1))
+        if complete.any():
+            fleiss[complete] = fleiss_parts(shown[complete])
+        statistics.append(
+            Statistic(
+                "fleiss_kappa",
+                fleiss,
+                lambda sums: fleiss_from(sums, raters, float(sums[:-1].sum() / raters)),
+            )
         )
     if coded.raters == 2:
-        cells = cohen_parts(coded)
+        cells = cohen_parts(coded)[pairable]
         schemes: list[Weights | None] = [None]
         if level != "nominal":
             schemes += ["linear", "quadratic"]
         for scheme in schemes:
             name = "cohen_kappa" + (f"_{scheme}" if scheme else "")
             w = kappa_weights(len(cats), scheme)
-            estimates[name] = estimate(
-                name,
-                cells,
-                functools.partial(cohen_from, weights=w),
+            statistics.append(
+                Statistic(name, cells, functools.partial(cohen_from, weights=w))
             )
+    estimates = bootstrap_many(
+        statistics, replicates=replicates, seed=seed, confidence=confidence
+    )
     return AgreementReport(
         coded.raters,
         coded.items,
         level,
         cats,
         estimates,
-        disagreements(matrix, categories),
+        coded_disagreements(coded),
     )
