@@ -14,51 +14,41 @@ two labels) is ``Undefined`` with the reason, never 0/0 or a crash.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+
+from runs.analysis.item_bootstrap import (
+    BOOTSTRAP,
+    CONFIDENCE,
+    Estimate,
+    Statistic,
+    Undefined,
+    bootstrap,
+    bootstrap_many,
+)
 
 Label = Hashable
 Matrix = Sequence[Sequence[Label | None]]
 Level = Literal["nominal", "ordinal", "interval"]
 Weights = Literal["linear", "quadratic"]
 LEVELS: tuple[Level, ...] = ("nominal", "ordinal", "interval")
-CONFIDENCE = 0.95
-BOOTSTRAP = 1000
-# Replicates are drawn in blocks of this many, to bound memory on big queues.
-BLOCK = 256
-# Up to this many kinds of item a resample is one multinomial draw over them.
-MULTINOMIAL_KINDS = 512
+
+__all__ = [
+    "BOOTSTRAP",
+    "CONFIDENCE",
+    "Estimate",
+    "Statistic",
+    "Undefined",
+    "bootstrap",
+    "bootstrap_many",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-
-
-class Undefined(ValueError):
-    """The statistic is not defined for these labels (the reason says why)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Estimate:
-    """A statistic over the items, with its bootstrap interval when asked for.
-
-    ``value`` is None when the statistic is undefined (``undefined`` says
-    why). ``interval`` is None without a bootstrap or when too few replicates
-    defined the statistic; ``undefined_replicates`` counts those that did not
-    (a resample of one category only), which the interval leaves out.
-    """
-
-    statistic: str
-    value: float | None
-    items: int
-    undefined: str = ""
-    interval: tuple[float, float] | None = None
-    confidence: float = CONFIDENCE
-    replicates: int = 0
-    undefined_replicates: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,6 +292,66 @@ def alpha_from(sums: FloatArray, level: Level, categories: Sequence[Label]) -> f
     return 1.0 - observed / expected
 
 
+# -- the same, over many resamples at once ------------------------------------------
+#
+# Each ``*_batch`` takes a replicates x m array of column sums and returns the
+# statistic per replicate, NaN where it is undefined (``*_from`` raises).
+
+
+def _ratio(
+    top: FloatArray, bottom: FloatArray, valid: npt.NDArray[np.bool_]
+) -> FloatArray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(valid, top / np.where(valid, bottom, 1.0), np.nan)
+
+
+def agreement_batch(sums: FloatArray) -> FloatArray:
+    return _ratio(sums[:, 0], sums[:, 1], sums[:, 1] > 0)
+
+
+def cohen_batch(sums: FloatArray, weights: FloatArray) -> FloatArray:
+    k = weights.shape[0]
+    tables = sums.reshape(-1, k, k)
+    n = tables.sum(axis=(1, 2))
+    observed = tables / np.where(n > 0, n, 1.0)[:, None, None]
+    expected = observed.sum(axis=2)[:, :, None] * observed.sum(axis=1)[:, None, :]
+    chance = (weights * expected).sum(axis=(1, 2))
+    disagree = (weights * observed).sum(axis=(1, 2))
+    return 1.0 - _ratio(disagree, chance, (n > 0) & (chance > 0))
+
+
+def fleiss_batch(sums: FloatArray, raters: int) -> FloatArray:
+    totals, pairs = sums[:, :-1], sums[:, -1]
+    ratings = totals.sum(axis=1)
+    valid = ratings > 0
+    share = totals / np.where(valid, ratings, 1.0)[:, None]
+    chance = (share**2).sum(axis=1)
+    valid &= chance < 1.0 - 1e-12
+    observed = pairs / np.where(valid, ratings * (raters - 1), 1.0)
+    return _ratio(observed - chance, 1.0 - chance, valid)
+
+
+def alpha_batch(
+    sums: FloatArray, level: Level, categories: Sequence[Label]
+) -> FloatArray:
+    k = len(categories)
+    coincidences = sums.reshape(-1, k, k)
+    totals = coincidences.sum(axis=2)
+    n = totals.sum(axis=1)
+    if level == "ordinal":
+        cumulative = np.cumsum(totals, axis=1)
+        low = np.minimum.outer(np.arange(k), np.arange(k))
+        high = np.maximum.outer(np.arange(k), np.arange(k))
+        between = cumulative[:, high] - cumulative[:, low] + totals[:, low]
+        delta = (between - (totals[:, :, None] + totals[:, None, :]) / 2) ** 2
+    else:
+        delta = distances(level, categories)[None, :, :]
+    observed = (coincidences * delta).sum(axis=(1, 2))
+    pairs = (totals[:, :, None] * totals[:, None, :] * delta).sum(axis=(1, 2))
+    expected = pairs / np.where(n > 1, n - 1, 1.0)
+    return 1.0 - _ratio(observed, expected, (n > 1) & (expected > 0))
+
+
 # -- the statistics, on labels as they are ------------------------------------------
 
 
@@ -370,126 +420,6 @@ def coded_disagreements(coded: Coded) -> list[Disagreement]:
     return out
 
 
-# -- bootstrap over items ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Statistic:
-    """A statistic to bootstrap: each item's sufficient statistics (a row per
-    item) and the function of their column sums that gives it."""
-
-    name: str
-    parts: FloatArray
-    compute: Callable[[FloatArray], float]
-
-
-def resample_counts(
-    frequencies: IntArray, size: int, rng: np.random.Generator
-) -> FloatArray:
-    """``size`` bootstrap resamples of the items, as how often each kind of
-    item is drawn: items with the same sufficient statistics are
-    interchangeable, so a resample of n items is a multinomial draw over the
-    kinds with their frequencies (exactly, not an approximation)."""
-    n = int(frequencies.sum())
-    kinds = len(frequencies)
-    if kinds <= MULTINOMIAL_KINDS:
-        return rng.multinomial(n, frequencies / n, size=size).astype(np.float64)
-    # Many kinds (interval labels): draw items, then count them by kind.
-    kind_of = np.repeat(np.arange(kinds), frequencies)
-    draws = kind_of[rng.integers(0, n, size=(size, n))]
-    draws += (np.arange(size) * kinds)[:, None]
-    counts = np.bincount(draws.ravel(), minlength=size * kinds)
-    return counts.reshape(size, kinds).astype(np.float64)
-
-
-def bootstrap_many(
-    statistics: Sequence[Statistic],
-    *,
-    replicates: int = BOOTSTRAP,
-    seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> dict[str, Estimate]:
-    """Each statistic and its percentile bootstrap interval, over one set of
-    resamples of the items (every ``parts`` has a row per item, in one order).
-
-    Resamples where a statistic is undefined (one category only) are counted
-    and left out; with fewer than half of the replicates defined there is no
-    interval. An estimate's ``items`` are those that add to it.
-    """
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence: {confidence} is not between 0 and 1")
-    if replicates < 0:
-        raise ValueError(f"replicates: {replicates} is negative")
-    n = statistics[0].parts.shape[0] if statistics else 0
-    values: dict[str, list[float]] = {}
-    out: dict[str, Estimate] = {}
-    for stat in statistics:
-        items = int(np.any(stat.parts != 0, axis=1).sum())
-        try:
-            value = stat.compute(stat.parts.sum(axis=0))
-        except Undefined as exc:
-            out[stat.name] = Estimate(
-                stat.name, None, items, str(exc), confidence=confidence
-            )
-            continue
-        out[stat.name] = Estimate(stat.name, value, items, confidence=confidence)
-        values[stat.name] = []
-    live = [stat for stat in statistics if stat.name in values]
-    if replicates == 0 or n == 0 or not live:
-        return out
-    # The kinds of item (rows of every statistic's parts side by side).
-    rows = np.ascontiguousarray(np.hstack([stat.parts for stat in live]))
-    # Each row as one opaque value: sorting bytes is faster than by columns.
-    keys = rows.view(np.dtype((np.void, rows.dtype.itemsize * rows.shape[1])))
-    _, first, frequencies = np.unique(
-        keys.ravel(), return_index=True, return_counts=True
-    )
-    rng = np.random.default_rng(seed)
-    undefined = dict.fromkeys(values, 0)
-    for start in range(0, replicates, BLOCK):
-        counts = resample_counts(frequencies, min(BLOCK, replicates - start), rng)
-        for stat in live:
-            for sums in counts @ stat.parts[first]:
-                try:
-                    values[stat.name].append(stat.compute(sums))
-                except Undefined:
-                    undefined[stat.name] += 1
-    tail = (1 - confidence) / 2 * 100
-    for name, found in values.items():
-        interval = None
-        if len(found) * 2 >= replicates:
-            low, high = np.percentile(found, [tail, 100 - tail])
-            interval = (float(low), float(high))
-        out[name] = replace(
-            out[name],
-            interval=interval,
-            replicates=replicates,
-            undefined_replicates=undefined[name],
-        )
-    return out
-
-
-def bootstrap(
-    statistic: str,
-    parts: FloatArray,
-    compute: Callable[[FloatArray], float],
-    *,
-    replicates: int = BOOTSTRAP,
-    seed: int = 0,
-    confidence: float = CONFIDENCE,
-) -> Estimate:
-    """One statistic and its percentile bootstrap interval, resampling only
-    the items that add to it (``bootstrap_many``)."""
-    parts = parts[np.any(parts != 0, axis=1)]
-    found = bootstrap_many(
-        [Statistic(statistic, parts, compute)],
-        replicates=replicates,
-        seed=seed,
-        confidence=confidence,
-    )
-    return found[statistic]
-
-
 @dataclass(frozen=True, slots=True)
 class AgreementReport:
     """Every statistic that fits the labels, and the items in dispute."""
@@ -545,6 +475,7 @@ def rater_agreement(
                 "fleiss_kappa",
                 fleiss,
                 lambda sums: fleiss_from(sums, raters, float(sums[:-1].sum() / raters)),
+                functools.partial(fleiss_batch, raters=raters),
             )
         )
     if coded.raters == 2:
@@ -556,7 +487,12 @@ def rater_agreement(
             name = "cohen_kappa" + (f"_{scheme}" if scheme else "")
             w = kappa_weights(len(cats), scheme)
             statistics.append(
-                Statistic(name, cells, functools.partial(cohen_from, weights=w))
+                Statistic(
+                    name,
+                    cells,
+                    functools.partial(cohen_from, weights=w),
+                    functools.partial(cohen_batch, weights=w),
+                )
             )
     estimates = bootstrap_many(
         statistics, replicates=replicates, seed=seed, confidence=confidence

@@ -20,6 +20,7 @@ from runs.analysis.agreement import (
     CONFIDENCE,
     Estimate,
     bootstrap,
+    cohen_batch,
     cohen_from,
     kappa_weights,
 )
@@ -116,6 +117,7 @@ def judge_against_people(
         "cohen_kappa",
         cells,
         lambda sums: cohen_from(sums, weights),
+        batch=lambda sums: cohen_batch(sums, weights),
         replicates=replicates,
         seed=seed,
         confidence=confidence,

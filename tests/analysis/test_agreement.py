@@ -274,3 +274,76 @@ def test_bootstrap_counts_undefined_resamples() -> None:
     kappa = report.estimates["cohen_kappa"]
     assert kappa.value == pytest.approx(1.0)
     assert 0 < kappa.undefined_replicates < 400
+
+
+def scalar_or_nan(compute, sums: np.ndarray) -> float:
+    try:
+        return compute(sums)
+    except Undefined:
+        return float("nan")
+
+
+@pytest.mark.parametrize("level", agreement.LEVELS)
+def test_batch_statistics_equal_the_scalar_ones(level: agreement.Level) -> None:
+    """Over resamples (some of one category only), the vectorised statistics
+    give what the scalar ones give, NaN where those are undefined."""
+    matrix = [["a"] * 14 + ["b", "c"], ["a"] * 13 + ["b", "c", "c"]]
+    cats = ["a", "b", "c"] if level != "interval" else None
+    if level == "interval":
+        matrix = [[{"a": 1, "b": 2, "c": 5}[v] for v in row] for row in matrix]
+    coded = agreement.code_labels(matrix, cats)
+    rng = np.random.default_rng(0)
+    draws = rng.multinomial(16, np.full(16, 1 / 16), size=300).astype(float)
+    cases = [
+        (
+            agreement.agreement_parts(coded),
+            agreement.agreement_from,
+            agreement.agreement_batch,
+        ),
+        (
+            agreement.alpha_parts(coded),
+            lambda s: agreement.alpha_from(s, level, coded.categories),
+            lambda s: agreement.alpha_batch(s, level, coded.categories),
+        ),
+        (
+            agreement.fleiss_parts(coded.counts()),
+            lambda s: agreement.fleiss_from(s, 2, s[:-1].sum() / 2),
+            lambda s: agreement.fleiss_batch(s, 2),
+        ),
+    ]
+    for weights in (None, "linear", "quadratic"):
+        w = agreement.kappa_weights(3, weights)  # type: ignore[arg-type]
+        cases.append(
+            (
+                agreement.cohen_parts(coded),
+                lambda s, w=w: agreement.cohen_from(s, w),
+                lambda s, w=w: agreement.cohen_batch(s, w),
+            )
+        )
+    undefined = 0
+    for parts, scalar, batch in cases:
+        sums = draws @ parts
+        expected = np.array([scalar_or_nan(scalar, row) for row in sums])
+        got = batch(sums)
+        undefined += int(np.isnan(expected).sum())
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert undefined > 0  # resamples of one category only are exercised
+
+
+def test_the_bootstrap_gives_the_same_interval_with_or_without_batch() -> None:
+    matrix = noisy_labels(12, 2, 70, k=3)
+    coded = agreement.code_labels(matrix)
+    parts = agreement.cohen_parts(coded)
+    w = agreement.kappa_weights(3, None)
+    plain = agreement.bootstrap(
+        "k", parts, lambda s: agreement.cohen_from(s, w), replicates=500, seed=3
+    )
+    fast = agreement.bootstrap(
+        "k",
+        parts,
+        lambda s: agreement.cohen_from(s, w),
+        batch=lambda s: agreement.cohen_batch(s, w),
+        replicates=500,
+        seed=3,
+    )
+    assert plain.interval == pytest.approx(fast.interval)
