@@ -412,12 +412,14 @@ def coded_disagreements(coded: Coded) -> list[Disagreement]:
     names[0] = None
     names[1:] = coded.categories
     labels = names[coded.codes[:, disputed] + 1].T.tolist()
-    out = []
-    for item, given in zip(disputed.tolist(), labels, strict=True):
-        row = counts[item]
-        tally = {names[c + 1]: int(row[c]) for c in np.flatnonzero(row)}
-        out.append(Disagreement(item, tuple(given), tally))
-    return out
+    cats = coded.categories
+    rows = counts[disputed].tolist()
+    return [
+        Disagreement(
+            item, tuple(given), {c: n for c, n in zip(cats, row, strict=True) if n}
+        )
+        for item, given, row in zip(disputed.tolist(), labels, rows, strict=True)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -455,12 +457,16 @@ def rater_agreement(
     pairable = counts.sum(axis=1) >= 2
     statistics = [
         Statistic(
-            "percent_agreement", agreement_parts(coded)[pairable], agreement_from
+            "percent_agreement",
+            agreement_parts(coded)[pairable],
+            agreement_from,
+            agreement_batch,
         ),
         Statistic(
             f"krippendorff_alpha_{level}",
             alpha_parts(coded)[pairable],
             functools.partial(alpha_from, level=level, categories=cats),
+            functools.partial(alpha_batch, level=level, categories=cats),
         ),
     ]
     if coded.raters >= 2:
