@@ -275,6 +275,7 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/runs/{run_id}/resume"): [Check("POST", EDIT, data=_given({}))],
     ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
     ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
+    ("GET", "/runs/{run_id}/judge-agreement"): [Check("GET", VIEW)],
 }
 
 
