@@ -306,8 +306,9 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     (an object with a verdict or a score key). With ``structured_reply``
     "auto" the reply is asked for held to the format's JSON schema, in the
     first ``response_format`` the endpoint takes (``judge_replies``). The
-    judge's whole reply is the reason, with its tokens and model. Calls are retried like a target's
-    (transient failures only, honouring Retry-After) and limited to
+    judge's whole reply is the reason, with its tokens and model. Calls are
+    retried like a target's (transient failures only, honouring Retry-After)
+    and limited to
     ``max_parallel_calls`` at once. A call that still fails, or a reply that cannot
     be read, is a scorer error with the reply kept.
     """
