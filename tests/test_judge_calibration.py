@@ -326,3 +326,24 @@ def test_the_gate_takes_the_baselines_people_when_the_candidate_has_none(
 
     code, out = evalcompare(baseline, candidate, "--require-calibrated")
     assert code == 0 and "not calibrated" not in out
+
+
+def test_the_compare_and_leaderboard_apis_name_the_uncalibrated_judge(
+    poorly_judged: tuple[Run, Run], well_judged: tuple[Run, Run], alice_client: Client
+) -> None:
+    baseline, candidate = poorly_judged
+    compared = alice_client.get(
+        "/api/v1/compare", {"baseline": baseline.pk, "candidates": candidate.pk}
+    ).json()
+    ranked = alice_client.get(
+        "/api/v1/leaderboard", {"runs": f"{baseline.pk},{candidate.pk}"}
+    ).json()
+    assert list(compared["uncalibrated_judges"]) == [JUDGE]
+    assert "under the threshold 0.60" in ranked["uncalibrated_judges"][JUDGE]
+
+    good_baseline, good_candidate = well_judged
+    calibrated = alice_client.get(
+        "/api/v1/compare",
+        {"baseline": good_baseline.pk, "candidates": good_candidate.pk},
+    ).json()
+    assert calibrated["uncalibrated_judges"] == {}
