@@ -354,6 +354,7 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
             },
         )
     ],
+    ("GET", "/runs/{run_id}/judge-agreement"): [Check("GET", VIEW)],
 }
 
 

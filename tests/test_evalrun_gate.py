@@ -113,6 +113,7 @@ def test_json_adds_the_gate_and_keeps_the_other_keys(data: Path, baseline: int) 
     assert summary["gate"] == {
         "baseline": baseline,
         "verdicts": {"exact_match": "worse", "any": "no_significant_difference"},
+        "uncalibrated_judges": {},
         "failed": True,
     }
 
@@ -237,11 +238,13 @@ def test_a_baseline_still_running_exits_2(data: Path, baseline: int) -> None:
     )
 
 
-@pytest.mark.parametrize("flag", ["--fail-on", "--report", "--junit"])
+@pytest.mark.parametrize(
+    "flag", ["--fail-on", "--report", "--junit", "--require-calibrated"]
+)
 def test_the_gate_flags_need_a_baseline(data: Path, flag: str) -> None:
-    value = "worse" if flag == "--fail-on" else "out"
+    value = {"--fail-on": ("worse",), "--require-calibrated": ()}.get(flag, ("out",))
 
-    message = bad_input(lambda: evalrun(data, ZERO, flag, value))
+    message = bad_input(lambda: evalrun(data, ZERO, flag, *value))
 
     assert message == f"{flag} needs --baseline RUN_ID"
 
@@ -431,6 +434,7 @@ def test_evalcompare_json_holds_the_gate_and_the_rows(
     assert answer["gate"] == {
         "baseline": baseline,
         "verdicts": {"exact_match": "worse", "any": "no_significant_difference"},
+        "uncalibrated_judges": {},
         "failed": False,
     }
     assert [row["scorer"] for row in answer["scorers"]] == ["exact_match", "any"]

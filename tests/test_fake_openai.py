@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -9,7 +10,7 @@ import sys
 
 import httpx
 
-from runs.testing.fake_openai import FakeOpenAIServer
+from runs.testing.fake_openai import FakeOpenAIServer, build_parser
 from tests.processes import ROOT
 
 
@@ -71,3 +72,77 @@ def test_the_fake_server_announces_the_port_it_is_bound_to() -> None:
     finally:
         process.terminate()
         process.communicate(timeout=30)
+
+
+GRADE = "Grade the answer.\n\nReference answer:\nParis\n\nAnswer:\nLyon\n"
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "reasoning": {"type": "string"},
+        "verdict": {"type": "string", "enum": ["pass", "fail"]},
+    },
+}
+
+
+def _ask(server: FakeOpenAIServer, content: str, **extra: object) -> httpx.Response:
+    message = {"role": "user", "content": content}
+    return httpx.post(
+        f"{server.base_url}/chat/completions",
+        json={"model": "m", "messages": [message], **extra},
+    )
+
+
+def test_an_older_server_refuses_json_schema_and_takes_json_object() -> None:
+    server = FakeOpenAIServer(response_formats=frozenset({"text", "json_object"}))
+    server.start()
+    try:
+        wrapped = {"name": "v", "schema": VERDICT_SCHEMA}
+        refused = _ask(
+            server,
+            GRADE,
+            response_format={"type": "json_schema", "json_schema": wrapped},
+        )
+        taken = _ask(
+            server,
+            GRADE,
+            response_format={"type": "json_object", "schema": VERDICT_SCHEMA},
+        )
+    finally:
+        server.stop()
+
+    assert refused.status_code == 400
+    assert "response_format" in refused.json()["error"]["message"]
+    content = taken.json()["choices"][0]["message"]["content"]
+    assert json.loads(content)["verdict"] == "fail"
+
+
+def test_a_prose_judge_answers_without_a_verdict_unless_held_to_a_schema() -> None:
+    server = FakeOpenAIServer(prose_judge=True)
+    server.start()
+    try:
+        prose = _ask(server, GRADE)
+        held = _ask(
+            server,
+            GRADE,
+            response_format={
+                "type": "json_schema",
+                "json_schema": {"name": "v", "schema": VERDICT_SCHEMA},
+            },
+        )
+        other = _ask(server, "What is 2 + 2?", response_format={"type": "json_object"})
+    finally:
+        server.stop()
+
+    text = prose.json()["choices"][0]["message"]["content"]
+    assert text == 'The answer to the question should be "Paris".'
+    reply = json.loads(held.json()["choices"][0]["message"]["content"])
+    assert reply == {"reasoning": reply["reasoning"], "verdict": "fail"}
+    # A request that is not a grading one keeps its JSON answer.
+    assert json.loads(other.json()["choices"][0]["message"]["content"]) == {
+        "answer": "4"
+    }
+
+
+def test_the_command_line_sets_the_formats_and_the_prose_judge() -> None:
+    args = build_parser().parse_args(["--response-formats", "text", "--prose-judge"])
+    assert args.response_formats == "text" and args.prose_judge is True

@@ -6,6 +6,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from runs.review.calibration import uncalibrated_judges
+
 
 class ScorerComparisonOut(Schema):
     """One (candidate, scorer) against the baseline, over the paired items."""
@@ -90,10 +92,22 @@ class ComparisonOut(Schema):
         description="items with results in some of the runs but not in all"
     )
     scorers: list[ScorerComparisonOut]
+    uncalibrated_judges: dict[str, str] = Field(
+        description=(
+            "the scorers whose verdicts rest on an llm_judge not calibrated "
+            "against people (human: scores), and why"
+        )
+    )
 
     @staticmethod
     def resolve_baseline(obj: Any) -> int:
         return obj.baseline.pk
+
+    @staticmethod
+    def resolve_uncalibrated_judges(obj: Any) -> dict[str, str]:
+        runs = [*obj.candidates, obj.baseline]
+        notes = uncalibrated_judges(runs, [row.scorer for row in obj.scorers])
+        return {note.scorer: note.gap for note in notes}
 
     @staticmethod
     def resolve_candidates(obj: Any) -> list[int]:

@@ -17,6 +17,7 @@ from runs.compare.selectors import comparison_pair, run_comparison, run_ids_pars
 from runs.errors import InvalidInput
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
+from runs.review.calibration import uncalibrated_judges
 from runs.web.pages import page_of
 from runs.web.requests import AuthedRequest
 
@@ -113,6 +114,10 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "alpha": analysis.ALPHA,
         "resamples": analysis.RESAMPLES,
         "exact_sign_vectors": analysis.EXACT_SIGN_VECTORS,
+        "judge_notes": uncalibrated_judges(
+            [*comparison.candidates, comparison.baseline],
+            [row.scorer for row in comparison.scorers],
+        ),
     }
 
 

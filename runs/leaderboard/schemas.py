@@ -7,6 +7,7 @@ from typing import Any
 from ninja import Field, Schema
 
 from runs.leaderboard.ranking import ALPHA, RANK_RULE
+from runs.review.calibration import uncalibrated_judges
 
 
 class StandingOut(Schema):
@@ -66,10 +67,21 @@ class LeaderboardOut(Schema):
     paired_by: str = Field(description="item, or external_id across versions")
     rank_rule: str = Field(default=RANK_RULE)
     scorers: list[ScorerBoardOut]
+    uncalibrated_judges: dict[str, str] = Field(
+        description=(
+            "the scorers whose verdicts rest on an llm_judge not calibrated "
+            "against people (human: scores), and why"
+        )
+    )
 
     @staticmethod
     def resolve_runs(obj: Any) -> list[int]:
         return [run.pk for run in obj.runs]
+
+    @staticmethod
+    def resolve_uncalibrated_judges(obj: Any) -> dict[str, str]:
+        notes = uncalibrated_judges(obj.runs, [s.scorer for s in obj.scorers])
+        return {note.scorer: note.gap for note in notes}
 
     @staticmethod
     def resolve_rank_rule(obj: Any) -> str:

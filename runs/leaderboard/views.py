@@ -14,6 +14,7 @@ from runs.compare.selectors import run_ids_parse
 from runs.errors import InvalidInput
 from runs.leaderboard.ranking import ALPHA, RANK_RULE
 from runs.leaderboard.selectors import Leaderboard, run_leaderboard
+from runs.review.calibration import uncalibrated_judges
 from runs.web.requests import AuthedRequest
 
 TEMPLATE = "runs/leaderboard/leaderboard.html"
@@ -50,4 +51,7 @@ def _context(board: Leaderboard) -> dict[str, Any]:
         ],
         "alpha": ALPHA,
         "rank_rule": RANK_RULE,
+        "judge_notes": uncalibrated_judges(
+            board.runs, [scorer.scorer for scorer in board.scorers]
+        ),
     }

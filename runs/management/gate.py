@@ -6,12 +6,14 @@ The figures and verdicts are the comparison page's and API's
 the gate only reads them. Under ``--fail-on worse`` (the default) it fails
 when any scorer's verdict is ``worse``; under ``any-change`` when any is
 ``worse`` or ``better``; under ``never`` it only reports. A scorer with no
-significant difference never fails it.
+significant difference never fails it. A verdict of an LLM judge that is not
+calibrated against people (``runs.review.calibration``) is said to be so;
+under ``--require-calibrated`` it fails the gate whatever the verdict.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from runs.errors import DomainError, InvalidInput, NotFound
 from runs.management.evalrun_cli import BadInput
 from runs.models import Run
 from runs.results.selectors import run_get
+from runs.review.calibration import Calibration, verdict_calibration
 
 EXIT_GATE_FAILED = 3
 FAIL_ON = {
@@ -58,6 +61,14 @@ def add_gate_flags(parser: Any, *, baseline_flag: bool) -> None:
         "worse), any-change (worse or better), never",
     )
     parser.add_argument(
+        "--require-calibrated",
+        action="store_true",
+        default=None,
+        help="fail the gate when a verdict rests on an LLM judge that is not "
+        "calibrated against people (the project's kappa threshold over its "
+        "minimum of items labelled by both)",
+    )
+    parser.add_argument(
         "--report",
         type=Path,
         metavar="FILE.md",
@@ -74,7 +85,7 @@ def add_gate_flags(parser: Any, *, baseline_flag: bool) -> None:
 def gate_flags_check(opts: dict[str, Any]) -> None:
     """The gate's flags need a baseline (evalrun's ``--baseline``)."""
     if opts.get("baseline") is None:
-        for flag in ("fail_on", "report", "junit"):
+        for flag in ("fail_on", "require_calibrated", "report", "junit"):
             if opts.get(flag) is not None:
                 name = "--" + flag.replace("_", "-")
                 raise BadInput(f"{name} needs --baseline RUN_ID")
@@ -142,9 +153,22 @@ class Gate:
     candidate: Run
     fail_on: str
     rows: list[ScorerComparison]  # the candidate's, one per shared scorer
+    require_calibrated: bool = False
+    # Of the rows' scorers that are LLM judges, by scorer.
+    calibrations: dict[str, Calibration] = field(default_factory=dict)
+
+    @property
+    def uncalibrated(self) -> dict[str, str]:
+        """The judges the verdicts rest on that are not calibrated, and why."""
+        return {
+            name: c.gap for name, c in self.calibrations.items() if not c.calibrated
+        }
+
+    def fails_calibration(self, row: ScorerComparison) -> bool:
+        return self.require_calibrated and row.scorer in self.uncalibrated
 
     def fails(self, row: ScorerComparison) -> bool:
-        return row.verdict in FAIL_ON[self.fail_on]
+        return row.verdict in FAIL_ON[self.fail_on] or self.fails_calibration(row)
 
     @property
     def failed(self) -> bool:
@@ -159,14 +183,22 @@ class Gate:
         return {
             "baseline": self.baseline.pk,
             "verdicts": self.verdicts,
+            "uncalibrated_judges": self.uncalibrated,
             "failed": self.failed,
         }
 
 
 def gate_evaluate(
-    *, user: User, baseline: Run, candidate: Run, fail_on: str | None
+    *,
+    user: User,
+    baseline: Run,
+    candidate: Run,
+    fail_on: str | None,
+    require_calibrated: bool | None = False,
 ) -> Gate:
-    """The comparison of ``candidate`` with ``baseline``, as the page shows it."""
+    """The comparison of ``candidate`` with ``baseline``, as the page shows it,
+    with the calibration of each LLM judge the verdicts rest on (the
+    candidate's, else the baseline's when only it has people's verdicts)."""
     gate_admit(baseline=baseline, candidate=candidate)
     try:
         comparison = run_comparison(
@@ -174,11 +206,20 @@ def gate_evaluate(
         )
     except DomainError as exc:
         raise BadInput(str(exc)) from None
+    rows = [row for row in comparison.scorers if row.candidate == candidate.pk]
+    runs = [comparison.candidates[0], comparison.baseline]
+    calibrations = {}
+    for row in rows:
+        found = verdict_calibration(runs, row.scorer)
+        if found is not None:
+            calibrations[row.scorer] = found
     return Gate(
         baseline=comparison.baseline,
         candidate=comparison.candidates[0],
         fail_on=fail_on or DEFAULT_FAIL_ON,
-        rows=[row for row in comparison.scorers if row.candidate == candidate.pk],
+        rows=rows,
+        require_calibrated=bool(require_calibrated),
+        calibrations=calibrations,
     )
 
 
@@ -240,10 +281,24 @@ def gate_lines(gate: Gate) -> list[str]:
         f"({len(gate.rows)} scorer{'s' if len(gate.rows) != 1 else ''} over the "
         "paired items; 95% intervals, Holm-adjusted p-values):"
     ]
-    lines += [f"  {row_line(row)}" for row in gate.rows]
+    uncalibrated = gate.uncalibrated
+    for row in gate.rows:
+        lines.append(f"  {row_line(row)}")
+        if row.scorer in uncalibrated:
+            lines.append(f"    {calibration_note(row.scorer, uncalibrated)}")
     failing = [row.scorer for row in gate.rows if gate.fails(row)]
+    flags = f"--fail-on {gate.fail_on}" + (
+        ", --require-calibrated" if gate.require_calibrated else ""
+    )
     if failing:
-        lines.append(f"gate failed (--fail-on {gate.fail_on}): {', '.join(failing)}")
+        lines.append(f"gate failed ({flags}): {', '.join(failing)}")
     else:
-        lines.append(f"gate passed (--fail-on {gate.fail_on})")
+        lines.append(f"gate passed ({flags})")
     return lines
+
+
+def calibration_note(scorer: str, uncalibrated: dict[str, str]) -> str:
+    return (
+        f"the verdict rests on the LLM judge {scorer}, not calibrated against "
+        f"people: {uncalibrated[scorer]}"
+    )

@@ -20,6 +20,7 @@ from django.utils.http import urlencode
 from runs.analysis.compare import ScorerComparison, comparison_item_rows
 from runs.management.gate import (
     Gate,
+    calibration_note,
     delta_text,
     figure,
     p_text,
@@ -145,6 +146,18 @@ def gate_markdown(gate: Gate) -> str:
             f"{figure(row, 'candidate')} | {delta_text(row)} | {p_text(row)} | "
             f"{verdict} |"
         )
+    uncalibrated = gate.uncalibrated
+    if uncalibrated:
+        lines.append("")
+        lines += [
+            f"- ⚠ {cell(calibration_note(name, uncalibrated))}"
+            + (
+                " (fails the gate: --require-calibrated)"
+                if gate.require_calibrated
+                else ""
+            )
+            for name in uncalibrated
+        ]
     regressed = [row for row in gate.rows if row.regressions]
     if regressed:
         lines += ["", "#### Worst regressions (passed in the baseline, fail now)"]
@@ -203,18 +216,27 @@ def gate_junit(gate: Gate) -> ET.ElementTree[ET.Element]:
             classname=f"evalsite.run{gate.candidate.pk}",
             time="0",
         )
+        note = (
+            [calibration_note(row.scorer, gate.uncalibrated)]
+            if row.scorer in gate.uncalibrated
+            else []
+        )
         if gate.fails(row):
+            kind = "uncalibrated_judge" if gate.fails_calibration(row) else ""
             failure = ET.SubElement(
-                case, "failure", message=row_line(row), type=row.verdict
+                case,
+                "failure",
+                message="; ".join([row_line(row), *note]),
+                type=kind or row.verdict,
             )
             failure.text = "\n".join(
-                [row_line(row), f"comparison: {comparison_link(gate, row)}"]
+                [row_line(row), *note, f"comparison: {comparison_link(gate, row)}"]
                 + [
                     f"{item.label}: {item.link}"
                     for item in worst_regressions(gate, row)
                 ]
             )
-        ET.SubElement(case, "system-out").text = row_line(row)
+        ET.SubElement(case, "system-out").text = "\n".join([row_line(row), *note])
     ET.indent(root)
     return ET.ElementTree(root)
 

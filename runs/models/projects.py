@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from runs.models.fields import unique, user_kept_null
@@ -24,6 +25,19 @@ class Project(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
+    )
+    # An LLM judge is calibrated when its Cohen's kappa against the people's
+    # verdicts reaches this, over at least judge_min_items items.
+    judge_kappa_threshold = models.FloatField(
+        default=0.6,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Cohen's kappa a judge needs against people to be calibrated.",
+    )
+    judge_min_items = models.PositiveIntegerField(
+        default=50,
+        validators=[MinValueValidator(1)],
+        help_text="Items judged by both a judge and people before it can be "
+        "calibrated.",
     )
 
     class Meta:

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
-import math
-import re
 import warnings
-from typing import Any, ClassVar, Literal, TypedDict, TypeGuard
+from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field, field_validator, model_validator
 
@@ -28,6 +25,22 @@ from runs.plugins.scorers import (
     register,
 )
 from runs.plugins.targets import TargetError, TargetInput
+from runs.scorers.judge_replies import (
+    Form,
+    FormatRefused,
+    StructuredReply,
+    forms_to_try,
+    is_number,
+    json_object,
+    read_pass_fail,
+    read_score,
+    refuses_format,
+    remember,
+    response_format,
+    structured_instructions,
+    verdict_schema,
+    word_verdict,
+)
 from runs.targets.chat_client import (
     ENDPOINT_EXAMPLE,
     SECRETS,
@@ -62,17 +75,6 @@ INSTRUCTIONS: dict[str, str] = {
 }
 SCALES = {"scale_1_5": (1.0, 5.0), "scale_0_10": (0.0, 10.0)}
 DEFAULT_THRESHOLDS = {"scale_1_5": 4.0, "scale_0_10": 7.0, "json": 0.5}
-PASS_WORDS = frozenset({"pass", "passed", "yes", "correct", "true", "right"})
-FAIL_WORDS = frozenset({"fail", "failed", "no", "incorrect", "false", "wrong"})
-_VERDICT = re.compile(
-    r"\bverdict\b\W{0,3}\s*(pass(?:ed)?|fail(?:ed)?|yes|no|correct|incorrect)\b",
-    re.IGNORECASE,
-)
-_SCORE = re.compile(
-    r"\b(?:score|rating|grade)\b\W{0,3}\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*\d+)?",
-    re.IGNORECASE,
-)
-_BARE_NUMBER = re.compile(r"\s*(-?\d+(?:\.\d+)?)(?:\s*/\s*\d+)?\s*[.!]?\s*")
 # The judge's call limit was named ``concurrency``, like the run option that
 # limits the target's calls; configurations stored under that name still load.
 FORMER_CALL_LIMIT = "concurrency"
@@ -141,6 +143,16 @@ class LLMJudgeParams(EndpointParams):
         "score",
         title="JSON score key",
         description="json: the key of a numeric score, read when there is no verdict.",
+    )
+    structured_reply: StructuredReply = Field(
+        "auto",
+        description=(
+            "Ask for a reply constrained to the verdict's JSON schema: auto "
+            "finds out once per endpoint what it takes (OpenAI's json_schema, "
+            "then json_object with a schema as llama.cpp's server takes it, "
+            "then plain text); json_schema or json_object use only that form; "
+            "off asks in plain text."
+        ),
     )
     temperature: Temperature = 0
     max_tokens: MaxTokens = Field(
@@ -227,9 +239,21 @@ class LLMJudgeParams(EndpointParams):
         return self
 
 
-def judge_instructions(params: LLMJudgeParams) -> str:
-    """How to answer, in the chosen verdict format (the prompt's ``{format}``)."""
+def judge_schema(params: LLMJudgeParams) -> dict[str, Any]:
+    """The JSON schema of a structured reply in the chosen verdict format."""
+    return verdict_schema(
+        params.verdict_format,
+        verdict_key=params.json_verdict_key,
+        score_key=params.json_score_key,
+    )
+
+
+def judge_instructions(params: LLMJudgeParams, *, structured: bool = False) -> str:
+    """How to answer, in the chosen verdict format (the prompt's ``{format}``):
+    in prose, or as the JSON object a structured reply is constrained to."""
     fmt = params.verdict_format
+    if structured:
+        return structured_instructions(fmt, judge_schema(params))
     if fmt != "json":
         return INSTRUCTIONS[fmt]
     verdict, score = params.json_verdict_key, params.json_score_key
@@ -240,7 +264,11 @@ def judge_instructions(params: LLMJudgeParams) -> str:
 
 
 def judge_messages(
-    params: LLMJudgeParams, output: Any, item: TargetInput
+    params: LLMJudgeParams,
+    output: Any,
+    item: TargetInput,
+    *,
+    structured: bool = False,
 ) -> list[dict[str, str]]:
     """The messages the judge is sent for ``output`` of ``item``."""
     fields = {
@@ -250,7 +278,7 @@ def judge_messages(
         "id": item.external_id,
         "index": item.index,
         "metadata": item.metadata,
-        "format": judge_instructions(params),
+        "format": judge_instructions(params, structured=structured),
     }
     try:
         prompt = fill_template(params.prompt_template, fields)
@@ -275,9 +303,12 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     ``{metadata.key}`` and ``{format}`` (how to answer). The reply is read in
     the ``verdict_format``: ``pass_fail`` ("Verdict: PASS"), ``scale_1_5`` or
     ``scale_0_10`` ("Score: N", passing from ``pass_threshold``) or ``json``
-    (an object with a verdict or a score key). The judge's whole reply is the
-    reason, with its tokens and model. Calls are retried like a target's
-    (transient failures only, honouring Retry-After) and limited to
+    (an object with a verdict or a score key). With ``structured_reply``
+    "auto" the reply is asked for held to the format's JSON schema, in the
+    first ``response_format`` the endpoint takes (``judge_replies``). The
+    judge's whole reply is the reason, with its tokens and model. Calls are
+    retried like a target's (transient failures only, honouring Retry-After)
+    and limited to
     ``max_parallel_calls`` at once. A call that still fails, or a reply that cannot
     be read, is a scorer error with the reply kept.
     """
@@ -319,14 +350,17 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             # pass_fail has none and reads none.
             threshold = DEFAULT_THRESHOLDS.get(params.verdict_format, 0.5)
         self.threshold = threshold
+        self.schema = judge_schema(params)
 
     # -- the prompt --------------------------------------------------------------
 
     def instructions(self) -> str:
         return judge_instructions(self.params)
 
-    def messages(self, output: Any, item: TargetInput) -> list[dict[str, str]]:
-        return judge_messages(self.params, output, item)
+    def messages(
+        self, output: Any, item: TargetInput, form: Form = "text"
+    ) -> list[dict[str, str]]:
+        return judge_messages(self.params, output, item, structured=form != "text")
 
     @classmethod
     def prompt_for(
@@ -339,9 +373,14 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     # -- the call --------------------------------------------------------------
 
-    async def ask(self, messages: list[dict[str, str]]) -> ChatReply:
+    async def ask(
+        self,
+        messages: list[dict[str, str]],
+        reply_format: dict[str, Any] | None = None,
+    ) -> ChatReply:
         """One judge call under the call policy (``runs.calls.retry``), as a
-        target's attempts are; ScorerError when it fails."""
+        target's attempts are; ScorerError when it fails, FormatRefused when
+        the endpoint refuses ``reply_format``."""
         params = self.params
         payload: dict[str, Any] = {
             **params.extra_body,
@@ -352,6 +391,8 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             payload["temperature"] = params.temperature
         if params.max_tokens is not None:
             payload["max_tokens"] = params.max_tokens
+        if reply_format is not None:
+            payload["response_format"] = reply_format
         try:
             return await with_retries(
                 lambda: self.client.complete(payload),
@@ -360,7 +401,34 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
                 timed_out=timed_out,
             )
         except GaveUp as gave_up:
+            if reply_format is not None and refuses_format(gave_up.failure):
+                raise FormatRefused(gave_up.failure) from None
             raise self.failed(gave_up.failure, gave_up.attempts) from None
+
+    async def ask_for_verdict(
+        self, output: Any, item: TargetInput
+    ) -> tuple[ChatReply, Form]:
+        """The judge's reply, asked for in the best form the endpoint takes
+        (remembered per endpoint), and that form."""
+        params = self.params
+        wanted = params.structured_reply
+        if "response_format" in params.extra_body:  # the configuration's own
+            wanted = "off"
+        forms = forms_to_try(params.base_url, wanted)
+        for form in forms:
+            try:
+                reply = await self.ask(
+                    self.messages(output, item, form),
+                    response_format(form, self.schema),
+                )
+            except FormatRefused as refused:
+                if form == forms[-1]:
+                    raise self.failed(refused.failure, 1) from None
+                continue
+            if wanted == "auto":
+                remember(params.base_url, form)
+            return reply, form
+        raise AssertionError("forms_to_try gives at least one form")
 
     def failed(self, failure: TargetError, attempts: int) -> ScorerError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
@@ -372,7 +440,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
         )
 
     async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        reply = await self.ask(self.messages(output, item))
+        reply, form = await self.ask_for_verdict(output, item)
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
         model = reply.model or self.params.model
@@ -387,7 +455,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             "model": model,
         }
         try:
-            value, passed = self.verdict(text)
+            value, passed = self.verdict(text, structured=form != "text")
         except ValueError as exc:
             raise ScorerError(
                 f"unreadable judge reply: {exc}", reason=text[:REASON_LIMIT], **usage
@@ -396,11 +464,24 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     # -- the reply -------------------------------------------------------------
 
-    def verdict(self, text: str) -> tuple[float, bool]:
-        """(value, passed) from a reply in the chosen format; ValueError if none."""
+    def verdict(self, text: str, *, structured: bool = False) -> tuple[float, bool]:
+        """(value, passed) from a reply in the chosen format; ValueError if none.
+
+        A structured reply is read as its JSON object, and as prose when it is
+        not one (an endpoint that took the format but did not follow it).
+        """
         fmt = self.params.verdict_format
         if not text.strip():
             raise ValueError("the reply is empty")
+        if structured and fmt != "json":
+            try:
+                return self.read_structured(text)
+            except ValueError:  # read as prose: its error says what is missing
+                return self.read_prose(text)
+        return self.read_prose(text)
+
+    def read_prose(self, text: str) -> tuple[float, bool]:
+        fmt = self.params.verdict_format
         if fmt == "pass_fail":
             return read_pass_fail(text)
         if fmt == "json":
@@ -411,20 +492,35 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             raise ValueError(f"score {value:g} is outside {low:g} to {high:g}")
         return value, self.passes(value)
 
+    def read_structured(self, text: str) -> tuple[float, bool]:
+        """A pass_fail or scale reply constrained to its schema."""
+        data = json_object(text)
+        fmt = self.params.verdict_format
+        if fmt == "pass_fail":
+            passed = word_verdict(data.get("verdict"))
+            if passed is None:
+                raise ValueError("the JSON object has no verdict pass or fail")
+            return float(passed), passed
+        value = data.get("score")
+        low, high = SCALES[fmt]
+        if not is_number(value) or not low <= value <= high:
+            raise ValueError(f"the JSON object has no score from {low:g} to {high:g}")
+        return float(value), self.passes(float(value))
+
     def read_json(self, text: str) -> tuple[float, bool]:
-        data = _json_object(text)
+        data = json_object(text)
         verdict_key = self.params.json_verdict_key
         score_key = self.params.json_score_key
         verdict = data.get(verdict_key)
         if verdict is not None:
-            passed = _word_verdict(verdict)
+            passed = word_verdict(verdict)
             if passed is None:
                 raise ValueError(f"{verdict_key!r} is {verdict!r}, not pass or fail")
             score = data.get(score_key)
-            value = float(score) if _is_number(score) else float(passed)
+            value = float(score) if is_number(score) else float(passed)
             return value, passed
         score = data.get(score_key)
-        if not _is_number(score):
+        if not is_number(score):
             raise ValueError(
                 f"the JSON object has neither {verdict_key!r} nor a numeric "
                 f"{score_key!r}"
@@ -446,60 +542,3 @@ def timed_out(seconds: float) -> TargetError:
         kind=ErrorKind.TIMEOUT,
         error_type="Timeout",
     )
-
-
-def _is_number(value: Any) -> TypeGuard[float]:
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-    )
-
-
-def _word_verdict(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str):
-        word = value.strip().strip(".!").casefold()
-        if word in PASS_WORDS:
-            return True
-        if word in FAIL_WORDS:
-            return False
-    return None
-
-
-def read_pass_fail(text: str) -> tuple[float, bool]:
-    found = _VERDICT.findall(text)
-    if found:
-        passed = _word_verdict(found[-1])
-    else:  # a reply that is just the word
-        passed = _word_verdict(text.strip().strip("*`\"'"))
-    if passed is None:
-        raise ValueError('no "Verdict: PASS" or "Verdict: FAIL" in the reply')
-    return float(passed), passed
-
-
-def read_score(text: str) -> float:
-    found = _SCORE.findall(text)
-    if found:
-        return float(found[-1])
-    bare = _BARE_NUMBER.fullmatch(text.strip().strip("*`"))
-    if bare:
-        return float(bare.group(1))
-    raise ValueError('no "Score: N" in the reply')
-
-
-def _json_object(text: str) -> dict[str, Any]:
-    """The JSON object of a reply, also inside a ```json fence or prose."""
-    candidates = [text.strip()]
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for candidate in candidates:
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict):
-            return data
-    raise ValueError("the reply holds no JSON object")

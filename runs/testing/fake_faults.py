@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 # What each marker in the last message's content does; markers are removed
@@ -45,3 +47,55 @@ class FaultMix:
     retry_after: str = "1"
     hang: float = 0.0
     malformed: float = 0.0
+
+
+def marked_fault(
+    markers: dict[str, str],
+    *,
+    seen: int,
+    draw: Callable[[], float],
+    mix: FaultMix,
+    http: Callable[..., bytes],
+    echo: str,
+    escape: str,
+) -> bytes | None:
+    """The failure a prompt's markers ask for (``seen``: how many times this
+    prompt came, for ``flaky``), or one the fault mix draws with ``draw``;
+    None when the call is to be answered."""
+    if "flaky" in markers and seen <= int(markers["flaky"] or 1):
+        status = int(markers.get("flaky_status") or 500)
+        extra = (
+            {"Retry-After": markers["retry_after"]} if "retry_after" in markers else {}
+        )
+        return http(status, {"error": {"message": "flaky upstream"}}, extra)
+    if "quota" in markers:
+        return http(
+            429,
+            {
+                "error": {
+                    "message": "You exceeded your current quota",
+                    "type": "insufficient_quota",
+                    "code": "insufficient_quota",
+                }
+            },
+        )
+    if "status" in markers:
+        status = int(markers["status"] or 500)
+        extra = (
+            {"Retry-After": markers["retry_after"]} if "retry_after" in markers else {}
+        )
+        message = f"simulated {status}" + (f" for key {echo}" if echo else "")
+        return http(status, {"error": {"message": message}}, extra, escape)
+    roll = draw()
+    if roll < mix.error_500:
+        return http(500, {"error": {"message": "simulated 500"}})
+    if roll < mix.error_500 + mix.error_429:
+        return http(
+            429,
+            {"error": {"message": "rate limited"}},
+            {"Retry-After": mix.retry_after},
+        )
+    if "malformed" in markers or roll < mix.error_500 + mix.error_429 + mix.malformed:
+        body: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion"}
+        return http(200, {**body, **({"key": echo} if echo else {})}, None, escape)
+    return None

@@ -28,12 +28,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.testing.fake_agent import AGENT_MARKERS, agent_reply, wants_agent
-from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix
-from runs.testing.fake_judge import GRADING, judge_reply
+from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix, marked_fault
+from runs.testing.fake_judge import GRADING, format_refusal, judge_content
 from runs.testing.key_forms import FORMS, echoed
 
-# A request whose response_format asks for JSON gets {"answer": ...} as content.
+# JSON asked for: {"answer": ...}, or to grade, an object matching the schema.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
+# The response_format types a server takes unless told otherwise.
+ALL_FORMATS = frozenset({"text", *JSON_FORMATS})
 
 _REASONS = {
     200: "OK",
@@ -76,8 +78,14 @@ class FakeOpenAIServer:
         seed: int | None = None,
         one_at_a_time: bool = False,
         agent: bool = False,
+        response_formats: frozenset[str] = ALL_FORMATS,
+        prose_judge: bool = False,
     ) -> None:
         self.host = host
+        # The response_format types it takes (another gets a 400), and
+        # whether it judges as a small model: prose unless held to a schema.
+        self.response_formats = response_formats
+        self.prose_judge = prose_judge
         self.port = port
         self.latency_ms = latency_ms
         # Answer one request at a time, as a local model server with one slot
@@ -255,54 +263,20 @@ class FakeOpenAIServer:
         # The unicode form is the key itself, written as \uXXXX in the body.
         echo = "" if form is None else key if form == "unicode" else echoed(key, form)
         escape = key if form == "unicode" else ""
-        if "flaky" in markers and self.stats.prompts[prompt] <= int(
-            markers["flaky"] or 1
-        ):
-            status = int(markers.get("flaky_status") or 500)
-            extra = (
-                {"Retry-After": markers["retry_after"]}
-                if "retry_after" in markers
-                else {}
-            )
-            return self.http(status, {"error": {"message": "flaky upstream"}}, extra)
-        if "quota" in markers:
-            return self.http(
-                429,
-                {
-                    "error": {
-                        "message": "You exceeded your current quota",
-                        "type": "insufficient_quota",
-                        "code": "insufficient_quota",
-                    }
-                },
-            )
-        if "status" in markers:
-            status = int(markers["status"] or 500)
-            extra = (
-                {"Retry-After": markers["retry_after"]}
-                if "retry_after" in markers
-                else {}
-            )
-            message = f"simulated {status}" + (f" for key {echo}" if echo else "")
-            return self.http(status, {"error": {"message": message}}, extra, escape)
-        roll = self.random.random()
-        mix = self.faults
-        if roll < mix.error_500:
-            return self.http(500, {"error": {"message": "simulated 500"}})
-        if roll < mix.error_500 + mix.error_429:
-            return self.http(
-                429,
-                {"error": {"message": "rate limited"}},
-                {"Retry-After": mix.retry_after},
-            )
-        if (
-            "malformed" in markers
-            or roll < mix.error_500 + mix.error_429 + mix.malformed
-        ):
-            body: dict[str, Any] = {"id": "chatcmpl-fake", "object": "chat.completion"}
-            return self.http(
-                200, {**body, **({"key": echo} if echo else {})}, None, escape
-            )
+        fault = marked_fault(
+            markers,
+            seen=self.stats.prompts[prompt],
+            draw=self.random.random,
+            mix=self.faults,
+            http=self.http,
+            echo=echo,
+            escape=escape,
+        )
+        if fault is not None:
+            return fault
+        refusal = format_refusal(request.get("response_format"), self.response_formats)
+        if refusal is not None:
+            return self.http(400, refusal)
         if "badjson" in markers:
             return self.raw(200, b"{not json", "application/json")
         if "tool" in markers:
@@ -329,14 +303,20 @@ class FakeOpenAIServer:
             for m in request["messages"]
             if isinstance(m, dict)
         ):
-            content = judge_reply(MARKER.sub("", prompt))
+            content = judge_content(
+                request.get("response_format"),
+                MARKER.sub("", prompt),
+                prose=self.prose_judge,
+            )
         else:
             content = solve(clean) or clean
             if "wrong" in markers:
                 content = content + "1"
         response_format = request.get("response_format")
-        if isinstance(response_format, dict) and (
-            response_format.get("type") in JSON_FORMATS
+        if (
+            isinstance(response_format, dict)
+            and response_format.get("type") in JSON_FORMATS
+            and not content.startswith("{")
         ):
             content = json.dumps({"answer": content})
         if echo:
@@ -494,6 +474,16 @@ def build_parser() -> argparse.ArgumentParser:
         "one slot)",
     )
     parser.add_argument(
+        "--response-formats",
+        default=",".join(sorted(ALL_FORMATS)),
+        help="response_format types taken; others get a 400 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--prose-judge",
+        action="store_true",
+        help="judge in prose with no verdict unless held to a JSON schema",
+    )
+    parser.add_argument(
         "--error-500",
         type=float,
         default=0.0,
@@ -567,6 +557,10 @@ def main() -> None:
         seed=args.seed,
         one_at_a_time=args.one_at_a_time,
         agent=args.agent,
+        response_formats=frozenset(
+            kind.strip() for kind in args.response_formats.split(",") if kind.strip()
+        ),
+        prose_judge=args.prose_judge,
     )
 
     def announce() -> None:

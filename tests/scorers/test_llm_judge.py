@@ -81,7 +81,11 @@ async def test_judge_passes_a_right_answer_and_fails_a_wrong_one(
 
     assert scores["right"].passed is True
     assert scores["right"].value == 1.0
-    assert scores["right"].reason.endswith("Verdict: PASS")
+    # The endpoint takes a schema: the reply is the verdict's JSON object.
+    assert json.loads(scores["right"].reason) == {
+        "reasoning": "The answer matches the reference.",
+        "verdict": "pass",
+    }
     assert scores["right"].model == "fake-judge"
     assert scores["right"].prompt_tokens and scores["right"].completion_tokens
     assert scores["right"].cost is None  # the endpoint reports none
@@ -162,7 +166,8 @@ async def test_an_unparseable_reply_is_a_scorer_error_keeping_the_reply(
     project: Project, fake_openai: FakeOpenAIServer
 ) -> None:
     items = [{"id": "1", "input": "Paris [[unparseable]]", "expected": "Paris"}]
-    run = await sync_to_async(echo_run)(project, items, [judge(fake_openai.base_url)])
+    spec = judge(fake_openai.base_url, structured_reply="off")
+    run = await sync_to_async(echo_run)(project, items, [spec])
     scores = await run_and_scores(run)
 
     score = scores["1"]
@@ -263,7 +268,7 @@ class _HeaderEcho(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         sent = self.headers.get("Authorization")
-        if b"fail" in body:
+        if "Answer:\nfail" in json.loads(body)["messages"][-1]["content"]:
             status, payload = 400, {"error": {"message": f"bad key {sent}"}}
         else:
             status = 200

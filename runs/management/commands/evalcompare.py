@@ -59,7 +59,11 @@ class Command(BaseCommand):
         baseline = gate_run(user=user, run_id=opts["baseline"], role="baseline")
         candidate = gate_run(user=user, run_id=opts["candidate"], role="candidate")
         gate = gate_evaluate(
-            user=user, baseline=baseline, candidate=candidate, fail_on=opts["fail_on"]
+            user=user,
+            baseline=baseline,
+            candidate=candidate,
+            fail_on=opts["fail_on"],
+            require_calibrated=opts["require_calibrated"],
         )
         gate_files_write(gate, report=opts["report"], junit=opts["junit"])
         if opts["json"]:

@@ -326,6 +326,7 @@ class Command(BaseCommand):
             baseline=self.baseline,
             candidate=run,
             fail_on=opts["fail_on"],
+            require_calibrated=opts["require_calibrated"],
         )
         gate_files_write(gate, report=opts["report"], junit=opts["junit"])
         return gate
