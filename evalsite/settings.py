@@ -525,3 +525,13 @@ EVALSITE_SANDBOX_MAX_OUTPUT_KB = env_int(
 # in the admin (Model prices), whose rows win. The one default is the offline
 # demo model's, a made-up price so that a fresh install shows costs.
 EVALSITE_PRICES = env_prices("EVALSITE_PRICES", {"demo": [1.0, 2.0]})
+
+
+# -- saved evaluations ---------------------------------------------------------
+
+# Called with a run once it has ended (runs/executor/endings.py): the saved
+# evaluation that made it compares it with its baseline and says so.
+EVALSITE_RUN_END_HOOKS = ["runs.evaluations.services.run_ended"]
+# Embedded mode: the server runs the evaluations' schedules (one server at a
+# time, whatever the number). Off, no schedule starts a run in this server.
+EVALSITE_SCHEDULES = env_bool("EVALSITE_SCHEDULES", default=True)
