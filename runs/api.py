@@ -12,6 +12,7 @@ from runs.clusters.api import cluster_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
+from runs.evaluations.api import evaluation_router
 from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
     ApiKeyAuth,
@@ -54,6 +55,7 @@ api.add_router("/plan", plan_router)
 api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
+api.add_router("/evaluations", evaluation_router)
 
 
 @api.exception_handler(DomainError)

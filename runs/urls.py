@@ -7,6 +7,7 @@ from runs.clusters import urls as clusters
 from runs.compare import urls as compare
 from runs.datasets import urls as datasets
 from runs.demo import urls as demo
+from runs.evaluations import urls as evaluations
 from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
@@ -27,4 +28,5 @@ urlpatterns = [
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,
+    *evaluations.urlpatterns,
 ]
