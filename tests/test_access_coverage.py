@@ -31,8 +31,17 @@ from django.utils import timezone
 
 from runs.api import api
 from runs.datasets.importers import staging
+from runs.evaluations.services import evaluation_create
 from runs.executor import launchers
-from runs.models import Dataset, Project, Result, Run, RunStatus, Target
+from runs.models import (
+    Dataset,
+    Project,
+    Result,
+    Run,
+    RunStatus,
+    Schedule,
+    Target,
+)
 from runs.projects.services import api_key_create
 from runs.secrets import store
 from tests.factories import echo_run, store_outcomes
@@ -66,6 +75,8 @@ class World:
     key_id: int
     token: str
     secret: str = "API_TOKEN"
+    evaluation_id: int = 0
+    schedule_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -98,6 +109,8 @@ def _ids(w: World) -> dict[str, Any]:
         "token": w.token,
         "name": w.secret,
         "format": "csv",
+        "evaluation_id": w.evaluation_id,
+        "schedule_id": w.schedule_id,
     }
 
 
@@ -131,7 +144,27 @@ def _new_in_project(w: World) -> dict[str, Any]:
     return {"project": w.project.pk, "name": "new", "kind": "demo"}
 
 
+def _evaluation_form(w: World) -> dict[str, Any]:
+    return _run_form(w) | {
+        "name": "release",
+        "dataset_policy": "fixed",
+        "baseline_policy": "previous",
+    }
+
+
+def _new_evaluation(w: World) -> dict[str, Any]:
+    return {
+        "project": w.project.pk,
+        "name": "new",
+        "dataset": w.dataset.pk,
+        "target": w.target.pk,
+        "scorers": ["exact_match"],
+    }
+
+
 RUN = ("run_id",)
+EVALUATION = ("evaluation_id",)
+SCHEDULE = _given({"cron": "0 3 * * *", "timezone": "UTC"})
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
@@ -202,6 +235,19 @@ PAGES: dict[str, list[Check]] = {
     "run_resume": [Check("POST", EDIT, RUN)],
     "run_rescore": [Check("GET", EDIT, RUN), Check("POST", EDIT, RUN, data=RESCORE)],
     "run_scoring_passes": [Check("GET", VIEW, RUN)],
+    "evaluation_list": [Check("GET", VIEW, PROJECT)],
+    "evaluation_new": [Check("POST", EDIT, data=_evaluation_form)],
+    "evaluation_detail": [Check("GET", VIEW, EVALUATION)],
+    "evaluation_edit": [
+        Check("GET", EDIT, EVALUATION),
+        Check("POST", EDIT, EVALUATION, data=_evaluation_form),
+    ],
+    "evaluation_run_now": [Check("POST", EDIT, EVALUATION)],
+    "evaluation_delete": [Check("POST", EDIT, EVALUATION)],
+    "evaluation_schedule_add": [Check("POST", EDIT, EVALUATION, data=SCHEDULE)],
+    "evaluation_schedule_remove": [
+        Check("POST", EDIT, ("evaluation_id", "schedule_id"))
+    ],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -275,6 +321,21 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/runs/{run_id}/resume"): [Check("POST", EDIT, data=_given({}))],
     ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
     ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
+    ("POST", "/evaluations"): [Check("POST", EDIT, data=_new_evaluation)],
+    ("GET", "/evaluations"): [Check("GET", ACCOUNT, scoped=True)],
+    ("GET", "/evaluations/{evaluation_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/evaluations/{evaluation_id}"): [Check("PATCH", EDIT, data=RENAME)],
+    ("DELETE", "/evaluations/{evaluation_id}"): [Check("DELETE", EDIT)],
+    ("GET", "/evaluations/{evaluation_id}/history"): [Check("GET", VIEW)],
+    ("POST", "/evaluations/{evaluation_id}/runs"): [
+        Check("POST", EDIT, data=_given({}))
+    ],
+    ("POST", "/evaluations/{evaluation_id}/schedules"): [
+        Check("POST", EDIT, data=SCHEDULE)
+    ],
+    ("DELETE", "/evaluations/{evaluation_id}/schedules/{schedule_id}"): [
+        Check("DELETE", EDIT)
+    ],
 }
 
 
@@ -371,6 +432,17 @@ def world(
         project=project, user=alice, name="API_TOKEN", value="v-1", hosts=["a.org"]
     )
     key, _ = api_key_create(user=bob, name="laptop")
+    evaluation = evaluation_create(
+        user=bob,
+        project=project,
+        name="nightly",
+        dataset=dataset,
+        target=target,
+        scorers=["exact_match"],
+    )
+    schedule = Schedule.objects.create(
+        evaluation=evaluation, cron="0 3 * * *", last_tick_at=timezone.now()
+    )
     staged = staging.upload_stage(
         user=bob,
         project=project,
@@ -388,6 +460,8 @@ def world(
         users={"alice": alice, "bob": bob, "victor": victor, "mallory": mallory},
         key_id=key.pk,
         token=staged.token,
+        evaluation_id=evaluation.pk,
+        schedule_id=schedule.pk,
     )
 
 
