@@ -12,7 +12,8 @@ from django.test import Client
 from runs.evaluations.selectors import evaluation_trend
 from runs.evaluations.services import evaluation_run
 from runs.executor.store import run_finish
-from runs.models import Dataset, Evaluation, Project, Run, Schedule
+from runs.models import Dataset, Evaluation, Project, Run, Schedule, Target
+from tests.evaluations.conftest import make_evaluation
 from tests.factories import store_outcomes
 
 pytestmark = pytest.mark.django_db
@@ -54,8 +55,6 @@ def test_the_trend_shows_each_run_and_its_verdict_against_the_previous(
 def test_a_floor_marks_the_runs_below_it(
     project: Project, dataset: Dataset, bob: User, bob_client: Client
 ) -> None:
-    from tests.evaluations.conftest import make_evaluation
-
     evaluation = make_evaluation(
         project, dataset, bob, pass_rate_floors={"exact_match": 0.5}
     )
@@ -77,8 +76,6 @@ def test_the_project_lists_its_evaluations(
 def test_an_editor_saves_an_evaluation_through_the_form(
     bob_client: Client, dataset: Dataset, project: Project
 ) -> None:
-    from runs.models import Target
-
     target = Target.objects.create(
         project=project,
         name="echo",

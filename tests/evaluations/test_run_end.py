@@ -12,6 +12,7 @@ from django.test import override_settings
 
 from runs.evaluations.services import evaluation_run, run_end_claim
 from runs.models import Evaluation, Run, RunStatus
+from runs.results.services import run_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -62,8 +63,6 @@ def test_a_failing_hook_never_fails_the_run_nor_the_next_hook(
     EVALSITE_RUN_END_HOOKS=["tests.evaluations.test_run_end.counting_hook"]
 )
 def test_a_cancelled_pending_run_is_told_too(evaluation: Evaluation, bob: User) -> None:
-    from runs.results.services import run_cancel
-
     told.clear()
     run = Run.objects.create(
         project=evaluation.project,

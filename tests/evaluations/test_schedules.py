@@ -7,15 +7,23 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth.models import User
 
-from runs.errors import InvalidInput
+from runs.errors import Forbidden, InvalidInput
 from runs.evaluations.schedules import (
     next_tick,
     schedule_add,
     schedule_tick,
     schedules_tick,
 )
-from runs.models import Evaluation, Run, Schedule, ScheduleTick, Target
-from tests.evaluations.conftest import T0, at, finish
+from runs.models import (
+    Dataset,
+    Evaluation,
+    Project,
+    Run,
+    Schedule,
+    ScheduleTick,
+    Target,
+)
+from tests.evaluations.conftest import T0, at, finish, make_evaluation
 
 pytestmark = pytest.mark.django_db
 
@@ -83,16 +91,14 @@ def test_a_tick_is_taken_once_by_processes_that_read_the_schedule_at_once(
 
 
 def test_a_tick_that_cannot_start_is_recorded_with_its_reason(
-    project: object, dataset: object, bob: User
+    project: Project, dataset: Dataset, bob: User
 ) -> None:
-    from tests.evaluations.conftest import make_evaluation
-
     target = Target.objects.create(
         project=project, name="echo", kind="python", config={"callable": "x.y"}
     )
     evaluation = make_evaluation(
-        project,  # type: ignore[arg-type]  # fixtures
-        dataset,  # type: ignore[arg-type]
+        project,
+        dataset,
         bob,
         target=target,
         target_kind=None,
@@ -148,7 +154,5 @@ def test_a_disabled_schedule_does_not_tick(evaluation: Evaluation, bob: User) ->
 
 
 def test_a_viewer_cannot_schedule(evaluation: Evaluation, victor: User) -> None:
-    from runs.errors import Forbidden
-
     with pytest.raises(Forbidden):
         schedule_add(evaluation=evaluation, user=victor, cron="* * * * *")

@@ -67,6 +67,7 @@ def test_two_processes_at_one_tick_start_it_once(
 def test_the_workers_run_the_schedules_as_a_periodic_job(
     evaluation: Evaluation, bob: User
 ) -> None:
+    # Only here: procrastinate's Django app is installed on PostgreSQL alone.
     from procrastinate.contrib.django import app
 
     from runs.evaluations import periodic
