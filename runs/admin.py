@@ -5,6 +5,8 @@ from django.db.models import Model, QuerySet
 from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest
 
+# Each capability with an admin of its own; registered on import.
+from runs.evaluations import admin as evaluations_admin  # noqa: F401
 from runs.models import (
     RUN_COUNTS,
     ApiKey,
@@ -151,6 +153,10 @@ class RunAdmin(admin.ModelAdmin):
         "finished_at",
         "heartbeat_at",
         "executor_id",
+        "evaluation",
+        "schedule",
+        "evaluation_trigger",
+        "evaluation_end",
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
