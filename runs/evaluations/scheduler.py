@@ -50,3 +50,14 @@ def _start() -> None:
 def schedules_start(loop: asyncio.AbstractEventLoop) -> None:
     """Run the schedules on ``loop`` (the server's) from now on."""
     loop.call_soon_threadsafe(_start, context=contextvars.Context())
+
+
+def _stop() -> None:
+    for task in _task:
+        task.cancel()
+    _task.clear()
+
+
+def schedules_stop(loop: asyncio.AbstractEventLoop) -> None:
+    """Stop running the schedules on ``loop``."""
+    loop.call_soon_threadsafe(_stop)
