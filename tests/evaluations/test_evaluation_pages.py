@@ -130,6 +130,8 @@ def test_run_now_starts_a_run_and_shows_it(
     assert response.status_code == 302
     assert response["Location"] == f"/runs/{run.pk}/"
     assert run.evaluation_trigger == "manual"
+    page = bob_client.get(response["Location"]).content.decode()
+    assert f'href="/evaluations/{evaluation.pk}/" id="run-evaluation"' in page
 
 
 def test_a_schedule_is_added_from_the_page(

@@ -14,6 +14,7 @@ from runs.evaluations.schedules import (
     schedule_tick,
     schedules_tick,
 )
+from runs.evaluations.services import evaluation_run
 from runs.models import (
     Dataset,
     Evaluation,
@@ -24,6 +25,7 @@ from runs.models import (
     Target,
 )
 from tests.evaluations.conftest import T0, at, finish, make_evaluation
+from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +158,15 @@ def test_a_disabled_schedule_does_not_tick(evaluation: Evaluation, bob: User) ->
 def test_a_viewer_cannot_schedule(evaluation: Evaluation, victor: User) -> None:
     with pytest.raises(Forbidden):
         schedule_add(evaluation=evaluation, user=victor, cron="* * * * *")
+
+
+def test_an_evaluation_of_the_latest_version_runs_the_newest_one(
+    project: Project, dataset: Dataset, bob: User
+) -> None:
+    evaluation = make_evaluation(project, dataset, bob, dataset_policy="latest")
+    newer = make_dataset(project, arithmetic_items(4), version=2)
+    run = evaluation_run(evaluation=evaluation, user=bob)
+    assert run.dataset_id == newer.pk
+    assert run.total == 4
+    fixed = make_evaluation(project, dataset, bob, name="fixed")
+    assert evaluation_run(evaluation=fixed, user=bob).dataset_id == dataset.pk
