@@ -26,7 +26,7 @@ class ChangeInline(admin.TabularInline):
     model = EvaluationChange
     extra = 0
     fields = ["at", "action", "user", "changes"]
-    readonly_fields = fields
+    readonly_fields = ["at", "action", "user", "changes"]
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
