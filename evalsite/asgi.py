@@ -3,7 +3,7 @@
 Pages and the API go through ``evalsite.handlers``: one thread switch per
 request. In the embedded mode the local launcher runs executions on this
 server's event loop; it binds to it when the server starts and resumes runs
-left running.
+left running, and the evaluations' schedules tick on it.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from evalsite.bodylimit import BodyLimit, install_under_daphne  # noqa: E402
+from runs.evaluations.scheduler import schedules_start  # noqa: E402
 from runs.executor.launchers import local_launcher  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
 
@@ -48,6 +49,8 @@ def _bind_launcher_when_serving() -> None:
     reactor.callWhenRunning(
         local_launcher().bind, twisted_loop, resume=settings.EVALSITE_RESUME_ON_START
     )
+    if settings.EVALSITE_SCHEDULES:
+        reactor.callWhenRunning(schedules_start, twisted_loop)
 
 
 _bind_launcher_when_serving()

@@ -6,6 +6,9 @@ from django.forms import BaseFormSet, ModelForm
 from django.http import HttpRequest
 
 from runs.alerts import admin as alerts_admin  # noqa: F401  (registers its models)
+
+# Each capability with an admin of its own; registered on import.
+from runs.evaluations import admin as evaluations_admin  # noqa: F401
 from runs.models import (
     RUN_COUNTS,
     ApiKey,
@@ -153,6 +156,10 @@ class RunAdmin(admin.ModelAdmin):
         "finished_at",
         "heartbeat_at",
         "executor_id",
+        "evaluation",
+        "schedule",
+        "evaluation_trigger",
+        "evaluation_end",
     ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -15,6 +15,7 @@ from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
 from runs.estimates.api import estimate_router
+from runs.evaluations.api import evaluation_router
 from runs.judges.api import judge_router
 from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
@@ -66,6 +67,7 @@ api.add_router("/results", trajectory_router)
 api.add_router("/tools", tool_router)
 api.add_router("/alert-channels", channel_router)
 api.add_router("/runs", judge_router)
+api.add_router("/evaluations", evaluation_router)
 
 
 @api.exception_handler(DomainError)

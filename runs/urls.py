@@ -9,6 +9,7 @@ from runs.compare import urls as compare
 from runs.datasets import urls as datasets
 from runs.demo import urls as demo
 from runs.estimates import urls as estimates
+from runs.evaluations import urls as evaluations
 from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
@@ -31,4 +32,5 @@ urlpatterns = [
     *rescore.urlpatterns,
     *alerts.urlpatterns,
     *estimates.urlpatterns,
+    *evaluations.urlpatterns,
 ]

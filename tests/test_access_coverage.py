@@ -32,8 +32,17 @@ from django.utils import timezone
 from runs.alerts.services import channel_create
 from runs.api import api
 from runs.datasets.importers import staging
+from runs.evaluations.services import evaluation_create
 from runs.executor import launchers
-from runs.models import Dataset, Project, Result, Run, RunStatus, Target
+from runs.models import (
+    Dataset,
+    Project,
+    Result,
+    Run,
+    RunStatus,
+    Schedule,
+    Target,
+)
 from runs.projects.services import api_key_create
 from runs.secrets import store
 from tests.factories import echo_run, store_outcomes
@@ -68,6 +77,8 @@ class World:
     token: str
     secret: str = "API_TOKEN"
     channel_id: int = 0
+    evaluation_id: int = 0
+    schedule_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -101,6 +112,8 @@ def _ids(w: World) -> dict[str, Any]:
         "name": w.secret,
         "format": "csv",
         "channel_id": w.channel_id,
+        "evaluation_id": w.evaluation_id,
+        "schedule_id": w.schedule_id,
     }
 
 
@@ -163,9 +176,29 @@ def _tool_span(w: World) -> dict[str, Any]:
     }
 
 
+def _evaluation_form(w: World) -> dict[str, Any]:
+    return _run_form(w) | {
+        "name": "release",
+        "dataset_policy": "fixed",
+        "baseline_policy": "previous",
+    }
+
+
+def _new_evaluation(w: World) -> dict[str, Any]:
+    return {
+        "project": w.project.pk,
+        "name": "new",
+        "dataset": w.dataset.pk,
+        "target": w.target.pk,
+        "scorers": ["exact_match"],
+    }
+
+
 RUN = ("run_id",)
 CHANNEL = ("channel_id",)
 NEW_CHANNEL = _given({"name": "more", "kind": "email", "emails": "a@example.org"})
+EVALUATION = ("evaluation_id",)
+SCHEDULE = _given({"cron": "0 3 * * *", "timezone": "UTC"})
 PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
@@ -248,6 +281,19 @@ PAGES: dict[str, list[Check]] = {
     "channel_secret": [Check("POST", EDIT, CHANNEL)],
     "channel_delete": [Check("POST", EDIT, CHANNEL)],
     "run_estimate_fragment": [Check("POST", VIEW, data=_run_form)],
+    "evaluation_list": [Check("GET", VIEW, PROJECT)],
+    "evaluation_new": [Check("POST", EDIT, data=_evaluation_form)],
+    "evaluation_detail": [Check("GET", VIEW, EVALUATION)],
+    "evaluation_edit": [
+        Check("GET", EDIT, EVALUATION),
+        Check("POST", EDIT, EVALUATION, data=_evaluation_form),
+    ],
+    "evaluation_run_now": [Check("POST", EDIT, EVALUATION)],
+    "evaluation_delete": [Check("POST", EDIT, EVALUATION)],
+    "evaluation_schedule_add": [Check("POST", EDIT, EVALUATION, data=SCHEDULE)],
+    "evaluation_schedule_remove": [
+        Check("POST", EDIT, ("evaluation_id", "schedule_id"))
+    ],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -355,6 +401,21 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
         )
     ],
     ("GET", "/runs/{run_id}/judge-agreement"): [Check("GET", VIEW)],
+    ("POST", "/evaluations"): [Check("POST", EDIT, data=_new_evaluation)],
+    ("GET", "/evaluations"): [Check("GET", ACCOUNT, scoped=True)],
+    ("GET", "/evaluations/{evaluation_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/evaluations/{evaluation_id}"): [Check("PATCH", EDIT, data=RENAME)],
+    ("DELETE", "/evaluations/{evaluation_id}"): [Check("DELETE", EDIT)],
+    ("GET", "/evaluations/{evaluation_id}/history"): [Check("GET", VIEW)],
+    ("POST", "/evaluations/{evaluation_id}/runs"): [
+        Check("POST", EDIT, data=_given({}))
+    ],
+    ("POST", "/evaluations/{evaluation_id}/schedules"): [
+        Check("POST", EDIT, data=SCHEDULE)
+    ],
+    ("DELETE", "/evaluations/{evaluation_id}/schedules/{schedule_id}"): [
+        Check("DELETE", EDIT)
+    ],
 }
 
 
@@ -458,6 +519,17 @@ def world(
         kind="webhook",
         url="https://hooks.example.org/evalsite",
     ).channel
+    evaluation = evaluation_create(
+        user=bob,
+        project=project,
+        name="nightly",
+        dataset=dataset,
+        target=target,
+        scorers=["exact_match"],
+    )
+    schedule = Schedule.objects.create(
+        evaluation=evaluation, cron="0 3 * * *", last_tick_at=timezone.now()
+    )
     staged = staging.upload_stage(
         user=bob,
         project=project,
@@ -476,6 +548,8 @@ def world(
         key_id=key.pk,
         token=staged.token,
         channel_id=channel.pk,
+        evaluation_id=evaluation.pk,
+        schedule_id=schedule.pk,
     )
 
 

@@ -45,7 +45,7 @@ from procrastinate.job_context import AbortReason
 from procrastinate.worker import Worker
 
 from runs import events
-from runs.executor import rescore_store, shard_store, store
+from runs.executor import endings, rescore_store, shard_store, store
 from runs.executor.engine import Execution, execute_run
 from runs.executor.rescore import execute_scoring_pass
 from runs.executor.stops import StorageUnavailable
@@ -112,7 +112,7 @@ async def execute_shard(
                     continue
                 await _hand_back(inner, shard_id)
                 if cancel:  # cancelled before it started: it ends here
-                    return await settle_shard(shard_id)
+                    return await _settled(shard_id, run_id)
                 raise ShardHandedBack(f"shard {shard_id} of run {run_id}") from None
     except (ShardHandedBack, DatabaseError, StorageUnavailable):
         raise  # the job is retried; the shard goes on where it stopped
@@ -134,7 +134,15 @@ async def execute_shard(
     if status is None:
         # Not claimed: its run was cancelled, stopped by another shard or
         # ended (or another worker ended the shard before this job was retried).
-        return await settle_shard(shard_id)
+        return await _settled(shard_id, run_id)
+    return status
+
+
+async def _settled(shard_id: int, run_id: int) -> str | None:
+    """Settle a shard that never ran; a run it ended is told of as ended."""
+    status = await settle_shard(shard_id)
+    if status is not None and status != "running":
+        await endings.arun_ended_tell(run_id)
     return status
 
 
@@ -195,6 +203,7 @@ class ProcrastinateLauncher:
                 shard_store.shard_job_set(shard.pk, job_id)
         if ended:
             events.publish_run_update_sync(run_id, final=True)
+            endings.run_ended_tell(run_id)
 
     def cancel(self, run_id: int) -> None:
         """Abort the run's jobs: queued ones never start, running ones stop."""
@@ -203,6 +212,7 @@ class ProcrastinateLauncher:
             app.job_manager.cancel_job_by_id(job_id, abort=True)
         if final is not None:
             events.publish_run_update_sync(run_id, final=True)
+            endings.run_ended_tell(run_id)
 
     def launch_scoring_pass(self, pass_id: int) -> None:
         # A re-score calls judges and runs code in sandboxes: a worker's work,
@@ -280,6 +290,7 @@ async def recovery_pass(
     settle = database_sync_to_async(shard_store.shards_settle_stalled)
     for run_id in await settle(stale_seconds=stall_seconds):
         await events.publish_run_update(run_id, final=True)
+        await endings.arun_ended_tell(run_id)
     return True
 
 

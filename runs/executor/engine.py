@@ -38,7 +38,7 @@ from runs.analysis.figures import run_figures_store
 from runs.calls.limits import use_attempt_timeout, use_call_rate
 from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
-from runs.executor import shard_store, store
+from runs.executor import endings, shard_store, store
 from runs.executor.buffer import ResultBuffer
 from runs.executor.items import ItemRunner, Limits, WorkItem, cut_attempt, now
 from runs.executor.options import RunOptions
@@ -571,6 +571,9 @@ class Execution:
                     lambda: store_figures(self.spec.id), "storing the figures"
                 )
         await events.publish_run_update(self.spec.id, final=True)
+        # Ended, stored and announced: what else is told of it never delays
+        # or fails it.
+        await endings.arun_ended_tell(self.spec.id)
         return status
 
 

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from runs.models.alerts import AlertChannel, AlertDelivery
 from runs.models.datasets import Dataset, Item, ReadyDatasetManager
+from runs.models.evaluations import (
+    Evaluation,
+    EvaluationChange,
+    Schedule,
+    ScheduleTick,
+)
 from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
 from runs.models.results import (
@@ -44,6 +50,8 @@ __all__ = [
     "ApiKey",
     "Dataset",
     "ErrorKind",
+    "Evaluation",
+    "EvaluationChange",
     "Item",
     "Membership",
     "ModelPrice",
@@ -60,6 +68,8 @@ __all__ = [
     "RunShard",
     "RunStatus",
     "RunVerdicts",
+    "Schedule",
+    "ScheduleTick",
     "Score",
     "ScoringPass",
     "Step",

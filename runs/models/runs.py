@@ -109,6 +109,25 @@ class Run(RunCounts, Authored):
     # recorded; earlier retries left no record.
     retry_replaced = models.PositiveIntegerField(default=0)
     retry_replaced_answers = models.PositiveIntegerField(default=0)
+    # The saved evaluation that made it, and how: by hand, by one of its
+    # schedules (which), or through the API.
+    evaluation = models.ForeignKey(
+        "runs.Evaluation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    schedule = models.ForeignKey(
+        "runs.Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
+    )
+    evaluation_trigger = models.CharField(max_length=16, blank=True)
+    # The end its evaluation was told of (revision:status): told once per end.
+    evaluation_end = models.CharField(max_length=64, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -12,6 +12,7 @@ from runs import events
 from runs.access import Action, require
 from runs.errors import InvalidInput
 from runs.estimates.figures import estimate_record
+from runs.executor import endings
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
 from runs.executor.store import retries_release, run_recount
@@ -155,4 +156,5 @@ def run_cancel(*, run: Run, user: User | None = None) -> Run:
     run.refresh_from_db()
     if unclaimed:
         events.publish_run_update_sync(run.pk, final=True)
+        endings.run_ended_tell(run.pk)
     return run

@@ -71,6 +71,8 @@ class Command(BaseCommand):
         names = [q.strip() for q in queues.split(",") if q.strip()]
         database_ready()
         # Only now: it needs procrastinate's app, installed on PostgreSQL alone.
+        # The schedules' periodic job registers itself on import.
+        from runs.evaluations import periodic  # noqa: F401
         from runs.executor.distributed import run_worker
 
         if opts["verbosity"] >= 1:
