@@ -273,6 +273,21 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}/scoring-passes",
         f"{API}/runs/{{run_id}}/resume",
         f"{API}/otlp/v1/traces",
+        f"{API}/alert-channels",
+        f"{API}/alert-channels/{{channel_id}}",
+        f"{API}/alert-channels/{{channel_id}}/deliveries",
+        f"{API}/alert-channels/{{channel_id}}/secret",
+        f"{API}/alert-channels/{{channel_id}}/test",
+        f"{API}/evaluations",
+        f"{API}/evaluations/{{evaluation_id}}",
+        f"{API}/evaluations/{{evaluation_id}}/history",
+        f"{API}/evaluations/{{evaluation_id}}/runs",
+        f"{API}/evaluations/{{evaluation_id}}/schedules",
+        f"{API}/evaluations/{{evaluation_id}}/schedules/{{schedule_id}}",
+        f"{API}/results/{{result_id}}/trajectory",
+        f"{API}/runs/estimate",
+        f"{API}/runs/{{run_id}}/judge-agreement",
+        f"{API}/tools",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 
