@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from ninja import Field, Router
 
@@ -12,7 +12,8 @@ from runs.analysis.clusters import (
     RunClusters,
     run_clusters_cached,
 )
-from runs.clusters.schemas import RunClustersOut
+from runs.analysis.content_clusters import RunContentClusters, run_content_clusters
+from runs.clusters.schemas import RunClustersOut, RunContentClustersOut
 from runs.results.selectors import run_get
 from runs.web.api import READ_ERRORS
 from runs.web.requests import ApiRequest
@@ -22,16 +23,26 @@ cluster_router = Router(tags=["runs"])
 
 
 @cluster_router.get(
-    "/{run_id}/clusters", response={200: RunClustersOut, **READ_ERRORS, 400: ErrorOut}
+    "/{run_id}/clusters",
+    response={
+        200: RunClustersOut | RunContentClustersOut,
+        **READ_ERRORS,
+        400: ErrorOut,
+    },
 )
 def get_run_clusters(
     request: ApiRequest,
     run_id: DbId,
     baseline: DbId | None = None,
     items: Annotated[int, Field(ge=0, le=MAX_ITEMS_PER_CLUSTER)] = ITEMS_PER_CLUSTER,
-) -> RunClusters:
+    by: Literal["signature", "content"] = "signature",
+) -> RunClusters | RunContentClusters:
     """The run's errors grouped by signature and failing scores by scorer and
-    reason, biggest first; against ``baseline``, how each cluster moved."""
+    reason, biggest first; with ``by=content``, its failing items grouped by
+    what they contain (input, output, expected answer), computed once per
+    results version. Against ``baseline``, how each cluster moved."""
     run = run_get(user=request.auth, run_id=run_id)
     other = run_get(user=request.auth, run_id=baseline) if baseline else None
+    if by == "content":
+        return run_content_clusters(run=run, baseline=other, items_per_cluster=items)
     return run_clusters_cached(run=run, baseline=other, items_per_cluster=items)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from django.contrib.auth.models import User
 
 from runs.access import Action, require
-from runs.analysis.cluster_keys import cluster_filter
+from runs.analysis.cluster_members import cluster_filter
 from runs.datasets.importers import ItemRow, dataset_create_from_rows
 from runs.models import (
     Dataset,
@@ -26,7 +26,7 @@ def dataset_create_from_cluster(
     in dataset order, with its id, input, expected answer and metadata.
     """
     require(user, run.project, Action.EDIT)
-    members = Result.objects.filter(run=run).filter(cluster_filter(key))
+    members = Result.objects.filter(run=run).filter(cluster_filter(key, run=run))
     items = Item.objects.filter(
         dataset_id=run.dataset_id, pk__in=members.values("item_id")
     ).order_by("index")
