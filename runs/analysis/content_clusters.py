@@ -75,8 +75,9 @@ logger = logging.getLogger(__name__)
 FORMAT = 1
 MATCH_JACCARD = 0.3
 
-# A member as stored: result id, item index, epoch, external id, retryable.
-Member = tuple[int, int, int, str, bool]
+# A member as stored (a JSON list): result id, item index, epoch, external
+# id, and whether a retry may run it.
+Member = list[Any]
 
 
 @dataclass(slots=True)
@@ -113,7 +114,7 @@ class ContentCluster:
 
 
 @dataclass(frozen=True, slots=True)
-class RunContentClusters:
+class ContentClusters:
     run: Run
     baseline: Run | None
     results: int
@@ -188,7 +189,7 @@ def compute(run: Run) -> dict[str, Any]:
     members: list[list[Member]] = [[] for _ in range(grouping.clusters)]
     noise: list[Member] = []
     for row, label in zip(rows, grouping.labels.tolist(), strict=True):
-        member: Member = (row[0], row[1], row[2], row[3], bool(row[4]))
+        member: Member = [row[0], row[1], row[2], row[3], bool(row[4])]
         (noise if label == NOISE else members[label]).append(member)
     samples = [[texts[i] for i in _sample_positions(grouping.labels, n)] for n in range(grouping.clusters)]
     titles, title_note = cluster_titles(run=run, samples=samples)
@@ -404,7 +405,7 @@ def run_content_clusters(
     run: Run,
     baseline: Run | None = None,
     items_per_cluster: int = ITEMS_PER_CLUSTER,
-) -> RunContentClusters:
+) -> ContentClusters:
     """The run's failing items clustered by content, biggest first, with the
     unclustered ones apart; against a baseline, how each cluster moved."""
     data = content_clustering(run)
@@ -419,7 +420,7 @@ def run_content_clusters(
         theirs = [*before["clusters"], before["unclustered"]]
         found = _compare(run, found, groups, theirs)
     unclustered = found.pop(len(groups) - 1)
-    return RunContentClusters(
+    return ContentClusters(
         run=run,
         baseline=baseline,
         results=results,

@@ -7,12 +7,14 @@ content clusters are computed: importing it costs a second or two that no
 other page should pay.
 
 - Vectors: TF-IDF over words of two letters or more (numbers, which differ in
-  every arithmetic answer, are left out; so are English stop words), reduced
+  every arithmetic answer, are left out; so are English stop words, words of
+  one item only and words of more than ``MAX_SHARE`` of them), reduced
   with a truncated SVD to ``COMPONENTS`` dimensions and scaled to unit length,
   so that Euclidean distance orders pairs as cosine distance does.
   Embeddings are scaled to unit length (and reduced alike when longer).
-- Clusters: HDBSCAN (no preset number of clusters; what fits none is noise)
-  on at most ``SAMPLE`` of the items; every other item joins the cluster whose
+- Clusters: HDBSCAN (no preset number of clusters; what fits none is noise,
+  and so is an item without a term that counts; when it finds no cluster it
+  is asked whether all are one) on at most ``SAMPLE`` of the items; every other item joins the cluster whose
   centroid is nearest when it is at least as close to it as the cluster's own
   sampled members mostly are (its ``JOIN_PERCENTILE``-th percentile of cosine
   similarity), else it is noise too.
@@ -42,6 +44,7 @@ SAMPLE = 5_000
 JOIN_PERCENTILE = 5
 TERMS = 5
 MAX_FEATURES = 50_000
+MAX_SHARE = 0.9
 # Words of two letters or more (digits may follow the first letter).
 TOKEN_PATTERN = r"(?u)\b[^\W\d_]{2,}\w*\b"
 NOISE = -1
@@ -83,6 +86,9 @@ def tfidf(texts: Sequence[str]) -> tuple[sparse.csr_matrix, NDArray[np.str_]]:
         stop_words="english",
         sublinear_tf=True,
         min_df=2 if len(texts) > 2 else 1,
+        # A term of nearly every failing item (a fixed instruction, an
+        # answer's prefix) tells none of them apart.
+        max_df=MAX_SHARE if len(texts) >= 10 else 1.0,
         max_features=MAX_FEATURES,
         dtype=np.float32,
     )
@@ -111,18 +117,34 @@ def min_cluster_size(count: int) -> int:
     return max(3, min(50, count // 100))
 
 
-def labels_of(points: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Each point's cluster (``NOISE`` for none), numbered biggest first."""
-    count = len(points)
-    labels = np.full(count, NOISE, dtype=np.int64)
-    smallest = min_cluster_size(min(count, SAMPLE))
-    if count < 2 * smallest:
-        return labels
-    rng = np.random.default_rng(0)
-    sample = np.sort(rng.choice(count, size=min(count, SAMPLE), replace=False))
+def _hdbscan(points: NDArray[np.float64], smallest: int) -> NDArray[np.int64]:
+    """HDBSCAN's clusters; when it finds none, whether all are one (it
+    looks for two or more unless told otherwise)."""
     found = HDBSCAN(
         min_cluster_size=smallest, min_samples=min(5, smallest), copy=True
-    ).fit_predict(points[sample])
+    ).fit_predict(points)
+    if (found == NOISE).all():
+        found = HDBSCAN(
+            min_cluster_size=smallest,
+            min_samples=min(5, smallest),
+            allow_single_cluster=True,
+            copy=True,
+        ).fit_predict(points)
+    return np.asarray(found, dtype=np.int64)
+
+
+def labels_of(points: NDArray[np.float64]) -> NDArray[np.int64]:
+    """Each point's cluster (``NOISE`` for none), numbered biggest first.
+    A zero vector (an item without a term that counts) is noise."""
+    labels = np.full(len(points), NOISE, dtype=np.int64)
+    kept = np.flatnonzero(np.linalg.norm(points, axis=1) > 0)
+    count = len(kept)
+    smallest = min_cluster_size(min(count, SAMPLE))
+    if count < smallest:
+        return labels
+    rng = np.random.default_rng(0)
+    sample = np.sort(rng.choice(kept, size=min(count, SAMPLE), replace=False))
+    found = _hdbscan(points[sample], smallest)
     labels[sample] = found
     kinds = [label for label in np.unique(found) if label != NOISE]
     if kinds and len(sample) < count:
@@ -135,7 +157,7 @@ def labels_of(points: NDArray[np.float64]) -> NDArray[np.int64]:
                 for label, centroid in zip(kinds, centroids, strict=True)
             ]
         )
-        rest = np.setdiff1d(np.arange(count), sample, assume_unique=True)
+        rest = np.setdiff1d(kept, sample, assume_unique=True)
         similarity = points[rest] @ centroids.T
         nearest = similarity.argmax(axis=1)
         close = similarity[np.arange(len(rest)), nearest] >= thresholds[nearest]

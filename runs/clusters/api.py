@@ -12,7 +12,7 @@ from runs.analysis.clusters import (
     RunClusters,
     run_clusters_cached,
 )
-from runs.analysis.content_clusters import RunContentClusters, run_content_clusters
+from runs.analysis.content_clusters import ContentClusters, run_content_clusters
 from runs.clusters.schemas import RunClustersOut, RunContentClustersOut
 from runs.results.selectors import run_get
 from runs.web.api import READ_ERRORS
@@ -36,7 +36,7 @@ def get_run_clusters(
     baseline: DbId | None = None,
     items: Annotated[int, Field(ge=0, le=MAX_ITEMS_PER_CLUSTER)] = ITEMS_PER_CLUSTER,
     by: Literal["signature", "content"] = "signature",
-) -> RunClusters | RunContentClusters:
+) -> RunClusters | ContentClusters:
     """The run's errors grouped by signature and failing scores by scorer and
     reason, biggest first; with ``by=content``, its failing items grouped by
     what they contain (input, output, expected answer), computed once per
