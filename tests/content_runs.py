@@ -35,7 +35,9 @@ def topic_items() -> list[dict[str, Any]]:
         }
         for i in range(CAKES)
     ]
-    odd = [{"id": f"odd{i}", "input": text, "expected": "0"} for i, text in enumerate(ODD)]
+    odd = [
+        {"id": f"odd{i}", "input": text, "expected": "0"} for i, text in enumerate(ODD)
+    ]
     passing = [
         {"id": f"ok{i}", "input": f"Say yes {i}", "expected": "yes"}
         for i in range(PASSING)

@@ -62,7 +62,8 @@ from runs.analysis.clusters import (
     Move,
     change_of,
 )
-from runs.analysis.embeddings import embeddings_label
+from runs.analysis.content_titles import cluster_titles
+from runs.analysis.embeddings import EmbeddingsFailed, embed_texts, embeddings_label
 from runs.errors import InvalidInput
 from runs.models import STOPPED_IN_FLIGHT, Result, Run, RunContentClusters, Score
 from runs.records import cache_keys
@@ -158,9 +159,7 @@ def compute(run: Run) -> dict[str, Any]:
     """The run's content clusters, as stored (JSON)."""
     # Imported here: scikit-learn takes seconds to import, paid only by
     # those who compute content clusters.
-    from runs.analysis.content_titles import cluster_titles  # noqa: PLC0415
-    from runs.analysis.content_vectors import NOISE, group_texts, item_text  # noqa: PLC0415
-    from runs.analysis.embeddings import EmbeddingsFailed, embed_texts  # noqa: PLC0415
+    from runs.analysis.content_vectors import NOISE, group_texts, item_text
 
     rows = list(
         failing_results(run)
@@ -191,7 +190,10 @@ def compute(run: Run) -> dict[str, Any]:
     for row, label in zip(rows, grouping.labels.tolist(), strict=True):
         member: Member = [row[0], row[1], row[2], row[3], bool(row[4])]
         (noise if label == NOISE else members[label]).append(member)
-    samples = [[texts[i] for i in _sample_positions(grouping.labels, n)] for n in range(grouping.clusters)]
+    samples = [
+        [texts[i] for i in _sample_positions(grouping.labels, n)]
+        for n in range(grouping.clusters)
+    ]
     titles, title_note = cluster_titles(run=run, samples=samples)
     return {
         "vectoriser": vectoriser,
@@ -317,15 +319,15 @@ def _matches(
         if i not in matched and j not in taken:
             matched[i] = (j, round(jaccard, 4))
             taken.add(j)
-    names = {}
+    names: dict[tuple[str, ...], int] = {}
     for j, group in enumerate(theirs):
         if j not in taken and group["terms"]:
             names.setdefault(tuple(group["terms"]), j)
     for i, group in enumerate(ours):
-        j = names.get(tuple(group["terms"])) if group["terms"] else None
-        if i not in matched and j is not None and j not in taken:
-            matched[i] = (j, None)
-            taken.add(j)
+        same = names.get(tuple(group["terms"])) if group["terms"] else None
+        if i not in matched and same is not None and same not in taken:
+            matched[i] = (same, None)
+            taken.add(same)
     return matched
 
 
@@ -370,7 +372,9 @@ def _compare(
         if j is None:
             cluster.change = NEW
         else:  # two empty unclustered groups are the same
-            cluster.change = change_of(cluster.count, before) if before or cluster.count else SAME
+            cluster.change = (
+                change_of(cluster.count, before) if before or cluster.count else SAME
+            )
     taken = {j for j, _ in matched.values()}
     for j, group in enumerate(theirs):
         if j not in taken:
@@ -382,7 +386,9 @@ def _compare(
     if not any(c.change in (SHRUNK, VANISHED) for c in found):
         return found
     where = {
-        identity: cluster["key"] for cluster in ours for identity in _identities(cluster)
+        identity: cluster["key"]
+        for cluster in ours
+        for identity in _identities(cluster)
     }
     present = set(
         Result.objects.filter(run=run)
@@ -430,4 +436,3 @@ def run_content_clusters(
         clusters=[c for c in found if c.count or c.change == VANISHED],
         unclustered=unclustered,
     )
-

@@ -58,7 +58,9 @@ def _title(content: Any) -> str:
     return line
 
 
-async def _titles(client: ChatClient, model: str, samples: list[list[str]]) -> list[str]:
+async def _titles(
+    client: ChatClient, model: str, samples: list[list[str]]
+) -> list[str]:
     async def one(texts: list[str]) -> str:
         reply = await client.complete(
             {

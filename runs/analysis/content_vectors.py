@@ -14,10 +14,10 @@ other page should pay.
   Embeddings are scaled to unit length (and reduced alike when longer).
 - Clusters: HDBSCAN (no preset number of clusters; what fits none is noise,
   and so is an item without a term that counts; when it finds no cluster it
-  is asked whether all are one) on at most ``SAMPLE`` of the items; every other item joins the cluster whose
-  centroid is nearest when it is at least as close to it as the cluster's own
-  sampled members mostly are (its ``JOIN_PERCENTILE``-th percentile of cosine
-  similarity), else it is noise too.
+  is asked whether all are one) on at most ``SAMPLE`` of the items; every
+  other item joins the cluster whose centroid is nearest when it is at least
+  as close to it as the cluster's own sampled members mostly are (its
+  ``JOIN_PERCENTILE``-th percentile of cosine similarity), else it is noise.
 - Names: a cluster's distinctive terms, the words whose mean TF-IDF weight in
   the cluster most exceeds their mean weight in the other items.
 """
@@ -108,7 +108,7 @@ def reduced(vectors: Any) -> NDArray[np.float64]:
         svd = TruncatedSVD(components, algorithm="randomized", n_iter=4, random_state=0)
         dense = svd.fit_transform(vectors)
     else:
-        dense = vectors.toarray() if sparse.issparse(vectors) else np.asarray(vectors)
+        dense = sparse.csr_matrix(vectors).toarray()
     return normalize(np.asarray(dense, dtype=np.float64))
 
 
@@ -153,7 +153,9 @@ def labels_of(points: NDArray[np.float64]) -> NDArray[np.int64]:
         )
         thresholds = np.array(
             [
-                np.percentile(points[sample[found == label]] @ centroid, JOIN_PERCENTILE)
+                np.percentile(
+                    points[sample[found == label]] @ centroid, JOIN_PERCENTILE
+                )
                 for label, centroid in zip(kinds, centroids, strict=True)
             ]
         )

@@ -13,7 +13,15 @@ from runs.analysis.content_clusters import (
 from runs.errors import InvalidInput
 from runs.models import Project, Result, RunContentClusters
 from runs.records.versions import results_changed
-from tests.content_runs import CAKES, ODD, PASS, TIMEOUT, TRAINS, topic_dataset, topic_run
+from tests.content_runs import (
+    CAKES,
+    ODD,
+    PASS,
+    TIMEOUT,
+    TRAINS,
+    topic_dataset,
+    topic_run,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -25,9 +33,9 @@ def topics(project: Project):
 
 def _ids(run, prefix: str) -> set[int]:
     return set(
-        Result.objects.filter(run=run, item__external_id__startswith=prefix).values_list(
-            "pk", flat=True
-        )
+        Result.objects.filter(
+            run=run, item__external_id__startswith=prefix
+        ).values_list("pk", flat=True)
     )
 
 
