@@ -8,7 +8,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja.security import django_auth
 
 from runs.catalogue.api import scorer_router
-from runs.clusters.api import cluster_router
+from runs.clusters.api import cluster_router, embeddings_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
@@ -54,6 +54,7 @@ api.add_router("/plan", plan_router)
 api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
+api.add_router("/projects", embeddings_router)
 
 
 @api.exception_handler(DomainError)

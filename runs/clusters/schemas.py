@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from ninja import Field, Schema
 
+from runs.web.schemas import BodyIn
+
 
 class ClusterItemOut(Schema):
     result_id: int
@@ -150,3 +152,28 @@ class RunContentClustersOut(Schema):
     @staticmethod
     def resolve_baseline(obj: Any) -> int | None:
         return obj.baseline.pk if obj.baseline is not None else None
+
+
+class EmbeddingsIn(BodyIn):
+    base_url: str = Field(
+        description="the API's base URL, before /embeddings (the network "
+        "policy applies)"
+    )
+    model: str
+    api_key_secret: str = Field(
+        "", description="the project secret holding the key, bound to its host"
+    )
+    api_key_env: str = Field(
+        "", description="or an environment variable the operator allows"
+    )
+
+
+class EmbeddingsOut(Schema):
+    project: int
+    embeddings: dict[str, Any] = Field(
+        description="base_url, model and the key's name; {} for none (TF-IDF)"
+    )
+
+    @staticmethod
+    def resolve_project(obj: Any) -> int:
+        return obj.pk
