@@ -36,6 +36,7 @@ from sklearn.cluster import HDBSCAN
 from sklearn.decomposition import TruncatedSVD
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.preprocessing import normalize
+from threadpoolctl import threadpool_limits
 
 # Characters of each of input, output and expected answer that are read.
 FIELD_CHARACTERS = 2_000
@@ -211,7 +212,17 @@ def group_texts(
     texts: Sequence[str], vectors: NDArray[np.float64] | None = None
 ) -> Grouping:
     """The texts' clusters, by their TF-IDF vectors or by ``vectors`` given
-    (embeddings, one row per text), each named by its distinctive terms."""
+    (embeddings, one row per text), each named by its distinctive terms.
+
+    On one thread of the BLAS: the matrices are small, and on a machine
+    busy with other work its threads wait on each other for ten times as
+    long as one thread takes.
+    """
+    with threadpool_limits(limits=1):
+        return _group(texts, vectors)
+
+
+def _group(texts: Sequence[str], vectors: NDArray[np.float64] | None) -> Grouping:
     matrix, terms = tfidf(texts)
     if vectors is not None:
         points = reduced(np.asarray(vectors, dtype=np.float64))
