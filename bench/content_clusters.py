@@ -140,14 +140,11 @@ def _stages(run: Any) -> list[tuple[str, float]]:
     import numpy as np
 
     from runs.analysis import content_vectors as cv
-    from runs.analysis.content_clusters import failing_results
+    from runs.analysis.content_clusters import failing_rows
 
     spent = []
     began = time.perf_counter()
-    rows = list(
-        failing_results(run).values_list("item__input", "output", "item__expected")
-    )
-    texts = [cv.item_text(*row) for row in rows]
+    texts = [cv.item_text(*row[5:]) for row in failing_rows(run)]
     spent.append(("read the failing items", time.perf_counter() - began))
     began = time.perf_counter()
     matrix, terms = cv.tfidf(texts)

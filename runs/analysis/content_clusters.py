@@ -75,6 +75,8 @@ logger = logging.getLogger(__name__)
 # computed again.
 FORMAT = 1
 MATCH_JACCARD = 0.3
+# Items of a cluster shown to the judge that titles it.
+TITLE_SAMPLE = 5
 
 # A member as stored (a JSON list): result id, item index, epoch, external
 # id, and whether a retry may run it.
@@ -143,6 +145,25 @@ def failing_results(run: Run) -> Any:
     )
 
 
+def failing_rows(run: Run) -> list[tuple[Any, ...]]:
+    """The failing results' id, item index, epoch, external id, whether a
+    retry may run it, and the item's input, output and expected answer."""
+    return list(
+        failing_results(run)
+        .annotate(can_retry=ExpressionWrapper(retryable(), BooleanField()))
+        .values_list(
+            "pk",
+            "item_index",
+            "epoch",
+            "item__external_id",
+            "can_retry",
+            "item__input",
+            "output",
+            "item__expected",
+        )
+    )
+
+
 def key_of(result_ids: Iterable[int]) -> str:
     digest = hashlib.blake2b(
         ",".join(map(str, sorted(result_ids))).encode(), digest_size=6
@@ -161,20 +182,7 @@ def compute(run: Run) -> dict[str, Any]:
     # those who compute content clusters.
     from runs.analysis.content_vectors import NOISE, group_texts, item_text
 
-    rows = list(
-        failing_results(run)
-        .annotate(can_retry=ExpressionWrapper(retryable(), BooleanField()))
-        .values_list(
-            "pk",
-            "item_index",
-            "epoch",
-            "item__external_id",
-            "can_retry",
-            "item__input",
-            "output",
-            "item__expected",
-        )
-    )
+    rows = failing_rows(run)
     texts = [item_text(*row[5:]) for row in rows]
     config = run.project.embeddings
     vectoriser, note, vectors = "tfidf", "", None
@@ -212,10 +220,11 @@ def compute(run: Run) -> dict[str, Any]:
     }
 
 
-def _sample_positions(labels: Any, label: int, size: int = 5) -> list[int]:
-    positions = [i for i, value in enumerate(labels.tolist()) if value == label]
+def _sample_positions(labels: Any, label: int, size: int = TITLE_SAMPLE) -> list[int]:
+    """``size`` of the cluster's items, spread over it (in dataset order)."""
+    positions = (labels == label).nonzero()[0]
     step = max(1, len(positions) // size)
-    return positions[::step][:size]
+    return [int(i) for i in positions[::step][:size]]
 
 
 def content_clustering(run: Run) -> dict[str, Any]:
