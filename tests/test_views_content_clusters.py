@@ -82,3 +82,14 @@ def test_a_stale_content_key_saves_nothing_and_says_why(
     assert not Dataset.objects.filter(name="stale").exists()
     assert "could not be saved" in response.content.decode()
     assert response.redirect_chain[-1][0].endswith("?by=content")
+
+
+def test_the_retry_page_of_a_content_cluster_counts_its_results(
+    bob_client: Client, run: Run
+) -> None:
+    cakes = run_content_clusters(run=run).clusters[1]
+    response = bob_client.get(
+        reverse("runs:run_retry", args=[run.pk]), {"cluster": cakes.key}
+    )
+    assert response.status_code == 200
+    assert response.context["plan"].rewrites == CAKES
