@@ -12,9 +12,11 @@ run has an LLM judge, by a one-line title its model writes (``content_titles``).
 Items that fit no cluster form the *unclustered* group, counted like the rest.
 
 Computing them costs seconds for tens of thousands of items, so a finished
-run's clusters are computed once per ``results_version`` and vectoriser and
-stored (``RunContentClusters``), as its figures are; a running run's are kept
-in the cache under its results version.
+run's clusters are computed once per ``results_version`` and vectoriser, on
+their first read, and stored (``RunContentClusters``) as its figures are (not
+when the run ends, as its figures are: that would hold back the end of every
+run with failures by seconds, for clusters nobody may ask for); a running
+run's are kept in the cache under its results version.
 
 A cluster's key is ``content:`` and a digest of its results: the results
 filter, retry and save-as-dataset resolve it against the run's current
