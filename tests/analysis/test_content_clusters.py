@@ -11,7 +11,7 @@ from runs.analysis.content_clusters import (
     run_content_clusters,
 )
 from runs.errors import InvalidInput
-from runs.models import Project, Result, RunContentClusters
+from runs.models import Project, Result, RunContentClusters, Score
 from runs.records.versions import results_changed
 from tests.content_runs import (
     CAKES,
@@ -150,3 +150,23 @@ def test_a_run_without_failures_has_no_clusters(topics) -> None:
     found = run_content_clusters(run=run)
     assert (found.failing, found.clusters) == (0, [])
     assert found.unclustered is not None and found.unclustered.count == 0
+
+
+def test_against_a_baseline_a_shrunk_cluster_says_where_its_items_went(
+    topics,
+) -> None:
+    baseline = topic_run(topics)
+    run = topic_run(topics)
+    fixed = Result.objects.filter(
+        run=run, item__external_id__in=[f"cake{i}" for i in range(5)]
+    )
+    fixed.update(status="succeeded")
+    Score.objects.filter(result__in=fixed).update(
+        passed=True, value=1.0, reason="", reason_signature=""
+    )
+    results_changed(run)
+    found = run_content_clusters(run=run, baseline=baseline)
+    shrunk = next(c for c in found.clusters if c.change == "shrunk")
+    assert (shrunk.count, shrunk.baseline_count, shrunk.fewer) == (4, CAKES, 5)
+    assert shrunk.jaccard == pytest.approx(4 / CAKES, abs=1e-4)
+    assert [(m.to, m.count) for m in shrunk.moves] == [("passed", 5)]
