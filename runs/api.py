@@ -10,7 +10,7 @@ from ninja.security import django_auth
 from runs.agents.api import trajectory_router
 from runs.alerts.api import channel_router
 from runs.catalogue.api import scorer_router, tool_router
-from runs.clusters.api import cluster_router
+from runs.clusters.api import cluster_router, embeddings_router
 from runs.compare.api import compare_router, plan_router
 from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
@@ -68,6 +68,7 @@ api.add_router("/tools", tool_router)
 api.add_router("/alert-channels", channel_router)
 api.add_router("/runs", judge_router)
 api.add_router("/evaluations", evaluation_router)
+api.add_router("/projects", embeddings_router)
 
 
 @api.exception_handler(DomainError)

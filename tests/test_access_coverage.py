@@ -258,7 +258,10 @@ PAGES: dict[str, list[Check]] = {
     "compare_items_csv": [Check("GET", VIEW, query=PAIR)],
     "run_compare_choices": [Check("GET", VIEW, RUN)],
     "leaderboard": [Check("GET", VIEW, query=RANK)],
-    "run_clusters": [Check("GET", VIEW, RUN)],
+    "run_clusters": [
+        Check("GET", VIEW, RUN),
+        Check("GET", VIEW, RUN, query="?by=content"),
+    ],
     "run_cluster_save": [
         Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
     ],
@@ -362,7 +365,19 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
     ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
     ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
-    ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
+    ("GET", "/runs/{run_id}/clusters"): [
+        Check("GET", VIEW),
+        Check("GET", VIEW, query="?by=content"),
+    ],
+    ("GET", "/projects/{project_id}/embeddings"): [Check("GET", VIEW)],
+    ("PUT", "/projects/{project_id}/embeddings"): [
+        Check(
+            "PUT",
+            MANAGE,
+            data=_given({"base_url": "https://api.example.com/v1", "model": "m"}),
+        )
+    ],
+    ("DELETE", "/projects/{project_id}/embeddings"): [Check("DELETE", MANAGE)],
     ("POST", "/runs/{run_id}/retry"): [
         Check("POST", EDIT, data=_given({"statuses": ["failed"]}))
     ],

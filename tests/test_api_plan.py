@@ -10,7 +10,8 @@ from django.test import Client
 from scipy import stats
 
 from runs.compare.planner import PlanInput, mcnemar_power, plan_compute
-from runs.models import Dataset, Project, Run, Score
+from runs.models import Dataset, Project, Result, Run, Score
+from runs.records.versions import results_changed
 from tests.comparisons import paired_runs
 from tests.factories import arithmetic_items, make_dataset
 
@@ -213,3 +214,32 @@ def test_compare_page_names_a_bad_planner_value(
     assert response.status_code == 200
     assert 'id="plan-error"' in response.content.decode()
     assert "plan_m" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_results_stopped_in_flight_are_no_sample_of_the_plan(
+    victor_client: Client, runs: tuple[Run, Run]
+) -> None:
+    baseline, candidate = runs
+    # The candidate was cancelled with ten calls of both-failed items in
+    # flight, and ten of both-passed ones: twenty items are no sample.
+    cut = list(
+        Result.objects.filter(run=candidate, item_index__gte=90).values_list(
+            "pk", flat=True
+        )
+    ) + list(
+        Result.objects.filter(run=candidate, item_index__lt=10).values_list(
+            "pk", flat=True
+        )
+    )
+    Score.objects.filter(result_id__in=cut).delete()
+    Result.objects.filter(pk__in=cut).update(
+        status=Result.Status.CANCELLED, output=None
+    )
+    results_changed(candidate)
+    query = {"baseline": baseline.pk, "candidates": str(candidate.pk)}
+    body = victor_client.get(URL, query).json()
+    assert body["paired"] == 80
+    assert body["pass_rate"] == pytest.approx(44 / 80)  # 40 + 4 regressions
+    assert body["discordance"] == pytest.approx(14 / 80)
+    assert body["delta"] == pytest.approx(6 / 80)

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from runs.models import Dataset, Project, Result, Run
-from tests.comparisons import finish, make_run, paired_runs
+from tests.comparisons import add_result, finish, make_run, paired_runs
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db
@@ -165,3 +165,32 @@ def test_a_bad_parameter_is_refused_naming_it_never_a_server_error(
     else:  # the API checks types and choices first (422), then the rest (400)
         assert response.status_code in (400, 422)
         assert field in body
+
+
+@pytest.mark.parametrize("url", [PAGE, API])
+def test_csv_has_each_items_input_and_expected_answer(
+    alice_client: Client, runs: tuple[Run, Run], url: str
+) -> None:
+    rows = _rows(alice_client.get(url, _query(*runs)))
+
+    first = rows[0]
+    item = runs[0].dataset.items.get(external_id=first["external_id"])
+    assert (first["input"], first["expected"]) == (item.input, item.expected)
+
+
+def test_csv_counts_each_sides_epochs_stopped_in_flight(
+    alice_client: Client, dataset: Dataset
+) -> None:
+    baseline = make_run(dataset, epochs=2, name="baseline")
+    candidate = make_run(dataset, epochs=2, name="candidate")
+    item = dataset.items.get(index=0)
+    for run in (baseline, candidate):
+        add_result(run, item, {"exact_match": 1.0}, epoch=0)
+        add_result(run, item, {"exact_match": 1.0}, epoch=1)
+    Result.objects.filter(run=candidate, epoch=1).update(status=Result.Status.CANCELLED)
+    finish(baseline), finish(candidate)
+
+    [row] = _rows(alice_client.get(PAGE, _query(baseline, candidate)))
+
+    assert (row["baseline_stopped"], row["candidate_stopped"]) == ("0", "1")
+    assert (row["baseline_epochs"], row["candidate_epochs"]) == ("2", "1")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from ninja import Field, Schema
+
+from runs.web.schemas import BodyIn
 
 
 class ClusterItemOut(Schema):
@@ -66,6 +68,9 @@ class ScoreClusterOut(ClusterOut):
 
 
 class RunClustersOut(Schema):
+    by: Literal["signature"] = Field(
+        "signature", description="grouped by signature (?by=signature, the default)"
+    )
     run: int
     baseline: int | None
     results: int = Field(description="the run's stored results (shares' base)")
@@ -81,3 +86,94 @@ class RunClustersOut(Schema):
     @staticmethod
     def resolve_baseline(obj: Any) -> int | None:
         return obj.baseline.pk if obj.baseline is not None else None
+
+
+class ContentClusterOut(Schema):
+    key: str = Field(
+        description=(
+            "names the cluster in ?cluster= filters, retry and save-as-dataset: "
+            "content:<digest of its results>; a key of clusters computed before "
+            "the run's results changed is refused"
+        )
+    )
+    name: str = Field(description="the title, else the distinctive terms joined")
+    terms: list[str] = Field(
+        description="its distinctive terms: highest mean TF-IDF weight in it "
+        "above that in the other failing items"
+    )
+    title: str = Field(
+        description="a one-line name the run's judge model wrote; '' without"
+    )
+    unclustered: bool = Field(description="the items that fit no cluster")
+    count: int
+    retryable: int = Field(
+        description="of its results, those a retry may run (errors); a retry "
+        "of the cluster is refused unless all are"
+    )
+    share: float | None = Field(description="count / the run's stored results")
+    baseline_count: int | None
+    change: str | None = Field(
+        description="new, grown, shrunk, same or vanished; null without a baseline"
+    )
+    jaccard: float | None = Field(
+        description="the Jaccard index of its items and those of the baseline "
+        "cluster it was matched with; null when matched by name, or not matched"
+    )
+    items: list[ClusterItemOut]
+    moves: list[MoveOut] = Field(
+        description="of a shrunk or vanished cluster: where the baseline's items "
+        "of it are in this run ('passed': no longer failing; 'cluster': in "
+        "another cluster, by key; 'missing'), biggest first"
+    )
+
+
+class RunContentClustersOut(Schema):
+    by: Literal["content"] = "content"
+    run: int
+    baseline: int | None
+    results: int = Field(description="the run's stored results (shares' base)")
+    failing: int = Field(
+        description="failing results clustered (errors and failing scores, not "
+        "those stopped in flight)"
+    )
+    vectoriser: str = Field(
+        description="'tfidf', or embeddings:<model>@<endpoint> of the project"
+    )
+    note: str = Field(description="why a fallback was taken; '' when none was")
+    clusters: list[ContentClusterOut] = Field(description="biggest first")
+    unclustered: ContentClusterOut | None = Field(
+        description="the failing results that fit no cluster"
+    )
+
+    @staticmethod
+    def resolve_run(obj: Any) -> int:
+        return obj.run.pk
+
+    @staticmethod
+    def resolve_baseline(obj: Any) -> int | None:
+        return obj.baseline.pk if obj.baseline is not None else None
+
+
+class EmbeddingsIn(BodyIn):
+    base_url: str = Field(
+        description="the API's base URL, before /embeddings (the network "
+        "policy applies)"
+    )
+    model: str
+    api_key_secret: str = Field(
+        "", description="the project secret holding the key, bound to its host"
+    )
+    api_key_env: str = Field(
+        "", description="or an environment variable the operator allows"
+    )
+
+
+class EmbeddingsOut(Schema):
+    project: int
+    embeddings: dict[str, Any] = Field(
+        description="base_url, model and the key's name; {} for none (TF-IDF)"
+    )
+
+    @staticmethod
+    def resolve_project(obj: Any) -> int:
+        return obj.pk

@@ -8,7 +8,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from runs.access import Action, can
+from runs.analysis.cluster_keys import is_content_key
 from runs.analysis.clusters import run_clusters_cached
+from runs.analysis.content_clusters import run_content_clusters
 from runs.clusters.services import dataset_create_from_cluster
 from runs.compare.selectors import run_compare_choices
 from runs.datasets.selectors import dataset_names
@@ -21,13 +23,22 @@ from runs.web.requests import AuthedRequest
 
 @require_GET
 def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
-    """A run's failure clusters, against a baseline run chosen on the page."""
+    """A run's failure clusters, by signature or (``?by=content``) by what
+    the failing items contain, against a baseline run chosen on the page."""
     run = run_get(user=request.user, run_id=run_id)
     baseline_id = query_id(request.GET.get("baseline"))
     baseline = run_get(user=request.user, run_id=baseline_id) if baseline_id else None
+    by_content = request.GET.get("by") == "content"
     context = {
         "run": run,
-        "clusters": run_clusters_cached(run=run, baseline=baseline),
+        "by_content": by_content,
+        "baseline_pk": baseline.pk if baseline is not None else None,
+        "clusters": run_clusters_cached(run=run, baseline=baseline)
+        if not by_content
+        else None,
+        "content": run_content_clusters(run=run, baseline=baseline)
+        if by_content
+        else None,
         "baselines": run_compare_choices(
             user=request.user, run=run, limit=BASELINE_CHOICES
         ),
@@ -50,7 +61,10 @@ def run_cluster_save(request: AuthedRequest, run_id: int) -> HttpResponse:
         )
     except (InvalidInput, Conflict) as exc:
         messages.error(request, f"The cluster could not be saved: {exc}")
-        return redirect("runs:run_clusters", run_id=run.pk)
+        back = redirect("runs:run_clusters", run_id=run.pk)
+        if is_content_key(request.POST.get("cluster", "")):
+            back["Location"] += "?by=content"
+        return back
     messages.success(
         request,
         f"Saved {dataset.item_count} items as {dataset.name} v{dataset.version}.",

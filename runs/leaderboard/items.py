@@ -2,12 +2,14 @@
 
 The figures follow the comparison's definitions: a result whose call failed,
 or whose score errored, counts as not passed with value 0; a score skipped by
-its condition leaves the item's epochs for that scorer, and an item skipped in
-every epoch of a run has no score of that scorer there. With several epochs
-an item's figure is its mean over epochs (its pass fraction, its mean value).
-Runs pair by item when they share one dataset version, by external id across
-versions of one dataset (same project, same name). Finished single-epoch
-runs are read from their stored verdicts (``analysis/verdicts.py``).
+its condition leaves the item's epochs for that scorer, as does a result
+stopped in flight (a call cut short by its run's stop: no sample), and an
+item left out in every epoch of a run has no score of that scorer there.
+With several epochs an item's figure is its mean over epochs (its pass
+fraction, its mean value). Runs pair by item when they share one dataset
+version, by external id across versions of one dataset (same project, same
+name). Finished single-epoch runs are read from their stored verdicts
+(``analysis/verdicts.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from runs.analysis import compare, verdicts
 from runs.errors import InvalidInput
 from runs.models import Item, Run
 
-SKIPPED, PASSED = verdicts.SKIPPED, verdicts.PASSED
+STOPPED, SKIPPED, PASSED = verdicts.STOPPED, verdicts.SKIPPED, verdicts.PASSED
 
 
 def leaderboard_pairing(runs: Sequence[Run]) -> str:
@@ -68,7 +70,8 @@ def run_items(run: Run, paired_by: str) -> RunItems:
         )
         keys = np.array([external[int(pk)] for pk in found.items], dtype=str)
     unique, where = np.unique(keys, return_inverse=True)
-    kept_epochs = (found.states & SKIPPED) == 0
+    # Stopped in flight is no sample: left out as a skipped score is.
+    kept_epochs = (found.states & (SKIPPED | STOPPED)) == 0
     passed = ((found.states & PASSED) > 0) & kept_epochs
     values = np.where(kept_epochs, found.values, 0.0)
     one_each = len(unique) == len(keys)

@@ -23,6 +23,9 @@ class Project(models.Model):
     name = models.CharField(max_length=200, unique=True)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # An OpenAI-compatible /embeddings endpoint for content clusters
+    # (base_url, model, api_key_secret or api_key_env); empty: TF-IDF.
+    embeddings = models.JSONField(default=dict, blank=True)
     members = models.ManyToManyField(
         settings.AUTH_USER_MODEL, through="Membership", related_name="projects"
     )

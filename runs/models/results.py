@@ -322,3 +322,21 @@ class RunVerdicts(RunDerived):
 
     class Meta:
         verbose_name_plural = "run verdicts"
+
+
+class RunContentClusters(RunDerived):
+    """A run's failing items grouped by what they contain (input, output and
+    expected answer), computed once per results version and vectoriser.
+
+    ``version`` holds the format, the vectoriser (TF-IDF or the project's
+    embeddings endpoint) and the run's ``results_version``.
+    """
+
+    holds = "content clusters"
+
+    run = derived_from("content_clusters")
+    data = models.JSONField()
+    compute_seconds = models.FloatField()
+
+    class Meta:
+        verbose_name_plural = "run content clusters"

@@ -133,6 +133,11 @@ def run_clusters(run: Run, baseline: Run | None, items_per_cluster: int) -> str:
     return key("run-clusters", run.results_version, baseline_version, items_per_cluster)
 
 
+def run_content_clusters(run: Run, version: str) -> str:
+    # ``version`` holds the run's results version (content_clusters._version).
+    return key("run-content-clusters", run.pk, version)
+
+
 def comparison(runs: tuple[Run, ...]) -> str:
     return key("compare", tuple(run.results_version for run in runs))
 

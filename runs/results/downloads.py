@@ -13,6 +13,8 @@ from runs.models import Run
 COMPARISON_COLUMNS = (
     "external_id",
     "index",
+    "input",
+    "expected",
     "scorer",
     "change",
     "baseline_run",
@@ -21,6 +23,8 @@ COMPARISON_COLUMNS = (
     "candidate_result",
     "baseline_epochs",
     "candidate_epochs",
+    "baseline_stopped",
+    "candidate_stopped",
     "baseline_pass_rate",
     "candidate_pass_rate",
     "baseline_score",

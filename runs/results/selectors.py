@@ -19,7 +19,8 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from runs.access import Action, allows, visible_project_ids
-from runs.analysis.cluster_keys import cluster_filter, parse_cluster_key
+from runs.analysis.cluster_keys import parse_cluster_key
+from runs.analysis.cluster_members import cluster_filter
 from runs.analysis.figures import run_figures
 from runs.analysis.progress import RunProgress, run_progress
 from runs.analysis.summary import (
@@ -258,7 +259,7 @@ def result_filter(*, run: Run, filters: ResultFilters) -> QuerySet[Result]:
     if filters.external_id:
         results = results.filter(item__external_id=filters.external_id)
     if filters.cluster:
-        results = results.filter(cluster_filter(filters.cluster))
+        results = results.filter(cluster_filter(filters.cluster, run=run))
     if filters.scorer:
         scores = Score.objects.filter(result=OuterRef("pk"), scorer=filters.scorer)
         if filters.verdict == "passed":

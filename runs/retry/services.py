@@ -10,7 +10,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 
 from runs.access import Action, require
-from runs.analysis.cluster_keys import cluster_filter
+from runs.analysis.cluster_members import cluster_filter
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.executor.store import run_recount
@@ -87,7 +87,7 @@ def _retry_plan(
         run=run, retry_pending=False, status__in=[s for s in statuses if s != SKIPPED]
     )
     if cluster:
-        chosen = chosen.filter(cluster_filter(cluster))
+        chosen = chosen.filter(cluster_filter(cluster, run=run))
     stored = Result.objects.filter(run=run).count()
     missing = max(run.total - stored, 0)
     if missing and SKIPPED not in statuses:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runs.testing.fake_agent import AGENT_MARKERS, agent_reply, wants_agent
+from runs.testing.fake_embeddings import embeddings_answer
 from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix, marked_fault
 from runs.testing.fake_judge import GRADING, format_refusal, judge_content
 from runs.testing.key_forms import FORMS, echoed
@@ -209,6 +210,12 @@ class FakeOpenAIServer:
         reader: asyncio.StreamReader,
         key: str = "",
     ) -> bytes | None:
+        if method == "POST" and path.rstrip("/").endswith("/embeddings"):
+            self.stats.requests += 1
+            try:
+                return self.http(*embeddings_answer(json.loads(body)))
+            except ValueError:
+                return self.http(400, {"error": {"message": "bad request body"}})
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):
             if method == "GET" and path.rstrip("/").endswith("/stats"):
                 return self.http(200, self.counters())
@@ -431,7 +438,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     description = textwrap.fill(
         "A local stand-in for an OpenAI-compatible model endpoint. It serves "
-        "POST <base>/v1/chat/completions (any path ending in /chat/completions) "
+        "POST <base>/v1/chat/completions (any path ending in /chat/completions), "
+        "POST <base>/v1/embeddings (deterministic bag-of-words vectors) "
         "and GET <base>/v1/stats (its counters of calls, as JSON; any path ending "
         "in /stats); other routes answer 404. It accepts any API key, answers "
         'two-number arithmetic in the last message ("What is 12 * 7?" gets '

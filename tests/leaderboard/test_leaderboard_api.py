@@ -11,7 +11,8 @@ from django.test import Client
 from scipy import stats
 from statsmodels.stats.contingency_tables import cochrans_q
 
-from runs.models import Dataset, Project, Run
+from runs.models import Dataset, Project, Result, Run, Score
+from runs.records.versions import runs_results_changed
 from tests.comparisons import add_result, finish, make_run
 from tests.factories import arithmetic_items, make_dataset
 
@@ -242,3 +243,23 @@ def test_pass_fail_epochs_that_disagree_rank_pass_fractions(
     assert board["statistic"] == pytest.approx(reference.statistic)
     figures = {row["run"]: row["figure"] for row in board["standings"]}
     assert figures[runs[2].pk] == pytest.approx(fractions[:, 2].mean())
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_results_stopped_in_flight_are_no_sample_of_a_run(
+    victor_client: Client, big: Dataset, epochs: int
+) -> None:
+    rng = np.random.default_rng(11)
+    first = (rng.random(60 * epochs) < 0.8).astype(float)
+    second = np.ones(60 * epochs)
+    runs = _runs(big, [first.tolist(), second.tolist()], epochs=epochs)
+    # The second run was cancelled with its last ten items' calls in flight.
+    cut = Result.objects.filter(run=runs[1], item_index__gte=50)
+    cut.update(status=Result.Status.CANCELLED, output=None)
+    Score.objects.filter(result__in=cut).delete()
+    runs_results_changed(run.pk for run in runs)
+    body = victor_client.get(URL, {"runs": _ids(runs)}).json()
+    (board,) = body["scorers"]
+    assert board["items"] == 50
+    row = next(row for row in board["standings"] if row["run"] == runs[1].pk)
+    assert row["figure"] == pytest.approx(1.0)

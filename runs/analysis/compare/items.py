@@ -99,7 +99,8 @@ class ComparisonItems:
         for row in batch:
             _key, b_item, c_item, b_result, c_result, index = row[:6]
             external_id, question, expected = items.get(b_item, (None, None, None))
-            b_n, b_passes, b_total, c_n, c_passes, c_total, change = row[6:]
+            b_n, b_passes, b_total, c_n, c_passes, c_total, change = row[6:13]
+            b_stopped, c_stopped = row[13:]
             yield {
                 "external_id": external_id,
                 "index": index,
@@ -121,6 +122,8 @@ class ComparisonItems:
                 "baseline_score": float(b_total) / int(b_n),
                 "candidate_score": float(c_total) / int(c_n),
                 "change": change,
+                "baseline_stopped": int(b_stopped),
+                "candidate_stopped": int(c_stopped),
             }
 
 
@@ -141,7 +144,9 @@ def comparison_item_rows(
     not skipped), baseline_pass_rate, candidate_pass_rate
     (pass fraction over those epochs), baseline_score, candidate_score (mean value
     over epochs, failures as 0), change (both_passed, regressions,
-    improvements or both_failed). ``change`` filters as on the page. The
+    improvements or both_failed), baseline_stopped, candidate_stopped (epochs
+    stopped in flight: no sample, left out of the figures before). ``change``
+    filters as on the page. The
     per-item figures come from one query (small tuples); outputs, the large
     part, are read 500 rows at a time.
     """

@@ -377,10 +377,10 @@ def item_rows(
 ) -> Iterator[list[tuple[Any, ...]]]:
     """The paired items in dataset order, ``chunk`` rows at a time: key,
     baseline and candidate item, baseline and candidate result, index, bn,
-    bp, bt, cn, cp, ct, change."""
+    bp, bt, cn, cp, ct, change, bx, cx."""
     columns = (
         "p.k, p.b_item, p.c_item, p.b_result, p.c_result, "
-        f"p.idx, p.bn, p.bp, p.bt, p.cn, p.cp, p.ct, {_change_case()}"
+        f"p.idx, p.bn, p.bp, p.bt, p.cn, p.cp, p.ct, {_change_case()}, p.bx, p.cx"
     )
     sql = _items_from(pairing, change).format(columns=columns) + " ORDER BY p.idx, p.k"
     params = pairing.params
