@@ -12,6 +12,7 @@ from runs.projects import urls as projects
 from runs.rescore import urls as rescore
 from runs.results import urls as results
 from runs.retry import urls as retry
+from runs.review import urls as review
 from runs.targets import urls as targets
 
 app_name = "runs"
@@ -27,4 +28,5 @@ urlpatterns = [
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,
+    *review.urlpatterns,
 ]
