@@ -32,8 +32,9 @@ from django.utils import timezone
 from runs.api import api
 from runs.datasets.importers import staging
 from runs.executor import launchers
-from runs.models import Dataset, Project, Result, Run, RunStatus, Target
+from runs.models import Dataset, Project, Result, ReviewLabel, Run, RunStatus, Target
 from runs.projects.services import api_key_create
+from runs.review.services import label_next, queue_create
 from runs.secrets import store
 from tests.factories import echo_run, store_outcomes
 
@@ -66,6 +67,8 @@ class World:
     key_id: int
     token: str
     secret: str = "API_TOKEN"
+    queue_id: int = 0
+    label_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -98,6 +101,8 @@ def _ids(w: World) -> dict[str, Any]:
         "token": w.token,
         "name": w.secret,
         "format": "csv",
+        "queue_id": w.queue_id,
+        "label_id": w.label_id,
     }
 
 
@@ -144,6 +149,14 @@ PROMOTE = _given({"role": "editor"})
 RENAME = _given({"name": "renamed"})
 TRY = _given({"input": "1 + 1"})
 RESCORE = _given({"scorers": ["numeric"]})
+RENOTE = _given({"description": "what to look for"})
+
+
+def _own_label(w: World) -> dict[str, Any]:
+    """The review item handed to bob (OWNER_NAME), labelled."""
+    label = ReviewLabel.objects.get(pk=w.label_id)
+    return {"item": label.review_item_id, "value": "pass"}
+
 
 PAGES: dict[str, list[Check]] = {
     "run_list": [Check("GET", ACCOUNT, scoped=True)],
@@ -202,6 +215,9 @@ PAGES: dict[str, list[Check]] = {
     "run_resume": [Check("POST", EDIT, RUN)],
     "run_rescore": [Check("GET", EDIT, RUN), Check("POST", EDIT, RUN, data=RESCORE)],
     "run_scoring_passes": [Check("GET", VIEW, RUN)],
+    "review_queue_list": [Check("GET", ACCOUNT, scoped=True)],
+    "review_next": [Check("GET", VIEW, ("queue_id",))],
+    "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -275,6 +291,21 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("POST", "/runs/{run_id}/resume"): [Check("POST", EDIT, data=_given({}))],
     ("POST", "/runs/{run_id}/rescore"): [Check("POST", EDIT, data=RESCORE)],
     ("GET", "/runs/{run_id}/scoring-passes"): [Check("GET", VIEW)],
+    ("GET", "/review-queues"): [Check("GET", ACCOUNT, scoped=True)],
+    ("POST", "/review-queues"): [
+        Check("POST", EDIT, data=lambda w: {"run": w.run.pk, "name": "new queue"})
+    ],
+    ("GET", "/review-queues/{queue_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/review-queues/{queue_id}"): [Check("PATCH", EDIT, data=RENOTE)],
+    ("DELETE", "/review-queues/{queue_id}"): [Check("DELETE", EDIT)],
+    ("POST", "/review-queues/{queue_id}/next"): [Check("POST", VIEW)],
+    ("POST", "/review-queues/{queue_id}/labels"): [
+        Check("POST", OWNER, data=_own_label)
+    ],
+    ("PUT", "/review-queues/{queue_id}/labels/{label_id}"): [
+        Check("PUT", OWNER, data=_given({"value": "fail"}))
+    ],
+    ("GET", "/review-queues/{queue_id}/matrix"): [Check("GET", EDIT)],
 }
 
 
@@ -379,6 +410,9 @@ def world(
         format=None,
         description="",
     )
+    queue = queue_create(user=alice, run=run, name="coverage", raters=5)
+    label = label_next(user=bob, queue=queue)
+    assert label is not None
     return World(
         project=project,
         dataset=dataset,
@@ -388,6 +422,8 @@ def world(
         users={"alice": alice, "bob": bob, "victor": victor, "mallory": mallory},
         key_id=key.pk,
         token=staged.token,
+        queue_id=queue.pk,
+        label_id=label.pk,
     )
 
 

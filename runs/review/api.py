@@ -7,7 +7,7 @@ from typing import Any
 from ninja import Router, Status
 
 from runs.access import Action, require
-from runs.models import ReviewLabel, ReviewQueue
+from runs.models import ReviewLabel
 from runs.results.selectors import run_get
 from runs.review import selectors, services
 from runs.review.schemas import (
@@ -26,14 +26,6 @@ from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
 
 review_router = Router(tags=["review"])
-
-
-def _detail(queue: ReviewQueue, request: ApiRequest) -> dict[str, Any]:
-    return {
-        **QueueOut.from_orm(queue).model_dump(),
-        "reviewers": [u.get_username() for u in queue.reviewers.all()],
-        "progress": selectors.queue_progress(queue=queue, user=request.auth),
-    }
 
 
 def _item(label: ReviewLabel) -> dict[str, Any]:
@@ -72,12 +64,12 @@ def create_review_queue(request: ApiRequest, payload: QueueIn) -> Status[Any]:
         other_run=other,
         **payload.model_dump(exclude={"run", "other_run"}),
     )
-    return Status(201, _detail(queue, request))
+    return Status(201, queue)
 
 
 @review_router.get("/{queue_id}", response={200: QueueDetailOut, **READ_ERRORS})
 def get_review_queue(request: ApiRequest, queue_id: DbId) -> Any:
-    return _detail(selectors.queue_get(user=request.auth, queue_id=queue_id), request)
+    return selectors.queue_get(user=request.auth, queue_id=queue_id)
 
 
 @review_router.patch("/{queue_id}", response={200: QueueDetailOut, **ERRORS})
@@ -87,7 +79,7 @@ def update_review_queue(
     queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
     changes = payload.model_dump(exclude_unset=True)
     queue = services.queue_update(user=request.auth, queue=queue, changes=changes)
-    return _detail(queue, request)
+    return queue
 
 
 @review_router.delete("/{queue_id}", response={204: None, **ERRORS})
@@ -129,19 +121,14 @@ def update_label(
     return _save(request, label, payload)
 
 
-def _save(request: ApiRequest, label: ReviewLabel, payload: LabelIn) -> dict[str, Any]:
-    saved = services.label_save(
+def _save(request: ApiRequest, label: ReviewLabel, payload: LabelIn) -> ReviewLabel:
+    return services.label_save(
         user=request.auth,
         label=label,
         value=payload.value,
         criteria=payload.criteria,
         note=payload.note,
     )
-    return {
-        **LabelOut.from_orm(saved).model_dump(by_alias=False),
-        "value": selectors.shown_value(label.queue, saved),
-        "submitted": saved.submitted,
-    }
 
 
 @review_router.get("/{queue_id}/matrix", response={200: MatrixOut, **ERRORS})

@@ -7,6 +7,8 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from runs.models import ReviewLabel, ReviewQueue
+from runs.review.selectors import Progress, queue_progress, shown_value
 from runs.web.schemas import BodyIn, DbId
 
 
@@ -69,7 +71,15 @@ class QueueOut(Schema):
 
 class QueueDetailOut(QueueOut):
     reviewers: list[str]
-    progress: ProgressOut
+    progress: ProgressOut = Field(description="yours in ``mine``")
+
+    @staticmethod
+    def resolve_reviewers(obj: ReviewQueue) -> list[str]:
+        return [user.get_username() for user in obj.reviewers.all()]
+
+    @staticmethod
+    def resolve_progress(obj: ReviewQueue, context: dict[str, Any]) -> Progress:
+        return queue_progress(queue=obj, user=context["request"].auth)
 
 
 class OutputOut(Schema):
@@ -120,6 +130,10 @@ class LabelOut(Schema):
     note: str
     submitted: bool
     updated_at: datetime | None
+
+    @staticmethod
+    def resolve_value(obj: ReviewLabel) -> Any:
+        return shown_value(obj.queue, obj)
 
 
 class MatrixOut(Schema):

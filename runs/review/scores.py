@@ -24,6 +24,7 @@ from runs.models import (
     Score,
     ScoringPass,
 )
+from runs.records.signatures import score_signature
 from runs.records.versions import results_changed
 from runs.rescore.selectors import initial_pass
 from runs.review.rubric import Consensus, consensus, mirrored
@@ -84,6 +85,8 @@ def _write(result_id: int, name: str, found: Consensus | None) -> int:
     if found is None:
         deleted, _ = Score.objects.filter(result_id=result_id, scorer=name).delete()
         return -deleted
+    # A failing consensus is grouped with its like in the run's clusters.
+    signature = score_signature(passed=found.passed, reason=found.reason, error="")
     _, created = Score.objects.update_or_create(
         result_id=result_id,
         scorer=name,
@@ -93,6 +96,7 @@ def _write(result_id: int, name: str, found: Consensus | None) -> int:
             "reason": found.reason,
             "error": "",
             "skipped": False,
+            "reason_signature": signature.signature if signature else "",
         },
     )
     return int(created)

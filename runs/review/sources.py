@@ -47,20 +47,22 @@ def _stratum(result: Mapping[str, Any], scores: Mapping[int, Mapping[str, Any]])
 
 
 def allocate(sizes: Mapping[str, int], n: int) -> dict[str, int]:
-    """``n`` places shared among strata in proportion to their sizes (largest
-    remainders), every non-empty stratum given one first when ``n`` allows."""
+    """``n`` places shared among strata in proportion to their sizes: each
+    non-empty stratum gets at least one (when ``n`` allows), the rest go by
+    largest remainder, and any excess comes off the largest strata."""
     total = sum(sizes.values())
     n = min(n, total)
-    shares = {name: n * size / total for name, size in sizes.items()} if total else {}
-    taken = {name: min(int(share), sizes[name]) for name, share in shares.items()}
-    for name, size in sizes.items():
-        if size and not taken[name] and sum(taken.values()) < n:
-            taken[name] = 1
-    order = sorted(
-        shares, key=lambda name: shares[name] - int(shares[name]), reverse=True
-    )
+    if not total:
+        return dict.fromkeys(sizes, 0)
+    shares = {name: n * size / total for name, size in sizes.items()}
+    least = 1 if n >= sum(1 for size in sizes.values() if size) else 0
+    taken = {
+        name: min(max(int(share), least if sizes[name] else 0), sizes[name])
+        for name, share in shares.items()
+    }
+    by_remainder = sorted(shares, key=lambda name: int(shares[name]) - shares[name])
     while sum(taken.values()) < n:
-        for name in order:
+        for name in by_remainder:
             if taken[name] < sizes[name] and sum(taken.values()) < n:
                 taken[name] += 1
     while sum(taken.values()) > n:
