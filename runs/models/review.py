@@ -141,7 +141,15 @@ class ReviewLabel(models.Model):
     class Meta:
         ordering = ["queue", "reviewer", "assigned_at", "id"]
         constraints = [
-            unique("review_item", "reviewer", name="review_label_once_per_reviewer")
+            unique("review_item", "reviewer", name="review_label_once_per_reviewer"),
+            # One item in hand at a time: two requests of one reviewer at
+            # once (two tabs) cannot take two items.
+            unique(
+                "queue",
+                "reviewer",
+                condition=Q(submitted_at__isnull=True),
+                name="review_label_one_open_per_reviewer",
+            ),
         ]
         indexes = [models.Index(fields=["queue", "reviewer", "assigned_at"])]
 

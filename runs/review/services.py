@@ -4,7 +4,8 @@ A reviewer is a member of the queue's project (any role) who is one of its
 named reviewers, or any member when the queue is an open pool. The next item
 is claimed with a conditional UPDATE of the item's ``taken`` count (never
 past the queue's raters, whatever runs at once) and a label row unique per
-(item, reviewer): a reviewer never gets an item twice. On PostgreSQL the
+(item, reviewer): a reviewer never gets an item twice; and another unique
+per reviewer among unlabelled ones: a reviewer holds one item at a time. On PostgreSQL the
 candidate is picked with ``FOR UPDATE SKIP LOCKED``, so that reviewers asking
 at once take different items instead of queueing on one.
 """
@@ -241,8 +242,8 @@ def label_next(*, user: User | AnonymousUser, queue: ReviewQueue) -> ReviewLabel
             with transaction.atomic():
                 label = _claim(queue, user)
         except IntegrityError:
-            # Another request of the same reviewer took the item: its claim
-            # (and the count it moved) stands, this one rolled back.
+            # Another request of the same reviewer took an item at once: its
+            # claim (and the count it moved) stands, this one rolled back.
             continue
         if (
             label is not None
