@@ -29,14 +29,14 @@ review_router = Router(tags=["review"])
 
 
 def _item(label: ReviewLabel) -> dict[str, Any]:
-    page = selectors.review_page(queue=label.queue, label=label)
+    text, expected, outputs = selectors.item_texts(label.queue, label)
     return {
         "label": label.pk,
         "item": label.review_item_id,
         "position": label.review_item.position,
-        "input": page.input,
-        "expected": page.expected,
-        "outputs": [{"side": side, "text": text} for side, text in page.outputs],
+        "input": text,
+        "expected": expected,
+        "outputs": [{"side": side, "text": text} for side, text in outputs],
         "value": selectors.shown_value(label.queue, label),
         "criteria": label.criteria,
         "note": label.note,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Q, QuerySet
 
 from runs.errors import NotFound
 from runs.models import HUMAN_SCORER_PREFIX, ReviewItem, ReviewLabel, ReviewQueue, Score
@@ -54,16 +54,18 @@ class Progress:
 
 
 def queue_progress(*, queue: ReviewQueue, user: AnyUser | None = None) -> Progress:
-    submitted = ReviewLabel.objects.filter(queue=queue, submitted_at__isnull=False)
-    complete = (
-        ReviewItem.objects.filter(queue=queue, taken__gte=queue.raters)
-        .annotate(done=Count("labels", filter=Q(labels__submitted_at__isnull=False)))
-        .filter(done__gte=queue.raters)
-        .count()
+    """How far the queue is, read from counts the indexes serve: an item is
+    complete when it has all its raters and none of them still holds it (a
+    reviewer holds one item at a time, so those are few)."""
+    labels = ReviewLabel.objects.filter(queue=queue)
+    full = ReviewItem.objects.filter(queue=queue, taken__gte=queue.raters)
+    held = labels.filter(
+        submitted_at__isnull=True, review_item__taken__gte=queue.raters
     )
+    submitted = labels.filter(submitted_at__isnull=False)
     return Progress(
         items=ReviewItem.objects.filter(queue=queue).count(),
-        complete=complete,
+        complete=full.count() - held.values("review_item").distinct().count(),
         labels=submitted.count(),
         mine=submitted.filter(reviewer_id=user.pk).count() if user else 0,
     )
@@ -140,31 +142,55 @@ def rubric_keys(rubric: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(key, str(value), json.dumps(value)) for key, value in pairs]
 
 
-def review_page(*, queue: ReviewQueue, label: ReviewLabel) -> ReviewPage:
-    """A reviewer's page of one item: blind (no run, target, model, judge or
-    other reviewer) until they have labelled it, unless the queue is not."""
+def item_texts(
+    queue: ReviewQueue, label: ReviewLabel
+) -> tuple[str, str | None, list[tuple[str, str]]]:
+    """What a reviewer reads: the input, the expected answer (when the rubric
+    shows it) and the output, or the two outputs by side."""
     item = label.review_item
-    mine = list(
-        ReviewLabel.objects.filter(queue=queue, reviewer_id=label.reviewer_id)
-        .order_by("assigned_at", "id")
-        .values_list("pk", flat=True)
-    )
-    at = mine.index(label.pk)
     outputs = [("Output", as_text(item.result.output))]
     if item.other_result is not None:
         pair = [as_text(item.result.output), as_text(item.other_result.output)]
         left, right = reversed(pair) if item.swapped else pair
         outputs = [("Left", left), ("Right", right)]
     shown = queue.rubric.get("show_expected", True) and item.item.expected is not None
+    expected = as_text(item.item.expected) if shown else None
+    return as_text(item.item.input), expected, outputs
+
+
+def _neighbours(label: ReviewLabel) -> tuple[int, int | None, int | None]:
+    """The label's place among its reviewer's labels of the queue (1-based),
+    and the ids of the one before and the one after."""
+    mine = ReviewLabel.objects.filter(
+        queue_id=label.queue_id, reviewer_id=label.reviewer_id
+    )
+    before = mine.filter(
+        Q(assigned_at__lt=label.assigned_at)
+        | Q(assigned_at=label.assigned_at, pk__lt=label.pk)
+    )
+    after = mine.filter(
+        Q(assigned_at__gt=label.assigned_at)
+        | Q(assigned_at=label.assigned_at, pk__gt=label.pk)
+    )
+    previous = before.order_by("-assigned_at", "-pk").values_list("pk", flat=True)
+    following = after.order_by("assigned_at", "pk").values_list("pk", flat=True)
+    return before.count() + 1, previous.first(), following.first()
+
+
+def review_page(*, queue: ReviewQueue, label: ReviewLabel) -> ReviewPage:
+    """A reviewer's page of one item: blind (no run, target, model, judge or
+    other reviewer) until they have labelled it, unless the queue is not."""
+    text, expected, outputs = item_texts(queue, label)
+    position, previous_id, next_id = _neighbours(label)
     return ReviewPage(
         queue=queue,
         label=label,
-        input=as_text(item.item.input),
-        expected=as_text(item.item.expected) if shown else None,
+        input=text,
+        expected=expected,
         outputs=outputs,
-        position=at + 1,
-        previous_id=mine[at - 1] if at > 0 else None,
-        next_id=mine[at + 1] if at + 1 < len(mine) else None,
+        position=position,
+        previous_id=previous_id,
+        next_id=next_id,
         progress=queue_progress(queue=queue, user=label.reviewer),
         reveal=_reveal(queue, label) if label.submitted or not queue.blind else None,
         keys=rubric_keys(queue.rubric),

@@ -4,10 +4,10 @@ A reviewer is a member of the queue's project (any role) who is one of its
 named reviewers, or any member when the queue is an open pool. The next item
 is claimed with a conditional UPDATE of the item's ``taken`` count (never
 past the queue's raters, whatever runs at once) and a label row unique per
-(item, reviewer): a reviewer never gets an item twice; and another unique
-per reviewer among unlabelled ones: a reviewer holds one item at a time. On PostgreSQL the
-candidate is picked with ``FOR UPDATE SKIP LOCKED``, so that reviewers asking
-at once take different items instead of queueing on one.
+(item, reviewer): a reviewer never gets an item twice; another, per reviewer
+among unlabelled ones, keeps one item at a time in a reviewer's hands. On
+PostgreSQL the candidate is picked with ``FOR UPDATE SKIP LOCKED``, so that
+reviewers asking at once take different items instead of queueing on one.
 """
 
 from __future__ import annotations
