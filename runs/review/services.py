@@ -194,16 +194,18 @@ def queue_delete(*, user: User | AnonymousUser, queue: ReviewQueue) -> None:
         queue.delete()
 
 
-def may_review(user: User | AnonymousUser, queue: ReviewQueue) -> bool:
-    if not can(user, queue.project, Action.VIEW):
-        return False
+def _named(user: User | AnonymousUser, queue: ReviewQueue) -> bool:
     return queue.open_pool or queue.reviewers.filter(pk=user.pk or 0).exists()
+
+
+def may_review(user: User | AnonymousUser, queue: ReviewQueue) -> bool:
+    return can(user, queue.project, Action.VIEW) and _named(user, queue)
 
 
 def require_reviewer(user: User | AnonymousUser, queue: ReviewQueue) -> None:
     """A member who may review this queue; NotFound for an outsider."""
     require(user, queue.project, Action.VIEW)
-    if not may_review(user, queue):
+    if not _named(user, queue):
         raise Forbidden(f"you are not a reviewer of the queue {queue.name!r}")
 
 
@@ -289,7 +291,11 @@ def label_save(
         raise InvalidInput("this queue takes no notes", field="note")
     now = timezone.now()
     with transaction.atomic():
-        locked = ReviewLabel.objects.select_for_update().get(pk=label.pk)
+        locked = (
+            ReviewLabel.objects.select_for_update(of=("self",))
+            .select_related("review_item", "queue")
+            .get(pk=label.pk)
+        )
         if value is not None:
             locked.value = value
         locked.criteria = {**locked.criteria, **cleaned}
