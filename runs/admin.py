@@ -27,6 +27,7 @@ from runs.models import (
 )
 from runs.records.versions import results_changed, runs_results_changed
 from runs.results.services import run_cancel
+from runs.review import admin as review_admin  # noqa: F401  (registration)
 
 
 class MembershipInline(admin.TabularInline):

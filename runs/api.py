@@ -28,6 +28,7 @@ from runs.projects.api import (
 from runs.rescore.api import rescore_router
 from runs.results.api import run_router
 from runs.retry.api import retry_router
+from runs.review.api import review_router
 from runs.targets.api import target_router
 from runs.traces.api import otlp_router
 from runs.web.api import EvalsiteAPI
@@ -69,6 +70,7 @@ api.add_router("/alert-channels", channel_router)
 api.add_router("/runs", judge_router)
 api.add_router("/evaluations", evaluation_router)
 api.add_router("/projects", embeddings_router)
+api.add_router("/review-queues", review_router)
 
 
 @api.exception_handler(DomainError)

@@ -15,6 +15,7 @@ from runs.projects import urls as projects
 from runs.rescore import urls as rescore
 from runs.results import urls as results
 from runs.retry import urls as retry
+from runs.review import urls as review
 from runs.targets import urls as targets
 
 app_name = "runs"
@@ -33,4 +34,5 @@ urlpatterns = [
     *alerts.urlpatterns,
     *estimates.urlpatterns,
     *evaluations.urlpatterns,
+    *review.urlpatterns,
 ]

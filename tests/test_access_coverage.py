@@ -38,12 +38,14 @@ from runs.models import (
     Dataset,
     Project,
     Result,
+    ReviewLabel,
     Run,
     RunStatus,
     Schedule,
     Target,
 )
 from runs.projects.services import api_key_create
+from runs.review.services import label_next, queue_create
 from runs.secrets import store
 from tests.factories import echo_run, store_outcomes
 
@@ -79,6 +81,8 @@ class World:
     channel_id: int = 0
     evaluation_id: int = 0
     schedule_id: int = 0
+    queue_id: int = 0
+    label_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -114,6 +118,8 @@ def _ids(w: World) -> dict[str, Any]:
         "channel_id": w.channel_id,
         "evaluation_id": w.evaluation_id,
         "schedule_id": w.schedule_id,
+        "queue_id": w.queue_id,
+        "label_id": w.label_id,
     }
 
 
@@ -211,6 +217,14 @@ PROMOTE = _given({"role": "editor"})
 RENAME = _given({"name": "renamed"})
 TRY = _given({"input": "1 + 1"})
 RESCORE = _given({"scorers": ["numeric"]})
+RENOTE = _given({"description": "what to look for"})
+
+
+def _own_label(w: World) -> dict[str, Any]:
+    """The review item handed to bob (OWNER_NAME), labelled."""
+    label = ReviewLabel.objects.get(pk=w.label_id)
+    return {"item": label.review_item_id, "value": "pass"}
+
 
 PAGES: dict[str, list[Check]] = {
     "run_list": [Check("GET", ACCOUNT, scoped=True)],
@@ -297,6 +311,9 @@ PAGES: dict[str, list[Check]] = {
     "evaluation_schedule_remove": [
         Check("POST", EDIT, ("evaluation_id", "schedule_id"))
     ],
+    "review_queue_list": [Check("GET", ACCOUNT, scoped=True)],
+    "review_next": [Check("GET", VIEW, ("queue_id",))],
+    "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -431,6 +448,21 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("DELETE", "/evaluations/{evaluation_id}/schedules/{schedule_id}"): [
         Check("DELETE", EDIT)
     ],
+    ("GET", "/review-queues"): [Check("GET", ACCOUNT, scoped=True)],
+    ("POST", "/review-queues"): [
+        Check("POST", EDIT, data=lambda w: {"run": w.run.pk, "name": "new queue"})
+    ],
+    ("GET", "/review-queues/{queue_id}"): [Check("GET", VIEW)],
+    ("PATCH", "/review-queues/{queue_id}"): [Check("PATCH", EDIT, data=RENOTE)],
+    ("DELETE", "/review-queues/{queue_id}"): [Check("DELETE", EDIT)],
+    ("POST", "/review-queues/{queue_id}/next"): [Check("POST", VIEW)],
+    ("POST", "/review-queues/{queue_id}/labels"): [
+        Check("POST", OWNER, data=_own_label)
+    ],
+    ("PUT", "/review-queues/{queue_id}/labels/{label_id}"): [
+        Check("PUT", OWNER, data=_given({"value": "fail"}))
+    ],
+    ("GET", "/review-queues/{queue_id}/matrix"): [Check("GET", EDIT)],
 }
 
 
@@ -553,6 +585,9 @@ def world(
         format=None,
         description="",
     )
+    queue = queue_create(user=alice, run=run, name="coverage", raters=5)
+    label = label_next(user=bob, queue=queue)
+    assert label is not None
     return World(
         project=project,
         dataset=dataset,
@@ -565,6 +600,8 @@ def world(
         channel_id=channel.pk,
         evaluation_id=evaluation.pk,
         schedule_id=schedule.pk,
+        queue_id=queue.pk,
+        label_id=label.pk,
     )
 
 

@@ -177,6 +177,12 @@ def _scorer_fields(run: Run, *, skipped: bool) -> list[tuple[str, tuple[str, ...
         usage = USAGE_FIELDS if getattr(plugin, "reports_usage", False) else ()
         flag = ("skipped",) if skipped else ()
         fields.append((name, (*SCORE_FIELDS, *flag, *usage)))
+    # People's scorers (review queues' consensus) after the run's own.
+    flag = ("skipped",) if skipped else ()
+    listed = {name for name, _ in fields}
+    for name in run.human_scorers:
+        if name not in listed:
+            fields.append((name, (*SCORE_FIELDS, *flag)))
     return fields
 
 

@@ -28,6 +28,15 @@ from runs.models.results import (
     call_status_label,
 )
 from runs.models.retries import RetryPass
+from runs.models.review import (
+    HUMAN_SCORER_PREFIX,
+    ReviewItem,
+    ReviewLabel,
+    ReviewLabelChange,
+    ReviewQueue,
+    ReviewSource,
+    RubricKind,
+)
 from runs.models.run_counts import RUN_COUNTS, RunCounts
 from runs.models.runs import (
     FINAL_RUN_STATUSES,
@@ -43,6 +52,7 @@ __all__ = [
     "DEADLINE_ERROR_TYPE",
     "FINAL_RUN_STATUSES",
     "HEARTBEAT_STALE_SECONDS",
+    "HUMAN_SCORER_PREFIX",
     "RESULT_OUTCOME",
     "RUN_COUNTS",
     "STOPPED_IN_FLIGHT",
@@ -63,6 +73,12 @@ __all__ = [
     "Result",
     "ResultStatus",
     "RetryPass",
+    "ReviewItem",
+    "ReviewLabel",
+    "ReviewLabelChange",
+    "ReviewQueue",
+    "ReviewSource",
+    "RubricKind",
     "Run",
     "RunContentClusters",
     "RunCounts",

@@ -48,6 +48,9 @@ class Run(RunCounts, Authored):
     target_kind = models.CharField(max_length=32)
     target_config = models.JSONField(default=dict)
     scorers = models.JSONField(default=list)
+    # Scorers whose scores people give (review queues' consensus,
+    # ``human:<queue>``): listed after ``scorers``, never executed.
+    human_scorers = models.JSONField(default=list, blank=True)
     options = models.JSONField(default=dict)
     parent = models.ForeignKey(
         "self",
@@ -136,7 +139,8 @@ class Run(RunCounts, Authored):
     @property
     def scorer_names(self) -> list[str]:
         """The run's scorers by the name their scores carry, in its order."""
-        return [spec.get("name") or spec.get("kind") for spec in self.scorers]
+        names = [spec.get("name") or spec.get("kind") for spec in self.scorers]
+        return names + [name for name in self.human_scorers if name not in names]
 
     @property
     def errored(self) -> int:

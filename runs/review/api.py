@@ -1,0 +1,142 @@
+"""The review endpoints: queues (editors), the caller's next item, labels, matrices."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ninja import Router, Status
+
+from runs.access import Action, require
+from runs.models import ReviewLabel
+from runs.results.selectors import run_get
+from runs.review import selectors, services
+from runs.review.schemas import (
+    LabelCreateIn,
+    LabelIn,
+    LabelOut,
+    MatrixOut,
+    NextOut,
+    QueueDetailOut,
+    QueueIn,
+    QueueOut,
+    QueuePatchIn,
+)
+from runs.web.api import ERRORS, READ_ERRORS
+from runs.web.requests import ApiRequest
+from runs.web.schemas import DbId
+
+review_router = Router(tags=["review"])
+
+
+def _item(label: ReviewLabel) -> dict[str, Any]:
+    text, expected, outputs = selectors.item_texts(label.queue, label)
+    return {
+        "label": label.pk,
+        "item": label.review_item_id,
+        "position": label.review_item.position,
+        "input": text,
+        "expected": expected,
+        "outputs": [{"side": side, "text": text} for side, text in outputs],
+        "value": selectors.shown_value(label.queue, label),
+        "criteria": label.criteria,
+        "note": label.note,
+        "submitted": label.submitted,
+    }
+
+
+@review_router.get("", response={200: list[QueueOut], **READ_ERRORS})
+def list_review_queues(request: ApiRequest, project: DbId | None = None) -> Any:
+    """The review queues of your projects (or of one), newest first."""
+    return list(selectors.queue_list(user=request.auth, project_id=project))
+
+
+@review_router.post("", response={201: QueueDetailOut, **ERRORS})
+def create_review_queue(request: ApiRequest, payload: QueueIn) -> Status[Any]:
+    """A queue over an ended run (all of it, a filter, a cluster, a stratified
+    sample) or over a comparison with ``other_run``; editors only."""
+    run = run_get(user=request.auth, run_id=payload.run)
+    other = None
+    if payload.other_run is not None:
+        other = run_get(user=request.auth, run_id=payload.other_run)
+    queue = services.queue_create(
+        user=request.auth,
+        run=run,
+        other_run=other,
+        **payload.model_dump(exclude={"run", "other_run"}),
+    )
+    return Status(201, queue)
+
+
+@review_router.get("/{queue_id}", response={200: QueueDetailOut, **READ_ERRORS})
+def get_review_queue(request: ApiRequest, queue_id: DbId) -> Any:
+    return selectors.queue_get(user=request.auth, queue_id=queue_id)
+
+
+@review_router.patch("/{queue_id}", response={200: QueueDetailOut, **ERRORS})
+def update_review_queue(
+    request: ApiRequest, queue_id: DbId, payload: QueuePatchIn
+) -> Any:
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    changes = payload.model_dump(exclude_unset=True)
+    queue = services.queue_update(user=request.auth, queue=queue, changes=changes)
+    return queue
+
+
+@review_router.delete("/{queue_id}", response={204: None, **ERRORS})
+def delete_review_queue(request: ApiRequest, queue_id: DbId) -> Status[None]:
+    """Delete a queue with its labels and its scores on the run."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    services.queue_delete(user=request.auth, queue=queue)
+    return Status(204, None)
+
+
+@review_router.post("/{queue_id}/next", response={200: NextOut, **ERRORS})
+def next_review_item(request: ApiRequest, queue_id: DbId) -> Any:
+    """The caller's next item: one handed to them and not yet labelled, else a
+    new one (never one they had before, never past the queue's raters)."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    label = services.label_next(user=request.auth, queue=queue)
+    if label is None:
+        return {"done": True, "item": None}
+    return {"done": False, "item": _item(label)}
+
+
+@review_router.post("/{queue_id}/labels", response={200: LabelOut, **ERRORS})
+def create_label(request: ApiRequest, queue_id: DbId, payload: LabelCreateIn) -> Any:
+    """Label an item handed to the caller."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    label = services.label_for_item(
+        user=request.auth, queue=queue, review_item_id=payload.item
+    )
+    return _save(request, label, payload)
+
+
+@review_router.put("/{queue_id}/labels/{label_id}", response={200: LabelOut, **ERRORS})
+def update_label(
+    request: ApiRequest, queue_id: DbId, label_id: DbId, payload: LabelIn
+) -> Any:
+    """Change the caller's label (kept in its history)."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    label = selectors.label_get(user=request.auth, queue=queue, label_id=label_id)
+    return _save(request, label, payload)
+
+
+def _save(request: ApiRequest, label: ReviewLabel, payload: LabelIn) -> ReviewLabel:
+    return services.label_save(
+        user=request.auth,
+        label=label,
+        value=payload.value,
+        criteria=payload.criteria,
+        note=payload.note,
+    )
+
+
+@review_router.get("/{queue_id}/matrix", response={200: MatrixOut, **ERRORS})
+def label_matrix(
+    request: ApiRequest, queue_id: DbId, criterion: str | None = None
+) -> Any:
+    """Every rater's labels, items by raters (null where missing), for
+    agreement; editors only, since it shows who labelled what."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    require(request.auth, queue.project, Action.EDIT)
+    return selectors.queue_label_matrix(queue=queue, criterion=criterion)
