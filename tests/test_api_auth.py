@@ -288,6 +288,13 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/estimate",
         f"{API}/runs/{{run_id}}/judge-agreement",
         f"{API}/tools",
+        f"{API}/projects/{{project_id}}/embeddings",
+        f"{API}/review-queues",
+        f"{API}/review-queues/{{queue_id}}",
+        f"{API}/review-queues/{{queue_id}}/labels",
+        f"{API}/review-queues/{{queue_id}}/labels/{{label_id}}",
+        f"{API}/review-queues/{{queue_id}}/matrix",
+        f"{API}/review-queues/{{queue_id}}/next",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 
