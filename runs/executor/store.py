@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
+from runs.plugins.steps import Step
 from runs.records import retries, rows
 
 ITEM_PAGE_SIZE = 500
@@ -124,6 +125,8 @@ class ResultRecord(Usage):
     error_message: str = ""
     latency_ms: float | None = None
     scores: list[ScoreRecord] = field(default_factory=list)
+    # The trajectory of the attempt that answered, as the target reported it.
+    steps: list[Step] = field(default_factory=list)
 
     @property
     def unpriced(self) -> bool:

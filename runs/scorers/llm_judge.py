@@ -5,6 +5,7 @@ import json
 import math
 import re
 import warnings
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, TypedDict, TypeGuard
 
 from pydantic import Field, field_validator, model_validator
@@ -27,7 +28,9 @@ from runs.plugins.scorers import (
     as_text,
     register,
 )
+from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput
+from runs.scorers.trajectory import trajectory_text
 from runs.targets.chat_client import (
     ENDPOINT_EXAMPLE,
     SECRETS,
@@ -46,7 +49,9 @@ from runs.targets.chat_client import (
 
 Format = Literal["pass_fail", "scale_1_5", "scale_0_10", "json"]
 # The fields a template may name; {metadata.key} and {input.key} reach inside.
-TEMPLATE_FIELDS = ("input", "expected", "output", "id", "index", "metadata", "format")
+TEMPLATE_FIELDS = (
+    "input", "expected", "output", "id", "index", "metadata", "format", "trajectory",
+)  # fmt: skip
 # A reply is kept whole as the reason up to this many characters.
 REASON_LIMIT = 100_000
 INSTRUCTIONS: dict[str, str] = {
@@ -113,7 +118,17 @@ class LLMJudgeParams(EndpointParams):
             "The rubric, sent as the user message. {output} is the output to "
             "judge; {input}, {expected}, {id}, {index} and {metadata.key} (or "
             "{input.key}) come from the item; {format} says how to answer in "
-            "the chosen verdict format."
+            "the chosen verdict format; {trajectory} is the result's steps, one "
+            "a line, cut to trajectory_chars."
+        ),
+    )
+    trajectory_chars: int = Field(
+        20_000,
+        ge=200,
+        le=1_000_000,
+        description=(
+            "{trajectory}: the most characters of steps shown; a longer "
+            "trajectory shows its beginning and its end."
         ),
     )
     verdict_format: Format = Field(
@@ -239,10 +254,15 @@ def judge_instructions(params: LLMJudgeParams) -> str:
     )
 
 
+def names_trajectory(params: LLMJudgeParams) -> bool:
+    return "trajectory" in template_names(params.prompt_template)
+
+
 def judge_messages(
-    params: LLMJudgeParams, output: Any, item: TargetInput
+    params: LLMJudgeParams, output: Any, item: TargetInput, trajectory: str = ""
 ) -> list[dict[str, str]]:
-    """The messages the judge is sent for ``output`` of ``item``."""
+    """The messages the judge is sent for ``output`` of ``item`` (and the text
+    of its ``trajectory``, when the template names it)."""
     fields = {
         "input": item.input,
         "expected": item.expected,
@@ -251,6 +271,7 @@ def judge_messages(
         "index": item.index,
         "metadata": item.metadata,
         "format": judge_instructions(params),
+        "trajectory": trajectory,
     }
     try:
         prompt = fill_template(params.prompt_template, fields)
@@ -272,7 +293,8 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     The rubric (``prompt_template``) is filled from the item and the output:
     ``{output}``, ``{input}``, ``{expected}``, ``{id}``, ``{index}``,
-    ``{metadata.key}`` and ``{format}`` (how to answer). The reply is read in
+    ``{metadata.key}``, ``{format}`` (how to answer) and ``{trajectory}``
+    (the result's steps, cut to ``trajectory_chars``). The reply is read in
     the ``verdict_format``: ``pass_fail`` ("Verdict: PASS"), ``scale_1_5`` or
     ``scale_0_10`` ("Score: N", passing from ``pass_threshold``) or ``json``
     (an object with a verdict or a score key). The judge's whole reply is the
@@ -291,6 +313,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
     needs_expected: ClassVar[bool] = False
+    needs_steps: ClassVar[bool] = True
     reports_usage: ClassVar[bool] = True
 
     @classmethod
@@ -325,15 +348,32 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     def instructions(self) -> str:
         return judge_instructions(self.params)
 
-    def messages(self, output: Any, item: TargetInput) -> list[dict[str, str]]:
-        return judge_messages(self.params, output, item)
+    def messages(
+        self, output: Any, item: TargetInput, trajectory: str = ""
+    ) -> list[dict[str, str]]:
+        return judge_messages(self.params, output, item, trajectory)
+
+    async def trajectory(self, steps: Sequence[Step]) -> str:
+        """The steps as the template's {trajectory}, made off the loop (it
+        writes payloads as JSON); "" when the template does not name it."""
+        if not names_trajectory(self.params):
+            return ""
+        limit = self.params.trajectory_chars
+        return await asyncio.to_thread(trajectory_text, steps, limit)
 
     @classmethod
     def prompt_for(
-        cls, params: LLMJudgeParams, output: Any, item: TargetInput
+        cls,
+        params: LLMJudgeParams,
+        output: Any,
+        item: TargetInput,
+        steps: Sequence[Step] = (),
     ) -> list[dict[str, str]] | None:
+        trajectory = ""
+        if names_trajectory(params):
+            trajectory = trajectory_text(steps, params.trajectory_chars)
         try:
-            return judge_messages(params, output, item)
+            return judge_messages(params, output, item, trajectory)
         except ScorerError:  # the template names a field the item lacks
             return None
 
@@ -371,8 +411,11 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             model=self.params.model,
         )
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        reply = await self.ask(self.messages(output, item))
+    async def score(
+        self, *, output: Any, item: TargetInput, steps: Sequence[Step] = ()
+    ) -> ScoreOutcome:
+        trajectory = await self.trajectory(steps)
+        reply = await self.ask(self.messages(output, item, trajectory))
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
         model = reply.model or self.params.model
