@@ -13,6 +13,7 @@ from runs.rescore import urls as rescore
 from runs.results import urls as results
 from runs.retry import urls as retry
 from runs.targets import urls as targets
+from runs.trajectories import urls as trajectories
 
 app_name = "runs"
 urlpatterns = [
@@ -27,4 +28,5 @@ urlpatterns = [
     *clusters.urlpatterns,
     *retry.urlpatterns,
     *rescore.urlpatterns,
+    *trajectories.urlpatterns,
 ]

@@ -90,6 +90,7 @@ def _ids(w: World) -> dict[str, Any]:
     return {
         "run_id": w.run.pk,
         "result_id": w.result.pk,
+        "item_id": w.result.item_id,
         "dataset_id": w.dataset.pk,
         "target_id": w.target.pk,
         "project_id": w.project.pk,
@@ -136,6 +137,7 @@ PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
 RANK = "?runs={run_id}"
+DIFF = "?item={item_id}&runs={run_id},{run_id}"
 PLAN = COMPARE + "&delta=0.1&pass_rate=0.5&discordance=0.2"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
@@ -191,6 +193,7 @@ PAGES: dict[str, list[Check]] = {
     "compare_items_csv": [Check("GET", VIEW, query=PAIR)],
     "run_compare_choices": [Check("GET", VIEW, RUN)],
     "leaderboard": [Check("GET", VIEW, query=RANK)],
+    "trajectory_diff": [Check("GET", VIEW, query=DIFF)],
     "run_clusters": [Check("GET", VIEW, RUN)],
     "run_cluster_save": [
         Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
@@ -267,6 +270,8 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("GET", "/compare"): [Check("GET", VIEW, query=COMPARE)],
     ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
     ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
+    ("GET", "/results/{result_id}/trajectory"): [Check("GET", VIEW)],
+    ("GET", "/trajectories/diff"): [Check("GET", VIEW, query=DIFF)],
     ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
     ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [

@@ -1,0 +1,283 @@
+"""Reads of trajectories: a result's steps page by page, and one item's
+trajectories in several runs aligned (``alignment``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Q, QuerySet, Sum
+
+from runs.access import visible_project_ids
+from runs.compare.selectors import run_ids_parse
+from runs.errors import InvalidInput, NotFound
+from runs.models import Item, Result, Run, Step
+from runs.models.steps import STEP_PAYLOAD_BYTES
+from runs.results.selectors import run_get
+from runs.trajectories.alignment import Row, align, first_divergence, step_token
+
+STEPS_PER_PAGE = 200
+DIFF_ROWS_PER_PAGE = 200
+# What a diff reads of every step to align them: no payloads.
+DIFF_FIELDS = (
+    "result_id", "id", "index", "kind", "name", "call_hash", "error",
+    "error_type", "latency_ms", "prompt_tokens", "completion_tokens", "cost",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTotals:
+    """A trajectory's figures over all its steps, from one aggregate."""
+
+    steps: int
+    model_calls: int
+    tool_calls: int
+    errors: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    latency_ms: float | None
+
+
+def trajectory_totals(result_id: int) -> TrajectoryTotals:
+    totals = Step.objects.filter(result_id=result_id).aggregate(
+        steps=Count("id"),
+        model_calls=Count("id", filter=Q(kind=Step.Kind.MODEL)),
+        tool_calls=Count("id", filter=Q(kind=Step.Kind.TOOL)),
+        errors=Count("id", filter=~Q(error="") | ~Q(error_type="")),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        cost=Sum("cost"),
+        latency_ms=Sum("latency_ms"),
+    )
+    return TrajectoryTotals(**totals)
+
+
+class CountedRows:
+    """A queryset for a Paginator whose count is known already (no COUNT)."""
+
+    def __init__(self, rows: QuerySet[Any], count: int) -> None:
+        self.rows = rows
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: slice) -> list[Any]:
+        return list(self.rows[index])
+
+
+def page_number(text: str | None) -> int:
+    """A page number from a query (anything else: the first page)."""
+    if text and text.isascii() and text.isdigit() and len(text) <= 9:
+        return max(int(text), 1)
+    return 1
+
+
+def epoch_number(text: str | None) -> int:
+    """An epoch from a query (anything else: the first, 0)."""
+    if text and text.isascii() and text.isdigit() and len(text) <= 6:
+        return int(text)
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryPage:
+    result: Result
+    totals: TrajectoryTotals
+    page: Page[Step]
+
+    @property
+    def limit(self) -> int:
+        """The bytes of a payload kept: a larger one was cut."""
+        return STEP_PAYLOAD_BYTES
+
+
+def trajectory_page(*, result: Result, number: str | int | None) -> TrajectoryPage:
+    """One page of a result's steps, in order, with the figures of all of them."""
+    totals = trajectory_totals(result.pk)
+    rows = Step.objects.filter(result_id=result.pk).order_by("index")
+    paginator: Paginator[Step] = Paginator(
+        CountedRows(rows, totals.steps),  # type: ignore[arg-type]  # counts and slices
+        STEPS_PER_PAGE,
+    )
+    wanted = number if isinstance(number, int) else page_number(number)
+    return TrajectoryPage(result, totals, paginator.get_page(wanted))
+
+
+def trajectory_section(result: Result, number: str | None) -> TrajectoryPage | None:
+    """The trajectory section of a result's page (None: the result has no steps)."""
+    trajectory = trajectory_page(result=result, number=number)
+    return trajectory if trajectory.totals.steps else None
+
+
+def visible_result(*, user: User, result_id: int) -> Result:
+    """A result in a project the user may see, else NotFound."""
+    try:
+        return Result.objects.select_related("run", "item").get(
+            pk=result_id, run__project_id__in=visible_project_ids(user)
+        )
+    except Result.DoesNotExist:
+        raise NotFound(f"no result {result_id}") from None
+
+
+def result_trajectory(
+    *, user: User, result_id: int, page: str | int | None = None
+) -> TrajectoryPage:
+    """A page of the steps of a result the user may see."""
+    return trajectory_page(
+        result=visible_result(user=user, result_id=result_id), number=page
+    )
+
+
+# -- the diff -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DiffStep:
+    """What a diff shows of one step (its payloads only for the rows shown)."""
+
+    id: int
+    index: int
+    kind: str
+    name: str
+    call_hash: str
+    error: str
+    error_type: str
+    latency_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    arguments: Any = None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.error_type)
+
+
+@dataclass(slots=True)
+class DiffColumn:
+    run: Run
+    result: Result | None
+    steps: list[DiffStep] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TrajectoryDiff:
+    item: Item
+    epoch: int
+    columns: list[DiffColumn]
+    rows: list[Row]
+    first_divergence: int | None
+
+    @property
+    def divergence_page(self) -> int | None:
+        if self.first_divergence is None:
+            return None
+        return self.first_divergence // DIFF_ROWS_PER_PAGE + 1
+
+    def shown(self, rows: Sequence[Row]) -> list[tuple[Row, list[DiffStep | None]]]:
+        """Rows with each run's step in them, their arguments read for these."""
+        cells = [
+            (row, [self.columns[n].steps[c] if c is not None else None
+                   for n, c in enumerate(row.cells)])
+            for row in rows
+        ]  # fmt: skip
+        wanted = {
+            s.id: s for _, steps in cells for s in steps if s and s.kind == "tool"
+        }
+        found = Step.objects.filter(pk__in=list(wanted)).values_list("pk", "arguments")
+        for pk, arguments in found:
+            wanted[pk].arguments = arguments
+        return cells
+
+
+class DiffRows:
+    """The rows of a diff for a Paginator, each with its steps."""
+
+    def __init__(self, diff: TrajectoryDiff) -> None:
+        self.diff = diff
+
+    def __len__(self) -> int:
+        return len(self.diff.rows)
+
+    def __getitem__(self, index: slice) -> list[tuple[int, Row, list[DiffStep | None]]]:
+        start = index.start or 0
+        return [
+            (start + n, *pair)
+            for n, pair in enumerate(self.diff.shown(self.diff.rows[index]))
+        ]
+
+
+def diff_runs(*, user: User, runs: str | None) -> list[Run]:
+    """The runs of ``1,2,3`` (two or more, each the user's to see; a run
+    given twice is shown twice)."""
+    ids = run_ids_parse(runs, field="runs")
+    if len(ids) < 2:
+        raise InvalidInput("give two or more runs to compare", field="runs")
+    return [run_get(user=user, run_id=run_id) for run_id in ids]
+
+
+def diff_item(*, runs: Sequence[Run], item_id: int | None) -> Item:
+    """The item, of the dataset of one of the runs (else NotFound)."""
+    if item_id is None:
+        raise InvalidInput("give the id of an item", field="item")
+    try:
+        return Item.objects.get(pk=item_id, dataset_id__in=[r.dataset_id for r in runs])
+    except Item.DoesNotExist:
+        raise NotFound(f"no item {item_id} in these runs") from None
+
+
+def item_results(runs: Sequence[Run], item: Item, epoch: int) -> list[Result | None]:
+    """Each run's result for the item (the same item, or the item of the same
+    external id in another version of the dataset) in ``epoch``."""
+    found: list[Result | None] = []
+    for run in runs:
+        results = Result.objects.filter(run=run, epoch=epoch)
+        same = Q(item_id=item.pk)
+        if item.external_id:
+            same |= Q(item__external_id=item.external_id)
+        found.append(results.filter(same).order_by("-item_id").first())
+    return found
+
+
+def trajectory_diff(
+    *,
+    user: User,
+    item_id: int | None,
+    runs: str | None,
+    epoch: int = 0,
+) -> TrajectoryDiff:
+    """One item's trajectories in two or more runs, aligned on the first run's."""
+    chosen = diff_runs(user=user, runs=runs)
+    item = diff_item(runs=chosen, item_id=item_id)
+    results = item_results(chosen, item, epoch)
+    columns = [
+        DiffColumn(run, result) for run, result in zip(chosen, results, strict=True)
+    ]
+    by_result = {c.result.pk: c for c in columns if c.result is not None}
+    rows = (
+        Step.objects.filter(result_id__in=list(by_result))
+        .order_by("result_id", "index")
+        .values_list(*DIFF_FIELDS)
+    )
+    for result_id, *values in rows:
+        by_result[result_id].steps.append(DiffStep(*values))
+    sequences = [
+        [step_token(s.kind, s.name, s.call_hash) for s in column.steps]
+        for column in columns
+    ]
+    aligned = align(sequences)
+    return TrajectoryDiff(item, epoch, columns, aligned, first_divergence(aligned))
+
+
+def diff_page(diff: TrajectoryDiff, number: str | int | None) -> Page[Any]:
+    paginator: Paginator[Any] = Paginator(
+        DiffRows(diff),  # type: ignore[arg-type]  # counts and slices
+        DIFF_ROWS_PER_PAGE,
+    )
+    wanted = number if isinstance(number, int) else page_number(number)
+    return paginator.get_page(wanted)
