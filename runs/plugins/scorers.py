@@ -197,6 +197,11 @@ class ScorerPlugin[P: Params](Plugin):
         return {"needs_expected": cls.needs_expected, "needs_steps": cls.needs_steps}
 
     @classmethod
+    def prompt_reads_steps(cls, params: P) -> bool:
+        """Whether ``prompt_for`` shows the trajectory (the page then reads it)."""
+        return False
+
+    @classmethod
     def prompt_for(
         cls, params: P, output: Any, item: TargetInput, steps: Sequence[Step] = ()
     ) -> list[dict[str, str]] | None:

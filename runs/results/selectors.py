@@ -353,7 +353,7 @@ def result_prompts(*, result: Result) -> dict[str, list[dict[str, str]]]:
             params = plugin.parse(spec.get("params", {}))
         except DomainError:
             continue
-        if plugin.needs_steps and steps is None:
+        if steps is None and plugin.prompt_reads_steps(params):
             steps = stored_steps([result.pk]).get(result.pk, [])
         messages = plugin.prompt_for(params, result.output, item, steps or [])
         if messages is not None:

@@ -362,6 +362,10 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
         return await asyncio.to_thread(trajectory_text, steps, limit)
 
     @classmethod
+    def prompt_reads_steps(cls, params: LLMJudgeParams) -> bool:
+        return names_trajectory(params)
+
+    @classmethod
     def prompt_for(
         cls,
         params: LLMJudgeParams,

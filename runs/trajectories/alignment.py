@@ -13,7 +13,7 @@ with the first, and the rows are merged on the first run's steps.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from rapidfuzz.distance import Levenshtein
@@ -47,7 +47,7 @@ class Pairing:
     inserted: list[list[int]]
 
 
-def pair(first: Sequence[str], other: Sequence[str]) -> Pairing:
+def pair(first: Sequence[Hashable], other: Sequence[Hashable]) -> Pairing:
     matched: list[int | None] = [None] * len(first)
     inserted: list[list[int]] = [[] for _ in range(len(first) + 1)]
     for op in Levenshtein.opcodes(list(first), list(other)):
@@ -67,16 +67,15 @@ def align(sequences: Sequence[Sequence[str]]) -> list[Row]:
     """The rows of the alignment of ``sequences`` (the first is the reference)."""
     if not sequences:
         return []
-    first = sequences[0]
-    pairings = [pair(first, other) for other in sequences[1:]]
+    # Tokens as small integers: rapidfuzz compares them faster than strings.
+    codes: dict[str, int] = {}
+    coded = [[codes.setdefault(t, len(codes)) for t in s] for s in sequences]
+    first = coded[0]
+    pairings = [pair(first, other) for other in coded[1:]]
     rows: list[Row] = []
 
     def add(cells: tuple[int | None, ...]) -> None:
-        tokens = {
-            None if cell is None else sequences[run][cell]
-            for run, cell in enumerate(cells)
-        }
-        rows.append(Row(cells, len(tokens) == 1 and None not in tokens))
+        rows.append(Row(cells, _same(coded, cells)))
 
     for gap in range(len(first) + 1):
         depth = max((len(p.inserted[gap]) for p in pairings), default=0)
@@ -89,6 +88,15 @@ def align(sequences: Sequence[Sequence[str]]) -> list[Row]:
         if gap < len(first):
             add((gap, *(p.matched[gap] for p in pairings)))
     return rows
+
+
+def _same(coded: list[list[int]], cells: tuple[int | None, ...]) -> bool:
+    tokens = set()
+    for run, cell in enumerate(cells):
+        if cell is None:
+            return False
+        tokens.add(coded[run][cell])
+    return len(tokens) == 1
 
 
 def first_divergence(rows: Sequence[Row]) -> int | None:

@@ -9,7 +9,9 @@ from ninja import Field, Router
 
 from runs.trajectories.schemas import TrajectoryDiffOut, TrajectoryOut
 from runs.trajectories.selectors import (
+    DIFF_API_ROWS_PER_PAGE,
     STEPS_PER_PAGE,
+    diff_page,
     result_trajectory,
     trajectory_diff,
 )
@@ -55,15 +57,17 @@ def get_trajectory_diff(
     item: DbId,
     runs: Annotated[QueryText, Field(max_length=300)],
     epoch: Annotated[int, Field(ge=0, le=100_000)] = 0,
+    page: Annotated[int, Field(ge=1, le=1_000_000)] = 1,
 ) -> dict[str, Any]:
     """One item's trajectories in two or more runs (``runs``: ``1,2,3``, the
     first the reference), aligned: every run's steps aligned with the first
     run's by edit operations over each tool call's name and arguments' hash
     (model calls match each other). Each row gives, per run, the index of its
-    step there (null: none); ``first_divergence`` is the first row where
-    they differ. ``item`` is an item of one run's dataset; a run over another
-    version pairs it by external id."""
+    step there (null: none), 500 rows a page; ``first_divergence`` is the
+    first row where they differ. ``item`` is an item of one run's dataset; a
+    run over another version pairs it by external id."""
     diff = trajectory_diff(user=request.auth, item_id=item, runs=runs, epoch=epoch)
+    shown = diff_page(diff, page, DIFF_API_ROWS_PER_PAGE)
     return {
         "item": diff.item.pk,
         "item_index": diff.item.index,
@@ -73,10 +77,17 @@ def get_trajectory_diff(
             {
                 "run": column.run.pk,
                 "result": column.result.pk if column.result else None,
-                "steps": column.steps,
+                "steps": len(column.steps),
             }
             for column in diff.columns
         ],
-        "rows": diff.rows,
         "first_divergence": diff.first_divergence,
+        "row_count": len(diff.rows),
+        "page": shown.number,
+        "pages": shown.paginator.num_pages,
+        "per_page": DIFF_API_ROWS_PER_PAGE,
+        "rows": [
+            {"row": number, "same": row.same, "cells": steps}
+            for number, row, steps in shown.object_list
+        ],
     }

@@ -55,7 +55,7 @@ class TrajectoryOut(Schema):
 
 
 class DiffStepOut(Schema):
-    index: int
+    index: int = Field(description="its index in its run's trajectory")
     kind: str
     name: str
     call_hash: str
@@ -65,18 +65,20 @@ class DiffStepOut(Schema):
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
+    arguments: Any = Field(description="a tool call's arguments (as stored)")
 
 
 class DiffColumnOut(Schema):
     run: int
     result: int | None = Field(description="None: the run has no result for the item")
-    steps: list[DiffStepOut]
+    steps: int = Field(description="how many steps its trajectory has")
 
 
 class DiffRowOut(Schema):
+    row: int
     same: bool = Field(description="every run has a step here, and they are equal")
-    cells: list[int | None] = Field(
-        description="per run, the index in its steps of the step in this row"
+    cells: list[DiffStepOut | None] = Field(
+        description="per run, its step in this row (None: it has none here)"
     )
 
 
@@ -86,7 +88,11 @@ class TrajectoryDiffOut(Schema):
     external_id: str
     epoch: int
     columns: list[DiffColumnOut]
-    rows: list[DiffRowOut]
     first_divergence: int | None = Field(
         description="the first row where the runs differ; None: they never do"
     )
+    row_count: int
+    page: int
+    pages: int
+    per_page: int
+    rows: list[DiffRowOut]

@@ -3,6 +3,7 @@ trajectories in several runs aligned (``alignment``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +21,18 @@ from runs.results.selectors import run_get
 from runs.trajectories.alignment import Row, align, first_divergence, step_token
 
 STEPS_PER_PAGE = 200
-DIFF_ROWS_PER_PAGE = 200
-# What a diff reads of every step to align them: no payloads.
+PREVIEW_CHARS = 100
+# Rows of a diff a page shows (a cell per run each), and an API page holds.
+DIFF_ROWS_PER_PAGE = 50
+DIFF_API_ROWS_PER_PAGE = 500
+# What a diff reads of every step to align them: the columns stored before
+# the payloads (SQLite reads a column after them through a payload's
+# overflow pages); the rest only for the rows shown (``SHOWN_FIELDS``).
 DIFF_FIELDS = (
-    "result_id", "id", "index", "kind", "name", "call_hash", "error",
-    "error_type", "latency_ms", "prompt_tokens", "completion_tokens", "cost",
+    "result_id", "id", "index", "kind", "name", "call_hash", "prompt_tokens",
+    "completion_tokens", "cost",
 )  # fmt: skip
+SHOWN_FIELDS = ("pk", "arguments", "error", "error_type", "latency_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +91,79 @@ def epoch_number(text: str | None) -> int:
     return 0
 
 
+def shown_text(value: Any) -> str:
+    """A payload as the page shows it: a text as it is, JSON indented."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A payload on one line, cut at ``limit`` characters."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text[: limit * 4].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """A step as the page shows it, its payloads written out once, here."""
+
+    step: Step
+    summary: str  # a tool call's arguments on one line
+    arguments: str | None
+    output: str | None
+    arguments_cut: bool
+    output_cut: bool
+
+    @classmethod
+    def of(cls, step: Step) -> StepView:
+        return cls(
+            step=step,
+            summary=preview(step.arguments) if step.kind == Step.Kind.TOOL else "",
+            arguments=None if step.arguments is None else shown_text(step.arguments),
+            output=None if step.output is None else shown_text(step.output),
+            arguments_cut=step.arguments_bytes > STEP_PAYLOAD_BYTES,
+            output_cut=step.output_bytes > STEP_PAYLOAD_BYTES,
+        )
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.step.error or self.step.error_type)
+
+    @property
+    def figures(self) -> str:
+        """Its latency, tokens and cost, on one line (written here: the
+        template's number filters cost more than the rest of a step)."""
+        return step_figures(
+            self.step.latency_ms,
+            self.step.prompt_tokens,
+            self.step.completion_tokens,
+            self.step.cost,
+        )
+
+
+def step_figures(
+    latency_ms: float | None,
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    cost: float | None,
+) -> str:
+    parts = []
+    if latency_ms is not None:
+        parts.append(f"{latency_ms:.1f} ms")
+    if prompt_tokens is not None or completion_tokens is not None:
+        # An en dash, as the pages write a missing figure.
+        prompt = "\u2013" if prompt_tokens is None else prompt_tokens
+        completion = "\u2013" if completion_tokens is None else completion_tokens
+        parts.append(f"{prompt} + {completion} tokens")
+    if cost is not None:
+        parts.append(f"${cost:.6f}")
+    return " · ".join(parts)
+
+
 @dataclass(frozen=True, slots=True)
 class TrajectoryPage:
     result: Result
@@ -94,6 +174,10 @@ class TrajectoryPage:
     def limit(self) -> int:
         """The bytes of a payload kept: a larger one was cut."""
         return STEP_PAYLOAD_BYTES
+
+    @property
+    def steps(self) -> list[StepView]:
+        return [StepView.of(step) for step in self.page.object_list]
 
 
 def trajectory_page(*, result: Result, number: str | int | None) -> TrajectoryPage:
@@ -145,17 +229,32 @@ class DiffStep:
     kind: str
     name: str
     call_hash: str
-    error: str
-    error_type: str
-    latency_ms: float | None
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
+    # Read for the rows shown only (``TrajectoryDiff.shown``).
     arguments: Any = None
+    error: str = ""
+    error_type: str = ""
+    latency_ms: float | None = None
 
     @property
     def failed(self) -> bool:
         return bool(self.error or self.error_type)
+
+    @property
+    def figures(self) -> str:
+        return step_figures(
+            self.latency_ms, self.prompt_tokens, self.completion_tokens, self.cost
+        )
+
+    @property
+    def summary(self) -> str:
+        return preview(self.arguments, 80) if self.kind == Step.Kind.TOOL else ""
+
+    @property
+    def title(self) -> str:
+        return preview(self.arguments, 2000) if self.kind == Step.Kind.TOOL else ""
 
 
 @dataclass(slots=True)
@@ -186,12 +285,13 @@ class TrajectoryDiff:
                    for n, c in enumerate(row.cells)])
             for row in rows
         ]  # fmt: skip
-        wanted = {
-            s.id: s for _, steps in cells for s in steps if s and s.kind == "tool"
-        }
-        found = Step.objects.filter(pk__in=list(wanted)).values_list("pk", "arguments")
-        for pk, arguments in found:
-            wanted[pk].arguments = arguments
+        wanted = {s.id: s for _, steps in cells for s in steps if s is not None}
+        found = Step.objects.filter(pk__in=list(wanted)).values_list(*SHOWN_FIELDS)
+        for pk, arguments, error, error_type, latency_ms in found:
+            step = wanted[pk]
+            if step.kind == Step.Kind.TOOL:
+                step.arguments = arguments
+            step.error, step.error_type, step.latency_ms = error, error_type, latency_ms
         return cells
 
 
@@ -274,10 +374,13 @@ def trajectory_diff(
     return TrajectoryDiff(item, epoch, columns, aligned, first_divergence(aligned))
 
 
-def diff_page(diff: TrajectoryDiff, number: str | int | None) -> Page[Any]:
+def diff_page(
+    diff: TrajectoryDiff, number: str | int | None, per_page: int = DIFF_ROWS_PER_PAGE
+) -> Page[Any]:
+    """A page of the diff's rows: (row number, row, each run's step or None)."""
     paginator: Paginator[Any] = Paginator(
         DiffRows(diff),  # type: ignore[arg-type]  # counts and slices
-        DIFF_ROWS_PER_PAGE,
+        per_page,
     )
     wanted = number if isinstance(number, int) else page_number(number)
     return paginator.get_page(wanted)
