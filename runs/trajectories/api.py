@@ -63,7 +63,7 @@ def get_trajectory_diff(
     first the reference), aligned: every run's steps aligned with the first
     run's by edit operations over each tool call's name and arguments' hash
     (model calls match each other). Each row gives, per run, the index of its
-    step there (null: none), 500 rows a page; ``first_divergence`` is the
+    step there (null: none), 200 rows a page; ``first_divergence`` is the
     first row where they differ. ``item`` is an item of one run's dataset; a
     run over another version pairs it by external id."""
     diff = trajectory_diff(user=request.auth, item_id=item, runs=runs, epoch=epoch)
@@ -77,7 +77,7 @@ def get_trajectory_diff(
             {
                 "run": column.run.pk,
                 "result": column.result.pk if column.result else None,
-                "steps": len(column.steps),
+                "steps": len(column.ids),
             }
             for column in diff.columns
         ],

@@ -24,15 +24,14 @@ STEPS_PER_PAGE = 200
 PREVIEW_CHARS = 100
 # Rows of a diff a page shows (a cell per run each), and an API page holds.
 DIFF_ROWS_PER_PAGE = 50
-DIFF_API_ROWS_PER_PAGE = 500
-# What a diff reads of every step to align them: the columns stored before
-# the payloads (SQLite reads a column after them through a payload's
-# overflow pages); the rest only for the rows shown (``SHOWN_FIELDS``).
-DIFF_FIELDS = (
-    "result_id", "id", "index", "kind", "name", "call_hash", "prompt_tokens",
-    "completion_tokens", "cost",
+DIFF_API_ROWS_PER_PAGE = 200
+# What a diff reads of every step to align them (what it compares), and of
+# the steps of the rows it shows (``SHOWN_FIELDS``, as ``DiffStep``).
+DIFF_FIELDS = ("result_id", "id", "kind", "name", "call_hash")
+SHOWN_FIELDS = (
+    "id", "index", "kind", "name", "call_hash", "prompt_tokens",
+    "completion_tokens", "cost", "arguments", "error", "error_type", "latency_ms",
 )  # fmt: skip
-SHOWN_FIELDS = ("pk", "arguments", "error", "error_type", "latency_ms")
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,11 +231,10 @@ class DiffStep:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
-    # Read for the rows shown only (``TrajectoryDiff.shown``).
-    arguments: Any = None
-    error: str = ""
-    error_type: str = ""
-    latency_ms: float | None = None
+    arguments: Any  # a tool call's (a model call's messages are left out)
+    error: str
+    error_type: str
+    latency_ms: float | None
 
     @property
     def failed(self) -> bool:
@@ -259,9 +257,12 @@ class DiffStep:
 
 @dataclass(slots=True)
 class DiffColumn:
+    """One run's trajectory of the item: its steps' ids and what they compare by."""
+
     run: Run
     result: Result | None
-    steps: list[DiffStep] = field(default_factory=list)
+    ids: list[int] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -279,20 +280,23 @@ class TrajectoryDiff:
         return self.first_divergence // DIFF_ROWS_PER_PAGE + 1
 
     def shown(self, rows: Sequence[Row]) -> list[tuple[Row, list[DiffStep | None]]]:
-        """Rows with each run's step in them, their arguments read for these."""
-        cells = [
-            (row, [self.columns[n].steps[c] if c is not None else None
-                   for n, c in enumerate(row.cells)])
+        """Rows with each run's step in them, read for these rows only."""
+        ids = [
+            [self.columns[n].ids[c] if c is not None else None
+             for n, c in enumerate(row.cells)]
             for row in rows
         ]  # fmt: skip
-        wanted = {s.id: s for _, steps in cells for s in steps if s is not None}
-        found = Step.objects.filter(pk__in=list(wanted)).values_list(*SHOWN_FIELDS)
-        for pk, arguments, error, error_type, latency_ms in found:
-            step = wanted[pk]
-            if step.kind == Step.Kind.TOOL:
-                step.arguments = arguments
-            step.error, step.error_type, step.latency_ms = error, error_type, latency_ms
-        return cells
+        wanted = [pk for row in ids for pk in row if pk is not None]
+        found = {}
+        for values in Step.objects.filter(pk__in=wanted).values_list(*SHOWN_FIELDS):
+            step = DiffStep(*values)
+            if step.kind != Step.Kind.TOOL:
+                step.arguments = None
+            found[step.id] = step
+        return [
+            (row, [None if pk is None else found.get(pk) for pk in row_ids])
+            for row, row_ids in zip(rows, ids, strict=True)
+        ]
 
 
 class DiffRows:
@@ -364,13 +368,11 @@ def trajectory_diff(
         .order_by("result_id", "index")
         .values_list(*DIFF_FIELDS)
     )
-    for result_id, *values in rows:
-        by_result[result_id].steps.append(DiffStep(*values))
-    sequences = [
-        [step_token(s.kind, s.name, s.call_hash) for s in column.steps]
-        for column in columns
-    ]
-    aligned = align(sequences)
+    for result_id, pk, kind, name, hashed in rows:
+        column = by_result[result_id]
+        column.ids.append(pk)
+        column.tokens.append(step_token(kind, name, hashed))
+    aligned = align([column.tokens for column in columns])
     return TrajectoryDiff(item, epoch, columns, aligned, first_divergence(aligned))
 
 
