@@ -24,7 +24,11 @@ from runs.rescore.api import rescore_router
 from runs.results.api import run_router
 from runs.retry.api import retry_router
 from runs.targets.api import target_router
-from runs.trajectories.api import result_trajectory_router, trajectory_router
+from runs.trajectories.api import (
+    result_trajectory_router,
+    run_steps_router,
+    trajectory_router,
+)
 from runs.web.api import EvalsiteAPI
 from runs.web.pages import log_refusal
 
@@ -57,6 +61,7 @@ api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
 api.add_router("/results", result_trajectory_router)
 api.add_router("/trajectories", trajectory_router)
+api.add_router("/runs", run_steps_router)
 
 
 @api.exception_handler(DomainError)

@@ -272,6 +272,7 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
     ("GET", "/results/{result_id}/trajectory"): [Check("GET", VIEW)],
     ("GET", "/trajectories/diff"): [Check("GET", VIEW, query=DIFF)],
+    ("GET", "/runs/{run_id}/failing-steps"): [Check("GET", VIEW)],
     ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
     ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [

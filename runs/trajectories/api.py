@@ -7,7 +7,13 @@ from typing import Annotated, Any
 
 from ninja import Field, Router
 
-from runs.trajectories.schemas import TrajectoryDiffOut, TrajectoryOut
+from runs.analysis.step_clusters import FailingSteps, failing_step_clusters
+from runs.results.selectors import run_get
+from runs.trajectories.schemas import (
+    FailingStepsOut,
+    TrajectoryDiffOut,
+    TrajectoryOut,
+)
 from runs.trajectories.selectors import (
     DIFF_API_ROWS_PER_PAGE,
     STEPS_PER_PAGE,
@@ -20,6 +26,7 @@ from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId, ErrorOut, QueryText
 
 result_trajectory_router = Router(tags=["runs"])
+run_steps_router = Router(tags=["runs"])
 trajectory_router = Router(tags=["compare"])
 
 
@@ -91,3 +98,13 @@ def get_trajectory_diff(
             for number, row, steps in shown.object_list
         ],
     }
+
+
+@run_steps_router.get(
+    "/{run_id}/failing-steps", response={200: FailingStepsOut, **READ_ERRORS}
+)
+def get_failing_steps(request: ApiRequest, run_id: DbId) -> FailingSteps:
+    """The run's failing results (a failed call, or a failing score) grouped
+    by their failing step: the first tool call of the trajectory that ended
+    in an error, by tool, error type and masked error; biggest first."""
+    return failing_step_clusters(run_get(user=request.auth, run_id=run_id))

@@ -96,3 +96,19 @@ class TrajectoryDiffOut(Schema):
     pages: int
     per_page: int
     rows: list[DiffRowOut]
+
+
+class StepClusterOut(Schema):
+    tool: str
+    error_type: str
+    pattern: str = Field(description="the error, with what varies masked")
+    results: int
+    examples: list[tuple[int, int, int]] = Field(
+        description="the first results in it: (item index, epoch, result id)"
+    )
+
+
+class FailingStepsOut(Schema):
+    failing: int = Field(description="failing results: call or a score failed")
+    without_failed_step: int = Field(description="of them, with no failed tool call")
+    clusters: list[StepClusterOut] = Field(description="biggest first")
