@@ -273,6 +273,9 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("GET", "/results/{result_id}/trajectory"): [Check("GET", VIEW)],
     ("GET", "/trajectories/diff"): [Check("GET", VIEW, query=DIFF)],
     ("GET", "/runs/{run_id}/failing-steps"): [Check("GET", VIEW)],
+    ("GET", "/trajectories/compare"): [
+        Check("GET", VIEW, query="?baseline={run_id}&candidate={run_id}")
+    ],
     ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
     ("GET", "/runs/{run_id}/clusters"): [Check("GET", VIEW)],
     ("POST", "/runs/{run_id}/retry"): [

@@ -8,9 +8,11 @@ from typing import Annotated, Any
 from ninja import Field, Router
 
 from runs.analysis.step_clusters import FailingSteps, failing_step_clusters
+from runs.analysis.step_compare import StepComparison, compare_steps
 from runs.results.selectors import run_get
 from runs.trajectories.schemas import (
     FailingStepsOut,
+    StepComparisonOut,
     TrajectoryDiffOut,
     TrajectoryOut,
 )
@@ -108,3 +110,18 @@ def get_failing_steps(request: ApiRequest, run_id: DbId) -> FailingSteps:
     by their failing step: the first tool call of the trajectory that ended
     in an error, by tool, error type and masked error; biggest first."""
     return failing_step_clusters(run_get(user=request.auth, run_id=run_id))
+
+
+@trajectory_router.get(
+    "/compare", response={200: StepComparisonOut, 400: ErrorOut, **READ_ERRORS}
+)
+def get_step_comparison(
+    request: ApiRequest, baseline: DbId, candidate: DbId
+) -> StepComparison:
+    """Steps and cost per item of ``candidate`` against ``baseline``: the
+    paired items' means, the mean difference and Wilcoxon's signed-rank test
+    (two-sided) of the differences."""
+    return compare_steps(
+        run_get(user=request.auth, run_id=baseline),
+        run_get(user=request.auth, run_id=candidate),
+    )

@@ -112,3 +112,21 @@ class FailingStepsOut(Schema):
     failing: int = Field(description="failing results: call or a score failed")
     without_failed_step: int = Field(description="of them, with no failed tool call")
     clusters: list[StepClusterOut] = Field(description="biggest first")
+
+
+class PairedFigureOut(Schema):
+    measure: str = Field(description="steps or cost, per item")
+    pairs: int
+    baseline_mean: float | None
+    candidate_mean: float | None
+    mean_difference: float | None = Field(description="candidate - baseline")
+    p_value: float | None = Field(
+        description="Wilcoxon signed-rank, two-sided; null: no difference to test"
+    )
+
+
+class StepComparisonOut(Schema):
+    baseline: int
+    candidate: int
+    paired_by: str
+    figures: list[PairedFigureOut]
