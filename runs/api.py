@@ -7,7 +7,6 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from ninja.security import django_auth
 
-from runs.agents.api import trajectory_router
 from runs.alerts.api import channel_router
 from runs.catalogue.api import scorer_router, tool_router
 from runs.clusters.api import cluster_router, embeddings_router
@@ -31,6 +30,11 @@ from runs.retry.api import retry_router
 from runs.review.api import review_router
 from runs.targets.api import target_router
 from runs.traces.api import otlp_router
+from runs.trajectories.api import (
+    result_trajectory_router,
+    run_steps_router,
+    trajectory_router,
+)
 from runs.web.api import EvalsiteAPI
 from runs.web.pages import log_refusal
 
@@ -64,13 +68,15 @@ api.add_router("/runs", cluster_router)
 api.add_router("/runs", retry_router)
 api.add_router("/runs", rescore_router)
 api.add_router("/otlp", otlp_router)
-api.add_router("/results", trajectory_router)
 api.add_router("/tools", tool_router)
 api.add_router("/alert-channels", channel_router)
 api.add_router("/runs", judge_router)
 api.add_router("/evaluations", evaluation_router)
 api.add_router("/projects", embeddings_router)
 api.add_router("/review-queues", review_router)
+api.add_router("/results", result_trajectory_router)
+api.add_router("/trajectories", trajectory_router)
+api.add_router("/runs", run_steps_router)
 
 
 @api.exception_handler(DomainError)

@@ -17,6 +17,7 @@ from runs.results import urls as results
 from runs.retry import urls as retry
 from runs.review import urls as review
 from runs.targets import urls as targets
+from runs.trajectories import urls as trajectories
 
 app_name = "runs"
 urlpatterns = [
@@ -35,4 +36,5 @@ urlpatterns = [
     *estimates.urlpatterns,
     *evaluations.urlpatterns,
     *review.urlpatterns,
+    *trajectories.urlpatterns,
 ]

@@ -107,6 +107,7 @@ def _ids(w: World) -> dict[str, Any]:
     return {
         "run_id": w.run.pk,
         "result_id": w.result.pk,
+        "item_id": w.result.item_id,
         "dataset_id": w.dataset.pk,
         "target_id": w.target.pk,
         "project_id": w.project.pk,
@@ -209,6 +210,7 @@ PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
 RANK = "?runs={run_id}"
+DIFF = "?item={item_id}&runs={run_id},{run_id}"
 PLAN = COMPARE + "&delta=0.1&pass_rate=0.5&discordance=0.2"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
@@ -276,6 +278,7 @@ PAGES: dict[str, list[Check]] = {
         Check("GET", VIEW, RUN),
         Check("GET", VIEW, RUN, query="?by=content"),
     ],
+    "trajectory_diff": [Check("GET", VIEW, query=DIFF)],
     "run_cluster_save": [
         Check("POST", EDIT, RUN, data=_given({"cluster": "none", "name": "saved"}))
     ],
@@ -381,6 +384,11 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ("GET", "/compare"): [Check("GET", VIEW, query=COMPARE)],
     ("GET", "/compare/items"): [Check("GET", VIEW, query=PAIR)],
     ("GET", "/leaderboard"): [Check("GET", VIEW, query=RANK)],
+    ("GET", "/trajectories/diff"): [Check("GET", VIEW, query=DIFF)],
+    ("GET", "/runs/{run_id}/failing-steps"): [Check("GET", VIEW)],
+    ("GET", "/trajectories/compare"): [
+        Check("GET", VIEW, query="?baseline={run_id}&candidate={run_id}")
+    ],
     ("GET", "/plan"): [Check("GET", VIEW, query=PLAN)],
     ("GET", "/runs/{run_id}/clusters"): [
         Check("GET", VIEW),

@@ -295,6 +295,9 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/review-queues/{{queue_id}}/labels/{{label_id}}",
         f"{API}/review-queues/{{queue_id}}/matrix",
         f"{API}/review-queues/{{queue_id}}/next",
+        f"{API}/runs/{{run_id}}/failing-steps",
+        f"{API}/trajectories/compare",
+        f"{API}/trajectories/diff",
     }
     assert set(paths[f"{API}/runs"]) == {"get", "post"}
 

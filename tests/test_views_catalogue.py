@@ -57,8 +57,10 @@ def test_scorers_endpoint_describes_each_scorer(victor_client: Client) -> None:
         "example",
         "secrets",
         "needs_expected",
+        "needs_steps",
     }
     assert numeric["needs_expected"] is True
+    assert numeric["needs_steps"] is False
     assert numeric["parameters"]["properties"]["extract"]["enum"] == [
         "last",
         "first",

@@ -34,6 +34,7 @@ from django.db.models import (
 )
 
 from runs.analysis import stats
+from runs.analysis.steps import StepSummary, step_summary
 from runs.models import (
     DEADLINE_ERROR_TYPE,
     STOPPED_IN_FLIGHT,
@@ -144,6 +145,8 @@ class RunSummary:
     # last attempt too), in all and per error kind, most first.
     failed_attempts: int = 0
     attempt_error_kinds: dict[str, int] = field(default_factory=dict)
+    # Steps and tool calls, when results of the run have trajectories.
+    steps: StepSummary | None = None
 
     @property
     def has_pass_at_k(self) -> bool:
@@ -421,6 +424,7 @@ def run_summary(*, run: Run) -> RunSummary:
         retried=totals["retried"],
         last_finished_at=totals["last_finished_at"],
         unpriced_models=unpriced_models(run),
+        steps=step_summary(run, results=results),
     )
 
 

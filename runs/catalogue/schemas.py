@@ -26,6 +26,9 @@ class ScorerKindOut(PluginKindOut):
     needs_expected: bool = Field(
         description="whether the scorer compares with the item's expected answer"
     )
+    needs_steps: bool = Field(
+        False, description="whether the scorer reads the result's trajectory (steps)"
+    )
 
 
 class ToolKindOut(PluginKindOut):

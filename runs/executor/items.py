@@ -172,7 +172,7 @@ class ItemRunner:
         item = work.target_input()
         await self.attempt_until_final(item, record)
         if record.status == Result.Status.SUCCEEDED:
-            record.scores = await self.score(record.output, item)
+            record.scores = await self.score(record.output, item, steps=record.steps)
             add_scorer_cost(record)
         record.finished_at = now()
 
@@ -356,6 +356,7 @@ class ItemRunner:
         item: TargetInput,
         *,
         stored: Mapping[str, ScoreRecord] | None = None,
+        steps: list[Step] | None = None,
     ) -> list[ScoreRecord]:
         """Every scorer of the item, concurrently; CPU work off the loop; every
         secret replaced in their reasons, errors and models (a judge's reply may
@@ -365,24 +366,26 @@ class ItemRunner:
         declared before it) and is skipped, with the reason, when the
         condition does not hold. A condition on a scorer that is not among
         these (a re-score of some of a run's scorers) reads that scorer's
-        stored score, from ``stored``.
+        stored score, from ``stored``. A scorer that declares ``needs_steps``
+        gets ``steps``, the result's trajectory.
         """
         if len(self.scorers) == 1 and not self.conditions:
-            scores = [await self.score_one(self.scorers[0], output, item)]
+            scores = [await self.score_one(self.scorers[0], output, item, steps)]
         else:
             tasks: dict[str, asyncio.Future[ScoreRecord]] = {}
             for scorer in self.scorers:  # in spec order: a condition's scorer is made
                 condition = self.conditions.get(scorer.name)
                 if condition is None:
-                    call = self.score_one(scorer, output, item)
+                    call = self.score_one(scorer, output, item, steps)
                 elif condition.scorer in tasks:
+                    first = tasks[condition.scorer]
                     call = self.score_when(
-                        scorer, condition, tasks[condition.scorer], output, item
+                        scorer, condition, first, output, item, steps
                     )
                 elif (before := (stored or {}).get(condition.scorer)) is not None:
                     done = asyncio.get_running_loop().create_future()
                     done.set_result(before)
-                    call = self.score_when(scorer, condition, done, output, item)
+                    call = self.score_when(scorer, condition, done, output, item, steps)
                 else:  # not among these scorers, nor stored
                     reason = f"skipped: {condition.scorer} did not run"
                     call = self.skipped(scorer, reason)
@@ -407,6 +410,7 @@ class ItemRunner:
         first: asyncio.Future[ScoreRecord],
         output: Any,
         item: TargetInput,
+        steps: list[Step] | None = None,
     ) -> ScoreRecord:
         before = await asyncio.shield(first)  # its own task; others wait for it too
         reason = condition.skip_reason(
@@ -414,13 +418,17 @@ class ItemRunner:
         )
         if reason:
             return await self.skipped(scorer, reason)
-        return await self.score_one(scorer, output, item)
+        return await self.score_one(scorer, output, item, steps)
 
     async def score_one(
-        self, scorer: Scorer, output: Any, item: TargetInput
+        self,
+        scorer: Scorer,
+        output: Any,
+        item: TargetInput,
+        steps: list[Step] | None = None,
     ) -> ScoreRecord:
         timeout = self.options.scorer_timeout_seconds
-        call = ScorerCall(scorer, output, item)
+        call = ScorerCall(scorer, output, item, steps)
         if call.inline():
             # Microseconds on the loop (scoring.py): nothing to time out or
             # to wait a turn for.

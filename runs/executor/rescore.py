@@ -133,8 +133,13 @@ class PassExecution:
         outside = {
             spec["when"]["scorer"] for spec in self.spec.scorers if spec.get("when")
         } - {spec["name"] for spec in self.spec.scorers}
+        assert self.runner is not None
+        with_steps = any(scorer.needs_steps for scorer in self.runner.scorers)
         while page := await load_page(
-            self.spec.run_id, after_id=after, conditions_on=outside
+            self.spec.run_id,
+            after_id=after,
+            conditions_on=outside,
+            with_steps=with_steps,
         ):
             scored = await asyncio.gather(
                 *(self.score_one(entry, slots) for entry in page)
@@ -157,7 +162,7 @@ class PassExecution:
         )
         async with slots:
             return entry.result_id, await self.runner.score(
-                entry.output, target_input, stored=entry.stored
+                entry.output, target_input, stored=entry.stored, steps=entry.steps
             )
 
     async def beat_forever(self) -> None:

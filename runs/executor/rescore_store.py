@@ -27,7 +27,9 @@ from runs.executor.store import (
     ScoringSpec,
 )
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, Score, ScoringPass
+from runs.plugins.steps import Step
 from runs.records import rows as records_rows
+from runs.records.trajectories import stored_steps
 from runs.records.versions import results_changed
 
 RESULT_PAGE_SIZE = 200
@@ -48,6 +50,8 @@ class ToScore:
     item: ItemData
     # Stored scores of scorers outside the pass that its conditions name.
     stored: dict[str, ScoreRecord] = field(default_factory=dict)
+    # Its stored trajectory, read when a scorer of the pass reads steps.
+    steps: list[Step] = field(default_factory=list)
 
 
 def results_to_score(run_id: int) -> Any:
@@ -106,10 +110,15 @@ def pass_heartbeat(pass_id: int, *, executor_id: str = EXECUTOR_ID) -> None:
 
 
 def pass_results_page(
-    run_id: int, *, after_id: int, conditions_on: Collection[str] = ()
+    run_id: int,
+    *,
+    after_id: int,
+    conditions_on: Collection[str] = (),
+    with_steps: bool = False,
 ) -> list[ToScore]:
-    """The next page of results to score, by id, with their items and their
-    stored scores of the scorers ``conditions_on``."""
+    """The next page of results to score, by id, with their items, their
+    stored scores of the scorers ``conditions_on`` and, ``with_steps``,
+    their trajectories."""
     rows = list(
         results_to_score(run_id)
         .filter(pk__gt=after_id)
@@ -130,8 +139,9 @@ def pass_results_page(
             stored.setdefault(result_id, {})[scorer] = ScoreRecord(
                 scorer, value, passed, error=error, skipped=skipped
             )
+    steps = stored_steps([row[0] for row in rows]) if with_steps and rows else {}
     return [
-        ToScore(pk, output, items[item_id], stored.get(pk, {}))
+        ToScore(pk, output, items[item_id], stored.get(pk, {}), steps.get(pk, []))
         for pk, output, item_id in rows
     ]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Collection, Mapping
+from collections.abc import Awaitable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -18,6 +18,7 @@ from runs.errors import ConfigError
 from runs.plugins.declaration import Plugin, TargetContext
 from runs.plugins.params import Params, join
 from runs.plugins.registry import Registry
+from runs.plugins.steps import Step
 from runs.plugins.targets import TargetInput
 
 # What a scorer plug-in is written against; ``runs.scorers.base`` and the
@@ -126,10 +127,16 @@ class Scorer(Protocol):
     it around each call; waiting for the turn is not counted in the timeout.
     A scorer raises ``ScorerError`` to keep a reason (a judge's raw reply)
     and usage with its error.
+
+    A scorer that declares ``needs_steps`` judges how the answer was reached:
+    it is called as ``score(output=..., item=..., steps=[Step, ...])`` with
+    the result's trajectory (``runs/plugins/steps.py``; empty when the target
+    reported none).
     """
 
     kind: ClassVar[str]
     inline_chars: ClassVar[int]
+    needs_steps: ClassVar[bool]
     name: str
 
     def score(
@@ -157,6 +164,9 @@ class ScorerPlugin[P: Params](Plugin):
     """
 
     needs_expected: ClassVar[bool] = True
+    # Whether ``score`` takes the result's trajectory (``steps=``): a
+    # trajectory scorer's, or a judge's that shows it.
+    needs_steps: ClassVar[bool] = False
     # Whether its scores carry the tokens and cost of a model call (a judge):
     # an export then has columns for them.
     reports_usage: ClassVar[bool] = False
@@ -184,15 +194,20 @@ class ScorerPlugin[P: Params](Plugin):
 
     @classmethod
     def catalogue_extra(cls) -> dict[str, Any]:
-        return {"needs_expected": cls.needs_expected}
+        return {"needs_expected": cls.needs_expected, "needs_steps": cls.needs_steps}
+
+    @classmethod
+    def prompt_reads_steps(cls, params: P) -> bool:
+        """Whether ``prompt_for`` shows the trajectory (the page then reads it)."""
+        return False
 
     @classmethod
     def prompt_for(
-        cls, params: P, output: Any, item: TargetInput
+        cls, params: P, output: Any, item: TargetInput, steps: Sequence[Step] = ()
     ) -> list[dict[str, str]] | None:
         """The messages a scorer that asks a model (a judge) sends for this
-        output, derived as ``score`` builds them (what a result's page shows);
-        None for the others."""
+        output (and trajectory), derived as ``score`` builds them (what a
+        result's page shows); None for the others."""
         return None
 
     async def prepare(self) -> None:

@@ -26,10 +26,11 @@ so the threads are shared by project (``threads.py``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from runs.plugins.scorers import ScoreOutcome, Scorer
+from runs.plugins.steps import Step
 from runs.plugins.targets import TargetInput
 from runs.pools.shares import Progress, tracking
 from runs.pools.threads import run_in_thread, scorer_pool, thread_shares
@@ -45,12 +46,21 @@ def runs_on_loop(scorer: Scorer) -> bool:
 class ScorerCall:
     """One call of one scorer; knows what it waits for, if anything."""
 
-    __slots__ = ("item", "output", "progress", "scorer")
+    __slots__ = ("item", "output", "progress", "scorer", "steps")
 
-    def __init__(self, scorer: Scorer, output: Any, item: TargetInput) -> None:
+    def __init__(
+        self,
+        scorer: Scorer,
+        output: Any,
+        item: TargetInput,
+        steps: list[Step] | None = None,
+    ) -> None:
         self.scorer = scorer
         self.output = output
         self.item = item
+        # The result's trajectory, handed only to a scorer that declares
+        # ``needs_steps`` (the others' ``score`` takes no such argument).
+        self.steps = steps or []
         # What the call waits for, if anything: a worker thread, or a worker
         # process of a scorer that computes in one (runs/pools/processes.py).
         self.progress = Progress()
@@ -59,7 +69,7 @@ class ScorerCall:
         if runs_on_loop(self.scorer):
             with tracking(self.progress):
                 # runs_on_loop: score is a coroutine function.
-                outcome = self.scorer.score(output=self.output, item=self.item)
+                outcome = self.call()
                 return await cast(Awaitable[ScoreOutcome], outcome)
         with tracking(self.progress):
             return await run_in_thread(self.compute, name=self.scorer.name)
@@ -67,7 +77,7 @@ class ScorerCall:
     def inline(self) -> bool:
         """Whether this call is cheap enough for the loop (``inline_chars``)."""
         limit = self.scorer.inline_chars
-        if not limit or runs_on_loop(self.scorer):
+        if not limit or runs_on_loop(self.scorer) or self.wants_steps:
             return False
         size = text_size(self.output)
         if size is None or size > limit:
@@ -77,12 +87,24 @@ class ScorerCall:
 
     def compute(self) -> ScoreOutcome:
         """The scorer's work, in this thread."""
-        outcome = self.scorer.score(output=self.output, item=self.item)
+        outcome = self.call()
         if inspect.isawaitable(outcome):
             if inspect.iscoroutine(outcome):
                 outcome.close()  # never awaited: say so instead of warning at exit
             raise TypeError("score returned an awaitable: declare it async def")
         return outcome
+
+    @property
+    def wants_steps(self) -> bool:
+        return self.scorer.needs_steps
+
+    def call(self) -> ScoreOutcome | Awaitable[ScoreOutcome]:
+        if self.wants_steps:
+            # The protocol's signature is the common one; a scorer that
+            # declares needs_steps takes ``steps`` as well.
+            score = cast(Callable[..., Any], self.scorer.score)
+            return score(output=self.output, item=self.item, steps=self.steps)
+        return self.scorer.score(output=self.output, item=self.item)
 
     def timeout_message(self, timeout: float) -> str:
         if self.progress.waiting:

@@ -400,6 +400,38 @@ class TokensOut(Schema):
     completion: int
 
 
+class ToolFiguresOut(Schema):
+    tool: str
+    calls: int
+    errors: int = Field(description="calls whose step has an error")
+    error_rate: float
+
+
+class StepKindOut(Schema):
+    kind: str = Field(description="model or tool")
+    steps: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    latency_ms: float | None = Field(description="the steps' latencies added up")
+
+
+class StepPercentilesOut(Schema):
+    p50: float | None
+    p90: float | None
+
+
+class StepSummaryOut(Schema):
+    results: int = Field(description="results counted: with steps or not (0)")
+    with_steps: int
+    steps: int
+    tool_calls: int
+    steps_per_result: StepPercentilesOut
+    tool_calls_per_result: StepPercentilesOut
+    tools: list[ToolFiguresOut] = Field(description="most calls first")
+    kinds: list[StepKindOut]
+
+
 class RunSummaryOut(Schema):
     run: int
     status: RunStatus
@@ -427,6 +459,9 @@ class RunSummaryOut(Schema):
         description="failed attempts per error kind"
     )
     definition: str = Field(description="how the pass rate is counted")
+    steps: StepSummaryOut | None = Field(
+        None, description="trajectories' figures; null when no result has steps"
+    )
 
     @staticmethod
     def resolve_latency_ms(obj: RunSummary) -> dict[str, Any]:

@@ -39,7 +39,9 @@ from runs.models import (
     Score,
 )
 from runs.plugins.scorers import SCORERS
+from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput, get_target_class
+from runs.records.trajectories import stored_steps
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -343,6 +345,7 @@ def result_prompts(*, result: Result) -> dict[str, list[dict[str, str]]]:
         return {}
     prompts = {}
     item = _target_input(result.item)
+    steps: list[Step] | None = None
     for spec in result.run.scorers:
         plugin = SCORERS.get(spec.get("kind", ""))
         if plugin is None:
@@ -351,7 +354,9 @@ def result_prompts(*, result: Result) -> dict[str, list[dict[str, str]]]:
             params = plugin.parse(spec.get("params", {}))
         except DomainError:
             continue
-        messages = plugin.prompt_for(params, result.output, item)
+        if steps is None and plugin.prompt_reads_steps(params):
+            steps = stored_steps([result.pk]).get(result.pk, [])
+        messages = plugin.prompt_for(params, result.output, item, steps or [])
         if messages is not None:
             prompts[spec.get("name") or spec["kind"]] = messages
     return prompts

@@ -38,6 +38,7 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
+from runs.trajectories.selectors import trajectory_section
 from runs.web.forms import submitted
 from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
@@ -206,10 +207,11 @@ def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpRe
     view = result_view(
         user=request.user, run_id=run_id, result_id=result_id, params=request.GET
     )
+    trajectory = trajectory_section(view.result, request.GET.get("steps"))
     return render(
         request,
         "runs/results/result_detail.html",
-        {"result": view.result, "view": view},
+        {"result": view.result, "view": view, "trajectory": trajectory},
     )
 
 

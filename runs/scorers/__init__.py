@@ -18,10 +18,16 @@ from runs.scorers import (  # noqa: F401  (registration)
     json_schema,
     llm_judge,
     math_answer,
+    max_steps,
     numeric,
     python,
     regex,
     similarity,
+    stuck_loop,
+    tool_called,
+    tool_errors,
+    tool_waste,
+    trajectory_match,
 )
 
 __all__ = scorers.__all__

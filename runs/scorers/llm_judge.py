@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field, field_validator, model_validator
@@ -24,6 +25,7 @@ from runs.plugins.scorers import (
     as_text,
     register,
 )
+from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput
 from runs.scorers.judge_replies import (
     Form,
@@ -41,6 +43,7 @@ from runs.scorers.judge_replies import (
     verdict_schema,
     word_verdict,
 )
+from runs.scorers.trajectory import trajectory_text
 from runs.targets.chat_client import (
     ENDPOINT_EXAMPLE,
     SECRETS,
@@ -59,7 +62,9 @@ from runs.targets.chat_client import (
 
 Format = Literal["pass_fail", "scale_1_5", "scale_0_10", "json"]
 # The fields a template may name; {metadata.key} and {input.key} reach inside.
-TEMPLATE_FIELDS = ("input", "expected", "output", "id", "index", "metadata", "format")
+TEMPLATE_FIELDS = (
+    "input", "expected", "output", "id", "index", "metadata", "format", "trajectory",
+)  # fmt: skip
 # A reply is kept whole as the reason up to this many characters.
 REASON_LIMIT = 100_000
 INSTRUCTIONS: dict[str, str] = {
@@ -115,7 +120,17 @@ class LLMJudgeParams(EndpointParams):
             "The rubric, sent as the user message. {output} is the output to "
             "judge; {input}, {expected}, {id}, {index} and {metadata.key} (or "
             "{input.key}) come from the item; {format} says how to answer in "
-            "the chosen verdict format."
+            "the chosen verdict format; {trajectory} is the result's steps, one "
+            "a line, cut to trajectory_chars."
+        ),
+    )
+    trajectory_chars: int = Field(
+        20_000,
+        ge=200,
+        le=1_000_000,
+        description=(
+            "{trajectory}: the most characters of steps shown; a longer "
+            "trajectory shows its beginning and its end."
         ),
     )
     verdict_format: Format = Field(
@@ -263,14 +278,20 @@ def judge_instructions(params: LLMJudgeParams, *, structured: bool = False) -> s
     )
 
 
+def names_trajectory(params: LLMJudgeParams) -> bool:
+    return "trajectory" in template_names(params.prompt_template)
+
+
 def judge_messages(
     params: LLMJudgeParams,
     output: Any,
     item: TargetInput,
+    trajectory: str = "",
     *,
     structured: bool = False,
 ) -> list[dict[str, str]]:
-    """The messages the judge is sent for ``output`` of ``item``."""
+    """The messages the judge is sent for ``output`` of ``item`` (and the text
+    of its ``trajectory``, when the template names it)."""
     fields = {
         "input": item.input,
         "expected": item.expected,
@@ -279,6 +300,7 @@ def judge_messages(
         "index": item.index,
         "metadata": item.metadata,
         "format": judge_instructions(params, structured=structured),
+        "trajectory": trajectory,
     }
     try:
         prompt = fill_template(params.prompt_template, fields)
@@ -300,7 +322,8 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
 
     The rubric (``prompt_template``) is filled from the item and the output:
     ``{output}``, ``{input}``, ``{expected}``, ``{id}``, ``{index}``,
-    ``{metadata.key}`` and ``{format}`` (how to answer). The reply is read in
+    ``{metadata.key}``, ``{format}`` (how to answer) and ``{trajectory}``
+    (the result's steps, cut to ``trajectory_chars``). The reply is read in
     the ``verdict_format``: ``pass_fail`` ("Verdict: PASS"), ``scale_1_5`` or
     ``scale_0_10`` ("Score: N", passing from ``pass_threshold``) or ``json``
     (an object with a verdict or a score key). With ``structured_reply``
@@ -322,6 +345,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
     needs_expected: ClassVar[bool] = False
+    needs_steps: ClassVar[bool] = True
     reports_usage: ClassVar[bool] = True
 
     @classmethod
@@ -358,16 +382,37 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
         return judge_instructions(self.params)
 
     def messages(
-        self, output: Any, item: TargetInput, form: Form = "text"
+        self, output: Any, item: TargetInput, form: Form = "text", trajectory: str = ""
     ) -> list[dict[str, str]]:
-        return judge_messages(self.params, output, item, structured=form != "text")
+        return judge_messages(
+            self.params, output, item, trajectory, structured=form != "text"
+        )
+
+    async def trajectory(self, steps: Sequence[Step]) -> str:
+        """The steps as the template's {trajectory}, made off the loop (it
+        writes payloads as JSON); "" when the template does not name it."""
+        if not names_trajectory(self.params):
+            return ""
+        limit = self.params.trajectory_chars
+        return await asyncio.to_thread(trajectory_text, steps, limit)
+
+    @classmethod
+    def prompt_reads_steps(cls, params: LLMJudgeParams) -> bool:
+        return names_trajectory(params)
 
     @classmethod
     def prompt_for(
-        cls, params: LLMJudgeParams, output: Any, item: TargetInput
+        cls,
+        params: LLMJudgeParams,
+        output: Any,
+        item: TargetInput,
+        steps: Sequence[Step] = (),
     ) -> list[dict[str, str]] | None:
+        trajectory = ""
+        if names_trajectory(params):
+            trajectory = trajectory_text(steps, params.trajectory_chars)
         try:
-            return judge_messages(params, output, item)
+            return judge_messages(params, output, item, trajectory)
         except ScorerError:  # the template names a field the item lacks
             return None
 
@@ -406,7 +451,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             raise self.failed(gave_up.failure, gave_up.attempts) from None
 
     async def ask_for_verdict(
-        self, output: Any, item: TargetInput
+        self, output: Any, item: TargetInput, trajectory: str = ""
     ) -> tuple[ChatReply, Form]:
         """The judge's reply, asked for in the best form the endpoint takes
         (remembered per endpoint), and that form."""
@@ -418,7 +463,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
         for form in forms:
             try:
                 reply = await self.ask(
-                    self.messages(output, item, form),
+                    self.messages(output, item, form, trajectory),
                     response_format(form, self.schema),
                 )
             except FormatRefused as refused:
@@ -439,8 +484,11 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
             model=self.params.model,
         )
 
-    async def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
-        reply, form = await self.ask_for_verdict(output, item)
+    async def score(
+        self, *, output: Any, item: TargetInput, steps: Sequence[Step] = ()
+    ) -> ScoreOutcome:
+        trajectory = await self.trajectory(steps)
+        reply, form = await self.ask_for_verdict(output, item, trajectory)
         text = as_text(reply.content)
         # Whole: the run cuts it once any secret in it is replaced.
         model = reply.model or self.params.model

@@ -116,20 +116,20 @@ def test_a_retry_that_keeps_an_answer_keeps_its_steps(run: Run) -> None:
 
 @pytest.mark.django_db
 def test_the_trajectory_is_read_page_by_page(run: Run, victor_client: Client) -> None:
-    names = [f"t{n}" for n in range(9)]
+    names = [f"t{n}" for n in range(250)]
     store.results_write(run.pk, [record(run, 0, trajectory(names))])
     result = Result.objects.get(run=run)
 
-    response = victor_client.get(
-        f"{API}/results/{result.pk}/trajectory", {"offset": 4, "limit": 3}
-    )
+    response = victor_client.get(f"{API}/results/{result.pk}/trajectory", {"page": 2})
 
     assert response.status_code == 200
     body = response.json()
-    assert (body["count"], body["tool_calls"], body["run"]) == (10, 9, run.pk)
-    assert [s["index"] for s in body["steps"]] == [4, 5, 6]
-    assert [s["name"] for s in body["steps"]] == ["t3", "t4", "t5"]
-    assert body["steps"][0]["call_hash"] == call_hash("t3", {"q": "t3"})
+    totals = body["totals"]
+    assert (totals["steps"], totals["tool_calls"], body["run"]) == (251, 250, run.pk)
+    assert (body["page"], body["pages"], body["per_page"]) == (2, 2, 200)
+    assert [s["index"] for s in body["steps"]][:3] == [200, 201, 202]
+    assert [s["name"] for s in body["steps"]][:3] == ["t199", "t200", "t201"]
+    assert body["steps"][0]["call_hash"] == call_hash("t199", {"q": "t199"})
 
 
 @pytest.mark.django_db

@@ -1,1 +1,0 @@
-"""Agents' trajectories: the steps of a result, read page by page."""

@@ -1,0 +1,388 @@
+"""Reads of trajectories: a result's steps page by page, and one item's
+trajectories in several runs aligned (``alignment``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Q, QuerySet, Sum
+
+from runs.access import visible_project_ids
+from runs.compare.selectors import run_ids_parse
+from runs.errors import InvalidInput, NotFound
+from runs.models import Item, Result, Run, Step
+from runs.models.steps import STEP_PAYLOAD_BYTES
+from runs.results.selectors import run_get
+from runs.trajectories.alignment import Row, align, first_divergence, step_token
+
+STEPS_PER_PAGE = 200
+PREVIEW_CHARS = 100
+# Rows of a diff a page shows (a cell per run each), and an API page holds.
+DIFF_ROWS_PER_PAGE = 50
+DIFF_API_ROWS_PER_PAGE = 200
+# What a diff reads of every step to align them (what it compares), and of
+# the steps of the rows it shows (``SHOWN_FIELDS``, as ``DiffStep``).
+DIFF_FIELDS = ("result_id", "id", "kind", "name", "call_hash")
+SHOWN_FIELDS = (
+    "id", "index", "kind", "name", "call_hash", "prompt_tokens",
+    "completion_tokens", "cost", "arguments", "error", "error_type", "latency_ms",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryTotals:
+    """A trajectory's figures over all its steps, from one aggregate."""
+
+    steps: int
+    model_calls: int
+    tool_calls: int
+    errors: int
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    latency_ms: float | None
+
+
+def trajectory_totals(result_id: int) -> TrajectoryTotals:
+    totals = Step.objects.filter(result_id=result_id).aggregate(
+        steps=Count("id"),
+        model_calls=Count("id", filter=Q(kind=Step.Kind.MODEL)),
+        tool_calls=Count("id", filter=Q(kind=Step.Kind.TOOL)),
+        errors=Count("id", filter=~Q(error="") | ~Q(error_type="")),
+        prompt_tokens=Sum("prompt_tokens"),
+        completion_tokens=Sum("completion_tokens"),
+        cost=Sum("cost"),
+        latency_ms=Sum("latency_ms"),
+    )
+    return TrajectoryTotals(**totals)
+
+
+class CountedRows:
+    """A queryset for a Paginator whose count is known already (no COUNT)."""
+
+    def __init__(self, rows: QuerySet[Any], count: int) -> None:
+        self.rows = rows
+        self.count = count
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: slice) -> list[Any]:
+        return list(self.rows[index])
+
+
+def page_number(text: str | None) -> int:
+    """A page number from a query (anything else: the first page)."""
+    if text and text.isascii() and text.isdigit() and len(text) <= 9:
+        return max(int(text), 1)
+    return 1
+
+
+def epoch_number(text: str | None) -> int:
+    """An epoch from a query (anything else: the first, 0)."""
+    if text and text.isascii() and text.isdigit() and len(text) <= 6:
+        return int(text)
+    return 0
+
+
+def shown_text(value: Any) -> str:
+    """A payload as the page shows it: a text as it is, JSON indented."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
+
+
+def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A payload on one line, cut at ``limit`` characters."""
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text[: limit * 4].split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class StepView:
+    """A step as the page shows it, its payloads written out once, here."""
+
+    step: Step
+    summary: str  # a tool call's arguments on one line
+    arguments: str | None
+    output: str | None
+    arguments_cut: bool
+    output_cut: bool
+
+    @classmethod
+    def of(cls, step: Step) -> StepView:
+        return cls(
+            step=step,
+            summary=preview(step.arguments) if step.kind == Step.Kind.TOOL else "",
+            arguments=None if step.arguments is None else shown_text(step.arguments),
+            output=None if step.output is None else shown_text(step.output),
+            arguments_cut=step.arguments_bytes > STEP_PAYLOAD_BYTES,
+            output_cut=step.output_bytes > STEP_PAYLOAD_BYTES,
+        )
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.step.error or self.step.error_type)
+
+    @property
+    def figures(self) -> str:
+        """Its latency, tokens and cost, on one line (written here: the
+        template's number filters cost more than the rest of a step)."""
+        return step_figures(
+            self.step.latency_ms,
+            self.step.prompt_tokens,
+            self.step.completion_tokens,
+            self.step.cost,
+        )
+
+
+def step_figures(
+    latency_ms: float | None,
+    prompt_tokens: int | None,
+    completion_tokens: int | None,
+    cost: float | None,
+) -> str:
+    parts = []
+    if latency_ms is not None:
+        parts.append(f"{latency_ms:.1f} ms")
+    if prompt_tokens is not None or completion_tokens is not None:
+        # An en dash, as the pages write a missing figure.
+        prompt = "\u2013" if prompt_tokens is None else prompt_tokens
+        completion = "\u2013" if completion_tokens is None else completion_tokens
+        parts.append(f"{prompt} + {completion} tokens")
+    if cost is not None:
+        parts.append(f"${cost:.6f}")
+    return " · ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
+class TrajectoryPage:
+    result: Result
+    totals: TrajectoryTotals
+    page: Page[Step]
+
+    @property
+    def limit(self) -> int:
+        """The bytes of a payload kept: a larger one was cut."""
+        return STEP_PAYLOAD_BYTES
+
+    @property
+    def steps(self) -> list[StepView]:
+        return [StepView.of(step) for step in self.page.object_list]
+
+
+def trajectory_page(*, result: Result, number: str | int | None) -> TrajectoryPage:
+    """One page of a result's steps, in order, with the figures of all of them."""
+    totals = trajectory_totals(result.pk)
+    rows = Step.objects.filter(result_id=result.pk).order_by("index")
+    paginator: Paginator[Step] = Paginator(
+        CountedRows(rows, totals.steps),  # type: ignore[arg-type]  # counts and slices
+        STEPS_PER_PAGE,
+    )
+    wanted = number if isinstance(number, int) else page_number(number)
+    return TrajectoryPage(result, totals, paginator.get_page(wanted))
+
+
+def trajectory_section(result: Result, number: str | None) -> TrajectoryPage | None:
+    """The trajectory section of a result's page (None: the result has no steps)."""
+    trajectory = trajectory_page(result=result, number=number)
+    return trajectory if trajectory.totals.steps else None
+
+
+def visible_result(*, user: User, result_id: int) -> Result:
+    """A result in a project the user may see, else NotFound."""
+    try:
+        return Result.objects.select_related("run", "item").get(
+            pk=result_id, run__project_id__in=visible_project_ids(user)
+        )
+    except Result.DoesNotExist:
+        raise NotFound(f"no result {result_id}") from None
+
+
+def result_trajectory(
+    *, user: User, result_id: int, page: str | int | None = None
+) -> TrajectoryPage:
+    """A page of the steps of a result the user may see."""
+    return trajectory_page(
+        result=visible_result(user=user, result_id=result_id), number=page
+    )
+
+
+# -- the diff -------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class DiffStep:
+    """What a diff shows of one step (its payloads only for the rows shown)."""
+
+    id: int
+    index: int
+    kind: str
+    name: str
+    call_hash: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+    arguments: Any  # a tool call's (a model call's messages are left out)
+    error: str
+    error_type: str
+    latency_ms: float | None
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.error or self.error_type)
+
+    @property
+    def figures(self) -> str:
+        return step_figures(
+            self.latency_ms, self.prompt_tokens, self.completion_tokens, self.cost
+        )
+
+    @property
+    def summary(self) -> str:
+        return preview(self.arguments, 80) if self.kind == Step.Kind.TOOL else ""
+
+    @property
+    def title(self) -> str:
+        return preview(self.arguments, 2000) if self.kind == Step.Kind.TOOL else ""
+
+
+@dataclass(slots=True)
+class DiffColumn:
+    """One run's trajectory of the item: its steps' ids and what they compare by."""
+
+    run: Run
+    result: Result | None
+    ids: list[int] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class TrajectoryDiff:
+    item: Item
+    epoch: int
+    columns: list[DiffColumn]
+    rows: list[Row]
+    first_divergence: int | None
+
+    @property
+    def divergence_page(self) -> int | None:
+        if self.first_divergence is None:
+            return None
+        return self.first_divergence // DIFF_ROWS_PER_PAGE + 1
+
+    def shown(self, rows: Sequence[Row]) -> list[tuple[Row, list[DiffStep | None]]]:
+        """Rows with each run's step in them, read for these rows only."""
+        ids = [
+            [self.columns[n].ids[c] if c is not None else None
+             for n, c in enumerate(row.cells)]
+            for row in rows
+        ]  # fmt: skip
+        wanted = [pk for row in ids for pk in row if pk is not None]
+        found = {}
+        for values in Step.objects.filter(pk__in=wanted).values_list(*SHOWN_FIELDS):
+            step = DiffStep(*values)
+            if step.kind != Step.Kind.TOOL:
+                step.arguments = None
+            found[step.id] = step
+        return [
+            (row, [None if pk is None else found.get(pk) for pk in row_ids])
+            for row, row_ids in zip(rows, ids, strict=True)
+        ]
+
+
+class DiffRows:
+    """The rows of a diff for a Paginator, each with its steps."""
+
+    def __init__(self, diff: TrajectoryDiff) -> None:
+        self.diff = diff
+
+    def __len__(self) -> int:
+        return len(self.diff.rows)
+
+    def __getitem__(self, index: slice) -> list[tuple[int, Row, list[DiffStep | None]]]:
+        start = index.start or 0
+        return [
+            (start + n, *pair)
+            for n, pair in enumerate(self.diff.shown(self.diff.rows[index]))
+        ]
+
+
+def diff_runs(*, user: User, runs: str | None) -> list[Run]:
+    """The runs of ``1,2,3`` (two or more, each the user's to see; a run
+    given twice is shown twice)."""
+    ids = run_ids_parse(runs, field="runs")
+    if len(ids) < 2:
+        raise InvalidInput("give two or more runs to compare", field="runs")
+    return [run_get(user=user, run_id=run_id) for run_id in ids]
+
+
+def diff_item(*, runs: Sequence[Run], item_id: int | None) -> Item:
+    """The item, of the dataset of one of the runs (else NotFound)."""
+    if item_id is None:
+        raise InvalidInput("give the id of an item", field="item")
+    try:
+        return Item.objects.get(pk=item_id, dataset_id__in=[r.dataset_id for r in runs])
+    except Item.DoesNotExist:
+        raise NotFound(f"no item {item_id} in these runs") from None
+
+
+def item_results(runs: Sequence[Run], item: Item, epoch: int) -> list[Result | None]:
+    """Each run's result for the item (the same item, or the item of the same
+    external id in another version of the dataset) in ``epoch``."""
+    found: list[Result | None] = []
+    for run in runs:
+        results = Result.objects.filter(run=run, epoch=epoch)
+        same = Q(item_id=item.pk)
+        if item.external_id:
+            same |= Q(item__external_id=item.external_id)
+        found.append(results.filter(same).order_by("-item_id").first())
+    return found
+
+
+def trajectory_diff(
+    *,
+    user: User,
+    item_id: int | None,
+    runs: str | None,
+    epoch: int = 0,
+) -> TrajectoryDiff:
+    """One item's trajectories in two or more runs, aligned on the first run's."""
+    chosen = diff_runs(user=user, runs=runs)
+    item = diff_item(runs=chosen, item_id=item_id)
+    results = item_results(chosen, item, epoch)
+    columns = [
+        DiffColumn(run, result) for run, result in zip(chosen, results, strict=True)
+    ]
+    by_result = {c.result.pk: c for c in columns if c.result is not None}
+    rows = (
+        Step.objects.filter(result_id__in=list(by_result))
+        .order_by("result_id", "index")
+        .values_list(*DIFF_FIELDS)
+    )
+    for result_id, pk, kind, name, hashed in rows:
+        column = by_result[result_id]
+        column.ids.append(pk)
+        column.tokens.append(step_token(kind, name, hashed))
+    aligned = align([column.tokens for column in columns])
+    return TrajectoryDiff(item, epoch, columns, aligned, first_divergence(aligned))
+
+
+def diff_page(
+    diff: TrajectoryDiff, number: str | int | None, per_page: int = DIFF_ROWS_PER_PAGE
+) -> Page[Any]:
+    """A page of the diff's rows: (row number, row, each run's step or None)."""
+    paginator: Paginator[Any] = Paginator(
+        DiffRows(diff),  # type: ignore[arg-type]  # counts and slices
+        per_page,
+    )
+    wanted = number if isinstance(number, int) else page_number(number)
+    return paginator.get_page(wanted)
