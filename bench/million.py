@@ -45,8 +45,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from analysis_bench import run_in_scratch  # noqa: E402
-from harness import ROOT, run_measured, write_dataset  # noqa: E402
+from analysis_bench import run_in_scratch
+from harness import ROOT, run_measured, write_dataset
 
 USERNAME = "bench"
 PROJECT = "Million"
@@ -231,9 +231,7 @@ def copy_run(run_id: int) -> int:
         new = run.pk
         with connection.cursor() as cursor:
             cols = ", ".join(result_columns)
-            picked = ", ".join(
-                "%s" if c == "run_id" else c for c in result_columns
-            )
+            picked = ", ".join("%s" if c == "run_id" else c for c in result_columns)
             cursor.execute(
                 f"INSERT INTO runs_result ({cols}) SELECT {picked} "
                 "FROM runs_result WHERE run_id = %s",
@@ -376,7 +374,9 @@ def page_phase(report: Report, a: int, b: int, items: int, args: Any) -> None:
         filters.append(f"cluster={quote(key)}")
     for query in filters:
         pages.append((f"results page ?{query}", f"/runs/{a}/?{query}", 0.3))
-        pages.append((f"results API ?{query}", f"/api/v1/runs/{a}/results?{query}", 0.3))
+        pages.append(
+            (f"results API ?{query}", f"/api/v1/runs/{a}/results?{query}", 0.3)
+        )
     for query in ("status=failed", "scorer=exact_match&verdict=failed"):
         pages.append(
             (

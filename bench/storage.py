@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from analysis_bench import run_in_scratch  # noqa: E402
+from analysis_bench import run_in_scratch
 
 TABLES = ("runs_item", "runs_result", "runs_score", "runs_step")
 MIB = 2**20
