@@ -27,6 +27,8 @@ scratch PostgreSQL database created on that server and dropped at the end;
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres \\
         .venv/bin/python bench/million.py                   # PostgreSQL
     .venv/bin/python bench/million.py --json-out million.json
+    .venv/bin/python bench/million.py --keep        # then, after a change to a page:
+    .venv/bin/python bench/million.py --pages-only /tmp/evalsite-analysis-bench-...
 
 Each figure is printed with the machine's load average when it was taken:
 on a shared machine the CPU figures move less than the wall figures.
@@ -445,6 +447,27 @@ def bench(args: argparse.Namespace) -> None:
             report.dump(args.json_out)
 
 
+def pages_again(args: argparse.Namespace) -> None:
+    """The page phase alone, on the database a run with ``--keep`` left."""
+    import django
+
+    os.environ["EVALSITE_DATA_DIR"] = str(args.pages_only)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    sys.path.insert(0, str(ROOT))
+    django.setup()
+    from runs.models import Run
+
+    first = Run.objects.get(name="first")
+    second = Run.objects.get(name="second")
+    report = Report(f"kept database {args.pages_only}")
+    print(f"{report.label}: runs {first.pk} and {second.pk}", flush=True)
+    try:
+        page_phase(report, first.pk, second.pk, first.total, args)
+    finally:
+        if args.json_out:
+            report.dump(args.json_out)
+
+
 def storage_phase(report: Report, run_id: int) -> None:
     from storage import storage_figures
 
@@ -479,7 +502,18 @@ def main() -> None:
         help="extra environment of the import and evalrun processes, e.g. "
         "EVALSITE_MAX_PARSE_SECONDS=3600 on a loaded machine",
     )
+    parser.add_argument(
+        "--pages-only",
+        type=Path,
+        metavar="DATA_DIR",
+        help="time the pages again on the SQLite database that --keep left in "
+        "DATA_DIR (after a change to them)",
+    )
     args = parser.parse_args()
+    if args.pages_only:
+        os.chdir(ROOT)
+        pages_again(args)
+        return
     CHILD_ENV.update(item.split("=", 1) for item in args.env)
     os.chdir(ROOT)
     run_in_scratch(bench, args)
