@@ -65,6 +65,26 @@ def _sizes() -> tuple[dict[str, tuple[int, int]], int]:
         return sizes, pages * cursor.fetchone()[0]
 
 
+def index_sizes() -> list[tuple[str, str, int]]:
+    """(table, index, bytes) for each index of the tables measured."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                "SELECT tablename, indexname, pg_relation_size(indexname::regclass) "
+                "FROM pg_indexes WHERE tablename = ANY(%s) ORDER BY 1, 2",
+                [list(TABLES)],
+            )
+        else:
+            cursor.execute(
+                "SELECT m.tbl_name, m.name, SUM(d.pgsize) FROM dbstat d "
+                "JOIN sqlite_master m ON m.name = d.name WHERE m.type = 'index' "
+                "GROUP BY m.name ORDER BY 1, 2"
+            )
+        return [row for row in cursor.fetchall() if row[0] in TABLES]
+
+
 def storage_figures(run_id: int | None = None) -> list[tuple[str, float, str]]:
     """(what, value, unit) for the database, each table, and one run."""
     from django.db import connection
@@ -91,6 +111,11 @@ def storage_figures(run_id: int | None = None) -> list[tuple[str, float, str]]:
             (f"{table}: indexes", indexes / MIB, "MiB"),
             (f"{table}: bytes per row (indexes in)", per_row[table], "B"),
         ]
+    for table, index, size in index_sizes():
+        if counts.get(table):
+            figures.append(
+                (f"{table}: index {index}, bytes per row", size / counts[table], "B")
+            )
     if run_id is not None and "runs_result" in per_row:
         run = Run.objects.get(pk=run_id)
         results = Result.objects.filter(run_id=run_id).count()
