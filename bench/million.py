@@ -215,10 +215,10 @@ def copy_run(run_id: int) -> int:
 
     run = Run.objects.get(pk=run_id)
     result_columns = [
-        f.column for f in Result._meta.concrete_fields if f.column not in ("id",)
+        str(f.column) for f in Result._meta.concrete_fields if f.column != "id"
     ]
     score_columns = [
-        f.column for f in Score._meta.concrete_fields if f.column not in ("id",)
+        str(f.column) for f in Score._meta.concrete_fields if f.column != "id"
     ]
     with transaction.atomic():
         run.pk = None
@@ -299,7 +299,7 @@ def _vm(name: str) -> int:
     return 0
 
 
-def streamed_peak(client: Any, url: str) -> tuple[int, float, float, float]:
+def streamed_peak(client: Any, url: str) -> tuple[int, float, int, float]:
     """Status, seconds, bytes, and this process's peak RSS above its RSS before."""
     _clear_caches()
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM
