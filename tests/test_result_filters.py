@@ -200,3 +200,39 @@ def test_pending_with_epochs_lists_items_missing_any_epoch(project):
     run.refresh_from_db()
     assert run.pending == 1
     assert indexes(run, status="pending") == [1]  # its epoch 1 has no result
+
+
+def test_an_external_id_is_found_through_its_item_not_by_reading_the_run(dataset):
+    from django.db import connection
+
+    run = mixed_run(dataset)
+    filters = ResultFilters.parse({"external_id": "q5"}, run=run)
+    sql, params = result_filter(run=run, filters=filters).query.sql_with_params()
+    if connection.vendor != "sqlite":
+        pytest.skip("the plan of a tiny table says nothing on PostgreSQL")
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
+    # The item by its unique (dataset, external_id), then its results by the
+    # unique (run, item, epoch): no walk over the run's results.
+    assert "(dataset_id=? AND external_id=?)" in plan
+    assert "(run_id=? AND item_id=?)" in plan
+
+
+@pytest.mark.parametrize(
+    ("query", "count"), [("status=cancelled", 0), ("status=failed&page=2", 2)]
+)
+def test_api_reads_no_rows_for_a_page_past_the_end(alice_client, dataset, query, count):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    run = mixed_run(dataset)
+    with CaptureQueriesContext(connection) as queries:
+        body = alice_client.get(f"{API}/runs/{run.pk}/results?{query}").json()
+
+    assert body == {"items": [], "count": count}
+    # Counted, and no page of rows read (it would walk the run to fill it).
+    rows = [q for q in queries.captured_queries if 'FROM "runs_result"' in q["sql"]]
+    assert [q["sql"].split(" FROM ")[0] for q in rows] == [
+        'SELECT COUNT(*) AS "__count"'
+    ]

@@ -259,7 +259,14 @@ def result_filter(*, run: Run, filters: ResultFilters) -> QuerySet[Result]:
     if filters.error_kind:
         results = results.filter(error_kind=filters.error_kind)
     if filters.external_id:
-        results = results.filter(item__external_id=filters.external_id)
+        # The item first, by its dataset's unique (dataset, external_id), then
+        # its results: a join would read every result of the run to find it.
+        items = Item.objects.filter(
+            dataset_id=run.dataset_id, external_id=filters.external_id
+        )
+        # One item's results share its index: ordered by epoch alone, the
+        # planner has no reason to walk the run in dataset order instead.
+        results = results.filter(item__in=items.values("pk")).order_by("epoch")
     if filters.cluster:
         results = results.filter(cluster_filter(filters.cluster, run=run))
     if filters.scorer:

@@ -49,6 +49,18 @@ class BoundedPageNumberPagination(PageNumberPagination):
         page: int = Field(1, ge=1, le=MAX_PAGE)
         page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] | None = None
 
+    def paginate_queryset(
+        self, queryset: Any, pagination: Any, request: Any, **params: Any
+    ) -> Any:
+        """Counted first, and a page past the end is not read: a filter that
+        matches nothing would otherwise walk a whole run in dataset order
+        (the order an index gives) to fill its page."""
+        count = self._items_count(queryset)
+        page_size = self._get_page_size(pagination.page_size)
+        offset = (pagination.page - 1) * page_size
+        items = queryset[offset : offset + page_size] if offset < count else []
+        return {self.items_attribute: items, "count": count}
+
 
 _paginate = paginate(
     BoundedPageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE

@@ -1,9 +1,8 @@
 """From records to items: the field mapping, validation, hashing and the preview.
 
-Nothing here touches the database. Records are read lazily, once to validate
-them and count their fields, once to hash them, and once more when they are
-stored, so that memory does not grow with the number of items (beyond the set
-of ids seen).
+Nothing here touches the database. Records are read lazily, once to validate,
+count and hash them, and once more when they are stored, so that memory does
+not grow with the number of items (beyond 8 bytes an item, a hash of its id).
 """
 
 from __future__ import annotations
@@ -12,10 +11,12 @@ import dataclasses
 import hashlib
 import json
 import re
+from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 
 from runs.datasets.importers.parsers import Records, Where, kind_of
@@ -152,14 +153,33 @@ def normalise(
     fmt: str,
     empty: str = "the file has no items",
 ) -> ParsedItems:
-    """Validate, count and hash every record; the rows are read again when stored."""
+    """Validate, count and hash every record; the rows are read again when stored.
+
+    One reading validates, maps and hashes the records, and keeps a 64-bit
+    hash of each id rather than the ids themselves. When that cannot give
+    the answer a reading that checks first and maps after would (a mapped
+    row refused, the first record without the id while others have one, two
+    ids with one hash), the records are mapped and hashed again in a second
+    reading that keeps every id, which names the first offence exactly.
+    """
     first_with_id: Where | None = None
     tally = _Tally()
-    for where, record in records():
+    ids = array("q")
+    exact = True  # every row so far mapped and hashed as the second reading would
+    for index, (where, record) in enumerate(records()):
         _check(where, record, fields)
         _count_new_fields(where, record, tally.fields)
         if first_with_id is None and fields.id and fields.id in record:
             first_with_id = where
+            # The records before it have no id: numbered, they were mapped wrong.
+            exact = exact and index == 0
+        if exact:
+            try:
+                row = _row(index, where, record, fields, first_with_id=first_with_id)
+                tally.hash_row(row, where)
+                ids.append(hash(row.external_id))
+            except InvalidInput:
+                exact = False
         if fields.expected and record.get(fields.expected) is not None:
             tally.expected_count += 1
         tally.count += 1
@@ -172,17 +192,26 @@ def normalise(
         for index, (where, record) in enumerate(records()):
             yield _row(index, where, record, fields, first_with_id=first_with_id)
 
-    seen: dict[str, Where] = {}
-    for index, (where, record) in enumerate(records()):
-        row = _row(index, where, record, fields, first_with_id=first_with_id)
-        first = seen.setdefault(row.external_id, where)
-        if first is not where:
-            raise where.error(
-                f"duplicate id {row.external_id!r}, first used on {first}",
-                field=fields.id,
-            )
-        tally.hash_row(row, where)
+    if not exact or _repeats(ids):
+        tally.digest = hashlib.sha256()
+        seen: dict[str, Where] = {}
+        for index, (where, record) in enumerate(records()):
+            row = _row(index, where, record, fields, first_with_id=first_with_id)
+            first = seen.setdefault(row.external_id, where)
+            if first is not where:
+                raise where.error(
+                    f"duplicate id {row.external_id!r}, first used on {first}",
+                    field=fields.id,
+                )
+            tally.hash_row(row, where)
     return tally.parsed(fmt=fmt, field_map=fields, read_rows=read_rows)
+
+
+def _repeats(hashes: array[int]) -> bool:
+    """Whether two of the hashes are equal (the same id, or a rare collision)."""
+    ordered = np.frombuffer(hashes, dtype=np.int64).copy()
+    ordered.sort()
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
 def parse_rows(
@@ -411,6 +440,6 @@ def canonical(value: Any, where: Where) -> bytes:
             f"the item takes {len(data):,} bytes as JSON; the limit is {limit:,} "
             "(EVALSITE_MAX_ITEM_BYTES)"
         )
-    if _NUL.search(text):
+    if "\\u0000" in text and _NUL.search(text):
         raise where.error("holds a NUL character (\\u0000), which cannot be stored")
     return data
