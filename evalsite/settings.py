@@ -469,10 +469,10 @@ EVALSITE_MAX_OTLP_SPANS = env_int("EVALSITE_MAX_OTLP_SPANS", 20_000, minimum=1)
 EVALSITE_MAX_YAML_BYTES = env_int(
     "EVALSITE_MAX_YAML_BYTES", 4 * 1024 * 1024, minimum=1024
 )
-# Reading (parsing and checking) one dataset file stops after this long: a
-# bound on the work of one request, even after its client left. Checking a
-# JSON Lines file costs about 0.2 s of CPU per MiB, so 300 s leaves a file at
-# the dataset limit room on a busy server.
+# Reading (parsing and checking) one dataset file stops after this much CPU
+# time: a bound on the work of one request, even after its client left.
+# Checking a JSON Lines file costs about 0.2 s of CPU per MiB, so 300 s leaves
+# a file at the dataset limit ample room.
 EVALSITE_MAX_PARSE_SECONDS = env_int("EVALSITE_MAX_PARSE_SECONDS", 300, minimum=1)
 # An uploaded file waits this long under EVALSITE_DATA_DIR/uploads for the
 # confirmation of its field mapping; each user keeps at most a few such files.
