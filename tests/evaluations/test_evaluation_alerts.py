@@ -91,6 +91,11 @@ def test_a_significantly_worse_run_sends_one_signed_alert(
     ).hexdigest()
     assert request.headers["X-Evalsite-Signature"] == f"sha256={expected}"
     body = json.loads(request.body)
+    assert body["evaluation"] == {
+        "id": evaluation.pk,
+        "name": "nightly",
+        "url": f"https://evals.example.org/evaluations/{evaluation.pk}/",
+    }
     assert body["run"]["id"] == worse.pk
     assert body["baseline"]["id"] == baseline.pk
     (finding,) = body["findings"]
