@@ -11,7 +11,8 @@ from django.test import Client
 
 from runs.alerts.services import channel_create
 from runs.errors import InvalidInput
-from runs.evaluations.services import evaluation_update
+from runs.evaluations import services
+from runs.evaluations.services import evaluation_update, run_ended
 from runs.models import (
     AlertChannel,
     Dataset,
@@ -19,6 +20,8 @@ from runs.models import (
     EvaluationChange,
     Membership,
     Project,
+    Run,
+    RunStatus,
     Target,
 )
 from tests.evaluations.conftest import ECHO, make_evaluation
@@ -215,3 +218,32 @@ def test_the_form_never_offers_an_outsiders_channel(
     assert response.status_code == 200
     assert "Select a valid choice" in text_of(response)
     assert not Evaluation.objects.exists()
+
+
+def test_an_alert_that_cannot_be_handed_on_never_fails_the_runs_end(
+    project: Project,
+    dataset: Dataset,
+    bob: User,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    evaluation = make_evaluation(
+        project, dataset, bob, channels=[channel(project, bob).pk]
+    )
+    run = Run.objects.create(
+        project=project,
+        dataset=dataset,
+        target_kind="python",
+        evaluation=evaluation,
+        status=RunStatus.COMPLETED,
+    )
+
+    def gone(**arguments: object) -> None:
+        raise RuntimeError("the alerts' loop is gone")
+
+    monkeypatch.setattr(services, "announce_later", gone)
+    run_ended(run)
+    assert "the alerts' loop is gone" in caplog.text
+    run.refresh_from_db()
+    assert run.status == RunStatus.COMPLETED and not run.error
+    assert run.evaluation_end == f"{run.revision}:{run.status}"
