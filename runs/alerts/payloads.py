@@ -44,14 +44,23 @@ def _run(run: Run) -> dict[str, Any]:
     }
 
 
+def _evaluation(run: Run) -> dict[str, Any] | None:
+    evaluation = run.evaluation
+    if evaluation is None:
+        return None
+    path = reverse("runs:evaluation_detail", args=[evaluation.pk])
+    return {"id": evaluation.pk, "name": evaluation.name, "url": page_url(path)}
+
+
 def alert_payload(
     *, run: Run, baseline: Run | None, findings: Sequence[Finding]
 ) -> dict[str, Any]:
-    """The alert of a run: its project, run, baseline and findings."""
+    """The alert of a run: its project, evaluation, run, baseline and findings."""
     project = run.project
     return {
         "event": EVENT_ALERT,
         "project": {"id": project.pk, "name": project.name},
+        "evaluation": _evaluation(run),
         "run": _run(run),
         "baseline": _run(baseline) if baseline is not None else None,
         "findings": [finding.as_dict() for finding in findings],
@@ -83,7 +92,10 @@ def lines(payload: dict[str, Any]) -> list[str]:
     if payload.get("event") == EVENT_TEST:
         return [payload["message"]]
     run, baseline = payload["run"], payload.get("baseline")
-    out = [f"Run: {run['name'] or run['id']} ({run['status']}) {run['url']}"]
+    out = []
+    if evaluation := payload.get("evaluation"):
+        out.append(f"Evaluation: {evaluation['name']} {evaluation['url']}")
+    out.append(f"Run: {run['name'] or run['id']} ({run['status']}) {run['url']}")
     if baseline:
         out.append(f"Baseline: {baseline['name'] or baseline['id']} {baseline['url']}")
     out.extend(f"- {finding['message']}" for finding in payload["findings"])

@@ -41,9 +41,10 @@ class EvaluationAdmin(admin.ModelAdmin):
     list_filter = ["project", "dataset_policy", "baseline_policy"]
     search_fields = ["name", "description"]
     list_select_related = ["project", "dataset"]
+    # Its channels too: chosen where they are checked against its project.
     readonly_fields = [
         field.name for field in Evaluation._meta.fields if field.name != "id"
-    ]
+    ] + ["channels"]
     inlines = [ScheduleInline, ChangeInline]
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -7,12 +7,14 @@ from typing import Any
 from django import forms
 from django.contrib.auth.models import User
 
+from runs.access import Action, projects_where
+from runs.alerts.selectors import channel_list
 from runs.executor.options import option_params
-from runs.models import Evaluation
+from runs.models import Evaluation, Project
 from runs.results.forms import RunForm
 from runs.results.selectors import run_get
 from runs.scorers import REGISTRY as SCORERS
-from runs.web.forms import JSONTextField
+from runs.web.forms import JSONTextField, form_field
 
 
 class EvaluationForm(RunForm):
@@ -41,9 +43,29 @@ class EvaluationForm(RunForm):
         widget=forms.Textarea(attrs={"rows": 2, "class": "mono"}),
         help_text='Scorer -> least pass rate, such as {"exact_match": 0.8}.',
     )
+    channels = forms.TypedMultipleChoiceField(
+        coerce=int,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Alert channels",
+        help_text="Told when a run is worse than its baseline, falls below a "
+        "floor, or fails (channels of the evaluation's project).",
+    )
 
-    def __init__(self, *args: Any, user: User, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        user: User,
+        project: Project | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, user=user, **kwargs)
+        channels = channel_list(user=user, project=project).filter(
+            project__in=projects_where(user, Action.EDIT)
+        )
+        form_field(self, "channels", forms.ChoiceField).choices = [
+            (c.pk, str(c) if project else f"{c.project} / {c}") for c in channels
+        ]
         self.fields["name"].required = True
         self.fields["target"].required = False
         self.fields["target"].help_text = (
@@ -75,6 +97,7 @@ class EvaluationForm(RunForm):
             "baseline_policy": data["baseline_policy"],
             "baseline_run": data["baseline_run"],
             "pass_rate_floors": data.get("pass_rate_floors") or {},
+            "channels": data.get("channels") or [],
         }
 
 
@@ -108,6 +131,7 @@ def evaluation_edit_form(
         "baseline_policy": evaluation.baseline_policy,
         "baseline_run": evaluation.baseline_run_id,
         "pass_rate_floors": evaluation.pass_rate_floors or None,
+        "channels": [channel.pk for channel in evaluation.channels.all()],
     }
     for spec in ticked:
         for key, value in spec.get("params", {}).items():
@@ -115,7 +139,7 @@ def evaluation_edit_form(
     for param in option_params():
         if param.name in evaluation.options:
             initial[param.name] = evaluation.options[param.name]
-    return EvaluationForm(data, user=user, initial=initial)
+    return EvaluationForm(data, user=user, project=evaluation.project, initial=initial)
 
 
 class ScheduleForm(forms.Form):

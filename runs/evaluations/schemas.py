@@ -37,6 +37,11 @@ class EvaluationFields(BodyIn):
         None, description="scorer name -> the least pass rate (0 to 1) its runs "
         "should reach"
     )  # fmt: skip
+    channels: list[DbId] | None = Field(
+        None, description="ids of alert channels of the project "
+        "(/api/v1/alert-channels): told when a run of the evaluation is worse "
+        "than its baseline, below a floor, or fails"
+    )  # fmt: skip
 
     def scorer_specs(self) -> list[str | dict[str, Any]] | None:
         scorers: list[str | ScorerSpecIn] | None = getattr(self, "scorers", None)
@@ -91,6 +96,7 @@ class EvaluationOut(Schema):
     baseline_policy: str
     baseline_run: int | None
     pass_rate_floors: dict[str, float]
+    channels: list[int]
     schedules: list[ScheduleOut]
     created_at: datetime
     updated_at: datetime
@@ -110,6 +116,10 @@ class EvaluationOut(Schema):
     @staticmethod
     def resolve_baseline_run(obj: Evaluation) -> int | None:
         return obj.baseline_run_id
+
+    @staticmethod
+    def resolve_channels(obj: Evaluation) -> list[int]:
+        return sorted(channel.pk for channel in obj.channels.all())
 
     @staticmethod
     def resolve_schedules(obj: Evaluation) -> list[Schedule]:

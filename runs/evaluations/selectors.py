@@ -11,9 +11,15 @@ from django.db.models import QuerySet
 
 from runs.analysis.compare import compare_runs_cached
 from runs.analysis.figures import run_figures
-from runs.errors import DomainError
+from runs.errors import DomainError, InvalidInput
+from runs.estimates.figures import Estimate
+from runs.estimates.services import run_estimate
 from runs.evaluations.schedules import next_tick
-from runs.evaluations.services import BASELINE_STATUSES, evaluation_baseline
+from runs.evaluations.services import (
+    BASELINE_STATUSES,
+    evaluation_baseline,
+    evaluation_dataset,
+)
 from runs.models import Evaluation, Run, Schedule, ScheduleTick
 from runs.web.selectors import row_get, visible_rows
 
@@ -28,7 +34,7 @@ def evaluation_list(
 ) -> QuerySet[Evaluation]:
     rows = visible_rows(Evaluation, user=user, project_id=project_id)
     return rows.select_related("project", "dataset", "target").prefetch_related(
-        "schedules"
+        "schedules", "channels"
     )
 
 
@@ -167,3 +173,32 @@ def schedule_next_ticks(
 ) -> list[tuple[Schedule, datetime]]:
     """Each schedule with its next tick after now."""
     return [(s, next_tick(s, after=max(now, s.last_tick_at))) for s in schedules]
+
+
+@dataclass(frozen=True, slots=True)
+class NextEstimate:
+    """What the evaluation's next run would cost, or why there is no figure."""
+
+    estimate: Estimate | None
+    problem: str = ""
+
+
+def evaluation_next_estimate(*, user: User, evaluation: Evaluation) -> NextEstimate:
+    """The cost estimate of its next run (``run_estimate``): its target, its
+    dataset version of now, its scorers and options."""
+    target = evaluation.target
+    if target is None and not evaluation.target_kind:
+        return NextEstimate(None, "its target was deleted: choose another")
+    try:
+        found = run_estimate(
+            user=user,
+            dataset=evaluation_dataset(evaluation),
+            target=target,
+            target_kind=evaluation.target_kind or None,
+            target_config=evaluation.target_config or None,
+            scorers=evaluation.scorers,
+            options=evaluation.options,
+        )
+    except InvalidInput as exc:  # a plug-in or option since changed
+        return NextEstimate(None, str(exc))
+    return NextEstimate(found)

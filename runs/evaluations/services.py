@@ -10,10 +10,12 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from runs.access import Action, require
+from runs.alerts.services import announce_later, clean_channels
 from runs.errors import Conflict, InvalidInput
 from runs.executor.options import RunOptions
 from runs.models import (
     FINAL_RUN_STATUSES,
+    AlertChannel,
     Dataset,
     Evaluation,
     EvaluationChange,
@@ -45,6 +47,7 @@ FIELDS = (
     "baseline_policy",
     "baseline_run",
     "pass_rate_floors",
+    "channels",
 )
 # Statuses a baseline may have: a run that ended with results to compare.
 BASELINE_STATUSES = (RunStatus.COMPLETED, RunStatus.COMPLETED_WITH_ERRORS)
@@ -133,14 +136,43 @@ def _clean(project: Project, values: dict[str, Any]) -> dict[str, Any]:
     out["baseline_run"] = baseline
     names = [spec["name"] for spec in specs]
     out["pass_rate_floors"] = _floors(values.get("pass_rate_floors") or {}, names)
+    out["channels"] = _channels(project, values.get("channels"))
     return out
+
+
+def _channels(project: Project, given: Any) -> list[AlertChannel]:
+    """The alert channels of the project given (rows or ids), in order."""
+    if given is None:
+        return []
+    if isinstance(given, str | bytes) or not isinstance(given, list | tuple):
+        raise InvalidInput("must be a list of alert channel ids", field="channels")
+    ids: list[int] = []
+    for position, channel in enumerate(given):
+        if isinstance(channel, AlertChannel):
+            ids.append(channel.pk)
+        elif isinstance(channel, int) and not isinstance(channel, bool):
+            ids.append(channel)
+        else:
+            raise InvalidInput(
+                "must be an alert channel id", field=f"channels[{position}]"
+            )
+    return clean_channels(project=project, channel_ids=ids, field="channels")
 
 
 def _stored(value: Any) -> Any:
     """A field's value as the history keeps it (JSON)."""
     if isinstance(value, Dataset | Target | Run):
         return value.pk
+    if isinstance(value, list) and all(isinstance(v, AlertChannel) for v in value):
+        return sorted(channel.pk for channel in value)
     return value
+
+
+def _current(evaluation: Evaluation, name: str) -> Any:
+    """A field's stored value (a many-to-many field's rows as a list)."""
+    if name == "channels":
+        return list(evaluation.channels.all())
+    return getattr(evaluation, name)
 
 
 def evaluation_create(
@@ -158,6 +190,7 @@ def evaluation_create(
     baseline_policy: str = Evaluation.BaselinePolicy.PREVIOUS,
     baseline_run: Run | None = None,
     pass_rate_floors: dict[str, Any] | None = None,
+    channels: list[Any] | None = None,
     description: str = "",
 ) -> Evaluation:
     """Check and store an evaluation; its history begins with it."""
@@ -175,14 +208,17 @@ def evaluation_create(
         "baseline_policy": baseline_policy,
         "baseline_run": baseline_run,
         "pass_rate_floors": pass_rate_floors,
+        "channels": channels,
     }
     values = _clean(project, given)
     fields = {name: values[name] for name in FIELDS}
+    columns = {name: value for name, value in fields.items() if name != "channels"}
     try:
         with transaction.atomic():
             evaluation = Evaluation.objects.create(
-                project=project, created_by=user, updated_by=user, **fields
+                project=project, created_by=user, updated_by=user, **columns
             )
+            evaluation.channels.set(fields["channels"])
             EvaluationChange.objects.create(
                 evaluation=evaluation,
                 action=EvaluationChange.Action.CREATED,
@@ -203,7 +239,7 @@ def evaluation_update(
     unknown = set(given) - set(FIELDS)
     if unknown:
         raise InvalidInput("cannot be changed", field=sorted(unknown)[0])
-    before = {name: getattr(evaluation, name) for name in FIELDS}
+    before = {name: _current(evaluation, name) for name in FIELDS}
     values = _clean(evaluation.project, before | given)
     changes = {
         name: [_stored(before[name]), _stored(values[name])]
@@ -213,11 +249,14 @@ def evaluation_update(
     if not changes:
         return evaluation
     for name in changes:
-        setattr(evaluation, name, values[name])
+        if name != "channels":
+            setattr(evaluation, name, values[name])
     evaluation.updated_by = user
     try:
         with transaction.atomic():
             evaluation.save()
+            if "channels" in changes:
+                evaluation.channels.set(values["channels"])
             EvaluationChange.objects.create(
                 evaluation=evaluation,
                 action=EvaluationChange.Action.UPDATED,
@@ -364,4 +403,29 @@ def run_ended(run: Run) -> None:
         return
     logger.info(
         "run %s of evaluation %s ended: %s", run.pk, run.evaluation_id, run.status
+    )
+    try:
+        run_announce(run)
+    except Exception:  # a channel, or its lookup, never fails the run
+        logger.exception("run %s: its regression alert could not be handed on", run.pk)
+
+
+def run_announce(run: Run) -> None:
+    """Hand the run to its evaluation's enabled channels, compared with its
+    baseline and floors in the background (``announce_later``): a tie, or
+    nothing worse, sends nothing."""
+    evaluation = run.evaluation
+    if evaluation is None:
+        return
+    channel_ids = list(
+        evaluation.channels.filter(enabled=True).values_list("pk", flat=True)
+    )
+    if not channel_ids:
+        return
+    baseline = evaluation_baseline(evaluation, run)
+    announce_later(
+        run_id=run.pk,
+        baseline_id=baseline.pk if baseline is not None else None,
+        channel_ids=channel_ids,
+        floors=evaluation.pass_rate_floors or None,
     )

@@ -103,6 +103,9 @@ def _detail_page(
         "trends": selectors.evaluation_trend(evaluation=evaluation),
         "runs": selectors.evaluation_runs(evaluation=evaluation),
         "baseline": services.evaluation_baseline(evaluation),
+        "next_estimate": selectors.evaluation_next_estimate(
+            user=request.user, evaluation=evaluation
+        ),
         "schedules": selectors.schedule_next_ticks(plans, now=timezone.now()),
         "ticks": selectors.evaluation_ticks(evaluation=evaluation),
         "changes": evaluation.changes.select_related("user")[:50],

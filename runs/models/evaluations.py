@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from runs.models.alerts import AlertChannel
 from runs.models.datasets import Dataset
 from runs.models.fields import unique, user_kept_null
 from runs.models.projects import Authored, Project, Target
@@ -60,6 +61,10 @@ class Evaluation(Authored):
     )
     # Scorer name -> the least pass rate (0 to 1) a run of it should reach.
     pass_rate_floors = models.JSONField(default=dict, blank=True)
+    # Where a run's regressions are announced (channels of its own project).
+    channels = models.ManyToManyField(
+        AlertChannel, blank=True, related_name="evaluations"
+    )
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = user_kept_null(related_name="+")
 

@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from runs.alerts.services import channel_create
 from runs.evaluations.schedules import schedule_add, schedules_tick
 from runs.models import Evaluation
 from tests.evaluations.conftest import T0, at
@@ -30,3 +31,16 @@ def test_the_admin_shows_evaluations_and_the_tick_log(
         assert root_client.get(f"/admin/runs/{page}").status_code == 200, page
     assert root_client.get("/admin/runs/evaluation/add/").status_code == 403
     assert root_client.get("/admin/runs/scheduletick/add/").status_code == 403
+
+
+def test_the_admin_cannot_change_an_evaluations_channels(
+    root_client: Client, evaluation: Evaluation, other_project, mallory: User
+) -> None:
+    foreign = channel_create(
+        project=other_project, user=mallory, name="x", kind="email", emails=["a@b.co"]
+    ).channel
+    url = f"/admin/runs/evaluation/{evaluation.pk}/change/"
+    page = root_client.get(url).content.decode()
+    assert 'name="channels"' not in page
+    root_client.post(url, {"channels": [foreign.pk]})
+    assert not evaluation.channels.exists()
