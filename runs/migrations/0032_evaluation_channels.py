@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0028_evaluations'),
+        ('runs', '0031_item_dataset_index'),
     ]
 
     operations = [
