@@ -67,7 +67,19 @@ class ScoreClusterOut(ClusterOut):
     scorer: str
 
 
-class RunClustersOut(Schema):
+class RunAndBaselineOut(Schema):
+    """The run and the baseline it is compared with, by id."""
+
+    @staticmethod
+    def resolve_run(obj: Any) -> int:
+        return obj.run.pk
+
+    @staticmethod
+    def resolve_baseline(obj: Any) -> int | None:
+        return obj.baseline.pk if obj.baseline is not None else None
+
+
+class RunClustersOut(RunAndBaselineOut):
     by: Literal["signature"] = Field(
         "signature", description="grouped by signature (?by=signature, the default)"
     )
@@ -78,14 +90,6 @@ class RunClustersOut(Schema):
     failed_score_clusters: int = Field(description="failing-score clusters in all")
     errors: list[ClusterOut]
     failed_scores: list[ScoreClusterOut]
-
-    @staticmethod
-    def resolve_run(obj: Any) -> int:
-        return obj.run.pk
-
-    @staticmethod
-    def resolve_baseline(obj: Any) -> int | None:
-        return obj.baseline.pk if obj.baseline is not None else None
 
 
 class ContentClusterOut(Schema):
@@ -127,7 +131,7 @@ class ContentClusterOut(Schema):
     )
 
 
-class RunContentClustersOut(Schema):
+class RunContentClustersOut(RunAndBaselineOut):
     by: Literal["content"] = "content"
     run: int
     baseline: int | None
@@ -144,14 +148,6 @@ class RunContentClustersOut(Schema):
     unclustered: ContentClusterOut | None = Field(
         description="the failing results that fit no cluster"
     )
-
-    @staticmethod
-    def resolve_run(obj: Any) -> int:
-        return obj.run.pk
-
-    @staticmethod
-    def resolve_baseline(obj: Any) -> int | None:
-        return obj.baseline.pk if obj.baseline is not None else None
 
 
 class EmbeddingsIn(BodyIn):

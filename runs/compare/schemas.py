@@ -8,6 +8,13 @@ from ninja import Field, Schema
 
 from runs.review.calibration import uncalibrated_judges
 
+# Shared with the leaderboard, which pairs and warns the same way.
+PAIRED_BY = "item, or external_id across versions"
+UNCALIBRATED_JUDGES = (
+    "the scorers whose verdicts rest on an llm_judge not calibrated "
+    "against people (human: scores), and why"
+)
+
 
 class ScorerComparisonOut(Schema):
     """One (candidate, scorer) against the baseline, over the paired items."""
@@ -87,17 +94,12 @@ class ScorerComparisonOut(Schema):
 class ComparisonOut(Schema):
     baseline: int
     candidates: list[int]
-    paired_by: str = Field(description="item, or external_id across versions")
+    paired_by: str = Field(description=PAIRED_BY)
     unpaired: int = Field(
         description="items with results in some of the runs but not in all"
     )
     scorers: list[ScorerComparisonOut]
-    uncalibrated_judges: dict[str, str] = Field(
-        description=(
-            "the scorers whose verdicts rest on an llm_judge not calibrated "
-            "against people (human: scores), and why"
-        )
-    )
+    uncalibrated_judges: dict[str, str] = Field(description=UNCALIBRATED_JUDGES)
 
     @staticmethod
     def resolve_baseline(obj: Any) -> int:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.contrib.auth.models import User
 from django.db import transaction
@@ -14,34 +14,32 @@ from runs.estimates.figures import Estimate, estimate
 from runs.executor.engine import execute_run
 from runs.executor.options import RunOptions
 from runs.models import Dataset, Item, Run, Target
-from runs.results.services import run_create
+from runs.results.services import run_create, target_clean
 from runs.scorers import clean_scorer_specs
-from runs.targets import clean_target_config
 
 SAMPLE_MAX = 20
 
 
-def _arguments(
-    *,
-    dataset: Dataset,
-    target: Target | None,
-    target_kind: str | None,
-    target_config: dict[str, Any] | None,
-    scorers: list[Any],
-    options: dict[str, Any] | RunOptions | None,
-) -> dict[str, Any]:
+class RunSpec(TypedDict):
+    """What a run is of, as ``run_create`` takes it."""
+
+    target: NotRequired[Target | None]
+    target_kind: NotRequired[str | None]
+    target_config: NotRequired[dict[str, Any] | None]
+    scorers: list[Any]
+    options: NotRequired[dict[str, Any] | RunOptions | None]
+
+
+def _arguments(*, dataset: Dataset, spec: RunSpec) -> dict[str, Any]:
     """What ``run_create`` would freeze, cleaned the same way."""
-    if target is not None:
-        if target.project_id != dataset.project_id:
-            raise InvalidInput(
-                "belongs to another project than the dataset", field="target"
-            )
-        target_kind, target_config = target.kind, target.config
-    if not target_kind:
-        raise InvalidInput("is required", field="target")
-    config = clean_target_config(
-        target_kind, target_config or {}, path="target_config", kind_field="target"
+    target = spec.get("target")
+    target_kind, config = target_clean(
+        dataset=dataset,
+        target=target,
+        target_kind=spec.get("target_kind"),
+        target_config=spec.get("target_config"),
     )
+    options = spec.get("options")
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
     return {
@@ -49,45 +47,19 @@ def _arguments(
         "target": target,
         "target_kind": target_kind,
         "target_config": config,
-        "scorers": clean_scorer_specs(scorers, path="scorers"),
+        "scorers": clean_scorer_specs(spec["scorers"], path="scorers"),
         "options": options,
     }
 
 
-def run_estimate(
-    *,
-    user: User,
-    dataset: Dataset,
-    target: Target | None = None,
-    target_kind: str | None = None,
-    target_config: dict[str, Any] | None = None,
-    scorers: list[Any],
-    options: dict[str, Any] | RunOptions | None = None,
-) -> Estimate:
+def run_estimate(*, user: User, dataset: Dataset, **spec: Unpack[RunSpec]) -> Estimate:
     """What a run would cost (a member of the dataset's project may ask)."""
     require(user, dataset.project, Action.VIEW)
-    return estimate(
-        **_arguments(
-            dataset=dataset,
-            target=target,
-            target_kind=target_kind,
-            target_config=target_config,
-            scorers=scorers,
-            options=options,
-        )
-    )
+    return estimate(**_arguments(dataset=dataset, spec=spec))
 
 
 def estimate_sample(
-    *,
-    user: User,
-    dataset: Dataset,
-    items: int,
-    target: Target | None = None,
-    target_kind: str | None = None,
-    target_config: dict[str, Any] | None = None,
-    scorers: list[Any],
-    options: dict[str, Any] | RunOptions | None = None,
+    *, user: User, dataset: Dataset, items: int, **spec: Unpack[RunSpec]
 ) -> Run:
     """Send the first ``items`` items through the target for real (editors).
 
@@ -98,21 +70,14 @@ def estimate_sample(
     if not 1 <= items <= min(SAMPLE_MAX, dataset.item_count):
         most = min(SAMPLE_MAX, dataset.item_count)
         raise InvalidInput(f"must be from 1 to {most}", field="sample")
-    arguments = _arguments(
-        dataset=dataset,
-        target=target,
-        target_kind=target_kind,
-        target_config=target_config,
-        scorers=scorers,
-        options=options,
-    )
+    arguments = _arguments(dataset=dataset, spec=spec)
     sample_options = RunOptions.from_dict(
         arguments["options"].to_dict() | {"epochs": 1}, path="options"
     )
     run = run_create(
         user=user,
         dataset=dataset,
-        target=target,
+        target=arguments["target"],
         target_kind=arguments["target_kind"],
         target_config=arguments["target_config"],
         scorers=arguments["scorers"],

@@ -6,6 +6,7 @@ from typing import Any
 
 from ninja import Field, Schema
 
+from runs.compare.schemas import PAIRED_BY, UNCALIBRATED_JUDGES
 from runs.leaderboard.ranking import ALPHA, RANK_RULE
 from runs.review.calibration import uncalibrated_judges
 
@@ -64,15 +65,10 @@ class ScorerBoardOut(Schema):
 
 class LeaderboardOut(Schema):
     runs: list[int]
-    paired_by: str = Field(description="item, or external_id across versions")
+    paired_by: str = Field(description=PAIRED_BY)
     rank_rule: str = Field(default=RANK_RULE)
     scorers: list[ScorerBoardOut]
-    uncalibrated_judges: dict[str, str] = Field(
-        description=(
-            "the scorers whose verdicts rest on an llm_judge not calibrated "
-            "against people (human: scores), and why"
-        )
-    )
+    uncalibrated_judges: dict[str, str] = Field(description=UNCALIBRATED_JUDGES)
 
     @staticmethod
     def resolve_runs(obj: Any) -> list[int]:

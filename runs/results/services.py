@@ -52,16 +52,11 @@ def run_create(
     if user is not None:
         require(user, project, Action.EDIT)
     name = clean_name(name, model=Run, required=False)
-    if target is not None:
-        if target.project_id != project.pk:
-            raise InvalidInput(
-                "belongs to another project than the dataset", field="target"
-            )
-        target_kind, target_config = target.kind, target.config
-    if not target_kind:
-        raise InvalidInput("is required", field="target")
-    config = clean_target_config(
-        target_kind, target_config or {}, path="target_config", kind_field="target"
+    target_kind, config = target_clean(
+        dataset=dataset,
+        target=target,
+        target_kind=target_kind,
+        target_config=target_config,
     )
     check_target_secrets(
         project=project, kind=target_kind, config=config, path="target_config"
@@ -98,6 +93,29 @@ def run_create(
     if launch:
         transaction.on_commit(lambda: run_launch(run=run))
     return run
+
+
+def target_clean(
+    *,
+    dataset: Dataset,
+    target: Target | None,
+    target_kind: str | None,
+    target_config: dict[str, Any] | None,
+) -> tuple[str, dict[str, Any]]:
+    """The kind and checked configuration of a run's target: a saved target
+    of the dataset's project, else a kind and configuration given inline."""
+    if target is not None:
+        if target.project_id != dataset.project_id:
+            raise InvalidInput(
+                "belongs to another project than the dataset", field="target"
+            )
+        target_kind, target_config = target.kind, target.config
+    if not target_kind:
+        raise InvalidInput("is required", field="target")
+    config = clean_target_config(
+        target_kind, target_config or {}, path="target_config", kind_field="target"
+    )
+    return target_kind, config
 
 
 def require_expected_answers(dataset: Dataset, specs: list[dict[str, Any]]) -> None:
