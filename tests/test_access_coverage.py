@@ -83,6 +83,7 @@ class World:
     schedule_id: int = 0
     queue_id: int = 0
     label_id: int = 0
+    item_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -120,6 +121,7 @@ def _ids(w: World) -> dict[str, Any]:
         "schedule_id": w.schedule_id,
         "queue_id": w.queue_id,
         "label_id": w.label_id,
+        "item_id": w.item_id,
     }
 
 
@@ -218,6 +220,8 @@ RENAME = _given({"name": "renamed"})
 TRY = _given({"input": "1 + 1"})
 RESCORE = _given({"scorers": ["numeric"]})
 RENOTE = _given({"description": "what to look for"})
+SETTLE = _given({"value": "fail"})
+SETTLE_FORM = _given({"value": '"fail"'})
 
 
 def _own_label(w: World) -> dict[str, Any]:
@@ -314,6 +318,10 @@ PAGES: dict[str, list[Check]] = {
     "review_queue_list": [Check("GET", ACCOUNT, scoped=True)],
     "review_next": [Check("GET", VIEW, ("queue_id",))],
     "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
+    "review_agreement": [Check("GET", EDIT, ("queue_id",))],
+    "review_adjudicate": [
+        Check("POST", EDIT, ("queue_id", "item_id"), data=SETTLE_FORM)
+    ],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -463,6 +471,13 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
         Check("PUT", OWNER, data=_given({"value": "fail"}))
     ],
     ("GET", "/review-queues/{queue_id}/matrix"): [Check("GET", EDIT)],
+    ("GET", "/review-queues/{queue_id}/agreement"): [Check("GET", EDIT)],
+    ("POST", "/review-queues/{queue_id}/items/{item_id}/adjudication"): [
+        Check("POST", EDIT, data=SETTLE)
+    ],
+    ("DELETE", "/review-queues/{queue_id}/items/{item_id}/adjudication"): [
+        Check("DELETE", EDIT)
+    ],
 }
 
 
@@ -602,6 +617,7 @@ def world(
         schedule_id=schedule.pk,
         queue_id=queue.pk,
         label_id=label.pk,
+        item_id=label.review_item_id,
     )
 
 

@@ -292,6 +292,8 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/review-queues",
         f"{API}/review-queues/{{queue_id}}",
         f"{API}/review-queues/{{queue_id}}/labels",
+        f"{API}/review-queues/{{queue_id}}/agreement",
+        f"{API}/review-queues/{{queue_id}}/items/{{item_id}}/adjudication",
         f"{API}/review-queues/{{queue_id}}/labels/{{label_id}}",
         f"{API}/review-queues/{{queue_id}}/matrix",
         f"{API}/review-queues/{{queue_id}}/next",

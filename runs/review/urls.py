@@ -9,4 +9,9 @@ urlpatterns = [
     page("review/", views.review_queue_list),
     page("review/<int:queue_id>/", views.review_next),
     page("review/<int:queue_id>/labels/<int:label_id>/", views.review_label),
+    page("review/<int:queue_id>/agreement/", views.review_agreement),
+    page(
+        "review/<int:queue_id>/items/<int:item_id>/adjudicate/",
+        views.review_adjudicate,
+    ),
 ]
