@@ -319,6 +319,7 @@ PAGES: dict[str, list[Check]] = {
     "review_next": [Check("GET", VIEW, ("queue_id",))],
     "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
     "review_agreement": [Check("GET", EDIT, ("queue_id",))],
+    "review_save_dataset": [Check("POST", EDIT, ("queue_id",), data=_given({}))],
     "review_adjudicate": [
         Check("POST", EDIT, ("queue_id", "item_id"), data=SETTLE_FORM)
     ],
@@ -472,6 +473,9 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
     ],
     ("GET", "/review-queues/{queue_id}/matrix"): [Check("GET", EDIT)],
     ("GET", "/review-queues/{queue_id}/agreement"): [Check("GET", EDIT)],
+    ("POST", "/review-queues/{queue_id}/dataset"): [
+        Check("POST", EDIT, data=_given({}))
+    ],
     ("POST", "/review-queues/{queue_id}/items/{item_id}/adjudication"): [
         Check("POST", EDIT, data=SETTLE)
     ],

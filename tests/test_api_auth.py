@@ -293,6 +293,7 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/review-queues/{{queue_id}}",
         f"{API}/review-queues/{{queue_id}}/labels",
         f"{API}/review-queues/{{queue_id}}/agreement",
+        f"{API}/review-queues/{{queue_id}}/dataset",
         f"{API}/review-queues/{{queue_id}}/items/{{item_id}}/adjudication",
         f"{API}/review-queues/{{queue_id}}/labels/{{label_id}}",
         f"{API}/review-queues/{{queue_id}}/matrix",

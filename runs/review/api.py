@@ -7,14 +7,17 @@ from typing import Any
 from ninja import Router, Status
 
 from runs.access import Action, require
+from runs.datasets.schemas import DatasetOut
 from runs.models import ReviewLabel
 from runs.results.selectors import run_get
 from runs.review import adjudication, selectors, services
 from runs.review.agreement import queue_agreement
+from runs.review.export import queue_dataset_create
 from runs.review.schemas import (
     AdjudicationIn,
     AdjudicationOut,
     CriterionAgreementOut,
+    DatasetSaveIn,
     LabelCreateIn,
     LabelIn,
     LabelOut,
@@ -193,3 +196,20 @@ def withdraw_adjudication(
         user=request.auth, queue=queue, review_item=item
     )
     return Status(204, None)
+
+
+@review_router.post("/{queue_id}/dataset", response={201: DatasetOut, **ERRORS})
+def save_review_dataset(
+    request: ApiRequest, queue_id: DbId, payload: DatasetSaveIn
+) -> Status[Any]:
+    """Save the labelled items as a dataset for the ``scorer`` target: input
+    the output judged, expected the people's verdict, metadata the judged
+    item's input and expected answer; editors only."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    dataset = queue_dataset_create(
+        user=request.auth,
+        queue=queue,
+        name=payload.name,
+        description=payload.description,
+    )
+    return Status(201, dataset)

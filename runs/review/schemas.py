@@ -185,3 +185,8 @@ class AdjudicationOut(Schema):
     note: str
     user: str | None = Field(None, alias="user.username")
     changed_at: datetime
+
+
+class DatasetSaveIn(BodyIn):
+    name: str = Field("", description='default: "<queue> labels"')
+    description: str = ""

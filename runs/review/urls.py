@@ -14,4 +14,5 @@ urlpatterns = [
         "review/<int:queue_id>/items/<int:item_id>/adjudicate/",
         views.review_adjudicate,
     ),
+    page("review/<int:queue_id>/dataset/", views.review_save_dataset),
 ]

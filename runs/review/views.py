@@ -15,6 +15,7 @@ from runs.errors import InvalidInput
 from runs.models import ReviewQueue, RubricKind
 from runs.review import adjudication, selectors, services
 from runs.review.agreement import queue_agreement
+from runs.review.export import queue_dataset_create
 from runs.web.requests import AuthedRequest
 
 
@@ -133,3 +134,19 @@ def review_adjudicate(
     except InvalidInput as exc:
         messages.error(request, str(exc))
     return redirect("runs:review_agreement", queue_id=queue.pk)
+
+
+@require_POST
+def review_save_dataset(request: AuthedRequest, queue_id: int) -> HttpResponse:
+    """Save the queue's labelled items as a dataset for the scorer target."""
+    queue = selectors.queue_get(user=request.user, queue_id=queue_id)
+    require(request.user, queue.project, Action.EDIT)
+    try:
+        dataset = queue_dataset_create(
+            user=request.user, queue=queue, name=request.POST.get("name", "")
+        )
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("runs:review_agreement", queue_id=queue.pk)
+    messages.success(request, f"Saved {dataset.item_count} labelled items.")
+    return redirect("runs:dataset_detail", dataset_id=dataset.pk)
