@@ -221,6 +221,8 @@ TRY = _given({"input": "1 + 1"})
 RESCORE = _given({"scorers": ["numeric"]})
 RENOTE = _given({"description": "what to look for"})
 SETTLE = _given({"value": "fail"})
+THRESHOLDS = _given({"judge_min_items": 20})
+THRESHOLDS_FORM = _given({"judge_kappa_threshold": 0.7, "judge_min_items": 20})
 SETTLE_FORM = _given({"value": '"fail"'})
 
 
@@ -318,6 +320,8 @@ PAGES: dict[str, list[Check]] = {
     "review_queue_list": [Check("GET", ACCOUNT, scoped=True)],
     "review_next": [Check("GET", VIEW, ("queue_id",))],
     "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
+    "run_judges": [Check("GET", VIEW, RUN)],
+    "run_judges_thresholds": [Check("POST", MANAGE, RUN, data=THRESHOLDS_FORM)],
     "review_agreement": [Check("GET", EDIT, ("queue_id",))],
     "review_save_dataset": [Check("POST", EDIT, ("queue_id",), data=_given({}))],
     "review_adjudicate": [
@@ -442,6 +446,10 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
         )
     ],
     ("GET", "/runs/{run_id}/judge-agreement"): [Check("GET", VIEW)],
+    ("GET", "/projects/{project_id}/judge-calibration"): [Check("GET", VIEW)],
+    ("PATCH", "/projects/{project_id}/judge-calibration"): [
+        Check("PATCH", MANAGE, data=THRESHOLDS)
+    ],
     ("POST", "/evaluations"): [Check("POST", EDIT, data=_new_evaluation)],
     ("GET", "/evaluations"): [Check("GET", ACCOUNT, scoped=True)],
     ("GET", "/evaluations/{evaluation_id}"): [Check("GET", VIEW)],

@@ -289,6 +289,7 @@ def test_openapi_schema_lists_every_endpoint(alice_client: Client) -> None:
         f"{API}/runs/{{run_id}}/judge-agreement",
         f"{API}/tools",
         f"{API}/projects/{{project_id}}/embeddings",
+        f"{API}/projects/{{project_id}}/judge-calibration",
         f"{API}/review-queues",
         f"{API}/review-queues/{{queue_id}}",
         f"{API}/review-queues/{{queue_id}}/labels",
