@@ -322,6 +322,19 @@ PAGES: dict[str, list[Check]] = {
     "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
     "run_judges": [Check("GET", VIEW, RUN)],
     "run_judges_thresholds": [Check("POST", MANAGE, RUN, data=THRESHOLDS_FORM)],
+    "review_queue_new": [
+        Check("GET", ACCOUNT),
+        Check(
+            "POST",
+            EDIT,
+            data=lambda w: {
+                "run": w.run.pk,
+                "name": "new",
+                "source": "run",
+                "raters": 1,
+            },
+        ),
+    ],
     "review_agreement": [Check("GET", EDIT, ("queue_id",))],
     "review_save_dataset": [Check("POST", EDIT, ("queue_id",), data=_given({}))],
     "review_adjudicate": [

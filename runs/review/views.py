@@ -8,14 +8,17 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from runs.access import Action, can, require
-from runs.errors import InvalidInput
-from runs.models import ReviewQueue, RubricKind
+from runs.errors import Conflict, InvalidInput
+from runs.models import ReviewQueue, ReviewSource, RubricKind
+from runs.results.selectors import run_get
 from runs.review import adjudication, selectors, services
 from runs.review.agreement import queue_agreement
 from runs.review.export import queue_dataset_create
+from runs.review.forms import QueueForm
+from runs.web.forms import add_domain_error
 from runs.web.requests import AuthedRequest
 
 
@@ -150,3 +153,40 @@ def review_save_dataset(request: AuthedRequest, queue_id: int) -> HttpResponse:
         return redirect("runs:review_agreement", queue_id=queue.pk)
     messages.success(request, f"Saved {dataset.item_count} labelled items.")
     return redirect("runs:dataset_detail", dataset_id=dataset.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def review_queue_new(request: AuthedRequest) -> HttpResponse:
+    """Create a queue over a run (all of it, a filter, a cluster, a stratified
+    sample) or a comparison of two runs, with its rubric; editors only."""
+    initial = {"run": request.GET.get("run", "")}
+    form = QueueForm(request.POST or None, initial=initial)
+    if form.is_bound and form.is_valid():
+        data = form.cleaned_data
+        run = run_get(user=request.user, run_id=data["run"])
+        require(request.user, run.project, Action.EDIT)
+        other = None
+        if data["source"] == ReviewSource.COMPARISON and data["other_run"]:
+            other = run_get(user=request.user, run_id=data["other_run"])
+        try:
+            queue = services.queue_create(
+                user=request.user,
+                run=run,
+                other_run=other,
+                name=data["name"],
+                description=data["description"],
+                source=data["source"],
+                source_params=form.source_params(),
+                rubric=form.rubric(),
+                raters=data["raters"],
+                reviewers=form.reviewer_names() or None,
+                blind=data["blind"],
+            )
+        except InvalidInput as exc:
+            add_domain_error(form, exc)
+        except Conflict as exc:
+            form.add_error(None, str(exc))
+        else:
+            messages.success(request, f"Queue {queue.scorer_name} created.")
+            return redirect("runs:review_queue_list")
+    return render(request, "runs/review/queue_new.html", {"form": form})
