@@ -223,3 +223,26 @@ def test_a_bad_adjudication_names_the_field(bob_client, labelled):
     assert response.status_code == 400
     assert "value" in response.content.decode()
     assert not ReviewAdjudication.objects.exists()
+
+
+def test_three_raters_with_a_missing_label_match_the_references(
+    alice, bob, victor, dataset
+):
+    """Fleiss' kappa over the items all three labelled; alpha with the gap."""
+    queue = queue_create(user=bob, run=ended_run(dataset), name="t", raters=3)
+    third = ["pass", "fail", "fail", "fail", "fail", "pass", "pass", "pass", "pass"]
+    label_all(alice, queue, FIRST)
+    label_all(bob, queue, SECOND)
+    label_all(victor, queue, third)  # the last item has two labels only
+    (section,) = queue_agreement(queue=queue, replicates=50)
+    found = {e.statistic: e for e in section.estimates}
+    rows = [FIRST, SECOND, [*third, None]]
+    data = np.array(
+        [[np.nan if v is None else float(v == "pass") for v in row] for row in rows]
+    )
+    alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert found["krippendorff_alpha_nominal"].value == pytest.approx(alpha)
+    complete = data[:, :9].T.astype(int)
+    counts, _ = aggregate_raters(complete)
+    assert found["fleiss_kappa"].value == pytest.approx(fleiss_kappa(counts))
+    assert "cohen_kappa" not in found
