@@ -19,6 +19,10 @@ from runs.analysis.agreement import (
 from runs.models import ReviewAdjudication, ReviewItem, ReviewQueue, RubricKind
 from runs.review.selectors import LabelMatrix, queue_label_matrix
 
+# The disputed items listed (the count says how many there are in all).
+DISPUTED_LIMIT = 200
+MAX_DISPUTED_LIMIT = 100_000
+
 # The statistics shown, in order; those a queue cannot have are left out.
 ORDER = (
     "percent_agreement",
@@ -52,6 +56,7 @@ class CriterionAgreement:
     estimates: list[Estimate]
     disputed: list[Disputed] = field(default_factory=list)
     undefined: str = ""  # why nothing can be measured yet
+    disputed_total: int = 0  # ``disputed`` holds the first of them
 
 
 def rubric_levels(rubric: dict[str, Any]) -> list[Level]:
@@ -77,8 +82,10 @@ def criterion_agreement(
     criterion: str | None = None,
     *,
     replicates: int = BOOTSTRAP,
+    disputed_limit: int = DISPUTED_LIMIT,
 ) -> CriterionAgreement:
-    """The agreement of the queue's raters on one criterion (or the label)."""
+    """The agreement of the queue's raters on one criterion (or the label),
+    with the first ``disputed_limit`` disputed items (in the queue's order)."""
     matrix = queue_label_matrix(queue=queue, criterion=criterion)
     levels = rubric_levels(queue.rubric)
     if not matrix.raters:
@@ -96,13 +103,11 @@ def criterion_agreement(
         found.update(report.estimates)
         disagreements = report.disagreements
     estimates = [found[name] for name in ORDER if name in found]
+    total = len(disagreements)
+    disagreements = disagreements[:disputed_limit]
     positions = [matrix.items[d.item] for d in disagreements]
-    ids = dict(
-        ReviewItem.objects.filter(queue=queue, position__in=positions).values_list(
-            "position", "pk"
-        )
-    )
-    settled = _settled(list(ids.values()), criterion)
+    ids = _item_ids(queue, positions)
+    settled = _settled(queue, criterion)
     disputed = [
         Disputed(
             review_item=ids[position],
@@ -124,13 +129,25 @@ def criterion_agreement(
         list(levels),
         estimates,
         disputed,
+        disputed_total=total,
     )
 
 
-def _settled(item_ids: list[int], criterion: str | None) -> dict[int, tuple[Any, str]]:
+def _item_ids(queue: ReviewQueue, positions: list[int]) -> dict[int, int]:
+    """The review items' ids by position."""
+    if not positions:
+        return {}
+    rows = ReviewItem.objects.filter(
+        queue=queue, position__gte=positions[0], position__lte=positions[-1]
+    ).values_list("position", "pk")
+    wanted = set(positions)
+    return {position: pk for position, pk in rows if position in wanted}
+
+
+def _settled(queue: ReviewQueue, criterion: str | None) -> dict[int, tuple[Any, str]]:
     """The latest adjudicated value of each item (of the criterion), and by whom."""
     rows = (
-        ReviewAdjudication.objects.filter(review_item_id__in=item_ids)
+        ReviewAdjudication.objects.filter(review_item__queue=queue)
         .order_by("review_item_id", "changed_at", "pk")
         .values_list("review_item_id", "value", "criteria", "user__username")
     )
@@ -142,8 +159,16 @@ def _settled(item_ids: list[int], criterion: str | None) -> dict[int, tuple[Any,
 
 
 def queue_agreement(
-    *, queue: ReviewQueue, replicates: int = BOOTSTRAP
+    *,
+    queue: ReviewQueue,
+    replicates: int = BOOTSTRAP,
+    disputed_limit: int = DISPUTED_LIMIT,
 ) -> list[CriterionAgreement]:
     """The agreement on the queue's label, then on each of its criteria."""
     names: list[str | None] = [None, *queue.rubric.get("criteria", [])]
-    return [criterion_agreement(queue, name, replicates=replicates) for name in names]
+    return [
+        criterion_agreement(
+            queue, name, replicates=replicates, disputed_limit=disputed_limit
+        )
+        for name in names
+    ]

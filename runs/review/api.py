@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from ninja import Router, Status
+from ninja import Field, Router, Status
 
 from runs.access import Action, require
 from runs.datasets.schemas import DatasetOut
 from runs.models import ReviewLabel
 from runs.results.selectors import run_get
 from runs.review import adjudication, selectors, services
-from runs.review.agreement import queue_agreement
+from runs.review.agreement import (
+    DISPUTED_LIMIT,
+    MAX_DISPUTED_LIMIT,
+    queue_agreement,
+)
 from runs.review.export import queue_dataset_create
 from runs.review.schemas import (
     AdjudicationIn,
@@ -152,13 +156,18 @@ def label_matrix(
 @review_router.get(
     "/{queue_id}/agreement", response={200: list[CriterionAgreementOut], **ERRORS}
 )
-def queue_agreement_get(request: ApiRequest, queue_id: DbId) -> Any:
+def queue_agreement_get(
+    request: ApiRequest,
+    queue_id: DbId,
+    disputed: Annotated[int, Field(ge=0, le=MAX_DISPUTED_LIMIT)] = DISPUTED_LIMIT,
+) -> Any:
     """Agreement between the raters (percent, Cohen's and Fleiss' kappa,
     Krippendorff's alpha at the rubric's level, with bootstrap intervals),
-    per criterion, and the disputed items; editors only, as the matrix."""
+    per criterion, and the first ``disputed`` disputed items; editors only,
+    as the matrix."""
     queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
     require(request.auth, queue.project, Action.EDIT)
-    return queue_agreement(queue=queue)
+    return queue_agreement(queue=queue, disputed_limit=disputed)
 
 
 @review_router.post(

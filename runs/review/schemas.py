@@ -167,7 +167,8 @@ class CriterionAgreementOut(Schema):
     items: int
     levels: list[str]
     estimates: list[EstimateOut]
-    disputed: list[DisputedOut]
+    disputed: list[DisputedOut] = Field(description="the first disputed items")
+    disputed_total: int = Field(description="how many items are disputed in all")
     undefined: str
 
 

@@ -246,3 +246,11 @@ def test_three_raters_with_a_missing_label_match_the_references(
     counts, _ = aggregate_raters(complete)
     assert found["fleiss_kappa"].value == pytest.approx(fleiss_kappa(counts))
     assert "cohen_kappa" not in found
+
+
+def test_the_disputed_list_is_cut_and_counted(bob_client, labelled):
+    url = f"{API}/{labelled.pk}/agreement"
+    (section,) = bob_client.get(f"{url}?disputed=1").json()
+    assert section["disputed_total"] == 3
+    assert [row["position"] for row in section["disputed"]] == [1]
+    assert bob_client.get(f"{url}?disputed=-1").status_code in (400, 422)
