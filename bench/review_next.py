@@ -13,7 +13,11 @@ the label that frees the reviewer for the next one:
 - the same by one of the three, who must skip the items they labelled;
 - ``GET /review/{id}/`` (the page's link: the claim and its redirect) and the
   review page it leads to;
-- ``PUT .../labels/{id}`` (the label, its history and the consensus score).
+- ``PUT .../labels/{id}`` (the label, its history and the consensus score);
+- ``GET /api/v1/review-queues/{id}/agreement`` by an editor (the label
+  matrix, every statistic with 1,000 bootstrap replicates, the disputed
+  items; the raters disagree on about a third of the items) and the
+  agreement page.
 
     .venv/bin/python bench/review_next.py [--items 10000] [--repeat 20]
     DATABASE_URL=postgres://... .venv/bin/python bench/review_next.py
@@ -50,11 +54,12 @@ def _prefill(queue: Any, users: list[Any], open_items: int) -> None:
         ReviewLabel.objects.bulk_create(
             (
                 ReviewLabel(
-                    queue=queue, review_item=item, reviewer=user, value="pass",
+                    queue=queue, review_item=item, reviewer=user,
+                    value="fail" if (item.position + n) % 7 == 0 else "pass",
                     assigned_at=now, submitted_at=now, updated_at=now,
                 )
                 for item in full
-                for user in users
+                for n, user in enumerate(users)
             ),
             batch_size=5_000,
         )  # fmt: skip
@@ -158,6 +163,16 @@ def run(args: argparse.Namespace) -> None:
     _report("GET /review/{id}/ (claim, redirect)", spent)
     _report("review page", pages)
     _report("PUT label (history, consensus)", saves)
+    editor = client_for(seeded.user)
+    agreement = min(args.repeat, 5)
+
+    def ok(response: Any) -> None:
+        assert response.status_code == 200, response.content[:200]
+
+    spent = _timed(agreement, lambda: editor.get(f"{api}/agreement"), ok)
+    _report("GET agreement (API)", spent)
+    spent = _timed(agreement, lambda: editor.get(f"/review/{queue.pk}/agreement/"), ok)
+    _report("agreement page", spent)
 
 
 def _report(what: str, spent: list[float]) -> None:

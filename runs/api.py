@@ -15,7 +15,7 @@ from runs.datasets.api import dataset_router
 from runs.errors import DomainError, Forbidden, InvalidInput, TooManyRequests
 from runs.estimates.api import estimate_router
 from runs.evaluations.api import evaluation_router
-from runs.judges.api import judge_router
+from runs.judges.api import judge_router, judge_settings_router
 from runs.leaderboard.api import leaderboard_router
 from runs.projects.api import (
     ApiKeyAuth,
@@ -73,6 +73,7 @@ api.add_router("/alert-channels", channel_router)
 api.add_router("/runs", judge_router)
 api.add_router("/evaluations", evaluation_router)
 api.add_router("/projects", embeddings_router)
+api.add_router("/projects", judge_settings_router)
 api.add_router("/review-queues", review_router)
 api.add_router("/results", result_trajectory_router)
 api.add_router("/trajectories", trajectory_router)

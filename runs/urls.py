@@ -10,6 +10,7 @@ from runs.datasets import urls as datasets
 from runs.demo import urls as demo
 from runs.estimates import urls as estimates
 from runs.evaluations import urls as evaluations
+from runs.judges import urls as judges
 from runs.leaderboard import urls as leaderboard
 from runs.projects import urls as projects
 from runs.rescore import urls as rescore
@@ -37,4 +38,5 @@ urlpatterns = [
     *evaluations.urlpatterns,
     *review.urlpatterns,
     *trajectories.urlpatterns,
+    *judges.urlpatterns,
 ]

@@ -83,6 +83,7 @@ class World:
     schedule_id: int = 0
     queue_id: int = 0
     label_id: int = 0
+    item_id: int = 0
 
 
 Build = Callable[[World], Any]
@@ -121,6 +122,7 @@ def _ids(w: World) -> dict[str, Any]:
         "schedule_id": w.schedule_id,
         "queue_id": w.queue_id,
         "label_id": w.label_id,
+        "item_id": w.item_id,
     }
 
 
@@ -220,6 +222,10 @@ RENAME = _given({"name": "renamed"})
 TRY = _given({"input": "1 + 1"})
 RESCORE = _given({"scorers": ["numeric"]})
 RENOTE = _given({"description": "what to look for"})
+SETTLE = _given({"value": "fail"})
+THRESHOLDS = _given({"judge_min_items": 20})
+THRESHOLDS_FORM = _given({"judge_kappa_threshold": 0.7, "judge_min_items": 20})
+SETTLE_FORM = _given({"value": '"fail"'})
 
 
 def _own_label(w: World) -> dict[str, Any]:
@@ -317,6 +323,26 @@ PAGES: dict[str, list[Check]] = {
     "review_queue_list": [Check("GET", ACCOUNT, scoped=True)],
     "review_next": [Check("GET", VIEW, ("queue_id",))],
     "review_label": [Check("GET", OWNER, ("queue_id", "label_id"))],
+    "run_judges": [Check("GET", VIEW, RUN)],
+    "run_judges_thresholds": [Check("POST", MANAGE, RUN, data=THRESHOLDS_FORM)],
+    "review_queue_new": [
+        Check("GET", ACCOUNT),
+        Check(
+            "POST",
+            EDIT,
+            data=lambda w: {
+                "run": w.run.pk,
+                "name": "new",
+                "source": "run",
+                "raters": 1,
+            },
+        ),
+    ],
+    "review_agreement": [Check("GET", EDIT, ("queue_id",))],
+    "review_save_dataset": [Check("POST", EDIT, ("queue_id",), data=_given({}))],
+    "review_adjudicate": [
+        Check("POST", EDIT, ("queue_id", "item_id"), data=SETTLE_FORM)
+    ],
 }
 
 OPERATIONS: dict[tuple[str, str], list[Check]] = {
@@ -441,6 +467,10 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
         )
     ],
     ("GET", "/runs/{run_id}/judge-agreement"): [Check("GET", VIEW)],
+    ("GET", "/projects/{project_id}/judge-calibration"): [Check("GET", VIEW)],
+    ("PATCH", "/projects/{project_id}/judge-calibration"): [
+        Check("PATCH", MANAGE, data=THRESHOLDS)
+    ],
     ("POST", "/evaluations"): [Check("POST", EDIT, data=_new_evaluation)],
     ("GET", "/evaluations"): [Check("GET", ACCOUNT, scoped=True)],
     ("GET", "/evaluations/{evaluation_id}"): [Check("GET", VIEW)],
@@ -471,6 +501,16 @@ OPERATIONS: dict[tuple[str, str], list[Check]] = {
         Check("PUT", OWNER, data=_given({"value": "fail"}))
     ],
     ("GET", "/review-queues/{queue_id}/matrix"): [Check("GET", EDIT)],
+    ("GET", "/review-queues/{queue_id}/agreement"): [Check("GET", EDIT)],
+    ("POST", "/review-queues/{queue_id}/dataset"): [
+        Check("POST", EDIT, data=_given({}))
+    ],
+    ("POST", "/review-queues/{queue_id}/items/{item_id}/adjudication"): [
+        Check("POST", EDIT, data=SETTLE)
+    ],
+    ("DELETE", "/review-queues/{queue_id}/items/{item_id}/adjudication"): [
+        Check("DELETE", EDIT)
+    ],
 }
 
 
@@ -610,6 +650,7 @@ def world(
         schedule_id=schedule.pk,
         queue_id=queue.pk,
         label_id=label.pk,
+        item_id=label.review_item_id,
     )
 
 

@@ -14,8 +14,15 @@ import re
 from pathlib import Path
 
 import pytest
+from statsmodels.stats.inter_rater import cohens_kappa, to_table
 
-from tests.browser import CHROMIUM_ARGS, PASSWORD, chromium_path, manage_shell
+from tests.browser import (
+    CHROMIUM_ARGS,
+    PASSWORD,
+    USERNAME,
+    chromium_path,
+    manage_shell,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -71,13 +78,36 @@ def verdict(reviewer: str, index: int) -> str:
     return "fail" if index % 4 == 0 else "pass"
 
 
-def review_with_keys(page, server: str, queue: int, reviewer: str) -> list[int]:
-    """Sign in, open the queue, then label every item with the keyboard."""
+def sign_in(page, server: str, username: str) -> None:
     page.goto(f"{server}/login/")
-    page.fill("#id_username", reviewer)
+    page.fill("#id_username", username)
     page.fill("#id_password", PASSWORD)
     page.keyboard.press("Enter")
     page.wait_for_url(f"{server}/")
+
+
+def expected_kappa() -> float:
+    """Cohen's kappa of the two reviewers' verdicts, by statsmodels."""
+    pairs = [
+        [verdict("ada", i) == "pass", verdict("grace", i) == "pass"]
+        for i in range(ITEMS)
+    ]
+    table, _ = to_table([[int(a), int(b)] for a, b in pairs])
+    return float(cohens_kappa(table).kappa)
+
+
+def agreement_kappa(page, server: str, queue: int) -> str:
+    """The project's editor reads Cohen's kappa off the queue's agreement page."""
+    sign_in(page, server, USERNAME)
+    page.goto(f"{server}/review/")
+    page.click(f'tr[data-queue="{queue}"] a:text("Agreement")')
+    cell = page.locator('tr[data-statistic="cohen_kappa"] td.value')
+    return cell.inner_text().strip()
+
+
+def review_with_keys(page, server: str, queue: int, reviewer: str) -> list[int]:
+    """Sign in, open the queue, then label every item with the keyboard."""
+    sign_in(page, server, reviewer)
     page.goto(f"{server}/review/{queue}/")
     seen = []
     while page.locator("#review").count():
@@ -114,9 +144,13 @@ def test_two_reviewers_label_100_items_with_the_keyboard(
                 page.on("pageerror", lambda error: problems.append(str(error)))
                 seen = review_with_keys(page, server, queue, reviewer)
                 assert seen == list(range(ITEMS))
+            page = browser.new_context().new_page()
+            page.on("pageerror", lambda error: problems.append(str(error)))
+            kappa = agreement_kappa(page, server, queue)
         finally:
             browser.close()
     assert problems == []
+    assert kappa == f"{expected_kappa():.3f}"
     read = manage_shell(tmp_path, READ_BACK.format(queue=queue, run=run))
     found = json.loads(read.strip().splitlines()[-1])
     assert found["raters"] == ["ada", "grace"]

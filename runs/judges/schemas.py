@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from ninja import Field, Schema
 
+from runs.web.schemas import BodyIn
+
 
 class ConfusionOut(Schema):
     """Failure is the positive class: a judge is used to find failures."""
@@ -51,3 +53,18 @@ class JudgeAgreementOut(Schema):
     kappa_threshold: float = Field(description="the project's threshold of kappa")
     min_items: int = Field(description="the project's minimum of items")
     judges: list[JudgeHumanOut]
+
+
+class JudgeThresholdsIn(BodyIn):
+    judge_kappa_threshold: float | None = Field(
+        None, description="Cohen's kappa a judge needs against people (0 to 1)"
+    )
+    judge_min_items: int | None = Field(
+        None, description="items both judged before a judge can be calibrated"
+    )
+
+
+class JudgeThresholdsOut(Schema):
+    project: int = Field(alias="pk")
+    judge_kappa_threshold: float
+    judge_min_items: int

@@ -30,6 +30,7 @@ from runs.models.results import (
 from runs.models.retries import RetryPass
 from runs.models.review import (
     HUMAN_SCORER_PREFIX,
+    ReviewAdjudication,
     ReviewItem,
     ReviewLabel,
     ReviewLabelChange,
@@ -73,6 +74,7 @@ __all__ = [
     "Result",
     "ResultStatus",
     "RetryPass",
+    "ReviewAdjudication",
     "ReviewItem",
     "ReviewLabel",
     "ReviewLabelChange",

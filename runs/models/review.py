@@ -178,3 +178,26 @@ class ReviewLabelChange(models.Model):
 
     def __str__(self) -> str:
         return f"label {self.label_id} at {self.changed_at}: {self.value!r}"
+
+
+class ReviewAdjudication(models.Model):
+    """An adjudicator's label that settles a disputed item, by whom and when.
+
+    The latest one of an item is its consensus; earlier ones are its history.
+    """
+
+    review_item = models.ForeignKey(
+        ReviewItem, on_delete=models.CASCADE, related_name="adjudications"
+    )
+    user = user_kept_null(related_name="+")
+    changed_at = models.DateTimeField()
+    value = models.JSONField(null=True, blank=True)
+    criteria = models.JSONField(default=dict, blank=True)
+    note = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["review_item", "changed_at", "id"]
+        indexes = [models.Index(fields=["review_item", "changed_at"])]
+
+    def __str__(self) -> str:
+        return f"item {self.review_item_id} settled at {self.changed_at}"

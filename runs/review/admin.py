@@ -2,7 +2,8 @@
 
 Queues are made through the API (which checks their source and rubric);
 here they are read, their reviewers and flags changed, or deleted, which
-also takes their scores off the run. Labels and their history are read only.
+also takes their scores off the run. Labels, their history and the
+adjudications of disputed items are read only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from runs.models import ReviewLabel, ReviewLabelChange, ReviewQueue
+from runs.models import ReviewAdjudication, ReviewLabel, ReviewLabelChange, ReviewQueue
 from runs.review.scores import scorer_detach
 
 
@@ -71,6 +72,17 @@ class ReviewLabelAdmin(admin.ModelAdmin):
     list_select_related = ["queue", "review_item", "reviewer"]
     readonly_fields = [f.name for f in ReviewLabel._meta.fields]
     inlines = [ReviewLabelChangeInline]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(ReviewAdjudication)
+class ReviewAdjudicationAdmin(admin.ModelAdmin):
+    list_display = ["review_item", "user", "value", "changed_at"]
+    search_fields = ["user__username", "note"]
+    list_select_related = ["review_item", "user"]
+    readonly_fields = [f.name for f in ReviewAdjudication._meta.fields]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

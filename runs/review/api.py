@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from ninja import Router, Status
+from ninja import Field, Router, Status
 
 from runs.access import Action, require
+from runs.datasets.schemas import DatasetOut
 from runs.models import ReviewLabel
 from runs.results.selectors import run_get
-from runs.review import selectors, services
+from runs.review import adjudication, selectors, services
+from runs.review.agreement import (
+    DISPUTED_LIMIT,
+    MAX_DISPUTED_LIMIT,
+    queue_agreement,
+)
+from runs.review.export import queue_dataset_create
 from runs.review.schemas import (
+    AdjudicationIn,
+    AdjudicationOut,
+    CriterionAgreementOut,
+    DatasetSaveIn,
     LabelCreateIn,
     LabelIn,
     LabelOut,
@@ -140,3 +151,74 @@ def label_matrix(
     queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
     require(request.auth, queue.project, Action.EDIT)
     return selectors.queue_label_matrix(queue=queue, criterion=criterion)
+
+
+@review_router.get(
+    "/{queue_id}/agreement", response={200: list[CriterionAgreementOut], **ERRORS}
+)
+def queue_agreement_get(
+    request: ApiRequest,
+    queue_id: DbId,
+    disputed: Annotated[int, Field(ge=0, le=MAX_DISPUTED_LIMIT)] = DISPUTED_LIMIT,
+) -> Any:
+    """Agreement between the raters (percent, Cohen's and Fleiss' kappa,
+    Krippendorff's alpha at the rubric's level, with bootstrap intervals),
+    per criterion, and the first ``disputed`` disputed items; editors only,
+    as the matrix."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    require(request.auth, queue.project, Action.EDIT)
+    return queue_agreement(queue=queue, disputed_limit=disputed)
+
+
+@review_router.post(
+    "/{queue_id}/items/{item_id}/adjudication",
+    response={201: AdjudicationOut, **ERRORS},
+)
+def adjudicate_item(
+    request: ApiRequest, queue_id: DbId, item_id: DbId, payload: AdjudicationIn
+) -> Status[Any]:
+    """Settle an item with the adjudicator's label: it becomes the item's
+    consensus score (kept with who and when); editors only."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    item = adjudication.review_item_get(queue=queue, review_item_id=item_id)
+    row = adjudication.item_adjudicate(
+        user=request.auth,
+        queue=queue,
+        review_item=item,
+        value=payload.value,
+        criteria=payload.criteria,
+        note=payload.note,
+    )
+    return Status(201, row)
+
+
+@review_router.delete(
+    "/{queue_id}/items/{item_id}/adjudication", response={204: None, **ERRORS}
+)
+def withdraw_adjudication(
+    request: ApiRequest, queue_id: DbId, item_id: DbId
+) -> Status[None]:
+    """Withdraw the item's adjudication: the raters' consensus returns."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    item = adjudication.review_item_get(queue=queue, review_item_id=item_id)
+    adjudication.item_adjudication_withdraw(
+        user=request.auth, queue=queue, review_item=item
+    )
+    return Status(204, None)
+
+
+@review_router.post("/{queue_id}/dataset", response={201: DatasetOut, **ERRORS})
+def save_review_dataset(
+    request: ApiRequest, queue_id: DbId, payload: DatasetSaveIn
+) -> Status[Any]:
+    """Save the labelled items as a dataset for the ``scorer`` target: input
+    the output judged, expected the people's verdict, metadata the judged
+    item's input and expected answer; editors only."""
+    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
+    dataset = queue_dataset_create(
+        user=request.auth,
+        queue=queue,
+        name=payload.name,
+        description=payload.description,
+    )
+    return Status(201, dataset)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from runs.errors import InvalidInput
@@ -148,9 +148,12 @@ class Consensus:
     label: Any
     raters: int
     tie: bool = False
+    settled: bool = False  # by an adjudicator's label
 
     @property
     def reason(self) -> str:
+        if self.settled:
+            return f"adjudicated: {self.label}"
         raters = f"{self.raters} rater{'s' if self.raters != 1 else ''}"
         if self.tie:
             return f"tie between raters: {self.label} ({raters})"
@@ -198,6 +201,14 @@ def consensus(rubric: dict[str, Any], values: Sequence[Any]) -> Consensus | None
     return Consensus(count / n, None, top, n, tie)
 
 
+def adjudicated(rubric: dict[str, Any], value: Any) -> Consensus | None:
+    """The consensus an adjudicator's label settles on (None without one)."""
+    found = consensus(rubric, [value])
+    if found is None:
+        return None
+    return replace(found, settled=True)
+
+
 def _side_label(top: Any) -> str:
     names = {"a": "this run preferred", "b": "the other run preferred", "tie": "tie"}
     return names.get(top, str(top))
@@ -211,4 +222,4 @@ def mirrored(found: Consensus) -> Consensus:
         "this run preferred": "the other run preferred",
         "the other run preferred": "this run preferred",
     }.get(str(found.label), found.label)
-    return Consensus(value, passed, label, found.raters, found.tie)
+    return Consensus(value, passed, label, found.raters, found.tie, found.settled)

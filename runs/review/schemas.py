@@ -142,3 +142,52 @@ class MatrixOut(Schema):
     items: list[int]
     raters: list[str]
     values: list[list[Any]]
+
+
+class EstimateOut(Schema):
+    statistic: str
+    value: float | None
+    items: int
+    undefined: str = Field(description="why the statistic is not defined, if not")
+    interval: tuple[float, float] | None
+    confidence: float
+
+
+class DisputedOut(Schema):
+    review_item: int
+    position: int
+    labels: dict[str, Any] = Field(description="each rater's label, by username")
+    settled: Any = Field(description="the adjudicated label, if any")
+    settled_by: str
+
+
+class CriterionAgreementOut(Schema):
+    criterion: str | None = Field(description="null: the queue's overall label")
+    raters: list[str]
+    items: int
+    levels: list[str]
+    estimates: list[EstimateOut]
+    disputed: list[DisputedOut] = Field(description="the first disputed items")
+    disputed_total: int = Field(description="how many items are disputed in all")
+    undefined: str
+
+
+class AdjudicationIn(BodyIn):
+    value: Any = Field(description="the label that settles the item")
+    criteria: dict[str, Any] | None = None
+    note: str = ""
+
+
+class AdjudicationOut(Schema):
+    id: int
+    review_item: int = Field(alias="review_item_id")
+    value: Any
+    criteria: dict[str, Any]
+    note: str
+    user: str | None = Field(None, alias="user.username")
+    changed_at: datetime
+
+
+class DatasetSaveIn(BodyIn):
+    name: str = Field("", description='default: "<queue> labels"')
+    description: str = ""

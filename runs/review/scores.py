@@ -17,6 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from runs.models import (
+    ReviewAdjudication,
     ReviewItem,
     ReviewLabel,
     ReviewQueue,
@@ -27,7 +28,7 @@ from runs.models import (
 from runs.records.signatures import score_signature
 from runs.records.versions import results_changed
 from runs.rescore.selectors import initial_pass
-from runs.review.rubric import Consensus, consensus, mirrored
+from runs.review.rubric import Consensus, adjudicated, consensus, mirrored
 
 HUMAN_KIND = "human"
 
@@ -104,12 +105,25 @@ def _write(result_id: int, name: str, found: Consensus | None) -> int:
 
 def item_consensus(queue: ReviewQueue, review_item: ReviewItem) -> dict[str, Any]:
     """The consensus of the item's submitted labels, by scorer name."""
+    rubric = queue.rubric
+    settled = (
+        ReviewAdjudication.objects.filter(review_item=review_item)
+        .order_by("-changed_at", "-pk")
+        .values_list("value", "criteria")
+        .first()
+    )
+    if settled is not None:
+        value, criteria = settled
+        found = {queue.scorer_name: adjudicated(rubric, value)}
+        for criterion in rubric.get("criteria", []):
+            name = f"{queue.scorer_name}/{criterion}"
+            found[name] = adjudicated(rubric, criteria.get(criterion))
+        return found
     labels = list(
         ReviewLabel.objects.filter(
             review_item=review_item, submitted_at__isnull=False
         ).values_list("value", "criteria")
     )
-    rubric = queue.rubric
     found = {queue.scorer_name: consensus(rubric, [value for value, _ in labels])}
     for criterion in rubric.get("criteria", []):
         values = [criteria.get(criterion) for _, criteria in labels]

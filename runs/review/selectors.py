@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
-from django.db.models import Q, QuerySet
+from django.db.models import Q, QuerySet, TextField
+from django.db.models.functions import Cast
 
 from runs.errors import NotFound
 from runs.models import HUMAN_SCORER_PREFIX, ReviewItem, ReviewLabel, ReviewQueue, Score
@@ -224,15 +225,24 @@ def queue_label_matrix(
     """The queue's labels as an items by raters matrix (of one criterion)."""
     if criterion is not None and criterion not in queue.rubric.get("criteria", []):
         raise NotFound(f"no criterion {criterion!r} in this queue")
+    # The column as JSON text, decoded once per distinct text: a queue's
+    # labels take few values, and decoding each row's dominated the read.
+    column = "value" if criterion is None else "criteria"
     rows = (
         ReviewLabel.objects.filter(queue=queue, submitted_at__isnull=False)
         .order_by()
-        .values_list("review_item__position", "reviewer__username", "value", "criteria")
+        .annotate(raw=Cast(column, output_field=TextField()))
+        .values_list("review_item__position", "reviewer__username", "raw")
     )
+    decoded: dict[str | None, Any] = {None: None}
     cells: dict[tuple[int, str], Any] = {}
     raters: set[str] = set()
-    for position, rater, value, criteria in rows.iterator(chunk_size=5_000):
-        picked = value if criterion is None else criteria.get(criterion)
+    for position, rater, raw in rows.iterator(chunk_size=5_000):
+        if raw not in decoded:
+            decoded[raw] = json.loads(raw)
+        picked = decoded[raw]
+        if criterion is not None:
+            picked = picked.get(criterion) if isinstance(picked, dict) else None
         if isinstance(picked, list):
             picked = tuple(picked)
         cells[(position, rater)] = picked
