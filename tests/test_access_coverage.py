@@ -108,7 +108,7 @@ def _ids(w: World) -> dict[str, Any]:
     return {
         "run_id": w.run.pk,
         "result_id": w.result.pk,
-        "item_id": w.result.item_id,
+        "dataset_item_id": w.result.item_id,
         "dataset_id": w.dataset.pk,
         "target_id": w.target.pk,
         "project_id": w.project.pk,
@@ -212,7 +212,7 @@ PROJECT = ("project_id",)
 COMPARE = "?baseline={run_id}&candidates={run_id}"
 PAIR = "?baseline={run_id}&candidate={run_id}&scorer=exact_match"
 RANK = "?runs={run_id}"
-DIFF = "?item={item_id}&runs={run_id},{run_id}"
+DIFF = "?item={dataset_item_id}&runs={run_id},{run_id}"
 PLAN = COMPARE + "&delta=0.1&pass_rate=0.5&discordance=0.2"
 # Leaving a project needs only membership: victor may remove himself.
 LEAVES = {"victor": THROUGH}
