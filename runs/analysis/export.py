@@ -35,6 +35,7 @@ from django.utils.text import slugify
 
 from runs.models import RESULT_OUTCOME, Result, Run, Score, Step
 from runs.plugins.scorers import SCORERS
+from runs.records.step_rows import STEP_DATA_FIELDS
 
 CHUNK_SIZE = 1000
 
@@ -71,24 +72,7 @@ RUN_COLUMNS = ("run_retry_replaced", "run_retry_replaced_answers")
 # A result's trajectory: its number of steps and of tool calls in both
 # formats, and in JSON Lines the steps themselves (``steps``, in order).
 STEP_COLUMNS = ("step_count", "tool_call_count")
-STEP_EXPORT_FIELDS = (
-    "index",
-    "kind",
-    "name",
-    "call_hash",
-    "call_id",
-    "arguments",
-    "output",
-    "arguments_bytes",
-    "output_bytes",
-    "error",
-    "error_type",
-    "latency_ms",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost",
-    "model",
-)
+STEP_EXPORT_FIELDS = STEP_DATA_FIELDS
 
 
 @dataclass(frozen=True, slots=True)

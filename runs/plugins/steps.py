@@ -65,6 +65,15 @@ def _stable(value: Any) -> str:
     return f"<{type(value).__name__}>"
 
 
+def _encoded(value: Any, limit: int) -> tuple[str, str | None, int]:
+    """``value``'s compact JSON text, the start of it that fits in ``limit``
+    bytes when it is longer (else None), and its full size in bytes."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_stable)
+    data = text.encode()
+    cut = data[:limit].decode("utf-8", "ignore") if len(data) > limit else None
+    return text, cut, len(data)
+
+
 def bounded(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[Any, int]:
     """``value`` as kept (cut to ``limit`` bytes of JSON when longer) and its full size.
 
@@ -73,11 +82,8 @@ def bounded(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[Any, int]:
     """
     if value is None:
         return None, 0
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_stable)
-    data = text.encode()
-    if len(data) <= limit:
-        return value, len(data)
-    return data[:limit].decode("utf-8", "ignore"), len(data)
+    _, cut, size = _encoded(value, limit)
+    return (value if cut is None else cut), size
 
 
 def bounded_json(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[str | None, int]:
@@ -85,8 +91,5 @@ def bounded_json(value: Any, limit: int = STEP_PAYLOAD_BYTES) -> tuple[str | Non
     and the full size: the value encoded once."""
     if value is None:
         return None, 0
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_stable)
-    data = text.encode()
-    if len(data) <= limit:
-        return text, len(data)
-    return json.dumps(data[:limit].decode("utf-8", "ignore")), len(data)
+    text, cut, size = _encoded(value, limit)
+    return (text if cut is None else json.dumps(cut)), size

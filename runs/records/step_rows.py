@@ -20,8 +20,9 @@ from runs.records.plain_rows import insert, table
 
 # A step's error is kept up to this many characters.
 ERROR_CHARS = 4000
-STEP_FIELDS = (
-    "result_id",
+# A step's own columns, in the order of ``step_row`` after its result's id
+# (the export writes them in this order too).
+STEP_DATA_FIELDS = (
     "index",
     "kind",
     "name",
@@ -39,6 +40,7 @@ STEP_FIELDS = (
     "cost",
     "model",
 )
+STEP_FIELDS = ("result_id", *STEP_DATA_FIELDS)
 
 
 def _count(value: Any) -> int | None:

@@ -12,7 +12,7 @@ from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
 from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 from runs.pools.threads import run_in_thread
-from runs.scorers.patterns import compile_user_pattern
+from runs.scorers.patterns import schema_pattern_problem
 
 # The pool's own limit on one validation, for a caller without a timeout:
 # the longest scorer timeout a run may set. The run's timeout comes first.
@@ -82,17 +82,9 @@ def _schema_problem(schema: Any, *, max_depth: int) -> str:
     RE2 cannot run), or ""."""
     # jsonschema and RE2 load with the first schema: a run without one never needs them.
     from runs.pools.json_schemas import schema_problem
-    from runs.pools.json_validation import patterns
 
     problem = schema_problem(schema, max_depth=max_depth)
-    if problem:
-        return problem
-    for where, pattern in patterns(schema):
-        try:
-            compile_user_pattern(pattern)
-        except ValueError as exc:
-            return f"the regular expression at {where} {exc}"
-    return ""
+    return problem or schema_pattern_problem(schema)
 
 
 @register

@@ -56,6 +56,7 @@ from runs.targets.chat_client import (
     MissingField,
     SystemPrompt,
     Temperature,
+    chat_body,
     fill_template,
     template_names,
 )
@@ -427,17 +428,7 @@ class LLMJudge(ScorerPlugin[LLMJudgeParams]):
         target's attempts are; ScorerError when it fails, FormatRefused when
         the endpoint refuses ``reply_format``."""
         params = self.params
-        payload: dict[str, Any] = {
-            **params.extra_body,
-            "model": params.model,
-            "messages": messages,
-        }
-        if params.temperature is not None:
-            payload["temperature"] = params.temperature
-        if params.max_tokens is not None:
-            payload["max_tokens"] = params.max_tokens
-        if reply_format is not None:
-            payload["response_format"] = reply_format
+        payload = chat_body(params, messages, response_format=reply_format)
         try:
             return await with_retries(
                 lambda: self.client.complete(payload),

@@ -93,6 +93,20 @@ def compile_user_pattern(pattern: Any, *, ignore_case: bool = False) -> Any:
         raise ValueError(_explain(pattern, exc)) from None
 
 
+def schema_pattern_problem(schema: Any) -> str:
+    """Why a JSON Schema's regular expressions (``pattern`` and
+    ``patternProperties``) cannot run with RE2, naming where, or ""."""
+    # Loaded with the first schema: a run without one never needs it.
+    from runs.pools.json_validation import patterns
+
+    for where, pattern in patterns(schema):
+        try:
+            compile_user_pattern(pattern)
+        except ValueError as exc:
+            return f"the regular expression at {where} {exc}"
+    return ""
+
+
 def literal_whole(answer: str) -> str:
     """A pattern matching ``answer`` literally and not as part of a longer word.
 

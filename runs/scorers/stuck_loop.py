@@ -7,10 +7,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.steps import Step
-from runs.plugins.targets import TargetInput
-from runs.scorers.trajectory import ToolCall, describe, tool_calls
+from runs.scorers.trajectory import ToolCall, ToolCallScorer, describe
 
 
 class StuckLoopParams(Params):
@@ -54,7 +53,7 @@ def find_loop(
 
 
 @register
-class StuckLoop(ScorerPlugin[StuckLoopParams]):
+class StuckLoop(ToolCallScorer[StuckLoopParams]):
     """Fails when the agent repeats itself: the same tool call (same tool, same
     arguments, by a stable hash whatever their key order) ``repeats`` times in
     a row, or a cycle of up to ``max_cycle`` calls (A, B, A, B, ...) as many
@@ -65,13 +64,10 @@ class StuckLoop(ScorerPlugin[StuckLoopParams]):
     kind: ClassVar[str] = "stuck_loop"
     label: ClassVar[str] = "No stuck loop"
     example: ClassVar[dict[str, Any]] = {"repeats": 3, "max_cycle": 3}
-    needs_expected: ClassVar[bool] = False
-    needs_steps: ClassVar[bool] = True
 
-    def score(
-        self, *, output: Any, item: TargetInput, steps: list[Step]
+    def score_trajectory(
+        self, calls: list[ToolCall], steps: list[Step]
     ) -> ScoreOutcome:
-        calls = tool_calls(steps)
         repeats, max_cycle = self.params.repeats, self.params.max_cycle
         found = find_loop(calls, repeats=repeats, max_cycle=max_cycle)
         if found is None:

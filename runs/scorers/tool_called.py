@@ -9,14 +9,14 @@ from typing import Annotated, Any, ClassVar
 from pydantic import AfterValidator, Field, model_validator
 
 from runs.plugins import FieldError, Params
-from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.steps import Step
-from runs.plugins.targets import TargetInput
-from runs.scorers.patterns import compile_user_pattern
+from runs.scorers.patterns import schema_pattern_problem
 from runs.scorers.trajectory import (
     MAX_EXPECTED_CALLS,
     ExpectedCall,
     ToolCall,
+    ToolCallScorer,
     any_order,
     checked_calls,
     describe,
@@ -24,7 +24,6 @@ from runs.scorers.trajectory import (
     in_order,
     is_subset,
     quoted,
-    tool_calls,
 )
 
 ExpectedCalls = Annotated[
@@ -101,23 +100,18 @@ def _schema_problem(schema: dict[str, Any]) -> str:
     pass, since it runs in a scorer thread on every tool call."""
     # jsonschema and RE2 load with the first schema, as for the json scorer.
     from runs.pools.json_schemas import schema_problem
-    from runs.pools.json_validation import patterns, single_pass_size
+    from runs.pools.json_validation import single_pass_size
 
     problem = schema_problem(schema)
     if problem:
         return problem
     if single_pass_size(schema) is None:
         return "must validate in one pass: no $ref, uniqueItems or unevaluated*"
-    for where, pattern in patterns(schema):
-        try:
-            compile_user_pattern(pattern)
-        except ValueError as exc:
-            return f"the regular expression at {where} {exc}"
-    return ""
+    return schema_pattern_problem(schema)
 
 
 @register
-class ToolCalled(ScorerPlugin[ToolCalledParams]):
+class ToolCalled(ToolCallScorer[ToolCalledParams]):
     """Passes when the trajectory called a tool, with arguments that match.
 
     With ``tool``: passes when between ``min_times`` and ``max_times`` calls of
@@ -135,8 +129,6 @@ class ToolCalled(ScorerPlugin[ToolCalledParams]):
         "tool": "search",
         "arguments": {"query": "capital of France"},
     }
-    needs_expected: ClassVar[bool] = False
-    needs_steps: ClassVar[bool] = True
 
     def __init__(self, name: str, params: ToolCalledParams) -> None:
         super().__init__(name, params)
@@ -148,10 +140,9 @@ class ToolCalled(ScorerPlugin[ToolCalledParams]):
 
             self.validator = validator_for(params.arguments_schema)
 
-    def score(
-        self, *, output: Any, item: TargetInput, steps: list[Step]
+    def score_trajectory(
+        self, calls: list[ToolCall], steps: list[Step]
     ) -> ScoreOutcome:
-        calls = tool_calls(steps)
         if not self.params.include_failed:
             calls = [call for call in calls if not call.failed]
         if self.params.calls is not None:

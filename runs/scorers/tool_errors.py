@@ -8,10 +8,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.steps import Step
-from runs.plugins.targets import TargetInput
-from runs.scorers.trajectory import tool_calls
+from runs.scorers.trajectory import ToolCall, ToolCallScorer
 
 
 class ToolErrorsParams(Params):
@@ -27,7 +26,7 @@ class ToolErrorsParams(Params):
 
 
 @register
-class ToolErrors(ScorerPlugin[ToolErrorsParams]):
+class ToolErrors(ToolCallScorer[ToolErrorsParams]):
     """Passes when at most ``max_errors`` tool calls failed (and, with
     ``max_rate``, at most that share of them).
 
@@ -40,13 +39,10 @@ class ToolErrors(ScorerPlugin[ToolErrorsParams]):
     kind: ClassVar[str] = "tool_errors"
     label: ClassVar[str] = "Tool errors"
     example: ClassVar[dict[str, Any]] = {"max_errors": 0}
-    needs_expected: ClassVar[bool] = False
-    needs_steps: ClassVar[bool] = True
 
-    def score(
-        self, *, output: Any, item: TargetInput, steps: list[Step]
+    def score_trajectory(
+        self, calls: list[ToolCall], steps: list[Step]
     ) -> ScoreOutcome:
-        calls = tool_calls(steps)
         failed = [call for call in calls if call.failed]
         rate = len(failed) / len(calls) if calls else 0.0
         passed = len(failed) <= self.params.max_errors

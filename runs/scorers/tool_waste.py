@@ -8,10 +8,9 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params
-from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
+from runs.plugins.scorers import ScoreOutcome, register
 from runs.plugins.steps import Step
-from runs.plugins.targets import TargetInput
-from runs.scorers.trajectory import ToolCall, describe, tool_calls
+from runs.scorers.trajectory import ToolCall, ToolCallScorer, describe
 
 # A result is looked for in later messages by this many of its first characters.
 FINGERPRINT_CHARS = 200
@@ -124,7 +123,7 @@ def repeated_failures(calls: list[ToolCall]) -> list[ToolCall]:
 
 
 @register
-class ToolWaste(ScorerPlugin[ToolWasteParams]):
+class ToolWaste(ToolCallScorer[ToolWasteParams]):
     """Counts wasted tool calls; passes with at most ``max_wasted`` of them.
 
     A call is wasted when it repeats a failed call unchanged (same tool, same
@@ -139,13 +138,10 @@ class ToolWaste(ScorerPlugin[ToolWasteParams]):
     kind: ClassVar[str] = "tool_waste"
     label: ClassVar[str] = "Tool waste"
     example: ClassVar[dict[str, Any]] = {"max_wasted": 0}
-    needs_expected: ClassVar[bool] = False
-    needs_steps: ClassVar[bool] = True
 
-    def score(
-        self, *, output: Any, item: TargetInput, steps: list[Step]
+    def score_trajectory(
+        self, calls: list[ToolCall], steps: list[Step]
     ) -> ScoreOutcome:
-        calls = tool_calls(steps)
         repeats = repeated_failures(calls) if self.params.repeated_failures else []
         never_used = (
             unused(steps, calls, set(self.params.ignore_tools))

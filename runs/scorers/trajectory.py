@@ -13,13 +13,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_bipartite_matching
 
+from runs.plugins.params import Params
+from runs.plugins.scorers import ScoreOutcome, ScorerPlugin
 from runs.plugins.steps import Step, call_hash
+from runs.plugins.targets import TargetInput
 
 # Longest text of one step in a judge's trajectory, and of a quoted value in
 # a reason.
@@ -272,3 +275,22 @@ def trajectory_text(steps: Sequence[Step], limit: int) -> str:
     omitted = end - start + 1
     note = [f"... {omitted} steps left out ..."] if omitted else []
     return "\n".join([*head, *note, *reversed(tail)])
+
+
+class ToolCallScorer[P: Params](ScorerPlugin[P]):
+    """A scorer of a trajectory's tool calls (``tool_calls``), which needs no
+    expected answer: it implements ``score_trajectory``."""
+
+    needs_expected: ClassVar[bool] = False
+    needs_steps: ClassVar[bool] = True
+
+    def score(
+        self, *, output: Any, item: TargetInput, steps: list[Step]
+    ) -> ScoreOutcome:
+        return self.score_trajectory(tool_calls(steps), steps)
+
+    def score_trajectory(
+        self, calls: list[ToolCall], steps: list[Step]
+    ) -> ScoreOutcome:
+        """The outcome for these tool calls, read from these steps."""
+        raise NotImplementedError

@@ -50,6 +50,7 @@ from runs.targets.chat_client import (
     MessageTemplate,
     SystemPrompt,
     Temperature,
+    chat_body,
 )
 from runs.targets.openai_chat import check_messages, is_conversation, render_prompt
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
@@ -315,22 +316,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
     @classmethod
     def request_for(cls, params: AgentParams, item: TargetInput) -> dict[str, Any]:
         tools = [build_tool(spec).schema() for spec in params.tools]
-        return {**cls.payload_of(params, first_messages(params, item)), "tools": tools}
-
-    @staticmethod
-    def payload_of(
-        params: AgentParams, messages: list[dict[str, Any]]
-    ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            **params.extra_body,
-            "model": params.model,
-            "messages": messages,
-        }
-        if params.temperature is not None:
-            payload["temperature"] = params.temperature
-        if params.max_tokens is not None:
-            payload["max_tokens"] = params.max_tokens
-        return payload
+        return {**chat_body(params, first_messages(params, item)), "tools": tools}
 
     async def prepare(self) -> None:
         for tool in self.tools.values():
@@ -405,7 +391,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
     async def ask(self, loop: Loop) -> ChatReply:
         """One model call, paced and retried by the call policy."""
         payload = {
-            **self.payload_of(self.params, loop.messages),
+            **chat_body(self.params, loop.messages),
             "tools": self.schemas,
         }
         rate = call_rate()

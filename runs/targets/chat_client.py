@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import httpx
 from pydantic import Field, field_validator, model_validator
@@ -151,6 +151,35 @@ class EndpointParams(SecretParams):
 
 
 # -- the call ------------------------------------------------------------------
+
+
+class ChatSettings(Protocol):
+    """What a request body is built from (``chat_body``)."""
+
+    model: str
+    temperature: float | None
+    max_tokens: int | None
+    extra_body: dict[str, Any]
+
+
+def chat_body(
+    params: ChatSettings, messages: list[dict[str, Any]], **optional: Any
+) -> dict[str, Any]:
+    """A /chat/completions request body: the configuration's further fields,
+    the model and the messages, then temperature, max_tokens and each of
+    ``optional`` that is set (not None), in that order."""
+    body: dict[str, Any] = {
+        **params.extra_body,
+        "model": params.model,
+        "messages": messages,
+    }
+    settings = {
+        "temperature": params.temperature,
+        "max_tokens": params.max_tokens,
+        **optional,
+    }
+    body.update((key, value) for key, value in settings.items() if value is not None)
+    return body
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,3 +81,23 @@ class SecretParams(Params):
                 field=ref.secret_field,
             )
         return None
+
+
+def url_auth(help: str) -> SecretRef:
+    """The secret an HTTP target or tool sends with each request to its
+    ``url``: named in ``auth_secret`` or ``auth_env``; ``help`` says how."""
+    return SecretRef(
+        key="auth",
+        secret_field="auth_secret",
+        env_field="auth_env",
+        url_field="url",
+        help=help,
+    )
+
+
+class UrlAuthParams(SecretParams):
+    """Parameters of a plug-in that sends one secret (``url_auth``) to its URL."""
+
+    stored_names = ("auth", "api_key", "token", "password")
+    stored_as = "one"
+    noun = "secret"

@@ -21,7 +21,7 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.targets.endpoint import EndpointURL, SecretParams
+from runs.targets.endpoint import EndpointURL, UrlAuthParams, url_auth
 from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 from runs.targets.templating import (
     ITEM_ROOTS,
@@ -44,15 +44,7 @@ CREDENTIAL_HEADERS = frozenset(
 )
 # The value a suspended agent reported, quoted at most this long.
 VALUE_CHARS = 80
-SECRETS = (
-    SecretRef(
-        key="auth",
-        secret_field="auth_secret",
-        env_field="auth_env",
-        url_field="url",
-        help="sent in auth_header (after auth_prefix) to url",
-    ),
-)
+SECRETS = (url_auth("sent in auth_header (after auth_prefix) to url"),)
 
 
 def _clean_path(value: str) -> str:
@@ -80,11 +72,8 @@ def _printable_ascii(value: str) -> bool:
 ResponsePath = Annotated[str, Field(max_length=500), AfterValidator(_clean_path)]
 
 
-class HttpParams(SecretParams):
+class HttpParams(UrlAuthParams):
     secret = SECRETS[0]
-    stored_names = ("auth", "api_key", "token", "password")
-    stored_as = "one"
-    noun = "secret"
 
     url: EndpointURL = Field(
         title="URL",

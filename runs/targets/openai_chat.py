@@ -27,6 +27,7 @@ from runs.targets.chat_client import (
     MessageTemplate,
     SystemPrompt,
     Temperature,
+    chat_body,
     parse_chat_response,
 )
 from runs.targets.http_client import (
@@ -261,18 +262,12 @@ def chat_messages(params: OpenAIChatParams, item: TargetInput) -> list[dict[str,
 
 def chat_payload(params: OpenAIChatParams, item: TargetInput) -> dict[str, Any]:
     """The /chat/completions request body for ``item``."""
-    payload: dict[str, Any] = {
-        **params.extra_body,
-        "model": params.model,
-        "messages": chat_messages(params, item),
-    }
-    optional = {
-        "temperature": params.temperature,
-        "max_tokens": params.max_tokens,
-        "response_format": params.response_format,
-        "tool_choice": params.tool_choice,
-    }
-    payload.update((k, v) for k, v in optional.items() if v is not None)
+    payload = chat_body(
+        params,
+        chat_messages(params, item),
+        response_format=params.response_format,
+        tool_choice=params.tool_choice,
+    )
     if params.tools:
         payload["tools"] = params.tools
     return payload

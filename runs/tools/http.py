@@ -16,25 +16,14 @@ from runs.plugins import FieldError, SecretRef
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.tools import ToolError, ToolPlugin, ToolTimeout, register
 from runs.targets.chat_client import MissingField, fill_template, template_names
-from runs.targets.endpoint import EndpointURL, SecretParams
+from runs.targets.endpoint import EndpointURL, UrlAuthParams, url_auth
 from runs.targets.http_client import error_summary, network_error_message
 
-SECRETS = (
-    SecretRef(
-        key="auth",
-        secret_field="auth_secret",
-        env_field="auth_env",
-        url_field="url",
-        help="sent in the Authorization header (after auth_prefix) to url",
-    ),
-)
+SECRETS = (url_auth("sent in the Authorization header (after auth_prefix) to url"),)
 
 
-class HttpToolParams(SecretParams):
+class HttpToolParams(UrlAuthParams):
     secret = SECRETS[0]
-    stored_names = ("auth", "api_key", "token", "password")
-    stored_as = "one"
-    noun = "secret"
 
     timeout_seconds: ToolTimeout = 30.0
     url: EndpointURL = Field(
