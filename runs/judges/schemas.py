@@ -57,10 +57,14 @@ class JudgeAgreementOut(Schema):
 
 class JudgeThresholdsIn(BodyIn):
     judge_kappa_threshold: float | None = Field(
-        None, description="Cohen's kappa a judge needs against people (0 to 1)"
+        None,
+        strict=True,
+        description="Cohen's kappa a judge needs against people (0 to 1)",
     )
     judge_min_items: int | None = Field(
-        None, description="items both judged before a judge can be calibrated"
+        None,
+        strict=True,
+        description="items both judged before a judge can be calibrated",
     )
 
 

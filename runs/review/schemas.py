@@ -144,7 +144,7 @@ class MatrixOut(Schema):
     values: list[list[Any]]
 
 
-class EstimateOut(Schema):
+class StatisticOut(Schema):
     statistic: str
     value: float | None
     items: int
@@ -166,7 +166,7 @@ class CriterionAgreementOut(Schema):
     raters: list[str]
     items: int
     levels: list[str]
-    estimates: list[EstimateOut]
+    estimates: list[StatisticOut]
     disputed: list[DisputedOut] = Field(description="the first disputed items")
     disputed_total: int = Field(description="how many items are disputed in all")
     undefined: str
