@@ -19,7 +19,7 @@ import pytest
 from django.core.management import get_commands, load_command_class
 from django.core.management.base import CommandError
 
-from runs.testing import fake_openai
+from runs.testing import fake_faults, fake_openai
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -159,7 +159,9 @@ def test_every_fake_server_option_is_explained() -> None:
 
 
 def test_every_prompt_marker_the_fake_server_understands_is_explained() -> None:
+    # The server's answer and the failures its markers ask for.
     source = inspect.getsource(fake_openai.FakeOpenAIServer.answer)
+    source += inspect.getsource(fake_faults.marked_fault)
     understood = set(
         re.findall(r'markers(?:\.get\(|\[)"(\w+)"', source)
         + re.findall(r'"(\w+)" in markers', source)
