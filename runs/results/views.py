@@ -38,7 +38,7 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
-from runs.trajectories.selectors import trajectory_section
+from runs.results.trajectory import trajectory_section
 from runs.web.forms import submitted
 from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
