@@ -46,8 +46,6 @@ from runs.web.requests import AuthedRequest
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
 LIVE_SNAPSHOT_ROWS = 20
-# Runs over the same dataset a run's clusters may be compared with.
-BASELINE_CHOICES = 50
 
 
 @require_GET
