@@ -17,8 +17,8 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from evalsite.private_files import FILE_MODE, private_dir, tighten
 from runs.calls.netpolicy import Rules
+from runs.private_files import FILE_MODE, private_dir, tighten
 from runs.secrets.destinations import clean_patterns
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -28,7 +28,7 @@ from evalsite.env import (
     env_str,
     local_secret_key,
 )
-from evalsite.private_files import private_dir, private_sqlite
+from runs.private_files import private_dir, private_sqlite
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -25,7 +25,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from evalsite.private_files import (  # noqa: E402  (after the path is set)
+from runs.private_files import (  # noqa: E402  (after the path is set)
     FILE_MODE,
     private_dir,
     private_opener,

@@ -38,16 +38,15 @@ SECRETS = TargetContext(secrets={"api_key": "k", "auth": "k"})
 STANDALONE_TARGETS = ["demo", "http", "openai_chat", "replay"]
 PLUGIN_MODULES = [
     *(ROOT / "runs" / "scorers").glob("*.py"),
+    *(ROOT / "runs" / "calls").glob("*.py"),
     *(
         ROOT / "runs" / "targets" / name
         for name in [
             "base.py",
             "chain.py",
-            "chat_client.py",
             "demo.py",
             "examples.py",
             "http.py",
-            "http_client.py",
             "openai_chat.py",
             "python.py",
             "replay.py",

@@ -9,6 +9,7 @@ import pytest
 from django.test import override_settings
 from pydantic import ValidationError
 
+from runs.calls.chat_client import EndpointParams
 from runs.errors import ConfigError
 from runs.executor.options import RunOptions
 from runs.plugins import Param, Params, describe
@@ -16,7 +17,6 @@ from runs.scorers.f1 import tokens
 from runs.scorers.llm_judge import LLMJudgeParams
 from runs.scorers.python import PythonScorer
 from runs.scorers.text import slices
-from runs.targets.chat_client import EndpointParams
 from runs.targets.http import HttpParams
 from runs.targets.python import PythonTarget
 from runs.targets.scorer import ScorerTargetParams

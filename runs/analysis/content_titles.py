@@ -16,12 +16,12 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
+from runs.calls.chat_client import ChatClient, EndpointParams
 from runs.errors import InvalidInput
 from runs.models import Run
 from runs.plugins.scorers import SCORERS
 from runs.plugins.targets import TargetError
 from runs.secrets.store import plugin_context
-from runs.targets.chat_client import ChatClient, EndpointParams
 
 JUDGE_KIND = "llm_judge"
 TITLED = 12

@@ -21,15 +21,15 @@ from asgiref.sync import async_to_sync
 from numpy.typing import NDArray
 from pydantic import Field
 
+from runs.calls.chat_client import SECRETS, EndpointParams, bearer_headers
+from runs.calls.endpoint import EndpointURL
+from runs.calls.http_client import Answer, PolicyClient, status_error
 from runs.calls.netpolicy import endpoint_url
 from runs.errors import InvalidInput
 from runs.plugins import TargetContext
 from runs.plugins.params import validate
 from runs.plugins.targets import TargetError
 from runs.secrets.store import resolve_secrets
-from runs.targets.chat_client import SECRETS, EndpointParams, bearer_headers
-from runs.targets.endpoint import EndpointURL
-from runs.targets.http_client import Answer, PolicyClient, status_error
 
 BATCH = 256
 PARALLEL = 4

@@ -1,10 +1,16 @@
-"""The Redis side of the limits shared across processes (shared_limits.py).
+"""The Redis side of the limits shared across processes (shared_limits.py)
+and of the tries a person may make (``targets/try_throttle.py``).
 
 Lua scripts, each atomic in Redis and timed by its clock (``TIME``), so that
-machines' clocks need not agree: the twin of ``limits_store.py``.
+machines' clocks need not agree: the twin of ``limits_store.py``; and the
+client both limits talk to Redis with.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+REDIS_TIMEOUT = 0.5
 
 RESERVE_LUA = """
 local t = redis.call('TIME')
@@ -60,3 +66,16 @@ end
 redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1]) * 1000))
 return 1
 """
+
+
+def redis_client(url: str) -> Any:
+    """An asyncio Redis client that gives up within REDIS_TIMEOUT: a store
+    that does not answer is left for a process's own counts, never waited on."""
+    from redis import asyncio as aioredis
+
+    return aioredis.Redis.from_url(
+        url,
+        socket_timeout=REDIS_TIMEOUT,
+        socket_connect_timeout=REDIS_TIMEOUT,
+        retry_on_timeout=False,
+    )

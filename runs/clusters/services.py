@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from runs.access import Action, require
 from runs.analysis.cluster_members import cluster_filter
 from runs.analysis.embeddings import FIELD, clean_embeddings
+from runs.calls.chat_client import SECRETS
 from runs.datasets.importers import ItemRow, dataset_create_from_rows
 from runs.errors import InvalidInput
 from runs.models import (
@@ -21,7 +22,6 @@ from runs.models import (
     Run,
 )
 from runs.secrets.store import resolve_secrets
-from runs.targets.chat_client import SECRETS
 
 
 def dataset_create_from_cluster(

@@ -16,9 +16,11 @@ from runs.compare.selectors import run_compare_choices
 from runs.datasets.selectors import dataset_names
 from runs.errors import Conflict, InvalidInput
 from runs.results.selectors import run_get
-from runs.results.views import BASELINE_CHOICES
 from runs.web.pages import query_id
 from runs.web.requests import AuthedRequest
+
+# Runs over the same dataset a run's clusters may be compared with.
+BASELINE_CHOICES = 50
 
 
 @require_GET

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.urls import reverse
+from django.utils.http import urlencode
 
 from runs.analysis.compare import Comparison, ScorerComparison, compare_runs_cached
 from runs.analysis.compare import shared_scorers as compare_shared_scorers
@@ -43,6 +45,15 @@ def run_ids_parse(text: str | None, *, field: str) -> list[int]:
             raise InvalidInput(f"{part!r} is not a run id", field=field)
         ids.append(number)
     return ids
+
+
+def compare_url(baseline: int, candidates: list[int]) -> str:
+    """The comparison page of a baseline and its candidates (the query that
+    ``run_ids_parse`` reads back)."""
+    query = urlencode(
+        {"baseline": str(baseline), "candidates": ",".join(map(str, candidates))}
+    )
+    return f"{reverse('runs:compare')}?{query}"
 
 
 def run_comparison(

@@ -6,14 +6,17 @@ from typing import Any
 
 from django.http import HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
-from django.urls import reverse
-from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from runs.analysis import compare as analysis
 from runs.analysis.compare import Comparison
 from runs.compare import selectors
-from runs.compare.selectors import comparison_pair, run_comparison, run_ids_parse
+from runs.compare.selectors import (
+    compare_url,
+    comparison_pair,
+    run_comparison,
+    run_ids_parse,
+)
 from runs.errors import InvalidInput
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
@@ -29,13 +32,6 @@ CHANGE_LABELS = {
     "both_failed": "Both failed",
     "output_changed": "Output changed",
 }
-
-
-def compare_url(baseline: int, candidates: list[int]) -> str:
-    query = urlencode(
-        {"baseline": str(baseline), "candidates": ",".join(map(str, candidates))}
-    )
-    return f"{reverse('runs:compare')}?{query}"
 
 
 @require_GET

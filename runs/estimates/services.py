@@ -10,10 +10,10 @@ from django.db import transaction
 from runs.access import Action, require
 from runs.alerts.dispatch import run_later
 from runs.errors import InvalidInput
-from runs.estimates.figures import Estimate, estimate
 from runs.executor.engine import execute_run
 from runs.executor.options import RunOptions
 from runs.models import Dataset, Item, Run, Target
+from runs.results.cost_estimate import Estimate, estimate
 from runs.results.services import run_create, target_clean
 from runs.scorers import clean_scorer_specs
 

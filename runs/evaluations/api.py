@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.urls import reverse
 from ninja import Query, Router, Status
 
-from runs.compare.views import compare_url
+from runs.compare.selectors import compare_url
 from runs.datasets.selectors import dataset_get
 from runs.evaluations import schedules as schedule_services
 from runs.evaluations.schemas import (

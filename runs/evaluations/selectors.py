@@ -12,7 +12,6 @@ from django.db.models import QuerySet
 from runs.analysis.compare import compare_runs_cached
 from runs.analysis.figures import run_figures
 from runs.errors import DomainError, InvalidInput
-from runs.estimates.figures import Estimate
 from runs.estimates.services import run_estimate
 from runs.evaluations.schedules import next_tick
 from runs.evaluations.services import (
@@ -21,6 +20,7 @@ from runs.evaluations.services import (
     evaluation_dataset,
 )
 from runs.models import Evaluation, Run, Schedule, ScheduleTick
+from runs.results.cost_estimate import Estimate
 from runs.web.selectors import row_get, visible_rows
 
 logger = logging.getLogger(__name__)

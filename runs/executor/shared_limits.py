@@ -76,6 +76,7 @@ from runs.calls.limits_redis import (
     LEASE_RENEW_LUA,
     LEASE_TAKE_LUA,
     RESERVE_LUA,
+    redis_client,
 )
 from runs.executor.options import RunOptions
 
@@ -86,7 +87,6 @@ logger = logging.getLogger(__name__)
 BACKOFF_HOLD = 30.0
 # How long a failed shared store is left alone before it is tried again.
 RETRY_SHARED_AFTER = 5.0
-REDIS_TIMEOUT = 0.5
 ANNOUNCE_GRACE = 2.0
 REDIS_PREFIX = "evalsite:limits:"
 MAX_LEVEL = limits_store.MAX_LEVEL
@@ -230,19 +230,6 @@ class PostgresStore:
 
     async def backoff_level(self, key: str) -> int:
         return await self._level(key)
-
-
-def redis_client(url: str) -> Any:
-    """An asyncio Redis client that gives up within REDIS_TIMEOUT: a store
-    that does not answer is left for a process's own counts, never waited on."""
-    from redis import asyncio as aioredis
-
-    return aioredis.Redis.from_url(
-        url,
-        socket_timeout=REDIS_TIMEOUT,
-        socket_connect_timeout=REDIS_TIMEOUT,
-        retry_on_timeout=False,
-    )
 
 
 class RedisStore:

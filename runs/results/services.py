@@ -11,7 +11,6 @@ from django.utils import timezone
 from runs import events
 from runs.access import Action, require
 from runs.errors import InvalidInput
-from runs.estimates.figures import estimate_record
 from runs.executor import endings
 from runs.executor.launchers import get_launcher
 from runs.executor.options import RunOptions
@@ -24,6 +23,7 @@ from runs.models import (
 )
 from runs.records.names import clean_name
 from runs.records.retries import retry_pass_end
+from runs.results.cost_estimate import estimate_record
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.secrets.store import (

@@ -38,7 +38,7 @@ from runs.results.selectors import (
     run_report,
 )
 from runs.results.services import run_create
-from runs.trajectories.selectors import trajectory_section
+from runs.results.trajectory import trajectory_section
 from runs.web.forms import submitted
 from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
@@ -46,8 +46,6 @@ from runs.web.requests import AuthedRequest
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
 LIVE_SNAPSHOT_ROWS = 20
-# Runs over the same dataset a run's clusters may be compared with.
-BASELINE_CHOICES = 50
 
 
 @require_GET

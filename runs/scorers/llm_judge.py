@@ -7,6 +7,22 @@ from typing import Any, ClassVar, Literal, TypedDict
 
 from pydantic import Field, field_validator, model_validator
 
+from runs.calls.chat_client import (
+    ENDPOINT_EXAMPLE,
+    SECRETS,
+    ChatClient,
+    ChatReply,
+    EndpointParams,
+    ExtraBody,
+    MaxTokens,
+    MessageTemplate,
+    MissingField,
+    SystemPrompt,
+    Temperature,
+    chat_body,
+    fill_template,
+    template_names,
+)
 from runs.calls.pricing import cost_of
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.models import ErrorKind
@@ -44,22 +60,6 @@ from runs.scorers.judge_replies import (
     word_verdict,
 )
 from runs.scorers.trajectory import trajectory_text
-from runs.targets.chat_client import (
-    ENDPOINT_EXAMPLE,
-    SECRETS,
-    ChatClient,
-    ChatReply,
-    EndpointParams,
-    ExtraBody,
-    MaxTokens,
-    MessageTemplate,
-    MissingField,
-    SystemPrompt,
-    Temperature,
-    chat_body,
-    fill_template,
-    template_names,
-)
 
 Format = Literal["pass_fail", "scale_1_5", "scale_0_10", "json"]
 # The fields a template may name; {metadata.key} and {input.key} reach inside.

@@ -25,6 +25,19 @@ from typing import Any, ClassVar
 
 from pydantic import Field, model_validator
 
+from runs.calls.chat_client import (
+    ENDPOINT_EXAMPLE,
+    SECRETS,
+    ChatClient,
+    ChatReply,
+    EndpointParams,
+    ExtraBody,
+    MaxTokens,
+    MessageTemplate,
+    SystemPrompt,
+    Temperature,
+    chat_body,
+)
 from runs.calls.limits import attempt_timeout, call_rate
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
 from runs.errors import ConfigError
@@ -39,19 +52,6 @@ from runs.plugins.targets import (
     register,
 )
 from runs.plugins.tools import TOOL_NAME, TOOLS, ToolError, ToolPlugin, build_tool
-from runs.targets.chat_client import (
-    ENDPOINT_EXAMPLE,
-    SECRETS,
-    ChatClient,
-    ChatReply,
-    EndpointParams,
-    ExtraBody,
-    MaxTokens,
-    MessageTemplate,
-    SystemPrompt,
-    Temperature,
-    chat_body,
-)
 from runs.targets.openai_chat import check_messages, is_conversation, render_prompt
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 

@@ -10,6 +10,8 @@ from typing import Annotated, Any, ClassVar, Literal
 import httpx
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from runs.calls.endpoint import EndpointURL, UrlAuthParams, url_auth
+from runs.calls.http_client import Answer, PolicyClient, malformed, status_error
 from runs.models import ErrorKind
 from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
@@ -21,8 +23,6 @@ from runs.plugins.targets import (
     TargetPlugin,
     register,
 )
-from runs.targets.endpoint import EndpointURL, UrlAuthParams, url_auth
-from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 from runs.targets.templating import (
     ITEM_ROOTS,
     Missing,

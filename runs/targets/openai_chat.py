@@ -7,17 +7,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
-from runs.calls.retry import classify_status, parse_retry_after
-from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
-from runs.plugins.targets import (
-    TargetError,
-    TargetInput,
-    TargetOutput,
-    TargetPlugin,
-    register,
-)
-from runs.targets.chat_client import (
+from runs.calls.chat_client import (
     ENDPOINT_EXAMPLE,
     SECRETS,
     ChatClient,
@@ -30,9 +20,19 @@ from runs.targets.chat_client import (
     chat_body,
     parse_chat_response,
 )
-from runs.targets.http_client import (
+from runs.calls.http_client import (
     ERROR_BODY_LIMIT,
     Answer,
+)
+from runs.calls.retry import classify_status, parse_retry_after
+from runs.models import ErrorKind
+from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins.targets import (
+    TargetError,
+    TargetInput,
+    TargetOutput,
+    TargetPlugin,
+    register,
 )
 from runs.targets.templating import item_fields, render_text
 

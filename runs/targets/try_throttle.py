@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import connection
 
+from runs.calls.limits_redis import redis_client
 from runs.errors import TooManyRequests
-from runs.executor.shared_limits import redis_client
 
 logger = logging.getLogger(__name__)
 

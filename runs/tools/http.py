@@ -10,14 +10,14 @@ import aiohttp
 import httpx
 from pydantic import Field, model_validator
 
+from runs.calls.chat_client import MissingField, fill_template, template_names
+from runs.calls.endpoint import EndpointURL, UrlAuthParams, url_auth
+from runs.calls.http_client import error_summary, network_error_message
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
 from runs.errors import ConfigError
 from runs.plugins import FieldError, SecretRef
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.tools import ToolError, ToolPlugin, ToolTimeout, register
-from runs.targets.chat_client import MissingField, fill_template, template_names
-from runs.targets.endpoint import EndpointURL, UrlAuthParams, url_auth
-from runs.targets.http_client import error_summary, network_error_message
 
 SECRETS = (url_auth("sent in the Authorization header (after auth_prefix) to url"),)
 

@@ -10,6 +10,7 @@ from ninja import Field, Router
 from runs.analysis.step_clusters import FailingSteps, failing_step_clusters
 from runs.analysis.step_compare import StepComparison, compare_steps
 from runs.results.selectors import run_get
+from runs.results.trajectory import STEPS_PER_PAGE
 from runs.trajectories.schemas import (
     FailingStepsOut,
     StepComparisonOut,
@@ -18,7 +19,6 @@ from runs.trajectories.schemas import (
 )
 from runs.trajectories.selectors import (
     DIFF_API_ROWS_PER_PAGE,
-    STEPS_PER_PAGE,
     diff_page,
     result_trajectory,
     trajectory_diff,

@@ -3,25 +3,28 @@ trajectories in several runs aligned (``alignment``)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Q
 
 from runs.access import visible_project_ids
 from runs.compare.selectors import run_ids_parse
 from runs.errors import InvalidInput, NotFound
 from runs.models import Item, Result, Run, Step
-from runs.models.steps import STEP_PAYLOAD_BYTES
 from runs.results.selectors import run_get
+from runs.results.trajectory import (
+    TrajectoryPage,
+    page_number,
+    preview,
+    step_figures,
+    trajectory_page,
+)
 from runs.trajectories.alignment import Row, align, first_divergence, step_token
 
-STEPS_PER_PAGE = 200
-PREVIEW_CHARS = 100
 # Rows of a diff a page shows (a cell per run each), and an API page holds.
 DIFF_ROWS_PER_PAGE = 50
 DIFF_API_ROWS_PER_PAGE = 200
@@ -34,167 +37,11 @@ SHOWN_FIELDS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class TrajectoryTotals:
-    """A trajectory's figures over all its steps, from one aggregate."""
-
-    steps: int
-    model_calls: int
-    tool_calls: int
-    errors: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost: float | None
-    latency_ms: float | None
-
-
-def trajectory_totals(result_id: int) -> TrajectoryTotals:
-    totals = Step.objects.filter(result_id=result_id).aggregate(
-        steps=Count("id"),
-        model_calls=Count("id", filter=Q(kind=Step.Kind.MODEL)),
-        tool_calls=Count("id", filter=Q(kind=Step.Kind.TOOL)),
-        errors=Count("id", filter=~Q(error="") | ~Q(error_type="")),
-        prompt_tokens=Sum("prompt_tokens"),
-        completion_tokens=Sum("completion_tokens"),
-        cost=Sum("cost"),
-        latency_ms=Sum("latency_ms"),
-    )
-    return TrajectoryTotals(**totals)
-
-
-class CountedRows:
-    """A queryset for a Paginator whose count is known already (no COUNT)."""
-
-    def __init__(self, rows: QuerySet[Any], count: int) -> None:
-        self.rows = rows
-        self.count = count
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __getitem__(self, index: slice) -> list[Any]:
-        return list(self.rows[index])
-
-
-def page_number(text: str | None) -> int:
-    """A page number from a query (anything else: the first page)."""
-    if text and text.isascii() and text.isdigit() and len(text) <= 9:
-        return max(int(text), 1)
-    return 1
-
-
 def epoch_number(text: str | None) -> int:
     """An epoch from a query (anything else: the first, 0)."""
     if text and text.isascii() and text.isdigit() and len(text) <= 6:
         return int(text)
     return 0
-
-
-def shown_text(value: Any) -> str:
-    """A payload as the page shows it: a text as it is, JSON indented."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, indent=2, ensure_ascii=False, default=repr)
-
-
-def preview(value: Any, limit: int = PREVIEW_CHARS) -> str:
-    """A payload on one line, cut at ``limit`` characters."""
-    if value is None:
-        return ""
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = " ".join(text[: limit * 4].split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class StepView:
-    """A step as the page shows it, its payloads written out once, here."""
-
-    step: Step
-    summary: str  # a tool call's arguments on one line
-    arguments: str | None
-    output: str | None
-    arguments_cut: bool
-    output_cut: bool
-
-    @classmethod
-    def of(cls, step: Step) -> StepView:
-        return cls(
-            step=step,
-            summary=preview(step.arguments) if step.kind == Step.Kind.TOOL else "",
-            arguments=None if step.arguments is None else shown_text(step.arguments),
-            output=None if step.output is None else shown_text(step.output),
-            arguments_cut=step.arguments_bytes > STEP_PAYLOAD_BYTES,
-            output_cut=step.output_bytes > STEP_PAYLOAD_BYTES,
-        )
-
-    @property
-    def failed(self) -> bool:
-        return bool(self.step.error or self.step.error_type)
-
-    @property
-    def figures(self) -> str:
-        """Its latency, tokens and cost, on one line (written here: the
-        template's number filters cost more than the rest of a step)."""
-        return step_figures(
-            self.step.latency_ms,
-            self.step.prompt_tokens,
-            self.step.completion_tokens,
-            self.step.cost,
-        )
-
-
-def step_figures(
-    latency_ms: float | None,
-    prompt_tokens: int | None,
-    completion_tokens: int | None,
-    cost: float | None,
-) -> str:
-    parts = []
-    if latency_ms is not None:
-        parts.append(f"{latency_ms:.1f} ms")
-    if prompt_tokens is not None or completion_tokens is not None:
-        # An en dash, as the pages write a missing figure.
-        prompt = "\u2013" if prompt_tokens is None else prompt_tokens
-        completion = "\u2013" if completion_tokens is None else completion_tokens
-        parts.append(f"{prompt} + {completion} tokens")
-    if cost is not None:
-        parts.append(f"${cost:.6f}")
-    return " · ".join(parts)
-
-
-@dataclass(frozen=True, slots=True)
-class TrajectoryPage:
-    result: Result
-    totals: TrajectoryTotals
-    page: Page[Step]
-
-    @property
-    def limit(self) -> int:
-        """The bytes of a payload kept: a larger one was cut."""
-        return STEP_PAYLOAD_BYTES
-
-    @property
-    def steps(self) -> list[StepView]:
-        return [StepView.of(step) for step in self.page.object_list]
-
-
-def trajectory_page(*, result: Result, number: str | int | None) -> TrajectoryPage:
-    """One page of a result's steps, in order, with the figures of all of them."""
-    totals = trajectory_totals(result.pk)
-    rows = Step.objects.filter(result_id=result.pk).order_by("index")
-    paginator: Paginator[Step] = Paginator(
-        CountedRows(rows, totals.steps),  # type: ignore[arg-type]  # counts and slices
-        STEPS_PER_PAGE,
-    )
-    wanted = number if isinstance(number, int) else page_number(number)
-    return TrajectoryPage(result, totals, paginator.get_page(wanted))
-
-
-def trajectory_section(result: Result, number: str | None) -> TrajectoryPage | None:
-    """The trajectory section of a result's page (None: the result has no steps)."""
-    trajectory = trajectory_page(result=result, number=number)
-    return trajectory if trajectory.totals.steps else None
 
 
 def visible_result(*, user: User, result_id: int) -> Result:

@@ -9,10 +9,10 @@ import time
 import pytest
 
 from runs.demo.seed import demo_seed
-from runs.estimates.figures import NO_BASIS, PAST_RUNS_BASIS
 from runs.estimates.services import estimate_sample, run_estimate
 from runs.executor.engine import execute_run
 from runs.models import Run, Target
+from runs.results.cost_estimate import NO_BASIS, PAST_RUNS_BASIS
 from runs.results.services import run_create
 from tests.factories import arithmetic_items, make_dataset
 

@@ -10,10 +10,10 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from runs.calls.chat_client import ChatClient, EndpointParams
 from runs.models import ErrorKind
 from runs.secrets.store import TargetContext
 from runs.targets import TargetError, TargetInput
-from runs.targets.chat_client import ChatClient, EndpointParams
 from runs.targets.openai_chat import OpenAIChatTarget
 from tests.local_http import serve
 

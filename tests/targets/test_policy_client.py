@@ -13,9 +13,9 @@ from http.server import BaseHTTPRequestHandler
 import httpx
 import pytest
 
+from runs.calls.http_client import PlainAnswer, PolicyClient
 from runs.models import ErrorKind
 from runs.targets import TargetError
-from runs.targets.http_client import PlainAnswer, PolicyClient
 from tests.local_http import serve
 
 CAFE = "café ✓"

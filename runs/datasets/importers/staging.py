@@ -26,13 +26,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import User
 
-from evalsite.private_files import private_dir, private_opener
 from runs.access import Action, require
 from runs.datasets.importers.items import FieldMap, Preview
 from runs.datasets.importers.parsers import Source
 from runs.datasets.importers.store import dataset_import, preview_file
 from runs.errors import NotFound
 from runs.models import Dataset, Project
+from runs.private_files import private_dir, private_opener
 
 MAX_PER_USER = 3
 _TOKEN = re.compile(r"[A-Za-z0-9_-]{32}")

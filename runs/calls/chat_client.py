@@ -22,12 +22,12 @@ from typing import Annotated, Any, Protocol
 import httpx
 from pydantic import Field, field_validator, model_validator
 
+from runs.calls.endpoint import EndpointURL, SecretParams
+from runs.calls.http_client import Answer, PolicyClient, malformed, status_error
 from runs.calls.netpolicy import endpoint_url
 from runs.plugins import SecretRef, TargetContext
 from runs.plugins.params import EnvName, SecretName
 from runs.plugins.targets import TargetOutput
-from runs.targets.endpoint import EndpointURL, SecretParams
-from runs.targets.http_client import Answer, PolicyClient, malformed, status_error
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
 
