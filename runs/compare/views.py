@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET
 
 from runs.analysis import compare as analysis
 from runs.analysis.compare import Comparison
+from runs.analysis.step_compare import step_comparisons
 from runs.compare import selectors
 from runs.compare.selectors import comparison_pair, run_comparison, run_ids_parse
 from runs.errors import InvalidInput
@@ -114,6 +115,9 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "alpha": analysis.ALPHA,
         "resamples": analysis.RESAMPLES,
         "exact_sign_vectors": analysis.EXACT_SIGN_VECTORS,
+        "step_comparisons": step_comparisons(
+            comparison.baseline, comparison.candidates
+        ),
         "judge_notes": uncalibrated_judges(
             [*comparison.candidates, comparison.baseline],
             [row.scorer for row in comparison.scorers],
