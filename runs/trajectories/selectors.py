@@ -316,7 +316,7 @@ class TrajectoryDiff:
         # a range of its steps.
         where = Q(pk__in=[])
         for n, column in enumerate(self.columns):
-            cells = [row.cells[n] for row in rows if row.cells[n] is not None]
+            cells = [c for c in (row.cells[n] for row in rows) if c is not None]
             if cells:
                 first, last = column.indexes[cells[0]], column.indexes[cells[-1]]
                 where |= Q(result_id=column.result_id, index__range=(first, last))
