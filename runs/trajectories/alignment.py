@@ -54,6 +54,14 @@ class Pairing:
 def pair(first: Sequence[Hashable], other: Sequence[Hashable]) -> Pairing:
     matched = np.full(len(first), NO_STEP, dtype=np.int64)
     inserted: dict[int, range] = {}
+
+    def insert(gap: int, start: int, stop: int) -> None:
+        # Operations follow each other in ``other``: two in one gap (the rest
+        # of a replace, then an insert) are one range.
+        if start < stop:
+            before = inserted.get(gap)
+            inserted[gap] = range(start if before is None else before.start, stop)
+
     for op in Levenshtein.opcodes(first, other):
         if op.tag in ("equal", "replace"):
             common = min(op.src_end - op.src_start, op.dest_end - op.dest_start)
@@ -62,10 +70,9 @@ def pair(first: Sequence[Hashable], other: Sequence[Hashable]) -> Pairing:
                 op.dest_start, op.dest_start + common
             )
             # A replace of unequal lengths: the rest were inserted (or deleted).
-            if op.dest_start + common < op.dest_end:
-                inserted[src + common] = range(op.dest_start + common, op.dest_end)
+            insert(src + common, op.dest_start + common, op.dest_end)
         elif op.tag == "insert":
-            inserted[op.src_start] = range(op.dest_start, op.dest_end)
+            insert(op.src_start, op.dest_start, op.dest_end)
     return Pairing(matched, inserted)
 
 
