@@ -19,12 +19,18 @@ of ``--repeat``, caches cleared before each call:
 
 Goals: the trajectory under 0.3 s, the 10-way diff under 0.5 s, held to
 the CPU time of the request (the wall time is printed too: on a loaded
-machine it is the larger).
+machine it is the larger). ``--profile N`` then prints where the CPU time
+of the result page and of the diff page goes (cProfile on this process's
+CPU clock: the project's N costliest functions by cumulative time, and any
+N by their own time; the profiler's own overhead, several times the
+request's time, weighs most on functions called very often).
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import random
 import time
 from typing import Any
@@ -182,6 +188,9 @@ def run(args: argparse.Namespace) -> None:
         wall, cpu, size, status = measure(client, url, args.repeat)
         verdict = f"HTTP {status}" if status != 200 else "ok" if cpu <= goal else "over"
         print(f"{label:34} {wall:7.3f} {cpu:7.3f} {goal:7.1f} {size:10,}  {verdict}")
+    if args.profile:
+        for url in (page, f"/trajectories/diff/{diff}"):
+            profile(client, url, args.profile)
 
 
 def measure(client: Any, url: str, repeat: int) -> tuple[float, float, int, int]:
@@ -203,12 +212,31 @@ def measure(client: Any, url: str, repeat: int) -> tuple[float, float, int, int]
     return min(walls), min(cpus), size, status
 
 
+def profile(client: Any, url: str, rows: int) -> None:
+    """Where one GET of ``url`` spends its CPU time, caches cleared before."""
+    from django.core.cache import caches
+
+    for cache in caches.all():
+        cache.clear()
+    profiler = cProfile.Profile(time.process_time)
+    profiler.runcall(client.get, url)
+    stats = pstats.Stats(profiler)
+    print(f"\nCPU profile of {url}: the project's functions by cumulative time")
+    stats.sort_stats("cumulative").print_stats(r"/runs/", rows)
+    print(f"CPU profile of {url}: any function by its own time")
+    stats.sort_stats("tottime").print_stats(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.partition("\n\n")[0])
     parser.add_argument("--steps", type=int, default=5_000)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N",
+        help="print the N costliest functions of the result and diff pages",
+    )  # fmt: skip
     run_in_scratch(run, parser.parse_args())
 
 

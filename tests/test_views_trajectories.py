@@ -200,6 +200,44 @@ def test_the_same_trajectories_never_diverge(victor_client, dataset) -> None:
     assert all(row["same"] for row in body["rows"])
 
 
+def test_model_calls_match_any_model_call_and_tool_calls_their_tool_and_arguments(
+    victor_client, dataset
+) -> None:
+    runs = [answered_run(dataset, name=f"r{n}") for n in range(2)]
+    store_steps(
+        result_of(runs[0]),
+        [model_step(name="model-a"), tool_step("a", {"x": 1}), tool_step("b", {})],
+    )
+    store_steps(
+        result_of(runs[1]),
+        [model_step(name="model-b"), tool_step("a", {"x": 1}), tool_step("c", {})],
+    )
+    item = Item.objects.get(dataset=dataset, index=0)
+
+    body = diff_of(victor_client, item, runs)
+
+    assert [row["same"] for row in body["rows"]] == [True, True, False]
+    assert body["first_divergence"] == 2
+
+
+def test_the_diff_follows_the_step_index_not_the_order_of_storage(
+    victor_client, dataset
+) -> None:
+    runs = [answered_run(dataset, name=f"r{n}") for n in range(2)]
+    steps = [tool_step(name, {}) for name in "abcd"]
+    store_steps(result_of(runs[0]), steps)
+    # Stored last step first (as spans may arrive): the same trajectory.
+    store_steps(result_of(runs[1]), steps[::-1], indexes=[3, 2, 1, 0])
+    item = Item.objects.get(dataset=dataset, index=0)
+
+    body = diff_of(victor_client, item, runs)
+
+    assert body["first_divergence"] is None
+    assert [[cell["name"] for cell in row["cells"]] for row in body["rows"]] == [
+        ["a", "a"], ["b", "b"], ["c", "c"], ["d", "d"],
+    ]  # fmt: skip
+
+
 def test_the_diff_page_shows_the_runs_side_by_side(victor_client, three_runs) -> None:
     item = Item.objects.get(dataset=three_runs[0].dataset, index=0)
     ids = ",".join(str(run.pk) for run in three_runs)
@@ -214,6 +252,24 @@ def test_the_diff_page_shows_the_runs_side_by_side(victor_client, three_runs) ->
     assert page.count('id="first-divergence"') == 1
     assert page.count('class="differs"') == 2
     assert html.escape('{"page": 2}') in page
+
+
+def test_a_run_given_twice_is_shown_twice_and_one_without_the_item_as_gaps(
+    victor_client, project, dataset, three_runs
+) -> None:
+    item = Item.objects.get(dataset=dataset, index=0)
+    # A run over another version of the dataset, without this item.
+    other = make_dataset(project, arithmetic_items(1), name=dataset.name, version=2)
+    Item.objects.filter(dataset=other).update(external_id="elsewhere")
+    without = answered_run(other, name="without")
+
+    body = diff_of(victor_client, item, [three_runs[1], three_runs[1], without])
+
+    assert [c["steps"] for c in body["columns"]] == [5, 5, 0]
+    assert body["columns"][2]["result"] is None
+    assert [row["cells"][2] for row in body["rows"]] == [None] * 5
+    assert [row["cells"][0] == row["cells"][1] for row in body["rows"]] == [True] * 5
+    assert body["first_divergence"] == 0
 
 
 def test_a_diff_needs_two_runs_and_names_the_field(victor_client, run) -> None:

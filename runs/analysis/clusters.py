@@ -99,6 +99,11 @@ class Cluster:
     def fewer(self) -> int:
         return max(0, (self.baseline_count or 0) - self.count)
 
+    @property
+    def errors_only(self) -> bool:
+        """Errors, not failing verdicts: a retry may run them again."""
+        return self.kind != SCORE_FAILED
+
 
 @dataclass(frozen=True, slots=True)
 class RunClusters:

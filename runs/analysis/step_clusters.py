@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.db.models import Exists, OuterRef, Q
 
+from runs.analysis.step_compare import runs_with_steps
 from runs.models import Result, Run, Score, Step
 from runs.records.signatures import FAILING_SCORE, READ_LIMIT, mask
 
@@ -72,3 +73,8 @@ def failing_step_clusters(
     total = failing.count()
     ordered = sorted(clusters.values(), key=lambda c: (-c.results, c.tool, c.pattern))
     return FailingSteps(total, total - len(seen), ordered)
+
+
+def run_failing_steps(run: Run) -> FailingSteps | None:
+    """The run's failing step clusters; None when it has no steps at all."""
+    return failing_step_clusters(run) if runs_with_steps([run]) else None

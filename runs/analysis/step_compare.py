@@ -13,13 +13,14 @@ approximation otherwise).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from django.db.models import Count
 from scipy import stats
 
-from runs.models import Result, Run
+from runs.models import Result, Run, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +98,20 @@ def compare_steps(baseline: Run, candidate: Run) -> StepComparison:
             paired_figure("cost", base_costs, cand_costs),
         ],
     )
+
+
+def runs_with_steps(runs: Iterable[Run]) -> set[int]:
+    """The ids of those of ``runs`` with at least one stored step (a query
+    each, stopping at its first step)."""
+    return {run.pk for run in runs if Step.objects.filter(result__run=run).exists()}
+
+
+def step_comparisons(baseline: Run, candidates: Sequence[Run]) -> list[StepComparison]:
+    """Each candidate's steps and cost per item against ``baseline``, for
+    the candidates of which either run has steps (none: no trajectories)."""
+    with_steps = runs_with_steps([baseline, *candidates])
+    return [
+        compare_steps(baseline, candidate)
+        for candidate in candidates
+        if baseline.pk in with_steps or candidate.pk in with_steps
+    ]

@@ -11,6 +11,7 @@ from runs.access import Action, can
 from runs.analysis.cluster_keys import is_content_key
 from runs.analysis.clusters import run_clusters_cached
 from runs.analysis.content_clusters import run_content_clusters
+from runs.analysis.step_clusters import run_failing_steps
 from runs.clusters.services import dataset_create_from_cluster
 from runs.compare.selectors import run_compare_choices
 from runs.datasets.selectors import dataset_names
@@ -25,8 +26,9 @@ BASELINE_CHOICES = 50
 
 @require_GET
 def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
-    """A run's failure clusters, by signature or (``?by=content``) by what
-    the failing items contain, against a baseline run chosen on the page."""
+    """A run's failure clusters, by signature (and, with trajectories, by
+    failing step) or (``?by=content``) by what the failing items contain,
+    against a baseline run chosen on the page."""
     run = run_get(user=request.user, run_id=run_id)
     baseline_id = query_id(request.GET.get("baseline"))
     baseline = run_get(user=request.user, run_id=baseline_id) if baseline_id else None
@@ -41,6 +43,7 @@ def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
         "content": run_content_clusters(run=run, baseline=baseline)
         if by_content
         else None,
+        "failing_steps": run_failing_steps(run) if not by_content else None,
         "baselines": run_compare_choices(
             user=request.user, run=run, limit=BASELINE_CHOICES
         ),

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_GET
 
 from runs.analysis import compare as analysis
 from runs.analysis.compare import Comparison
+from runs.analysis.step_compare import step_comparisons
 from runs.compare import selectors
 from runs.compare.selectors import (
     compare_url,
@@ -110,6 +111,9 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "alpha": analysis.ALPHA,
         "resamples": analysis.RESAMPLES,
         "exact_sign_vectors": analysis.EXACT_SIGN_VECTORS,
+        "step_comparisons": step_comparisons(
+            comparison.baseline, comparison.candidates
+        ),
         "judge_notes": uncalibrated_judges(
             [*comparison.candidates, comparison.baseline],
             [row.scorer for row in comparison.scorers],

@@ -86,7 +86,7 @@ def get_trajectory_diff(
             {
                 "run": column.run.pk,
                 "result": column.result.pk if column.result else None,
-                "steps": len(column.ids),
+                "steps": column.steps,
             }
             for column in diff.columns
         ],

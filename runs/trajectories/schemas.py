@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ninja import Field, Schema
+from pydantic import BaseModel, ConfigDict
 
 
 class StepOut(Schema):
@@ -54,7 +55,12 @@ class TrajectoryOut(Schema):
     steps: list[StepOut]
 
 
-class DiffStepOut(Schema):
+class DiffStepOut(BaseModel):
+    # A pydantic model, not a ninja Schema: a page of a 10-way diff holds
+    # 2,000 of them, read from their attributes by pydantic itself (a
+    # Schema reads each field through Django's template variable lookup).
+    model_config = ConfigDict(from_attributes=True)
+
     index: int = Field(description="its index in its run's trajectory")
     kind: str
     name: str

@@ -7,15 +7,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from django.contrib.auth.models import User
 from django.core.paginator import Page, Paginator
-from django.db.models import Q
+from django.db.models import (
+    Case,
+    CharField,
+    F,
+    JSONField,
+    Q,
+    StringAgg,
+    Value,
+    When,
+)
+from django.db.models.functions import Cast
 
 from runs.access import visible_project_ids
 from runs.compare.selectors import run_ids_parse
 from runs.errors import InvalidInput, NotFound
 from runs.models import Item, Result, Run, Step
-from runs.results.selectors import run_get
+from runs.results.selectors import run_list
 from runs.results.trajectory import (
     TrajectoryPage,
     page_number,
@@ -23,18 +34,26 @@ from runs.results.trajectory import (
     step_figures,
     trajectory_page,
 )
-from runs.trajectories.alignment import Row, align, first_divergence, step_token
+from runs.trajectories.alignment import (
+    Alignment,
+    Row,
+    align,
+    first_divergence,
+)
 
 # Rows of a diff a page shows (a cell per run each), and an API page holds.
 DIFF_ROWS_PER_PAGE = 50
 DIFF_API_ROWS_PER_PAGE = 200
-# What a diff reads of every step to align them (what it compares), and of
-# the steps of the rows it shows (``SHOWN_FIELDS``, as ``DiffStep``).
-DIFF_FIELDS = ("result_id", "id", "kind", "name", "call_hash")
+# What a diff reads of the steps of the rows it shows (as ``DiffStep``; the
+# arguments of tool calls only: a model call's messages are not shown). Of
+# every step it reads only its index and what it compares by (``column_read``).
 SHOWN_FIELDS = (
     "id", "index", "kind", "name", "call_hash", "prompt_tokens",
-    "completion_tokens", "cost", "arguments", "error", "error_type", "latency_ms",
+    "completion_tokens", "cost", "error", "error_type", "latency_ms",
 )  # fmt: skip
+TOOL_ARGUMENTS = Case(
+    When(kind=Step.Kind.TOOL, then=F("arguments")), output_field=JSONField()
+)
 
 
 def epoch_number(text: str | None) -> int:
@@ -78,10 +97,10 @@ class DiffStep:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
-    arguments: Any  # a tool call's (a model call's messages are left out)
     error: str
     error_type: str
     latency_ms: float | None
+    arguments: Any  # a tool call's (a model call's messages are left out)
 
     @property
     def failed(self) -> bool:
@@ -104,12 +123,21 @@ class DiffStep:
 
 @dataclass(slots=True)
 class DiffColumn:
-    """One run's trajectory of the item: its steps' ids and what they compare by."""
+    """One run's trajectory of the item: its steps' indexes, in order, and
+    what each compares by (its ``call_hash``: "" for a model call)."""
 
     run: Run
     result: Result | None
-    ids: list[int] = field(default_factory=list)
+    indexes: list[int] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
+
+    @property
+    def steps(self) -> int:
+        return len(self.indexes)
+
+    @property
+    def result_id(self) -> int | None:
+        return None if self.result is None else self.result.pk
 
 
 @dataclass(slots=True)
@@ -117,7 +145,7 @@ class TrajectoryDiff:
     item: Item
     epoch: int
     columns: list[DiffColumn]
-    rows: list[Row]
+    rows: Alignment
     first_divergence: int | None
 
     @property
@@ -128,22 +156,24 @@ class TrajectoryDiff:
 
     def shown(self, rows: Sequence[Row]) -> list[tuple[Row, list[DiffStep | None]]]:
         """Rows with each run's step in them, read for these rows only."""
-        ids = [
-            [self.columns[n].ids[c] if c is not None else None
-             for n, c in enumerate(row.cells)]
+        # Rows in order hold each run's steps in order: those of a page are
+        # a range of its steps.
+        where = Q(pk__in=[])
+        for n, column in enumerate(self.columns):
+            cells = [c for c in (row.cells[n] for row in rows) if c is not None]
+            if cells:
+                first, last = column.indexes[cells[0]], column.indexes[cells[-1]]
+                where |= Q(result_id=column.result_id, index__range=(first, last))
+        fields = Step.objects.filter(where).values_list(
+            "result_id", *SHOWN_FIELDS, TOOL_ARGUMENTS
+        )
+        found = {(result, step[1]): DiffStep(*step) for result, *step in fields}
+        return [
+            (row, [None if cell is None
+                   else found.get((column.result_id, column.indexes[cell]))
+                   for column, cell in zip(self.columns, row.cells, strict=True)])
             for row in rows
         ]  # fmt: skip
-        wanted = [pk for row in ids for pk in row if pk is not None]
-        found = {}
-        for values in Step.objects.filter(pk__in=wanted).values_list(*SHOWN_FIELDS):
-            step = DiffStep(*values)
-            if step.kind != Step.Kind.TOOL:
-                step.arguments = None
-            found[step.id] = step
-        return [
-            (row, [None if pk is None else found.get(pk) for pk in row_ids])
-            for row, row_ids in zip(rows, ids, strict=True)
-        ]
 
 
 class DiffRows:
@@ -165,11 +195,15 @@ class DiffRows:
 
 def diff_runs(*, user: User, runs: str | None) -> list[Run]:
     """The runs of ``1,2,3`` (two or more, each the user's to see; a run
-    given twice is shown twice)."""
+    given twice is shown twice), read in one query."""
     ids = run_ids_parse(runs, field="runs")
     if len(ids) < 2:
         raise InvalidInput("give two or more runs to compare", field="runs")
-    return [run_get(user=user, run_id=run_id) for run_id in ids]
+    found = run_list(user=user).select_related("created_by").in_bulk(ids)
+    for run_id in ids:
+        if run_id not in found:
+            raise NotFound(f"no run {run_id}")
+    return [found[run_id] for run_id in ids]
 
 
 def diff_item(*, runs: Sequence[Run], item_id: int | None) -> Item:
@@ -185,14 +219,14 @@ def diff_item(*, runs: Sequence[Run], item_id: int | None) -> Item:
 def item_results(runs: Sequence[Run], item: Item, epoch: int) -> list[Result | None]:
     """Each run's result for the item (the same item, or the item of the same
     external id in another version of the dataset) in ``epoch``."""
-    found: list[Result | None] = []
-    for run in runs:
-        results = Result.objects.filter(run=run, epoch=epoch)
-        same = Q(item_id=item.pk)
-        if item.external_id:
-            same |= Q(item__external_id=item.external_id)
-        found.append(results.filter(same).order_by("-item_id").first())
-    return found
+    same = Q(item_id=item.pk)
+    if item.external_id:
+        same |= Q(item__external_id=item.external_id)
+    found: dict[int, Result] = {}
+    results = Result.objects.filter(same, run__in=runs, epoch=epoch)
+    for result in results.order_by("run_id", "-item_id"):
+        found.setdefault(result.run_id, result)
+    return [found.get(run.pk) for run in runs]
 
 
 def trajectory_diff(
@@ -209,18 +243,50 @@ def trajectory_diff(
     columns = [
         DiffColumn(run, result) for run, result in zip(chosen, results, strict=True)
     ]
-    by_result = {c.result.pk: c for c in columns if c.result is not None}
-    rows = (
-        Step.objects.filter(result_id__in=list(by_result))
-        .order_by("result_id", "index")
-        .values_list(*DIFF_FIELDS)
-    )
-    for result_id, pk, kind, name, hashed in rows:
-        column = by_result[result_id]
-        column.ids.append(pk)
-        column.tokens.append(step_token(kind, name, hashed))
+    columns_read(columns)
     aligned = align([column.tokens for column in columns])
     return TrajectoryDiff(item, epoch, columns, aligned, first_divergence(aligned))
+
+
+def columns_read(columns: Sequence[DiffColumn]) -> None:
+    """The indexes and tokens of each column's steps, in order: for each
+    result two texts (a 5,000-step trajectory is 5,000 rows, two strings),
+    one aggregate a result (each an index range scan, no sort), all in one
+    query."""
+    result_ids = list(dict.fromkeys(c.result_id for c in columns if c.result_id))
+    if not result_ids:
+        return
+    parts = [
+        Step.objects.filter(result_id=result_id)
+        .order_by()
+        .values("result_id")
+        .annotate(
+            indexes=StringAgg(Cast("index", CharField()), Value(",")),
+            tokens=StringAgg("call_hash", Value(",")),
+        )
+        .values_list("result_id", "indexes", "tokens")
+        for result_id in result_ids
+    ]
+    rows = parts[0].union(*parts[1:], all=True).order_by() if parts[1:] else parts[0]
+    found = {
+        result_id: in_index_order(indexes, tokens)
+        for result_id, indexes, tokens in rows
+    }
+    for column in columns:
+        if column.result_id in found:
+            column.indexes, column.tokens = found[column.result_id]
+
+
+def in_index_order(indexes: str, tokens: str) -> tuple[list[int], list[str]]:
+    """Two lists aggregated from the same rows (so in one order, but not
+    necessarily the steps': ``StringAgg``'s ``order_by`` needs SQLite 3.44),
+    sorted by step index."""
+    numbers = np.array(indexes.split(","), dtype=np.int64)
+    words = tokens.split(",")
+    if len(numbers) > 1 and (np.diff(numbers) < 0).any():
+        order = np.argsort(numbers, kind="stable")
+        numbers, words = numbers[order], [words[n] for n in order.tolist()]
+    return numbers.tolist(), words
 
 
 def diff_page(

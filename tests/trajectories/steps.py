@@ -20,10 +20,13 @@ def model_step(**fields: Any) -> dict[str, Any]:
     return {"kind": "model", "name": "gpt-test", **fields}
 
 
-def store_steps(result: Result, steps: list[dict[str, Any]]) -> None:
-    """Store ``steps`` (Step fields) as the result's trajectory, payloads bounded."""
+def store_steps(
+    result: Result, steps: list[dict[str, Any]], indexes: list[int] | None = None
+) -> None:
+    """Store ``steps`` (Step fields) as the result's trajectory, payloads
+    bounded, in this order (their indexes 0, 1, ... unless ``indexes``)."""
     rows = []
-    for index, fields in enumerate(steps):
+    for index, fields in zip(indexes or range(len(steps)), steps, strict=True):
         fields = dict(fields)
         arguments, arguments_bytes = bounded(fields.pop("arguments", None))
         output, output_bytes = bounded(fields.pop("output", None))

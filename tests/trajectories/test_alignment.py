@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runs.trajectories.alignment import align, first_divergence, step_token
+from runs.trajectories.alignment import align, first_divergence
 
 
 def cells(*sequences: str) -> list[tuple[int | None, ...]]:
@@ -44,7 +44,9 @@ def test_an_empty_trajectory_is_all_gaps() -> None:
     assert cells("", "ab") == [(None, 0), (None, 1)]
 
 
-def test_model_calls_match_any_model_call_and_tools_their_arguments() -> None:
-    assert step_token("model", "gpt-a", "") == step_token("model", "gpt-b", "")
-    assert step_token("tool", "f", "h1") != step_token("tool", "f", "h2")
-    assert step_token("tool", "f", "h1") != step_token("tool", "g", "h1")
+def test_rows_are_read_a_slice_at_a_time() -> None:
+    rows = align([list("abcd"), list("abxd")])
+    assert len(rows) == 4
+    assert [row.cells for row in rows[1:3]] == [(1, 1), (2, 2)]
+    assert rows[-1].cells == (3, 3)
+    assert rows.first_divergence == 2
