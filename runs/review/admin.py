@@ -78,7 +78,17 @@ class ReviewAdjudicationAdmin(admin.ModelAdmin):
     list_display = ["review_item", "user", "value", "changed_at"]
     search_fields = ["user__username", "note"]
     list_select_related = ["review_item", "user"]
-    readonly_fields = [f.name for f in ReviewAdjudication._meta.fields]
+    # The item first, then the label (fields of the abstract LabelRecord come
+    # first in _meta).
+    readonly_fields = [
+        "id",
+        "review_item",
+        "user",
+        "changed_at",
+        "value",
+        "criteria",
+        "note",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
