@@ -28,6 +28,7 @@ from runs.models import (
 from runs.records.versions import results_changed, runs_results_changed
 from runs.results.services import run_cancel
 from runs.review import admin as review_admin  # noqa: F401  (registration)
+from runs.web.admin import ReadOnlyInline
 
 
 class MembershipInline(admin.TabularInline):
@@ -167,14 +168,9 @@ class RunAdmin(admin.ModelAdmin):
         return False  # runs are started from the dashboard, the API or evalrun
 
 
-class ScoreInline(admin.TabularInline):
+class ScoreInline(ReadOnlyInline):
     model = Score
-    extra = 0
-    can_delete = False
     readonly_fields = ["scorer", "value", "passed", "reason", "error"]
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 class ResultsWriterAdmin(admin.ModelAdmin):

@@ -161,17 +161,26 @@ class ReviewLabel(models.Model):
         return self.submitted_at is not None
 
 
-class ReviewLabelChange(models.Model):
-    """A label as it was set at one moment, by whom: the history of labels."""
+class LabelRecord(models.Model):
+    """A label as someone set it at one moment: who (kept when the user goes),
+    when, and the label (``value``, ``criteria`` by name, a note)."""
 
-    label = models.ForeignKey(
-        ReviewLabel, on_delete=models.CASCADE, related_name="changes"
-    )
     user = user_kept_null(related_name="+")
     changed_at = models.DateTimeField()
     value = models.JSONField(null=True, blank=True)
     criteria = models.JSONField(default=dict, blank=True)
     note = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class ReviewLabelChange(LabelRecord):
+    """A label as it was set at one moment, by whom: the history of labels."""
+
+    label = models.ForeignKey(
+        ReviewLabel, on_delete=models.CASCADE, related_name="changes"
+    )
 
     class Meta:
         ordering = ["label", "changed_at", "id"]
@@ -180,7 +189,7 @@ class ReviewLabelChange(models.Model):
         return f"label {self.label_id} at {self.changed_at}: {self.value!r}"
 
 
-class ReviewAdjudication(models.Model):
+class ReviewAdjudication(LabelRecord):
     """An adjudicator's label that settles a disputed item, by whom and when.
 
     The latest one of an item is its consensus; earlier ones are its history.
@@ -189,11 +198,6 @@ class ReviewAdjudication(models.Model):
     review_item = models.ForeignKey(
         ReviewItem, on_delete=models.CASCADE, related_name="adjudications"
     )
-    user = user_kept_null(related_name="+")
-    changed_at = models.DateTimeField()
-    value = models.JSONField(null=True, blank=True)
-    criteria = models.JSONField(default=dict, blank=True)
-    note = models.TextField(blank=True)
 
     class Meta:
         ordering = ["review_item", "changed_at", "id"]

@@ -13,6 +13,8 @@ parameters as attributes (``params.model``).
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import math
 import re
@@ -147,6 +149,24 @@ def load_callable(path: str) -> Callable[..., Any]:
     if not callable(fn):
         raise ConfigError(f"{path!r} is not callable", field="callable")
     return fn
+
+
+def is_async(fn: Callable[..., Any]) -> bool:
+    """A coroutine function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004  (an object's async __call__)
+    )
+
+
+async def call_sync_or_async(
+    fn: Callable[..., Any], /, *args: Any, **kwargs: Any
+) -> Any:
+    """What a loaded callable returns: awaited on the loop when it is async,
+    else from a worker thread (which, past a timeout, no one can stop: the
+    caller only stops waiting for it)."""
+    if is_async(fn):
+        return await fn(*args, **kwargs)
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 # -- parameters, described -------------------------------------------------------

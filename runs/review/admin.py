@@ -15,6 +15,7 @@ from django.http import HttpRequest
 
 from runs.models import ReviewAdjudication, ReviewLabel, ReviewLabelChange, ReviewQueue
 from runs.review.scores import scorer_detach
+from runs.web.admin import ReadOnlyInline
 
 
 @admin.register(ReviewQueue)
@@ -54,14 +55,9 @@ class ReviewQueueAdmin(admin.ModelAdmin):
             super().delete_queryset(request, queryset)
 
 
-class ReviewLabelChangeInline(admin.TabularInline):
+class ReviewLabelChangeInline(ReadOnlyInline):
     model = ReviewLabelChange
-    extra = 0
-    can_delete = False
     readonly_fields = ["user", "changed_at", "value", "criteria", "note"]
-
-    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
 
 @admin.register(ReviewLabel)
@@ -82,7 +78,17 @@ class ReviewAdjudicationAdmin(admin.ModelAdmin):
     list_display = ["review_item", "user", "value", "changed_at"]
     search_fields = ["user__username", "note"]
     list_select_related = ["review_item", "user"]
-    readonly_fields = [f.name for f in ReviewAdjudication._meta.fields]
+    # The item first, then the label (fields of the abstract LabelRecord come
+    # first in _meta).
+    readonly_fields = [
+        "id",
+        "review_item",
+        "user",
+        "changed_at",
+        "value",
+        "criteria",
+        "note",
+    ]
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

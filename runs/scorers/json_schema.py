@@ -12,6 +12,11 @@ from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
 from runs.pools.processes import JSON, WorkerEnded, WorkTimeout, run_in_process
 from runs.pools.threads import run_in_thread
+from runs.scorers.item_metadata import (
+    MetadataPath,
+    given_or_per_item,
+    metadata_value,
+)
 from runs.scorers.patterns import schema_pattern_problem
 
 # The pool's own limit on one validation, for a caller without a timeout:
@@ -43,9 +48,8 @@ with warnings.catch_warnings():
                 "value must satisfy; checked when the run is created."
             ),
         )
-        schema_field: str | None = Field(
+        schema_field: MetadataPath | None = Field(
             None,
-            max_length=200,
             description=(
                 "Dotted path into the item's metadata to a JSON Schema per item "
                 "(json_schema, or spec.schema); instead of schema."
@@ -64,12 +68,10 @@ with warnings.catch_warnings():
             description="Deepest nesting of arrays and objects accepted.",
         )
 
+        _one_schema = given_or_per_item("schema", "schema_field")
+
         @model_validator(mode="after")
-        def _one_schema(self) -> JsonParams:
-            if self.schema is not None and self.schema_field:
-                raise FieldError(
-                    "schema_field", "give schema or schema_field, not both"
-                )
+        def _schema_allowed(self) -> JsonParams:
             if self.schema is not None:
                 problem = _schema_problem(self.schema, max_depth=self.max_depth)
                 if problem:
@@ -182,11 +184,7 @@ class Json(ScorerPlugin[JsonParams]):
         """The item's schema as JSON text (checked in the worker), and where
         it is."""
         path = self.params.schema_field or ""  # called only when it is set
-        schema: Any = item.metadata
-        for part in path.split("."):
-            if not isinstance(schema, dict) or part not in schema:
-                raise ValueError(f"the item has no schema at metadata.{path}")
-            schema = schema[part]
+        schema = metadata_value(item, path, what="schema")
         return json.dumps(schema), f"the item's schema at metadata.{path}"
 
 

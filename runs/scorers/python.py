@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
@@ -10,6 +9,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import Field
 
 from runs.plugins import Params, allowlisted, load_callable
+from runs.plugins.params import is_async
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.targets import TargetInput
 
@@ -28,13 +28,6 @@ class PythonScorerParams(Params):
             "When the function returns a number: passes at or above this. "
             "Without it, a number is a measurement with no verdict."
         ),
-    )
-
-
-def is_async(fn: Callable[..., Any]) -> bool:
-    """A coroutine function, or an object whose ``__call__`` is one."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None)  # noqa: B004  (an object's async __call__)
     )
 
 

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
 
-from runs.plugins import FieldError, Params
+from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, register
 from runs.plugins.steps import Step
 from runs.plugins.targets import TargetInput
+from runs.scorers.item_metadata import (
+    MetadataPath,
+    given_or_per_item,
+    metadata_value,
+)
 from runs.scorers.trajectory import (
     MAX_EXPECTED_CALLS,
     ExpectedCall,
@@ -46,9 +51,8 @@ class TrajectoryMatchParams(Params):
             "Without it, each item's expected answer (or expected_field) holds them."
         ),
     )
-    expected_field: str | None = Field(
+    expected_field: MetadataPath | None = Field(
         None,
-        max_length=200,
         description=(
             "Dotted path into the item's metadata to its expected calls, instead "
             "of its expected answer."
@@ -57,18 +61,11 @@ class TrajectoryMatchParams(Params):
     include_failed: bool = Field(
         True, description="Count calls that ended in an error as made."
     )
-    threshold: float = Field(
-        1.0,
-        ge=0.0,
-        le=1.0,
-        description="Passes at or above this score (1: every expected call found).",
+    threshold: UnitThreshold = Field(
+        1.0, description="Passes at or above this score (1: every expected call found)."
     )
 
-    @model_validator(mode="after")
-    def _one_source(self) -> TrajectoryMatchParams:
-        if self.expected is not None and self.expected_field:
-            raise FieldError("expected_field", "give expected or expected_field")
-        return self
+    _one_source = given_or_per_item("expected", "expected_field")
 
 
 def _matches(want: ExpectedCall, call: ToolCall) -> bool:
@@ -139,9 +136,5 @@ class TrajectoryMatch(ScorerPlugin[TrajectoryMatchParams]):
         path = self.params.expected_field
         if not path:
             return expected_calls(item.expected, source="the expected answer")
-        value: Any = item.metadata
-        for part in path.split("."):
-            if not isinstance(value, dict) or part not in value:
-                raise ValueError(f"the item has no expected calls at metadata.{path}")
-            value = value[part]
+        value = metadata_value(item, path, what="expected calls")
         return expected_calls(value, source=f"metadata.{path}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar
 
@@ -11,6 +9,7 @@ from pydantic import Field
 
 from runs.models import ErrorKind
 from runs.plugins import Params, TargetContext, allowlisted, load_callable
+from runs.plugins.params import call_sync_or_async
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -31,11 +30,8 @@ class PythonParams(Params):
 
 @register
 class PythonTarget(TargetPlugin[PythonParams]):
-    """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as output.
-
-    A sync callable runs in a worker thread; on timeout the executor stops
-    waiting for it, but Python cannot stop the thread itself.
-    """
+    """Calls ``fn(item)`` where ``item`` is a TargetInput; returns its value as
+    output. A sync callable runs in a worker thread (``call_sync_or_async``)."""
 
     kind: ClassVar[str] = "python"
     label: ClassVar[str] = "Python callable (allowlisted)"
@@ -47,7 +43,6 @@ class PythonTarget(TargetPlugin[PythonParams]):
 
     def __init__(self, fn: Callable[[TargetInput], Any]) -> None:
         self.fn = fn
-        self.is_async = inspect.iscoroutinefunction(fn)
 
     @classmethod
     def from_config(
@@ -57,10 +52,7 @@ class PythonTarget(TargetPlugin[PythonParams]):
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         try:
-            if self.is_async:
-                value = await self.fn(item)
-            else:
-                value = await asyncio.to_thread(self.fn, item)
+            value = await call_sync_or_async(self.fn, item)
         except TargetError:
             raise
         except Exception as exc:  # a callable's own bug: permanent, recorded

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from typing import Annotated, Any, ClassVar
 
 from pydantic import Field
 
 from runs.plugins import allowlisted, load_callable
+from runs.plugins.params import call_sync_or_async
 from runs.plugins.tools import ToolError, ToolParams, ToolPlugin, register
 
 
@@ -28,11 +27,8 @@ class PythonToolParams(ToolParams):
 
 @register
 class PythonTool(ToolPlugin[PythonToolParams]):
-    """Calls ``fn(**arguments)``; its return value is the result.
-
-    A sync callable runs in a worker thread; on timeout the agent stops
-    waiting for it, but Python cannot stop the thread itself.
-    """
+    """Calls ``fn(**arguments)``; its return value is the result. A sync
+    callable runs in a worker thread (``call_sync_or_async``)."""
 
     kind: ClassVar[str] = "python"
     label: ClassVar[str] = "Python callable (allowlisted)"
@@ -53,16 +49,13 @@ class PythonTool(ToolPlugin[PythonToolParams]):
     ) -> None:
         super().__init__(name, description, params, secret)
         self.fn = load_callable(params.callable)
-        self.is_async = inspect.iscoroutinefunction(self.fn)
 
     def arguments_schema(self) -> dict[str, Any]:
         return self.params.parameters
 
     async def call(self, arguments: dict[str, Any]) -> Any:
         try:
-            if self.is_async:
-                return await self.fn(**arguments)
-            return await asyncio.to_thread(self.fn, **arguments)
+            return await call_sync_or_async(self.fn, **arguments)
         except ToolError:
             raise
         except TypeError as exc:  # arguments the function does not take

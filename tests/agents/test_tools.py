@@ -39,6 +39,20 @@ async def test_a_python_tools_errors_are_told_not_raised() -> None:
         await add.call({"a": 2, "c": 3})
 
 
+class Adder:
+    async def __call__(self, a: float, b: float) -> float:
+        return a + b
+
+
+adder = Adder()
+
+
+async def test_a_python_tool_awaits_an_object_whose_call_is_async(settings) -> None:
+    settings.EVALSITE_PYTHON_TOOLS = ["tests.agents.test_tools.adder"]
+    add = tool("python", callable="tests.agents.test_tools.adder")
+    assert await add.call({"a": 2, "b": 3}) == 5
+
+
 async def test_final_answer_needs_its_answer() -> None:
     final = tool("final_answer")
     assert final.final

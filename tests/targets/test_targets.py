@@ -81,6 +81,12 @@ async def test_python_target_calls_an_async_callable(settings):
     assert (await target.generate(item("hi"))).output == "HI"
 
 
+async def test_python_target_awaits_an_object_whose_call_is_async(settings):
+    settings.EVALSITE_PYTHON_TARGETS = ["tests.targets.test_targets.shouter"]
+    target = build_target("python", {"callable": "tests.targets.test_targets.shouter"})
+    assert (await target.generate(item("hi"))).output == "HI"
+
+
 async def test_python_target_exception_is_a_permanent_error(settings):
     settings.EVALSITE_PYTHON_TARGETS = ["tests.targets.test_targets.broken"]
     target = build_target("python", {"callable": "tests.targets.test_targets.broken"})
@@ -104,6 +110,14 @@ async def test_demo_target_answers_arithmetic_offline():
 
 async def shout(item: TargetInput) -> str:
     return str(item.input).upper()
+
+
+class Shouter:
+    async def __call__(self, item: TargetInput) -> str:
+        return str(item.input).upper()
+
+
+shouter = Shouter()
 
 
 def broken(item: TargetInput) -> str:
