@@ -49,7 +49,7 @@ def test_the_trend_shows_each_run_and_its_verdict_against_the_previous(
     assert page.status_code == 200
     text = text_of(page)
     assert "worse" in text and f"#{bad.pk}" in text
-    assert 'class="verdict-worse"' in page.content.decode()
+    assert 'class="trend-marker verdict-worse"' in page.content.decode()
 
 
 def test_a_floor_marks_the_runs_below_it(
