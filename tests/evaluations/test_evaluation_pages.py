@@ -118,7 +118,9 @@ def test_a_bad_form_names_its_field(bob_client: Client, dataset: Dataset) -> Non
         },
     )
     assert response.status_code == 200
-    assert "is required: a stored target or a kind" in text_of(response)
+    # The target is asked for as the required field it is on a new evaluation.
+    assert response.context["form"].errors["target"] == ["This field is required."]
+    assert "Target (optional)" not in text_of(response)
     assert not Evaluation.objects.filter(name="release").exists()
 
 
