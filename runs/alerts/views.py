@@ -65,6 +65,7 @@ def _detail(
         "deliveries": deliveries,
         # The log follows a delivery still being sent (or waiting to retry).
         "sending": any(not delivery.is_final for delivery in deliveries),
+        "evaluations": channel.evaluations.order_by("name"),
         "can_edit": can(request.user, channel.project, Action.EDIT),
         "form": form or ChannelEditForm(channel=channel),
         "secret": secret,
