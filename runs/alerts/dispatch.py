@@ -51,8 +51,10 @@ class Sender:
         self.sweep: asyncio.Task[None] | None = None
         self.nudge: asyncio.Event | None = None
         self.sending: dict[int, asyncio.Task[Any]] = {}
-        # Nothing due or in flight (read from other threads, as ``busy``).
+        # Nothing due or in flight (read from other threads, as ``busy``), and
+        # wakes asked for that the loop has not seen yet.
         self.idle = True
+        self.wakes = 0
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self.lock:
@@ -83,7 +85,8 @@ class Sender:
 
     def wake(self) -> None:
         """Send the deliveries that are due now, and the others when due."""
-        self.idle = False
+        with self.lock:
+            self.wakes += 1
         self._ensure_loop().call_soon_threadsafe(
             self._wake, context=contextvars.Context()
         )
@@ -92,6 +95,8 @@ class Sender:
         if self.nudge is None:
             self.nudge = asyncio.Event()
         self.idle = False
+        with self.lock:
+            self.wakes -= 1
         self.nudge.set()
         if self.sweep is None or self.sweep.done():
             self.sweep = asyncio.get_running_loop().create_task(self._sweep())
@@ -150,7 +155,7 @@ class Sender:
     @property
     def busy(self) -> int:
         """Alert work under way, and deliveries due or in flight, in this process."""
-        return len(self.futures) + len(self.sending) + (not self.idle)
+        return len(self.futures) + len(self.sending) + (not self.idle) + self.wakes
 
 
 sender = Sender()
