@@ -3,7 +3,8 @@
 Pages and the API go through ``evalsite.handlers``: one thread switch per
 request. In the embedded mode the local launcher runs executions on this
 server's event loop; it binds to it when the server starts and resumes runs
-left running, and the evaluations' schedules tick on it.
+left running, and the evaluations' schedules tick on it; the alert
+deliveries left waiting are sent again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from evalsite.bodylimit import BodyLimit, install_under_daphne  # noqa: E402
+from runs.alerts.dispatch import deliveries_start  # noqa: E402
 from runs.evaluations.scheduler import schedules_start  # noqa: E402
 from runs.executor.launchers import local_launcher  # noqa: E402
 from runs.routing import websocket_urlpatterns  # noqa: E402
@@ -51,6 +53,8 @@ def _bind_launcher_when_serving() -> None:
     )
     if settings.EVALSITE_SCHEDULES:
         reactor.callWhenRunning(schedules_start, twisted_loop)
+    # Alert deliveries a stopped server left waiting out a back-off.
+    reactor.callWhenRunning(deliveries_start)
 
 
 _bind_launcher_when_serving()

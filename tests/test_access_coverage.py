@@ -315,6 +315,7 @@ PAGES: dict[str, list[Check]] = {
         Check("POST", EDIT, EVALUATION, data=_evaluation_form),
     ],
     "evaluation_run_now": [Check("POST", EDIT, EVALUATION)],
+    "evaluation_sample": [Check("POST", EDIT, EVALUATION, data=_given({"items": 2}))],
     "evaluation_delete": [Check("POST", EDIT, EVALUATION)],
     "evaluation_schedule_add": [Check("POST", EDIT, EVALUATION, data=SCHEDULE)],
     "evaluation_schedule_remove": [

@@ -9,20 +9,27 @@ attempts, with exponential back-off and full jitter from
 policy, would fail the same way and ends the delivery. Every attempt is
 appended to the delivery's log as it ends, so the page shows a delivery that
 is still being retried.
+
+A delivery waiting out a back-off is a row with its due time (``due_at``),
+not a sleep in some process: whatever process sends deliveries takes up the
+due ones, after a restart too. An attempt is taken by one conditional update
+of the row, as a run's executor claims its run: however many processes look
+at once, one makes it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import smtplib
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import aiohttp
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.core.mail import send_mail
+from django.db.models import Min, Q
 from django.utils import timezone
 
 from runs.alerts import payloads
@@ -37,6 +44,15 @@ USER_AGENT = "evalsite-alerts/1"
 # What is kept of an answer's body in the attempt log.
 BODY_LIMIT = 300
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+UNENDED = (Status.PENDING, Status.SENDING, Status.RETRYING)
+# What ``attempt_next`` answers when the attempt was not its to make: not due
+# yet, or another process makes it now.
+HELD = "held"
+# How long past its timeout an attempt's maker is given before it is taken
+# for gone (its process died mid-send), and another may make the attempt.
+HOLD_MARGIN_SECONDS = 30
+# Due deliveries taken up at a time.
+DUE_BATCH = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +113,59 @@ def _load(delivery_id: int) -> Job | str:
     )
 
 
+def _due(now: datetime) -> Q:
+    return Q(status__in=UNENDED) & (Q(due_at__isnull=True) | Q(due_at__lte=now))
+
+
+def _claim(delivery_id: int) -> bool:
+    """Take the delivery's next attempt, if it is due and nobody makes it."""
+    now = timezone.now()
+    hold = settings.EVALSITE_ALERT_TIMEOUT_SECONDS + HOLD_MARGIN_SECONDS
+    return bool(
+        AlertDelivery.objects.filter(_due(now), pk=delivery_id).update(
+            status=Status.SENDING, due_at=now + timedelta(seconds=hold)
+        )
+    )
+
+
+def _unclaimed(delivery_id: int) -> tuple[str, float | None]:
+    """Why an attempt was not taken: the delivery is gone or has ended (and
+    nothing more is due), or it is held until its due time."""
+    row = AlertDelivery.objects.filter(pk=delivery_id).values_list("status", "due_at")
+    found = row.first()
+    if found is None:
+        return "gone", None
+    status, due_at = found
+    if status not in UNENDED:
+        return "done", None
+    now = timezone.now()
+    return HELD, max((due_at - now).total_seconds(), 0.0) if due_at else 0.0
+
+
+def deliveries_due(*, exclude: set[int]) -> tuple[list[int], float | None]:
+    """The deliveries due now (but ``exclude``), oldest due first, and the
+    seconds until the next one is due (None: none is waiting)."""
+    now = timezone.now()
+    due = list(
+        AlertDelivery.objects.filter(_due(now))
+        .exclude(pk__in=exclude)
+        .order_by("due_at", "pk")
+        .values_list("pk", flat=True)[:DUE_BATCH]
+    )
+    later = AlertDelivery.objects.filter(status__in=UNENDED, due_at__gt=now).aggregate(
+        first=Min("due_at")
+    )["first"]
+    return due, None if later is None else (later - now).total_seconds()
+
+
 def _record(
-    delivery_id: int, number: int, outcome: Outcome, seconds: float, *, final: bool
+    delivery_id: int,
+    number: int,
+    outcome: Outcome,
+    seconds: float,
+    *,
+    final: bool,
+    wait: float | None = None,
 ) -> None:
     delivery = AlertDelivery.objects.get(pk=delivery_id)
     delivery.attempts = [
@@ -118,16 +185,16 @@ def _record(
         delivery.status = Status.FAILED if final else Status.RETRYING
     if final or outcome.ok:
         delivery.finished_at = timezone.now()
-    delivery.save(update_fields=["attempts", "status", "finished_at"])
-
-
-def _mark_sending(delivery_id: int) -> None:
-    AlertDelivery.objects.filter(pk=delivery_id).update(status=Status.SENDING)
+        delivery.due_at = None
+    else:
+        delivery.due_at = timezone.now() + timedelta(seconds=wait or 0.0)
+    delivery.save(update_fields=["attempts", "status", "finished_at", "due_at"])
 
 
 load = database_sync_to_async(_load)
 record = database_sync_to_async(_record)
-mark_sending = database_sync_to_async(_mark_sending)
+claim = database_sync_to_async(_claim)
+unclaimed = database_sync_to_async(_unclaimed)
 
 
 async def _post(job: Job, body: bytes, headers: dict[str, str]) -> Outcome:
@@ -200,29 +267,29 @@ async def attempt(job: Job) -> Outcome:
 
 
 async def attempt_next(delivery_id: int) -> tuple[str, float | None]:
-    """The delivery's next attempt, recorded: its status, and how long to wait
-    before the one after (None: no other, it has ended)."""
+    """The delivery's next attempt, recorded: its status, and how long until
+    it is due again (None: it has ended, or is gone).
+
+    An attempt that is not due yet, or that another process makes now, is
+    not made: ``HELD``, with the seconds until it is due.
+    """
+    if not await claim(delivery_id):
+        return await unclaimed(delivery_id)
     job = await load(delivery_id)
     if isinstance(job, str):
         return job, None
     most = settings.EVALSITE_ALERT_ATTEMPTS
     number = job.done + 1
-    await mark_sending(delivery_id)
     started = time.monotonic()
     outcome = await attempt(job)
     final = outcome.ok or not outcome.retry or number >= most
-    await record(delivery_id, number, outcome, time.monotonic() - started, final=final)
+    wait = None
+    if not final:
+        base = float(settings.EVALSITE_ALERT_RETRY_SECONDS)
+        wait = Backoff(base=base, maximum=base * 16).delay(number, outcome.retry_after)
+    await record(
+        delivery_id, number, outcome, time.monotonic() - started, final=final, wait=wait
+    )
     if final:
         return (Status.DELIVERED if outcome.ok else Status.FAILED), None
-    base = float(settings.EVALSITE_ALERT_RETRY_SECONDS)
-    backoff = Backoff(base=base, maximum=base * 16)
-    return Status.RETRYING, backoff.delay(number, outcome.retry_after)
-
-
-async def deliver(delivery_id: int) -> str:
-    """Send a delivery until it is delivered or given up; its final status."""
-    while True:
-        status, wait = await attempt_next(delivery_id)
-        if wait is None:
-            return status
-        await asyncio.sleep(wait)
+    return Status.RETRYING, wait

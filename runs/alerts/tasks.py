@@ -4,10 +4,14 @@ A job makes the delivery's next attempt (bounded by
 ``EVALSITE_ALERT_TIMEOUT_SECONDS``) and, when another is due, defers the
 next job after the back-off: no worker slot waits out a back-off, so a
 channel that is down holds the shards of runs back by one attempt at most.
-A job retried after its worker died goes on from the attempts logged.
+A job retried after its worker died goes on from the attempts logged, once
+the dead worker's hold on its attempt has passed (a job that finds the
+attempt held defers itself to then).
 """
 
 from __future__ import annotations
+
+import math
 
 from django.conf import settings
 from procrastinate import App, JobContext
@@ -31,7 +35,8 @@ def _next(on: App, wait: float) -> JobDeferrer:
     return on.configure_task(
         TASK_NAME,
         queue=settings.EVALSITE_QUEUE,
-        schedule_in={"seconds": max(round(wait), 0)},
+        # Never before it is due (a job early finds it held, and defers again).
+        schedule_in={"seconds": max(math.ceil(wait), 0)},
     )
 
 

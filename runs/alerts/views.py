@@ -56,12 +56,16 @@ def _detail(
     form: ChannelEditForm | None = None,
     secret: str | None = None,
 ) -> HttpResponse:
+    deliveries = list(
+        selectors.delivery_list(channel=channel)[: selectors.DELIVERIES_SHOWN]
+    )
     context: dict[str, Any] = {
         "channel": channel,
         "project": channel.project,
-        "deliveries": selectors.delivery_list(channel=channel)[
-            : selectors.DELIVERIES_SHOWN
-        ],
+        "deliveries": deliveries,
+        # The log follows a delivery still being sent (or waiting to retry).
+        "sending": any(not delivery.is_final for delivery in deliveries),
+        "evaluations": channel.evaluations.order_by("name"),
         "can_edit": can(request.user, channel.project, Action.EDIT),
         "form": form or ChannelEditForm(channel=channel),
         "secret": secret,

@@ -5,14 +5,11 @@ from __future__ import annotations
 from typing import Any, NotRequired, TypedDict, Unpack
 
 from django.contrib.auth.models import User
-from django.db import transaction
 
 from runs.access import Action, require
-from runs.alerts.dispatch import run_later
 from runs.errors import InvalidInput
-from runs.executor.engine import execute_run
 from runs.executor.options import RunOptions
-from runs.models import Dataset, Item, Run, Target
+from runs.models import Dataset, Run, Target
 from runs.results.cost_estimate import Estimate, estimate
 from runs.results.services import run_create, target_clean
 from runs.scorers import clean_scorer_specs
@@ -63,8 +60,9 @@ def estimate_sample(
 ) -> Run:
     """Send the first ``items`` items through the target for real (editors).
 
-    A run of its own, named for what it is, charged as any run is; one epoch,
-    its judges included. Once it ends, estimates read it as a past run.
+    A run of its own limited to those items, named for what it is, charged
+    as any run is; one epoch, its judges included. Once it ends, estimates
+    read it as a past run.
     """
     require(user, dataset.project, Action.EDIT)
     if not 1 <= items <= min(SAMPLE_MAX, dataset.item_count):
@@ -74,7 +72,7 @@ def estimate_sample(
     sample_options = RunOptions.from_dict(
         arguments["options"].to_dict() | {"epochs": 1}, path="options"
     )
-    run = run_create(
+    return run_create(
         user=user,
         dataset=dataset,
         target=arguments["target"],
@@ -83,15 +81,7 @@ def estimate_sample(
         scorers=arguments["scorers"],
         options=sample_options,
         name=f"Cost sample: {items} item{'s' * (items != 1)}",
-        launch=False,
+        # Launched as any run is (in the distributed mode, by a worker); its
+        # first items alone, however often it is executed (a resume, a retry).
+        item_limit=items,
     )
-    indexes = list(
-        Item.objects.filter(dataset=dataset)
-        .order_by("index")
-        .values_list("index", flat=True)[:items]
-    )
-    Run.objects.filter(pk=run.pk).update(total=len(indexes))
-    run.total = len(indexes)
-    bounds = (indexes[0], indexes[-1] + 1)
-    transaction.on_commit(lambda: run_later(execute_run(run.pk, index_range=bounds)))
-    return run

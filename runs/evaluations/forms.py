@@ -67,11 +67,12 @@ class EvaluationForm(RunForm):
             (c.pk, str(c) if project else f"{c.project} / {c}") for c in channels
         ]
         self.fields["name"].required = True
-        self.fields["target"].required = False
-        self.fields["target"].help_text = (
-            "A stored target; left empty on an evaluation of an ad-hoc target, "
-            "it keeps its own."
-        )
+        if project is not None:  # an evaluation's own: its target may be ad hoc
+            self.fields["target"].required = False
+            self.fields["target"].help_text = (
+                "A stored target; left empty on an evaluation of an ad-hoc "
+                "target, it keeps its own."
+            )
         self.error_paths["pass_rate_floors"] = "pass_rate_floors"
 
     def clean_target(self) -> Any:

@@ -95,6 +95,7 @@ class ScorerTrend:
                     if point.high is None
                     else round(40 * (1 - point.high), 2),
                     "verdict": point.verdict or "",
+                    "run": point.run.pk,
                 }
             )
         return out

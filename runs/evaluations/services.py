@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from runs.access import Action, require
 from runs.alerts.services import announce_later, clean_channels
 from runs.errors import Conflict, InvalidInput
+from runs.estimates.services import estimate_sample
 from runs.executor.options import RunOptions
 from runs.models import (
     FINAL_RUN_STATUSES,
@@ -382,6 +383,24 @@ def evaluation_run(
         run.save(update_fields=["evaluation", "schedule", "evaluation_trigger"])
         transaction.on_commit(lambda: run_launch(run=run))
     return run
+
+
+def evaluation_sample(*, evaluation: Evaluation, user: User, items: int) -> Run:
+    """A paid sample of the evaluation's first ``items`` items (editors): a
+    run of its own, not of the evaluation, that the next run's estimate then
+    reads as a past run of its target."""
+    require(user, evaluation.project, Action.EDIT)
+    chosen = _target_arguments(
+        evaluation, target=None, target_kind=None, target_config=None
+    )
+    return estimate_sample(
+        user=user,
+        dataset=evaluation_dataset(evaluation),
+        scorers=evaluation.scorers,
+        options=evaluation.options,
+        items=items,
+        **chosen,
+    )
 
 
 def run_end_claim(run: Run) -> bool:

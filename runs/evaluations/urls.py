@@ -11,6 +11,7 @@ urlpatterns = [
     page("evaluations/<id:evaluation_id>/", views.evaluation_detail),
     page("evaluations/<id:evaluation_id>/edit/", views.evaluation_edit),
     page("evaluations/<id:evaluation_id>/run/", views.evaluation_run_now),
+    page("evaluations/<id:evaluation_id>/sample/", views.evaluation_sample),
     page("evaluations/<id:evaluation_id>/delete/", views.evaluation_delete),
     page("evaluations/<id:evaluation_id>/schedules/", views.evaluation_schedule_add),
     page(

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -23,6 +24,9 @@ from runs.models import Evaluation
 from runs.projects.selectors import project_get
 from runs.web.forms import add_domain_error, submitted
 from runs.web.requests import AuthedRequest
+
+# Items a paid sample sends, as the new-run form's does.
+SAMPLE_DEFAULT = 3
 
 
 @require_GET
@@ -110,6 +114,7 @@ def _detail_page(
         "ticks": selectors.evaluation_ticks(evaluation=evaluation),
         "changes": evaluation.changes.select_related("user")[:50],
         "schedule_form": schedule_form,
+        "sample_default": SAMPLE_DEFAULT,
     }
     return render(
         request, "runs/evaluations/evaluation_detail.html", context, status=status
@@ -127,6 +132,31 @@ def evaluation_run_now(request: AuthedRequest, evaluation_id: int) -> HttpRespon
         messages.error(request, f"The evaluation could not start: {exc}")
         return redirect("runs:evaluation_detail", evaluation_id=evaluation.pk)
     return redirect("runs:run_detail", run_id=run.pk)
+
+
+@require_POST
+def evaluation_sample(request: AuthedRequest, evaluation_id: int) -> HttpResponse:
+    evaluation = selectors.evaluation_get(
+        user=request.user, evaluation_id=evaluation_id
+    )
+    try:
+        items = int(request.POST.get("items") or SAMPLE_DEFAULT)
+        run = services.evaluation_sample(
+            evaluation=evaluation, user=request.user, items=items
+        )
+    except ValueError:
+        messages.error(request, "No sample was sent: items must be a whole number")
+    except InvalidInput as exc:
+        what = "items" if exc.field == "sample" else exc.field or ""
+        messages.error(request, f"No sample was sent: {what} {exc.message}")
+    else:
+        messages.success(
+            request,
+            f"Run #{run.pk} sends {run.total} item{pluralize(run.total)} through "
+            "the target (charged as any run); the next run's estimate reads it "
+            "once it ends.",
+        )
+    return redirect("runs:evaluation_detail", evaluation_id=evaluation.pk)
 
 
 @require_POST

@@ -140,7 +140,7 @@ class Execution:
     # -- items -------------------------------------------------------------
 
     async def produce(self) -> None:
-        start, stop = self.index_range or (0, None)
+        start, stop = store.index_bounds(self.index_range, self.spec.index_stop)
         after = start - 1
         while not self.draining:
             # A page read meets a database restart as a write does: retried

@@ -89,11 +89,12 @@ def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
         .filter(n__gte=epochs)
         .values_list("item_index", flat=True)
     )
+    items = Item.objects.filter(dataset_id=run.dataset_id)
+    if (index_stop := store.run_index_stop(run)) is not None:
+        items = items.filter(index__lt=index_stop)  # its first items alone
     needing = [
         index
-        for index in Item.objects.filter(dataset_id=run.dataset_id)
-        .order_by("index")
-        .values_list("index", flat=True)
+        for index in items.order_by("index").values_list("index", flat=True)
         if index not in done
     ]
     return [

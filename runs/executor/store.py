@@ -73,9 +73,15 @@ class RunSpec(ScoringSpec):
     # The saved target the run was made from, if any: what its rate limit is
     # shared by (shared_limits.py).
     target_id: int | None = None
+    # The index after the run's last item, when it runs only the dataset's
+    # first ``Run.item_limit`` items; None: it runs them all.
+    index_stop: int | None = None
 
 
-RUN_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(RunSpec))
+# A run spec's fields read from the run itself (``index_stop`` is derived).
+RUN_SPEC_FIELDS = tuple(
+    f.name for f in dataclasses.fields(RunSpec) if f.name != "index_stop"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,8 +216,37 @@ def run_spec(run: Run, *, started_at: datetime | None = None) -> RunSpec:
     values = {name: getattr(run, name) for name in RUN_SPEC_FIELDS}
     return RunSpec(
         **values
-        | {"prices": run.prices or {}, "started_at": started_at or run.started_at}
+        | {
+            "prices": run.prices or {},
+            "started_at": started_at or run.started_at,
+            "index_stop": run_index_stop(run),
+        }
     )
+
+
+def run_index_stop(run: Run) -> int | None:
+    """The index after the last of the run's items when it has an item limit
+    (items are its dataset's first ``item_limit`` by index); None without."""
+    if run.item_limit is None:
+        return None
+    last = (
+        Item.objects.filter(dataset_id=run.dataset_id)
+        .order_by("index")
+        .values_list("index", flat=True)[run.item_limit - 1 : run.item_limit]
+        .first()
+    )
+    return None if last is None else last + 1
+
+
+def index_bounds(
+    index_range: tuple[int, int] | None, index_stop: int | None
+) -> tuple[int, int | None]:
+    """The indexes an execution runs: its range (a shard's), else all, and
+    never past the run's last item (``index_stop``)."""
+    start, stop = index_range or (0, None)
+    if index_stop is not None:
+        stop = index_stop if stop is None else min(stop, index_stop)
+    return start, stop
 
 
 def run_heartbeat(

@@ -75,12 +75,24 @@ class AlertDelivery(models.Model):
     # [{"number", "at", "outcome" ("ok", "error"), "status_code", "error",
     #   "seconds"}], one per attempt, in order.
     attempts = models.JSONField(default=list, blank=True)
+    # When its next attempt is due (now, or once a back-off has passed);
+    # while an attempt is made, when its maker is taken for gone (its process
+    # died mid-send) and another may make it. None: due now, or ended.
+    due_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["channel", "-created_at"])]
+        indexes = [
+            models.Index(fields=["channel", "-created_at"]),
+            # The deliveries still to send, by when they are due.
+            models.Index(
+                fields=["due_at"],
+                condition=models.Q(status__in=["pending", "sending", "retrying"]),
+                name="alert_delivery_unended_due",
+            ),
+        ]
         verbose_name_plural = "alert deliveries"
 
     def __str__(self) -> str:

@@ -106,6 +106,15 @@ class EvaluationChange(models.Model):
     def __str__(self) -> str:
         return f"{self.evaluation_id} {self.action} at {self.at:%Y-%m-%d %H:%M}"
 
+    @property
+    def shown(self) -> list[tuple[str, list[object]]]:
+        """What its history line shows: every field an update changed; of a
+        creation, the fields given a value (not the empty ones)."""
+        items = list(self.changes.items())
+        if self.action == self.Action.UPDATED:
+            return items
+        return [(n, v) for n, v in items if any(x not in (None, "", [], {}) for x in v)]
+
 
 class Schedule(models.Model):
     """A cron expression, read in a time zone, that starts its evaluation."""

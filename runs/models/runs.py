@@ -88,6 +88,11 @@ class Run(RunCounts, Authored):
     # dataset, or a sample of items sent to it.
     estimated_cost = models.FloatField(null=True, blank=True)
     estimate_basis = models.JSONField(null=True, blank=True)
+    # Only the dataset's first this many items (by index), when set: a cost
+    # sample's few. Whatever executes the run (a resume after a restart, a
+    # retry, the shards of the distributed mode) runs these alone, and its
+    # counts are of them.
+    item_limit = models.PositiveIntegerField(null=True, blank=True)
 
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

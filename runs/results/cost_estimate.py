@@ -171,13 +171,15 @@ def estimate(
     scorers: list[dict[str, Any]],
     options: RunOptions,
     exclude: int | None = None,
+    items: int | None = None,
 ) -> Estimate:
-    """What a run of these would cost, from the last runs of its target."""
+    """What a run of these would cost, from the last runs of its target
+    (over ``items`` of the dataset's items: all of them when None)."""
     prices = price_table()
     found = Estimate(
         cost=None,
         basis=NO_BASIS,
-        items=dataset.item_count,
+        items=dataset.item_count if items is None else items,
         epochs=options.epochs,
         budget=options.cost_budget,
     )
@@ -233,6 +235,7 @@ def estimate_record(run: Run) -> Run:
         scorers=run.scorers,
         options=RunOptions.from_dict(run.options, path="options"),
         exclude=run.pk,
+        items=run.item_limit,
     )
     run.estimated_cost = found.cost
     run.estimate_basis = found.as_dict()

@@ -124,6 +124,10 @@ class RunOut(Schema):
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
     parent: int | None
+    item_limit: int | None = Field(
+        description="the run's items are only its dataset's first item_limit "
+        "(a cost sample's); null: all of them"
+    )
     counts: RunCounts
     prompt_tokens: int
     completion_tokens: int

@@ -30,6 +30,7 @@ from runs.analysis.summary import (
     run_scorer_summaries_cached,
 )
 from runs.errors import DomainError, InvalidInput, NotFound
+from runs.executor.store import run_index_stop
 from runs.models import (
     ErrorKind,
     Item,
@@ -237,6 +238,8 @@ def run_items_lacking(*, run: Run) -> QuerySet[Item]:
     """The run's items with an epoch that has no counted result, in dataset order."""
     counted = Result.objects.filter(run=run, item=OuterRef("pk"), retry_pending=False)
     items = Item.objects.filter(dataset_id=run.dataset_id)
+    if (index_stop := run_index_stop(run)) is not None:
+        items = items.filter(index__lt=index_stop)  # a run of its first items
     epochs = max(int(run.options.get("epochs", 1)), 1)
     if epochs == 1:
         items = items.filter(~Exists(counted))

@@ -46,8 +46,13 @@ def run_create(
     name: str = "",
     parent: Run | None = None,
     launch: bool = True,
+    item_limit: int | None = None,
 ) -> Run:
-    """Create a run with a frozen copy of its configuration, and launch it."""
+    """Create a run with a frozen copy of its configuration, and launch it.
+
+    ``item_limit`` runs only the dataset's first that many items, wherever
+    and however often the run is executed.
+    """
     project = dataset.project
     if user is not None:
         require(user, project, Action.EDIT)
@@ -74,6 +79,12 @@ def run_create(
     check_scorer_secrets(project=project, specs=scorer_specs)
     if not isinstance(options, RunOptions):
         options = RunOptions.from_dict(options, path="options")
+    if item_limit is not None and not 1 <= item_limit <= dataset.item_count:
+        raise InvalidInput(
+            f"must be from 1 to {dataset.item_count}, the dataset's items",
+            field="item_limit",
+        )
+    items = dataset.item_count if item_limit is None else item_limit
     run = Run.objects.create(
         project=project,
         name=name,
@@ -85,7 +96,8 @@ def run_create(
         target_config=config,
         scorers=scorer_specs,
         options=options.to_dict(),
-        total=dataset.item_count * options.epochs,
+        total=items * options.epochs,
+        item_limit=item_limit,
         parent=parent,
         created_by=user,
     )

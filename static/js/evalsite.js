@@ -40,8 +40,26 @@
       elements[i].style.width = elements[i].getAttribute("data-width") + "%";
     }
   }
+  // A field that only some choices of a select need shows for those alone:
+  // data-shown-for="<select id>:<value> <value>".
+  function applyShownFor(root) {
+    var fields = root.querySelectorAll ? root.querySelectorAll("[data-shown-for]") : [];
+    for (var i = 0; i < fields.length; i++) {
+      var rule = fields[i].getAttribute("data-shown-for").split(":");
+      var select = document.getElementById(rule[0]);
+      if (select) {
+        fields[i].hidden = rule[1].split(" ").indexOf(select.value) < 0;
+      }
+    }
+  }
+  document.addEventListener("change", function (event) {
+    if (event.target.tagName === "SELECT") {
+      applyShownFor(document);
+    }
+  });
   document.addEventListener("DOMContentLoaded", function () {
     applyWidths(document);
+    applyShownFor(document);
   });
   // Every element htmx adds (a swap, a websocket update) passes through here.
   document.addEventListener("htmx:load", function (event) {

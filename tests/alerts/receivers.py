@@ -24,20 +24,21 @@ class Received:
 @dataclass
 class Receiver:
     """What a receiver got, and how it answers: ``statuses`` one per request
-    (then 200), each once ``gate`` is set."""
+    (then 200), each once ``gate`` is set, an error with ``retry_after``."""
 
     url: str = ""
     requests: list[Received] = field(default_factory=list)
     statuses: list[int] = field(default_factory=list)
     gate: threading.Event = field(default_factory=threading.Event)
     arrived: threading.Event = field(default_factory=threading.Event)
+    retry_after: str = ""
 
 
 @contextlib.contextmanager
 def receiver(
-    *, statuses: list[int] | None = None, held: bool = False
+    *, statuses: list[int] | None = None, held: bool = False, retry_after: str = ""
 ) -> Iterator[Receiver]:
-    state = Receiver(statuses=list(statuses or []))
+    state = Receiver(statuses=list(statuses or []), retry_after=retry_after)
     if not held:
         state.gate.set()
 
@@ -51,6 +52,8 @@ def receiver(
             state.gate.wait(30)
             status = state.statuses.pop(0) if state.statuses else 200
             self.send_response(status)
+            if status >= 400 and state.retry_after:
+                self.send_header("Retry-After", state.retry_after)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 from runs.models import AlertChannel, AlertDelivery
+from tests.evaluations.conftest import make_evaluation
+from tests.factories import arithmetic_items, make_dataset
 
 HOOK = "https://hooks.example.org/evalsite/secret-path"
 
@@ -73,3 +75,25 @@ def test_deleting_a_channel_deletes_its_log(bob_client, project):
     answer = bob_client.post(f"/alerts/{channel.pk}/delete/")
     assert answer.status_code == 302
     assert not AlertChannel.objects.exists() and not AlertDelivery.objects.exists()
+
+
+def test_a_channel_page_names_the_evaluations_that_tell_it(bob, bob_client, project):
+    create(bob_client, project, name="mail", kind="email", emails="a@example.org")
+    channel = AlertChannel.objects.get(name="mail")
+    page = bob_client.get(f"/alerts/{channel.pk}/").content.decode()
+    assert "choose this channel on an evaluation's Edit page" in page
+    dataset = make_dataset(project, arithmetic_items(3))
+    make_evaluation(project, dataset, bob, name="release gate", channels=[channel.pk])
+    page = bob_client.get(f"/alerts/{channel.pk}/").content.decode()
+    told = page.split('id="channel-evaluations"')[1].split("</div>")[0]
+    assert "release gate" in told and "Edit page" not in told
+
+
+def test_a_delivery_under_way_keeps_the_log_following_it(bob_client, project):
+    create(bob_client, project, name="mail", kind="email", emails="a@example.org")
+    channel = AlertChannel.objects.get(name="mail")
+    delivery = AlertDelivery.objects.create(channel=channel, test=True)
+    log = 'id="delivery-log" hx-get'
+    assert log in bob_client.get(f"/alerts/{channel.pk}/").content.decode()
+    AlertDelivery.objects.filter(pk=delivery.pk).update(status="delivered")
+    assert log not in bob_client.get(f"/alerts/{channel.pk}/").content.decode()

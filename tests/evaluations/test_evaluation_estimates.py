@@ -94,3 +94,39 @@ def test_a_target_since_deleted_says_why_there_is_no_estimate(
     Target.objects.filter(pk=priced.target_id).delete()
     page = text_of(victor_client.get(f"/evaluations/{priced.pk}/"))
     assert "no estimate: its target was deleted" in page
+
+
+def test_with_no_estimate_the_page_offers_a_paid_sample(
+    priced: Evaluation, bob_client: Client
+) -> None:
+    page = bob_client.get(f"/evaluations/{priced.pk}/").content.decode()
+    assert 'id="sample-form"' in page and "(charged)" in page
+    answer = bob_client.post(
+        f"/evaluations/{priced.pk}/sample/", {"items": 2}, follow=True
+    )
+    (sample,) = Run.objects.all()
+    assert (sample.name, sample.item_limit, sample.total) == (
+        "Cost sample: 2 items",
+        2,
+        2,
+    )
+    assert sample.evaluation is None  # its own run, not one of the evaluation's
+    assert sample.target_id == priced.target_id
+    assert f"Run #{sample.pk} sends 2 items" in answer.content.decode()
+
+
+def test_a_sample_too_large_is_refused_on_the_page(
+    priced: Evaluation, bob_client: Client
+) -> None:
+    answer = bob_client.post(
+        f"/evaluations/{priced.pk}/sample/", {"items": 99}, follow=True
+    )
+    assert "No sample was sent: items must be from 1 to" in answer.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_a_viewer_is_offered_no_sample(
+    priced: Evaluation, victor_client: Client
+) -> None:
+    page = victor_client.get(f"/evaluations/{priced.pk}/").content.decode()
+    assert 'id="sample-form"' not in page

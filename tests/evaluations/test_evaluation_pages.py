@@ -49,7 +49,7 @@ def test_the_trend_shows_each_run_and_its_verdict_against_the_previous(
     assert page.status_code == 200
     text = text_of(page)
     assert "worse" in text and f"#{bad.pk}" in text
-    assert 'class="verdict-worse"' in page.content.decode()
+    assert 'class="trend-marker verdict-worse"' in page.content.decode()
 
 
 def test_a_floor_marks_the_runs_below_it(
@@ -118,7 +118,9 @@ def test_a_bad_form_names_its_field(bob_client: Client, dataset: Dataset) -> Non
         },
     )
     assert response.status_code == 200
-    assert "is required: a stored target or a kind" in text_of(response)
+    # The target is asked for as the required field it is on a new evaluation.
+    assert response.context["form"].errors["target"] == ["This field is required."]
+    assert "Target (optional)" not in text_of(response)
     assert not Evaluation.objects.filter(name="release").exists()
 
 
