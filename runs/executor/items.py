@@ -20,7 +20,7 @@ from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.plugins.scorers import Condition, ScoreOutcome, Scorer, ScorerError
 from runs.plugins.scoring import ScorerCall
-from runs.plugins.steps import Step
+from runs.plugins.steps import Step, put_step_texts, step_texts
 from runs.plugins.targets import Target, TargetError, TargetInput, TargetOutput
 from runs.secrets.redaction import NO_SECRETS, Redactor
 
@@ -78,6 +78,20 @@ def cut_attempt(attempt: dict[str, Any]) -> None:
     for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", MODEL_CHARS)):
         if len(attempt.get(key) or "") > limit:
             attempt[key] = attempt[key][:limit]
+
+
+def close_interrupted(record: ResultRecord, redactor: Redactor) -> None:
+    """Ready an item cut short by a stop to be stored: every secret in its
+    output, attempt log and steps replaced here, on the loop (the stop cannot
+    wait for a worker thread), its attempts cut, its end time set."""
+    if redactor:
+        record.output = redactor.value(record.output)
+        record.attempts = redactor.value(record.attempts)
+        if record.steps:
+            put_step_texts(record.steps, redactor.value(step_texts(record.steps)))
+    for attempt in record.attempts:
+        cut_attempt(attempt)
+    record.finished_at = now()
 
 
 class Concurrency(Protocol):
@@ -265,11 +279,12 @@ class ItemRunner:
         self, record: ResultRecord, attempt: dict[str, Any], failure: Failure | None
     ) -> Failure | None:
         """The attempt's texts with every secret replaced: its log entry (raw
-        body, model), its output or its error. Before a scorer sees the output
-        (a judge would send it on) and before anything is stored."""
+        body, model), its output or its error, and its steps (what was sent
+        and received, names and errors). Before a scorer sees the output or
+        the trajectory (a judge would send them on) and before anything is
+        stored."""
         steps = record.steps or []
-        payloads = [[s.arguments, s.output, s.error] for s in steps]
-        texts = [attempt, record.output if failure is None else None, payloads]
+        texts = [attempt, record.output if failure is None else None, step_texts(steps)]
         if failure is not None:
             texts += [failure.message, failure.error_type]
         clean = await self.redactor.redacted(texts)
@@ -277,8 +292,7 @@ class ItemRunner:
             return failure  # the usual case: no secret, nothing copied
         attempt.clear()
         attempt.update(clean[0])
-        for step, (arguments, output, error) in zip(steps, clean[2], strict=True):
-            step.arguments, step.output, step.error = arguments, output, error
+        put_step_texts(steps, clean[2])
         if failure is None:
             record.output = clean[1]
             return None

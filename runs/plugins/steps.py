@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +42,24 @@ class Step:
     cost: float | None = None
     # The id the model gave a tool call, which its result answers.
     call_id: str = ""
+
+
+# What of a step may quote a secret (a model or a tool that echoes one): read
+# and put back together, to be redacted with the run's secrets before the step
+# is scored or stored.
+TEXT_FIELDS = ("name", "arguments", "output", "error", "error_type", "call_id")
+
+
+def step_texts(steps: Sequence[Step]) -> list[list[Any]]:
+    """The ``TEXT_FIELDS`` of each step, in order."""
+    return [[getattr(step, name) for name in TEXT_FIELDS] for step in steps]
+
+
+def put_step_texts(steps: Sequence[Step], texts: list[list[Any]]) -> None:
+    """Give each step its ``TEXT_FIELDS`` back from ``texts`` (redacted)."""
+    for step, values in zip(steps, texts, strict=True):
+        for name, value in zip(TEXT_FIELDS, values, strict=True):
+            setattr(step, name, value)
 
 
 def call_hash(name: str, arguments: Any) -> str:
