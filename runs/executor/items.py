@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.calls.pricing import PriceTable, token_count
-from runs.calls.retry import Backoff, RetryPolicy
+from runs.calls.retry import Backoff, RetryPolicy, RunRetries, use_run_retries
 from runs.executor.options import RunOptions
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
@@ -69,6 +69,8 @@ class Failure:
     message: str
     status: str
     retry_after: float | None = None
+    # The target's own attempts of its failing call (TargetError.call_attempts).
+    call_attempts: int = 0
 
 
 def cut_attempt(attempt: dict[str, Any]) -> None:
@@ -180,6 +182,10 @@ class ItemRunner:
             options.timeout_seconds,
             Backoff(options.backoff_base_seconds, options.backoff_max_seconds),
         )
+        # The same rules for a target that retries its own calls (an agent's).
+        self.call_retries = RunRetries(
+            options.max_attempts, self.retry_policy.backoff, self.budget
+        )
 
     async def run(self, work: WorkItem, record: ResultRecord) -> None:
         """Fill ``record`` with the item's final outcome and its scores."""
@@ -221,6 +227,14 @@ class ItemRunner:
             self.record_failure(record, attempt, failure)
             if not self.retry_policy.retries(number, failure):
                 return
+            if failure.call_attempts:
+                # Its calls were retried as they were made: run again, the
+                # item would repeat them all, and their retries with them.
+                attempt["note"] = (
+                    "not run again: the target's failing call had "
+                    f"{failure.call_attempts} attempt(s) of its own"
+                )
+                return
             if not await self.budget.take():
                 attempt["note"] = "the run's retry budget is spent: not retried"
                 return
@@ -232,7 +246,8 @@ class ItemRunner:
         """One call under the per-attempt timeout; None when it succeeded."""
         try:
             async with asyncio.timeout(self.retry_policy.timeout):
-                answer = await self.target.generate(item)
+                with use_run_retries(self.call_retries):
+                    answer = await self.target.generate(item)
         except TimeoutError:
             attempt["outcome"] = "timeout"
             message = f"attempt exceeded {self.retry_policy.timeout:g} s"
@@ -252,6 +267,7 @@ class ItemRunner:
                 exc.message,
                 Result.Status.FAILED,
                 exc.retry_after,
+                exc.call_attempts,
             )
         except Exception as exc:  # a target's bug must not kill the run: record it
             attempt["outcome"] = "error"

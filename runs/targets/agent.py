@@ -9,8 +9,10 @@ is reached: ``max_steps`` model calls, ``max_tool_calls``, ``max_seconds``,
 ``max_tokens_total``. A budget ends the item with an error of type
 ``budget``, its steps kept. Each model call is paced by the run's request
 rate and retried, under its own timeout, only when its failure is transient
-(the call policy, ``runs.calls.retry``); a cancel reaches whichever call or
-tool is awaited. A tool that fails, hangs past its timeout, or is called
+(the call policy, ``runs.calls.retry``), by the run's retry rules; a call
+that fails for good ends the item, which the executor does not run again
+(retries of retries would multiply its calls); a cancel reaches whichever
+call or tool is awaited. A tool that fails, hangs past its timeout, or is called
 with arguments that are not JSON ends its step with an error the model is
 told; it never ends the run.
 """
@@ -26,7 +28,14 @@ from typing import Any, ClassVar
 from pydantic import Field, model_validator
 
 from runs.calls.limits import attempt_timeout, call_rate
-from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
+from runs.calls.retry import (
+    Backoff,
+    GaveUp,
+    RetryPolicy,
+    RetryTokens,
+    run_retries,
+    with_retries,
+)
 from runs.errors import ConfigError
 from runs.models import ErrorKind
 from runs.plugins import FieldError, SecretRef, TargetContext
@@ -146,7 +155,13 @@ class AgentParams(EndpointParams):
         120.0, gt=0, le=3600, description="Timeout of each model call."
     )
     call_max_attempts: int = Field(
-        3, ge=1, le=10, description="Attempts of a model call that fails transiently."
+        3,
+        ge=1,
+        le=10,
+        description=(
+            "Attempts of a model call that fails transiently (in a run, at most "
+            "its max attempts); the item is not run again after them."
+        ),
     )
 
     @model_validator(mode="after")
@@ -400,15 +415,18 @@ class AgentTarget(TargetPlugin[AgentParams]):
             await rate.acquire()
         loop.model_calls += 1
         began = time.monotonic()
+        policy, budget = self.call_policy()
         try:
             reply = await with_retries(
                 lambda: self.client.complete(payload),
-                policy=self.retry_policy,
+                policy=policy,
                 failures=TargetError,
                 timed_out=timed_out,
+                budget=budget,
             )
         except GaveUp as gave_up:
             failure: TargetError = gave_up.failure
+            failure.call_attempts = gave_up.attempts
             loop.steps.append(
                 Step(
                     kind="model",
@@ -424,6 +442,18 @@ class AgentTarget(TargetPlugin[AgentParams]):
             raise failure from None
         loop.add_reply(reply, _since(began))
         return reply
+
+    def call_policy(self) -> tuple[RetryPolicy, RetryTokens | None]:
+        """How a model call is retried: by ``call_max_attempts`` and the
+        call's timeout, and in a run by its rules too (at most its attempts
+        an item, its back-off, from its retry budget): the item is not run
+        again after them (``TargetError.call_attempts``)."""
+        run = run_retries()
+        if run is None:
+            return self.retry_policy, None
+        attempts = min(self.params.call_max_attempts, run.max_attempts)
+        policy = RetryPolicy(attempts, self.params.call_timeout_seconds, run.backoff)
+        return policy, run.budget
 
     async def call_tools(self, loop: Loop, tool_calls: list[Any]) -> tuple[Any] | None:
         """Execute the calls of one reply (``parallel_tool_calls`` at once);
