@@ -38,7 +38,7 @@ from runs.calls.retry import (
 )
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.steps import Step
 from runs.plugins.targets import (
     TargetError,
@@ -57,6 +57,7 @@ from runs.targets.chat_client import (
     ExtraBody,
     MaxTokens,
     MessageTemplate,
+    ModelName,
     SystemPrompt,
     Temperature,
     chat_body,
@@ -102,7 +103,11 @@ def clean_tool(spec: Any, where: str) -> dict[str, Any]:
     }
 
 
-class AgentParams(EndpointParams):
+class LoopParams(Params):
+    """What an agent's loop is run by, whatever answers its model calls: the
+    model named in its requests, its first messages, tools and budgets."""
+
+    model: ModelName
     system_prompt: SystemPrompt = ""
     prompt_template: MessageTemplate = Field(
         "{input}",
@@ -165,7 +170,7 @@ class AgentParams(EndpointParams):
     )
 
     @model_validator(mode="after")
-    def _tools_declared(self) -> AgentParams:
+    def _tools_declared(self) -> LoopParams:
         names: set[str] = set()
         tools = []
         for number, spec in enumerate(self.tools):
@@ -180,7 +185,13 @@ class AgentParams(EndpointParams):
         return self
 
 
-def first_messages(params: AgentParams, item: TargetInput) -> list[dict[str, Any]]:
+# An agent's loop against an OpenAI-compatible endpoint, the endpoint's fields
+# first (pydantic orders fields from the last base).
+class AgentParams(LoopParams, EndpointParams):
+    pass
+
+
+def first_messages(params: LoopParams, item: TargetInput) -> list[dict[str, Any]]:
     """The conversation the loop starts from."""
     system = [{"role": "system", "content": params.system_prompt}]
     if is_conversation(item.input):
@@ -216,7 +227,7 @@ def _plus(total: int | None, value: int | None) -> int | None:
 class Loop:
     """One item's trajectory under way: its messages, steps and usage."""
 
-    def __init__(self, params: AgentParams, messages: list[dict[str, Any]]) -> None:
+    def __init__(self, params: LoopParams, messages: list[dict[str, Any]]) -> None:
         self.params = params
         self.messages = messages
         self.sent = 0  # messages already sent with an earlier model call
@@ -255,35 +266,15 @@ class Loop:
         return (self.usage.prompt_tokens or 0) + (self.usage.completion_tokens or 0)
 
 
-@register
-class AgentTarget(TargetPlugin[AgentParams]):
-    """A tool-calling loop against any OpenAI-compatible endpoint: the tools
-    it asks for are executed and their results sent back until it answers
-    or a budget ends the item (an error of type budget, its steps kept)."""
+class ToolLoop[P: LoopParams](TargetPlugin[P]):
+    """The tool-calling loop of an agent, whatever answers its model calls
+    (``complete``): the tools the model asks for are executed and their
+    results sent back until it answers or a budget ends the item (an error
+    of type budget, its steps kept)."""
 
-    kind: ClassVar[str] = "agent"
-    label: ClassVar[str] = "Agent (tool-calling loop)"
-    example: ClassVar[dict[str, Any]] = {
-        **ENDPOINT_EXAMPLE,
-        "system_prompt": "Use the tools, then answer.",
-        "tools": [
-            {
-                "kind": "python",
-                "name": "add",
-                "params": {"callable": "runs.tools.examples.add"},
-            },
-            {"kind": "final_answer", "name": "final_answer"},
-        ],
-        "max_steps": 10,
-    }
-    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
-
-    def __init__(
-        self, params: AgentParams, context: TargetContext | None = None
-    ) -> None:
+    def __init__(self, params: P, context: TargetContext | None = None) -> None:
         self.params = params
         context = context or TargetContext()
-        self.client = ChatClient(params, context)
         self.tools: dict[str, ToolPlugin[Any]] = {
             spec["name"]: build_tool(
                 spec, context=context, key=tool_secret_key(spec["name"])
@@ -295,13 +286,17 @@ class AgentTarget(TargetPlugin[AgentParams]):
             params.call_max_attempts, params.call_timeout_seconds, Backoff()
         )
 
+    async def complete(self, payload: dict[str, Any]) -> ChatReply:
+        """The model's answer to one request, or a classified TargetError."""
+        raise NotImplementedError
+
     @classmethod
     def secret_scope(
         cls, config: dict[str, Any]
     ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
-        """The endpoint's key, and each tool's secret under its path
+        """Its own secrets (an endpoint's key), and each tool's under its path
         (``tools[0].params.auth_secret``) in a flat view of the configuration."""
-        refs = list(SECRETS)
+        refs = list(cls.secrets)
         flat = dict(config)
         for number, spec in enumerate(config.get("tools") or []):
             tool = TOOLS.get(spec.get("kind", "")) if isinstance(spec, dict) else None
@@ -329,7 +324,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
         return refs, flat, ""
 
     @classmethod
-    def request_for(cls, params: AgentParams, item: TargetInput) -> dict[str, Any]:
+    def request_for(cls, params: P, item: TargetInput) -> dict[str, Any]:
         tools = [build_tool(spec).schema() for spec in params.tools]
         return {**chat_body(params, first_messages(params, item)), "tools": tools}
 
@@ -338,7 +333,6 @@ class AgentTarget(TargetPlugin[AgentParams]):
             await tool.prepare()
 
     async def aclose(self) -> None:
-        await self.client.aclose()
         for tool in self.tools.values():
             await tool.aclose()
 
@@ -418,7 +412,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
         policy, budget = self.call_policy()
         try:
             reply = await with_retries(
-                lambda: self.client.complete(payload),
+                lambda: self.complete(payload),
                 policy=policy,
                 failures=TargetError,
                 timed_out=timed_out,
@@ -532,6 +526,43 @@ class AgentTarget(TargetPlugin[AgentParams]):
             step.error_type = type(exc).__name__
         step.latency_ms = _since(began)
         return step, tool.final
+
+
+@register
+class AgentTarget(ToolLoop[AgentParams]):
+    """A tool-calling loop against any OpenAI-compatible endpoint: the tools
+    it asks for are executed and their results sent back until it answers
+    or a budget ends the item (an error of type budget, its steps kept)."""
+
+    kind: ClassVar[str] = "agent"
+    label: ClassVar[str] = "Agent (tool-calling loop)"
+    example: ClassVar[dict[str, Any]] = {
+        **ENDPOINT_EXAMPLE,
+        "system_prompt": "Use the tools, then answer.",
+        "tools": [
+            {
+                "kind": "python",
+                "name": "add",
+                "params": {"callable": "runs.tools.examples.add"},
+            },
+            {"kind": "final_answer", "name": "final_answer"},
+        ],
+        "max_steps": 10,
+    }
+    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
+
+    def __init__(
+        self, params: AgentParams, context: TargetContext | None = None
+    ) -> None:
+        super().__init__(params, context)
+        self.client = ChatClient(params, context)
+
+    async def complete(self, payload: dict[str, Any]) -> ChatReply:
+        return await self.client.complete(payload)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await super().aclose()
 
 
 def tool_secret_key(name: str) -> str:
