@@ -27,6 +27,7 @@ from runs.access import Action, require
 from runs.errors import ConfigError, NotFound
 from runs.models import Result, Run, Step
 from runs.plugins.steps import put_step_texts, step_texts
+from runs.records.versions import results_changed
 from runs.secrets.redaction import Redactor
 from runs.secrets.store import run_scorer_contexts, run_target_context
 from runs.traces.otlp import Span
@@ -213,4 +214,7 @@ def _attach(result: Result, pairs: list[tuple[Span, Any]]) -> int:
             step.pk = None
             step.index = position
         Step.objects.bulk_create(ordered)
+        Run.objects.filter(pk=result.run_id, has_steps=False).update(has_steps=True)
+        # What is kept of the run's results (its summary) is read again.
+        results_changed(result.run_id)
         return len(unique)
