@@ -103,6 +103,12 @@ class RetryPolicy:
         return self.backoff.delay(number, failure.retry_after)
 
 
+class Pace(Protocol):
+    """A request rate: waits until one more call may go."""
+
+    async def acquire(self) -> None: ...
+
+
 class RetryTokens(Protocol):
     """A run's retry budget: one token a retry, None when it is spent."""
 
@@ -159,9 +165,11 @@ async def with_retries[T, F: BaseException](
     failures: type[F],
     timed_out: Callable[[float], F],
     budget: RetryTokens | None = None,
+    pace: Pace | None = None,
 ) -> T:
     """``call`` under the per-attempt timeout, tried again by ``policy`` while
-    ``budget`` (a run's) has a retry left.
+    ``budget`` (a run's) has a retry left, each retry paced by ``pace`` (a
+    run's request rate) as any call is.
 
     A raised ``failures`` (which has ``kind`` and ``retry_after``) or a
     timeout (``timed_out(seconds)`` makes its failure) that is not tried
@@ -184,3 +192,5 @@ async def with_retries[T, F: BaseException](
         if budget is not None and not await budget.take():
             raise GaveUp(failure, number)
         await asyncio.sleep(policy.delay(number, failure))  # type: ignore[arg-type]  # see above
+        if pace is not None:
+            await pace.acquire()

@@ -404,7 +404,8 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
             "tools": self.schemas,
         }
         rate = call_rate()
-        # The executor paced the first call of the attempt.
+        # The executor paced the first call of the attempt; a retry is paced
+        # as a call (with_retries).
         if rate is not None and loop.model_calls > 0:
             await rate.acquire()
         loop.model_calls += 1
@@ -417,6 +418,7 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
                 failures=TargetError,
                 timed_out=timed_out,
                 budget=budget,
+                pace=rate,
             )
         except GaveUp as gave_up:
             failure: TargetError = gave_up.failure

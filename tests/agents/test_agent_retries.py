@@ -8,8 +8,11 @@ import asyncio
 
 import pytest
 
+from runs.calls.limits import use_call_rate
+from runs.calls.retry import Backoff, RunRetries, use_run_retries
 from runs.executor.engine import execute_run
 from runs.models import Result, RunStatus
+from runs.plugins.targets import TargetError, TargetInput, build_target
 from tests.agents.conftest import agent_config
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,3 +81,37 @@ def test_an_agents_call_retries_spend_the_runs_retry_budget(
     )
 
     assert agent_model.stats.requests == 1 + 2
+
+
+class Counted:
+    """A request rate that counts the calls it lets go."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def acquire(self) -> None:
+        self.calls += 1
+
+
+def test_an_agents_retried_calls_are_paced_by_the_runs_rate(
+    agent_model, down_tool
+) -> None:
+    target = build_target("agent", agent_config(agent_model, down_tool))
+    rate = Counted()
+    item = TargetInput(index=0, external_id="a", input="What is 2 + 3?")
+
+    async def attempt() -> None:
+        retries = RunRetries(3, Backoff(0.001, 0.002))
+        with (
+            use_call_rate(rate),
+            use_run_retries(retries),
+            pytest.raises(TargetError),
+        ):
+            await target.generate(item)
+        await target.aclose()
+
+    asyncio.run(attempt())
+
+    assert agent_model.stats.requests == 1 + 3
+    # Every call but the attempt's first (which the executor paced).
+    assert rate.calls == 3
