@@ -13,8 +13,9 @@ from tests.factories import set_bound_secret
 
 
 def stored_text(run: Run) -> str:
-    """What the database holds of the run's results, scores and error, as stored
-    (the raw columns, not what a model field makes of them)."""
+    """What the database holds of the run's results, their scores and steps,
+    and its error, as stored (the raw columns, not what a model field makes
+    of them)."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT output, attempts, error_message, error_type, model "
@@ -24,6 +25,13 @@ def stored_text(run: Run) -> str:
         rows = cursor.fetchall()
         cursor.execute(
             "SELECT s.reason, s.error, s.model FROM runs_score s "
+            "JOIN runs_result r ON s.result_id = r.id WHERE r.run_id = %s",
+            [run.pk],
+        )
+        rows += cursor.fetchall()
+        cursor.execute(
+            "SELECT s.name, s.model, s.call_id, s.arguments, s.output, s.error, "
+            "s.error_type FROM runs_step s "
             "JOIN runs_result r ON s.result_id = r.id WHERE r.run_id = %s",
             [run.pk],
         )

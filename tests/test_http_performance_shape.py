@@ -240,12 +240,12 @@ def test_finished_run_page_does_not_read_live_rows_or_the_creator_apart(
     # Session, user, run with its project, dataset, creator and the user's
     # role; its stored figures, absent here (the run was not ended by an
     # executor), so the summary (totals, scores per scorer, three latency
-    # percentiles, steps per result) and its charts (score bins, latency bins,
-    # timeline), then
-    # stored (update, or insert in a savepoint); the scoring passes; count,
-    # results with their items, scores. Around them, the page cache's key
-    # (the run with its joins, its scoring passes) read before and after.
-    with django_assert_max_num_queries(25):
+    # percentiles; no steps per result, the run having none) and its charts
+    # (score bins, latency bins, timeline), then stored (update, or insert in
+    # a savepoint); the scoring passes; count, results with their items,
+    # scores. Around them, the page cache's key (the run with its joins, its
+    # scoring passes) read before and after.
+    with django_assert_max_num_queries(24):
         response = alice_client.get(f"/runs/{run.pk}/")
 
     assert response.status_code == 200

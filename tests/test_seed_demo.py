@@ -17,7 +17,8 @@ from runs.demo.seed import DEMO_PROJECT, DEMO_TARGETS, PUBLISHED_PASSWORD
 from runs.management.commands.seed_demo import served_url
 from runs.models import Dataset, Membership, Project, Target
 
-pytestmark = pytest.mark.django_db
+# Seeding runs the demo agent, whose execution reads what the seed committed.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGIN_LINE = re.compile(r"log in at (\S+) as demo / (\S+)")

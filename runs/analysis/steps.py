@@ -105,10 +105,13 @@ def _per_result_histogram(run: Run) -> Counter[tuple[int, int]]:
 
 
 def step_summary(run: Run, *, results: int) -> StepSummary | None:
-    """The run's step figures; None when none of its results has steps.
+    """The run's step figures; None when none of its results has steps
+    (a run that never stored one is not read).
 
     ``results`` is how many results the run has (the summary counts them).
     """
+    if not run.has_steps:
+        return None
     per_result = _per_result_histogram(run)
     if not per_result:
         return None

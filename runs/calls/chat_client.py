@@ -107,6 +107,7 @@ Temperature = Annotated[
 MaxTokens = Annotated[int | None, Field(ge=1)]
 # Further JSON fields of every request body (each says which are usual).
 ExtraBody = Annotated[dict[str, Any], Field(default_factory=dict)]
+ModelName = Annotated[str, Field(description="Model name sent with every request.")]
 
 
 class EndpointParams(SecretParams):
@@ -122,7 +123,7 @@ class EndpointParams(SecretParams):
         description="The API's base URL, before /chat/completions.",
         examples=["https://api.openai.com/v1"],
     )
-    model: str = Field(description="Model name sent with every request.")
+    model: ModelName
     api_key_secret: SecretName = Field(
         "",
         title="API key secret",

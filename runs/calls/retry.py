@@ -10,10 +10,12 @@ restored by waiting seconds. Waits are exponential with full jitter, capped.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -101,6 +103,52 @@ class RetryPolicy:
         return self.backoff.delay(number, failure.retry_after)
 
 
+class Pace(Protocol):
+    """A request rate: waits until one more call may go."""
+
+    async def acquire(self) -> None: ...
+
+
+class RetryTokens(Protocol):
+    """A run's retry budget: one token a retry, None when it is spent."""
+
+    async def take(self) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunRetries:
+    """The retry rules of the run a call is made in: the attempts an item
+    gets, their back-off, and the run's retry budget (shared by its
+    executors). A target that makes several calls for one item (an agent's
+    loop) retries each by them, and the item is then not run again
+    (``TargetError.call_attempts``): retries at one level, never multiplied."""
+
+    max_attempts: int
+    backoff: Backoff
+    budget: RetryTokens | None = None
+
+
+_run_retries: contextvars.ContextVar[RunRetries | None] = contextvars.ContextVar(
+    "evalsite_run_retries", default=None
+)
+
+
+@contextmanager
+def use_run_retries(retries: RunRetries | None) -> Iterator[None]:
+    """Make ``retries`` the ones ``run_retries`` gives, in this context and
+    its tasks."""
+    token = _run_retries.set(retries)
+    try:
+        yield
+    finally:
+        _run_retries.reset(token)
+
+
+def run_retries() -> RunRetries | None:
+    """The run's retry rules, inside a run."""
+    return _run_retries.get()
+
+
 class GaveUp[F](Exception):
     """The last failure of a call the policy tries no more, and its attempts."""
 
@@ -116,8 +164,12 @@ async def with_retries[T, F: BaseException](
     policy: RetryPolicy,
     failures: type[F],
     timed_out: Callable[[float], F],
+    budget: RetryTokens | None = None,
+    pace: Pace | None = None,
 ) -> T:
-    """``call`` under the per-attempt timeout, tried again by ``policy``.
+    """``call`` under the per-attempt timeout, tried again by ``policy`` while
+    ``budget`` (a run's) has a retry left, each retry paced by ``pace`` (a
+    run's request rate) as any call is.
 
     A raised ``failures`` (which has ``kind`` and ``retry_after``) or a
     timeout (``timed_out(seconds)`` makes its failure) that is not tried
@@ -137,4 +189,8 @@ async def with_retries[T, F: BaseException](
         # type variable bound to a protocol cannot also be an exception type.
         if not policy.retries(number, failure):  # type: ignore[arg-type]  # see above
             raise GaveUp(failure, number)
+        if budget is not None and not await budget.take():
+            raise GaveUp(failure, number)
         await asyncio.sleep(policy.delay(number, failure))  # type: ignore[arg-type]  # see above
+        if pace is not None:
+            await pace.acquire()

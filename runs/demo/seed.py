@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import random
 import secrets
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from runs.access import (
 )
 from runs.datasets.importers import dataset_create_from_items, dataset_import
 from runs.errors import ConfigError, Conflict, Forbidden, NotFound
+from runs.executor.engine import execute_run
 from runs.models import Dataset, Project, Run, Target
 from runs.projects.services import project_create
 from runs.results.demo_offer import (
@@ -44,6 +46,41 @@ DEMO_ARITHMETIC: list[tuple[str, int, int, str]] = [
     ("arithmetic-20", 20, 11, "A small arithmetic set for a quick look."),
 ]
 
+# The demo agent's tools: the arithmetic one and the dictionary of examples.
+DEMO_AGENT_TOOLS: list[dict[str, Any]] = [
+    {
+        "kind": "python",
+        "name": "add",
+        "params": {
+            "callable": "runs.tools.examples.add",
+            "parameters": {
+                "type": "object",
+                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                "required": ["a", "b"],
+            },
+        },
+    },
+    {
+        "kind": "python",
+        "name": "lookup",
+        "params": {
+            "callable": "runs.tools.examples.lookup",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string"}},
+            },
+        },
+    },
+    {"kind": "final_answer", "name": "final_answer"},
+]
+DEMO_AGENT = "Demo agent"
+DEMO_AGENT_RUN = "Demo agent run"
+DEMO_AGENT_SCORERS: list[Any] = [
+    "exact_match",
+    {"kind": "stuck_loop", "params": {"repeats": 3}},
+    {"kind": "tool_errors", "params": {"max_errors": 0}},
+]
+
 DEMO_TARGETS: list[tuple[str, str, dict[str, Any]]] = [
     (
         "Demo model",
@@ -66,6 +103,17 @@ DEMO_TARGETS: list[tuple[str, str, dict[str, Any]]] = [
         },
     ),
     ("Echo (python)", "python", {"callable": "runs.targets.examples.echo"}),
+    # An agent answered in this process: the demo's agent run needs no network.
+    (
+        DEMO_AGENT,
+        "demo_agent",
+        {
+            "max_steps": 10,
+            "min_latency_ms": 5,
+            "max_latency_ms": 60,
+            "tools": DEMO_AGENT_TOOLS,
+        },
+    ),
     # Saved only where the network policy lets targets reach this machine
     # (EVALSITE_TARGET_ALLOW with loopback): the fake model server, started
     # with --agent on port 8765, plays the agent's model.
@@ -76,43 +124,16 @@ DEMO_TARGETS: list[tuple[str, str, dict[str, Any]]] = [
             "base_url": "http://127.0.0.1:8765/v1",
             "model": "fake-agent",
             "max_steps": 10,
-            "tools": [
-                {
-                    "kind": "python",
-                    "name": "add",
-                    "params": {
-                        "callable": "runs.tools.examples.add",
-                        "parameters": {
-                            "type": "object",
-                            "properties": {
-                                "a": {"type": "number"},
-                                "b": {"type": "number"},
-                            },
-                            "required": ["a", "b"],
-                        },
-                    },
-                },
-                {
-                    "kind": "python",
-                    "name": "lookup",
-                    "params": {
-                        "callable": "runs.tools.examples.lookup",
-                        "parameters": {
-                            "type": "object",
-                            "properties": {"query": {"type": "string"}},
-                        },
-                    },
-                },
-                {"kind": "final_answer", "name": "final_answer"},
-            ],
+            "tools": DEMO_AGENT_TOOLS,
         },
     ),
 ]
 AGENT_DATASET = (
     "agent-tasks-20",
-    "Arithmetic tasks for the agent target against the fake model server "
-    "(python -m runs.testing.fake_openai --agent --port 8765); the [[markers]] "
-    "ask it for rounds of tool calls, several at once.",
+    "Arithmetic tasks for an agent: the demo agent, or the agent target "
+    "against the fake model server (python -m runs.testing.fake_openai "
+    "--agent --port 8765); the [[markers]] ask its model for rounds of tool "
+    "calls, several at once.",
 )
 
 
@@ -262,6 +283,36 @@ def demo_seed() -> DemoSeed:
         datasets=datasets,
         repaired=repaired,
     )
+
+
+def demo_agent_run_ensure(seed: DemoSeed) -> Run | None:
+    """The demo's agent run: made and run to its end here, offline (the demo
+    agent answers in this process, in a second or two), unless the project
+    has it already. None without the demo project, its agent or its tasks."""
+    project = seed.project
+    if project is None:
+        return None
+    target = Target.objects.filter(
+        project=project, name=DEMO_AGENT, kind="demo_agent"
+    ).first()
+    dataset = next((d for d in seed.datasets if d.name == AGENT_DATASET[0]), None)
+    if target is None or dataset is None:
+        return None
+    run = Run.objects.filter(project=project, name=DEMO_AGENT_RUN).first()
+    if run is not None:
+        return run  # one cut short is resumed by the server, as any run
+    run = run_create(
+        user=seed.user,
+        dataset=dataset,
+        target=target,
+        scorers=list(DEMO_AGENT_SCORERS),
+        options={"concurrency": DEMO_RUN_CONCURRENCY},
+        name=DEMO_AGENT_RUN,
+        launch=False,
+    )
+    asyncio.run(execute_run(run.pk))
+    run.refresh_from_db()
+    return run
 
 
 def demo_run_start(*, user: User) -> Run:

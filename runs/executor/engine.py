@@ -40,7 +40,7 @@ from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
 from runs.errors import ConfigError
 from runs.executor import endings, shard_store, store
 from runs.executor.buffer import ResultBuffer
-from runs.executor.items import ItemRunner, Limits, WorkItem, cut_attempt, now
+from runs.executor.items import ItemRunner, Limits, WorkItem, close_interrupted
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
@@ -197,14 +197,8 @@ class Execution:
         if reason in (None, Stop.STORAGE):
             return  # shutting down, or nowhere to store it: it will run again
         mark_interrupted(record, reason, self.stop_error)
-        if self.redactor:
-            # Cut short, perhaps while its attempt was being redacted: here,
-            # on the loop, as the stop cannot wait for a thread.
-            record.output = self.redactor.value(record.output)
-            record.attempts = self.redactor.value(record.attempts)
-        for attempt in record.attempts:
-            cut_attempt(attempt)
-        record.finished_at = now()
+        # Cut short, perhaps while its attempt was being redacted.
+        close_interrupted(record, self.redactor)
         self.buffer.put(record)
 
     # -- storage -----------------------------------------------------------

@@ -14,13 +14,13 @@ from django.utils import timezone
 
 from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
 from runs.calls.pricing import PriceTable, token_count
-from runs.calls.retry import Backoff, RetryPolicy
+from runs.calls.retry import Backoff, RetryPolicy, RunRetries, use_run_retries
 from runs.executor.options import RunOptions
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
 from runs.plugins.scorers import Condition, ScoreOutcome, Scorer, ScorerError
 from runs.plugins.scoring import ScorerCall
-from runs.plugins.steps import Step
+from runs.plugins.steps import Step, put_step_texts, step_texts
 from runs.plugins.targets import Target, TargetError, TargetInput, TargetOutput
 from runs.secrets.redaction import NO_SECRETS, Redactor
 
@@ -69,6 +69,8 @@ class Failure:
     message: str
     status: str
     retry_after: float | None = None
+    # The target's own attempts of its failing call (TargetError.call_attempts).
+    call_attempts: int = 0
 
 
 def cut_attempt(attempt: dict[str, Any]) -> None:
@@ -78,6 +80,20 @@ def cut_attempt(attempt: dict[str, Any]) -> None:
     for key, limit in (("raw_body", RAW_BODY_LIMIT), ("model", MODEL_CHARS)):
         if len(attempt.get(key) or "") > limit:
             attempt[key] = attempt[key][:limit]
+
+
+def close_interrupted(record: ResultRecord, redactor: Redactor) -> None:
+    """Ready an item cut short by a stop to be stored: every secret in its
+    output, attempt log and steps replaced here, on the loop (the stop cannot
+    wait for a worker thread), its attempts cut, its end time set."""
+    if redactor:
+        record.output = redactor.value(record.output)
+        record.attempts = redactor.value(record.attempts)
+        if record.steps:
+            put_step_texts(record.steps, redactor.value(step_texts(record.steps)))
+    for attempt in record.attempts:
+        cut_attempt(attempt)
+    record.finished_at = now()
 
 
 class Concurrency(Protocol):
@@ -166,6 +182,10 @@ class ItemRunner:
             options.timeout_seconds,
             Backoff(options.backoff_base_seconds, options.backoff_max_seconds),
         )
+        # The same rules for a target that retries its own calls (an agent's).
+        self.call_retries = RunRetries(
+            options.max_attempts, self.retry_policy.backoff, self.budget
+        )
 
     async def run(self, work: WorkItem, record: ResultRecord) -> None:
         """Fill ``record`` with the item's final outcome and its scores."""
@@ -207,6 +227,14 @@ class ItemRunner:
             self.record_failure(record, attempt, failure)
             if not self.retry_policy.retries(number, failure):
                 return
+            if failure.call_attempts:
+                # Its calls were retried as they were made: run again, the
+                # item would repeat them all, and their retries with them.
+                attempt["note"] = (
+                    "not run again: the target's failing call had "
+                    f"{failure.call_attempts} attempt(s) of its own"
+                )
+                return
             if not await self.budget.take():
                 attempt["note"] = "the run's retry budget is spent: not retried"
                 return
@@ -218,7 +246,8 @@ class ItemRunner:
         """One call under the per-attempt timeout; None when it succeeded."""
         try:
             async with asyncio.timeout(self.retry_policy.timeout):
-                answer = await self.target.generate(item)
+                with use_run_retries(self.call_retries):
+                    answer = await self.target.generate(item)
         except TimeoutError:
             attempt["outcome"] = "timeout"
             message = f"attempt exceeded {self.retry_policy.timeout:g} s"
@@ -238,6 +267,7 @@ class ItemRunner:
                 exc.message,
                 Result.Status.FAILED,
                 exc.retry_after,
+                exc.call_attempts,
             )
         except Exception as exc:  # a target's bug must not kill the run: record it
             attempt["outcome"] = "error"
@@ -265,11 +295,12 @@ class ItemRunner:
         self, record: ResultRecord, attempt: dict[str, Any], failure: Failure | None
     ) -> Failure | None:
         """The attempt's texts with every secret replaced: its log entry (raw
-        body, model), its output or its error. Before a scorer sees the output
-        (a judge would send it on) and before anything is stored."""
+        body, model), its output or its error, and its steps (what was sent
+        and received, names and errors). Before a scorer sees the output or
+        the trajectory (a judge would send them on) and before anything is
+        stored."""
         steps = record.steps or []
-        payloads = [[s.arguments, s.output, s.error] for s in steps]
-        texts = [attempt, record.output if failure is None else None, payloads]
+        texts = [attempt, record.output if failure is None else None, step_texts(steps)]
         if failure is not None:
             texts += [failure.message, failure.error_type]
         clean = await self.redactor.redacted(texts)
@@ -277,8 +308,7 @@ class ItemRunner:
             return failure  # the usual case: no secret, nothing copied
         attempt.clear()
         attempt.update(clean[0])
-        for step, (arguments, output, error) in zip(steps, clean[2], strict=True):
-            step.arguments, step.output, step.error = arguments, output, error
+        put_step_texts(steps, clean[2])
         if failure is None:
             record.output = clean[1]
             return None

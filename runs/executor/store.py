@@ -338,7 +338,10 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
         by_status: dict[str, int] = {}
         for r in counted:
             by_status[r.status] = by_status.get(r.status, 0) + 1
+        # Its first steps mark the run as having some, with the counts.
+        marks = {"has_steps": True} if any(r.steps for r in counted) else {}
         Run.objects.filter(pk=run_id).update(
+            **marks,
             succeeded=F("succeeded") + by_status.get(Result.Status.SUCCEEDED, 0),
             failed=F("failed") + by_status.get(Result.Status.FAILED, 0),
             timed_out=F("timed_out") + by_status.get(Result.Status.TIMED_OUT, 0),

@@ -80,6 +80,10 @@ class Run(RunCounts, Authored):
     cost = models.FloatField(default=0.0)
     # Results whose tokens have no price: their cost is not in ``cost``.
     unpriced = models.PositiveIntegerField(default=0)
+    # Whether any of its results has a trajectory: set in the transaction that
+    # stores its first steps (executor/store.py, traces/services.py), so that
+    # a run without one is spared every read of steps.
+    has_steps = models.BooleanField(default=False)
     # The price table as it was when the run first started (runs/calls/pricing.py):
     # one run, one price per model, whatever is edited while it goes.
     prices = models.JSONField(null=True, blank=True)

@@ -20,11 +20,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from runs.plugins.steps import Step
+from runs.plugins.steps import (
+    AMOUNT_FIELDS,
+    COUNT_FIELDS,
+    Step,
+    step_amount,
+    step_count,
+)
 
 KINDS = ("model", "tool")
-NUMBERS = ("latency_ms", "cost")
-COUNTS = ("prompt_tokens", "completion_tokens")
 TEXTS = ("error", "error_type", "call_id")
 
 
@@ -56,15 +60,14 @@ def _step(entry: Any, *, at: str) -> Step:
         arguments=entry.get("arguments"),
         output=entry.get("output"),
     )
-    for field in NUMBERS + COUNTS:
-        number = entry.get(field)
-        if number is None:
-            continue
-        if isinstance(number, bool) or not isinstance(number, int | float):
-            raise ShapeError(f"{at}.{field} must be a number")
-        if number < 0:
-            raise ShapeError(f"{at}.{field} must not be negative")
-        setattr(step, field, int(number) if field in COUNTS else float(number))
+    for field in AMOUNT_FIELDS + COUNT_FIELDS:
+        read = step_count if field in COUNT_FIELDS else step_amount
+        try:
+            number = read(entry.get(field))
+        except ValueError as exc:
+            raise ShapeError(f"{at}.{field} {exc}") from None
+        if number is not None:
+            setattr(step, field, number)
     for field in TEXTS:
         text = entry.get(field)
         if text is not None:

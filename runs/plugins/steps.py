@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -41,6 +42,61 @@ class Step:
     cost: float | None = None
     # The id the model gave a tool call, which its result answers.
     call_id: str = ""
+
+
+# A step's numbers, as its sources report them: amounts (latency in
+# milliseconds, cost in dollars) and whole counts (tokens).
+AMOUNT_FIELDS = ("latency_ms", "cost")
+COUNT_FIELDS = ("prompt_tokens", "completion_tokens")
+
+
+def _number(value: Any) -> int | float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError("must be a number")
+    if value < 0:
+        raise ValueError("must not be negative")
+    return value
+
+
+def step_amount(value: Any) -> float | None:
+    """A step's latency or cost as a source reported it: None for none;
+    ValueError saying what is wrong with one that is not a number of zero or
+    more."""
+    number = _number(value)
+    return None if number is None else float(number)
+
+
+def step_count(value: Any) -> int | None:
+    """A step's token count as a source reported it (a fraction cut to a
+    whole number): None for none; ValueError saying what is wrong with one
+    that is not a finite number of zero or more."""
+    number = _number(value)
+    if number is None:
+        return None
+    try:
+        return int(number)
+    except (ValueError, OverflowError):
+        raise ValueError("must be a finite number") from None
+
+
+# What of a step may quote a secret (a model or a tool that echoes one): read
+# and put back together, to be redacted with the run's secrets before the step
+# is scored or stored.
+TEXT_FIELDS = ("name", "arguments", "output", "error", "error_type", "call_id")
+
+
+def step_texts(steps: Sequence[Step]) -> list[list[Any]]:
+    """The ``TEXT_FIELDS`` of each step, in order."""
+    return [[getattr(step, name) for name in TEXT_FIELDS] for step in steps]
+
+
+def put_step_texts(steps: Sequence[Step], texts: list[list[Any]]) -> None:
+    """Give each step its ``TEXT_FIELDS`` back from ``texts`` (redacted)."""
+    for step, values in zip(steps, texts, strict=True):
+        for name, value in zip(TEXT_FIELDS, values, strict=True):
+            setattr(step, name, value)
 
 
 def call_hash(name: str, arguments: Any) -> str:

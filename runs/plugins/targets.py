@@ -83,6 +83,7 @@ class TargetError(Exception):
         retry_after: float | None = None,
         error_type: str | None = None,
         usage: TargetOutput | None = None,
+        call_attempts: int = 0,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -94,6 +95,12 @@ class TargetError(Exception):
         # What a failed call consumed, when the endpoint said (its tokens,
         # model and cost; the output is unused): it is paid for all the same.
         self.usage = usage
+        # The attempts the target itself made of the call that failed, by the
+        # run's retry rules (an agent's model call, ``calls.retry.RunRetries``);
+        # 0 when it made none of its own. The executor does not run such an
+        # item again: that would repeat every call before the failing one and
+        # multiply its retries.
+        self.call_attempts = call_attempts
 
 
 class Target(Protocol):

@@ -13,6 +13,7 @@ from runs.targets import (  # noqa: F401  (registration)
     agent,
     chain,
     demo,
+    demo_agent,
     http,
     openai_chat,
     python,

@@ -9,8 +9,10 @@ is reached: ``max_steps`` model calls, ``max_tool_calls``, ``max_seconds``,
 ``max_tokens_total``. A budget ends the item with an error of type
 ``budget``, its steps kept. Each model call is paced by the run's request
 rate and retried, under its own timeout, only when its failure is transient
-(the call policy, ``runs.calls.retry``); a cancel reaches whichever call or
-tool is awaited. A tool that fails, hangs past its timeout, or is called
+(the call policy, ``runs.calls.retry``), by the run's retry rules; a call
+that fails for good ends the item, which the executor does not run again
+(retries of retries would multiply its calls); a cancel reaches whichever
+call or tool is awaited. A tool that fails, hangs past its timeout, or is called
 with arguments that are not JSON ends its step with an error the model is
 told; it never ends the run.
 """
@@ -34,15 +36,23 @@ from runs.calls.chat_client import (
     ExtraBody,
     MaxTokens,
     MessageTemplate,
+    ModelName,
     SystemPrompt,
     Temperature,
     chat_body,
 )
 from runs.calls.limits import attempt_timeout, call_rate
-from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
+from runs.calls.retry import (
+    Backoff,
+    GaveUp,
+    RetryPolicy,
+    RetryTokens,
+    run_retries,
+    with_retries,
+)
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.steps import Step
 from runs.plugins.targets import (
     TargetError,
@@ -93,7 +103,11 @@ def clean_tool(spec: Any, where: str) -> dict[str, Any]:
     }
 
 
-class AgentParams(EndpointParams):
+class LoopParams(Params):
+    """What an agent's loop is run by, whatever answers its model calls: the
+    model named in its requests, its first messages, tools and budgets."""
+
+    model: ModelName
     system_prompt: SystemPrompt = ""
     prompt_template: MessageTemplate = Field(
         "{input}",
@@ -146,11 +160,17 @@ class AgentParams(EndpointParams):
         120.0, gt=0, le=3600, description="Timeout of each model call."
     )
     call_max_attempts: int = Field(
-        3, ge=1, le=10, description="Attempts of a model call that fails transiently."
+        3,
+        ge=1,
+        le=10,
+        description=(
+            "Attempts of a model call that fails transiently (in a run, at most "
+            "its max attempts); the item is not run again after them."
+        ),
     )
 
     @model_validator(mode="after")
-    def _tools_declared(self) -> AgentParams:
+    def _tools_declared(self) -> LoopParams:
         names: set[str] = set()
         tools = []
         for number, spec in enumerate(self.tools):
@@ -165,7 +185,13 @@ class AgentParams(EndpointParams):
         return self
 
 
-def first_messages(params: AgentParams, item: TargetInput) -> list[dict[str, Any]]:
+# An agent's loop against an OpenAI-compatible endpoint, the endpoint's fields
+# first (pydantic orders fields from the last base).
+class AgentParams(LoopParams, EndpointParams):
+    pass
+
+
+def first_messages(params: LoopParams, item: TargetInput) -> list[dict[str, Any]]:
     """The conversation the loop starts from."""
     system = [{"role": "system", "content": params.system_prompt}]
     if is_conversation(item.input):
@@ -201,7 +227,7 @@ def _plus(total: int | None, value: int | None) -> int | None:
 class Loop:
     """One item's trajectory under way: its messages, steps and usage."""
 
-    def __init__(self, params: AgentParams, messages: list[dict[str, Any]]) -> None:
+    def __init__(self, params: LoopParams, messages: list[dict[str, Any]]) -> None:
         self.params = params
         self.messages = messages
         self.sent = 0  # messages already sent with an earlier model call
@@ -240,35 +266,15 @@ class Loop:
         return (self.usage.prompt_tokens or 0) + (self.usage.completion_tokens or 0)
 
 
-@register
-class AgentTarget(TargetPlugin[AgentParams]):
-    """A tool-calling loop against any OpenAI-compatible endpoint: the tools
-    it asks for are executed and their results sent back until it answers
-    or a budget ends the item (an error of type budget, its steps kept)."""
+class ToolLoop[P: LoopParams](TargetPlugin[P]):
+    """The tool-calling loop of an agent, whatever answers its model calls
+    (``complete``): the tools the model asks for are executed and their
+    results sent back until it answers or a budget ends the item (an error
+    of type budget, its steps kept)."""
 
-    kind: ClassVar[str] = "agent"
-    label: ClassVar[str] = "Agent (tool-calling loop)"
-    example: ClassVar[dict[str, Any]] = {
-        **ENDPOINT_EXAMPLE,
-        "system_prompt": "Use the tools, then answer.",
-        "tools": [
-            {
-                "kind": "python",
-                "name": "add",
-                "params": {"callable": "runs.tools.examples.add"},
-            },
-            {"kind": "final_answer", "name": "final_answer"},
-        ],
-        "max_steps": 10,
-    }
-    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
-
-    def __init__(
-        self, params: AgentParams, context: TargetContext | None = None
-    ) -> None:
+    def __init__(self, params: P, context: TargetContext | None = None) -> None:
         self.params = params
         context = context or TargetContext()
-        self.client = ChatClient(params, context)
         self.tools: dict[str, ToolPlugin[Any]] = {
             spec["name"]: build_tool(
                 spec, context=context, key=tool_secret_key(spec["name"])
@@ -280,13 +286,17 @@ class AgentTarget(TargetPlugin[AgentParams]):
             params.call_max_attempts, params.call_timeout_seconds, Backoff()
         )
 
+    async def complete(self, payload: dict[str, Any]) -> ChatReply:
+        """The model's answer to one request, or a classified TargetError."""
+        raise NotImplementedError
+
     @classmethod
     def secret_scope(
         cls, config: dict[str, Any]
     ) -> tuple[Sequence[SecretRef], dict[str, Any], str]:
-        """The endpoint's key, and each tool's secret under its path
+        """Its own secrets (an endpoint's key), and each tool's under its path
         (``tools[0].params.auth_secret``) in a flat view of the configuration."""
-        refs = list(SECRETS)
+        refs = list(cls.secrets)
         flat = dict(config)
         for number, spec in enumerate(config.get("tools") or []):
             tool = TOOLS.get(spec.get("kind", "")) if isinstance(spec, dict) else None
@@ -314,7 +324,7 @@ class AgentTarget(TargetPlugin[AgentParams]):
         return refs, flat, ""
 
     @classmethod
-    def request_for(cls, params: AgentParams, item: TargetInput) -> dict[str, Any]:
+    def request_for(cls, params: P, item: TargetInput) -> dict[str, Any]:
         tools = [build_tool(spec).schema() for spec in params.tools]
         return {**chat_body(params, first_messages(params, item)), "tools": tools}
 
@@ -323,7 +333,6 @@ class AgentTarget(TargetPlugin[AgentParams]):
             await tool.prepare()
 
     async def aclose(self) -> None:
-        await self.client.aclose()
         for tool in self.tools.values():
             await tool.aclose()
 
@@ -395,20 +404,25 @@ class AgentTarget(TargetPlugin[AgentParams]):
             "tools": self.schemas,
         }
         rate = call_rate()
-        # The executor paced the first call of the attempt.
+        # The executor paced the first call of the attempt; a retry is paced
+        # as a call (with_retries).
         if rate is not None and loop.model_calls > 0:
             await rate.acquire()
         loop.model_calls += 1
         began = time.monotonic()
+        policy, budget = self.call_policy()
         try:
             reply = await with_retries(
-                lambda: self.client.complete(payload),
-                policy=self.retry_policy,
+                lambda: self.complete(payload),
+                policy=policy,
                 failures=TargetError,
                 timed_out=timed_out,
+                budget=budget,
+                pace=rate,
             )
         except GaveUp as gave_up:
             failure: TargetError = gave_up.failure
+            failure.call_attempts = gave_up.attempts
             loop.steps.append(
                 Step(
                     kind="model",
@@ -424,6 +438,18 @@ class AgentTarget(TargetPlugin[AgentParams]):
             raise failure from None
         loop.add_reply(reply, _since(began))
         return reply
+
+    def call_policy(self) -> tuple[RetryPolicy, RetryTokens | None]:
+        """How a model call is retried: by ``call_max_attempts`` and the
+        call's timeout, and in a run by its rules too (at most its attempts
+        an item, its back-off, from its retry budget): the item is not run
+        again after them (``TargetError.call_attempts``)."""
+        run = run_retries()
+        if run is None:
+            return self.retry_policy, None
+        attempts = min(self.params.call_max_attempts, run.max_attempts)
+        policy = RetryPolicy(attempts, self.params.call_timeout_seconds, run.backoff)
+        return policy, run.budget
 
     async def call_tools(self, loop: Loop, tool_calls: list[Any]) -> tuple[Any] | None:
         """Execute the calls of one reply (``parallel_tool_calls`` at once);
@@ -502,6 +528,43 @@ class AgentTarget(TargetPlugin[AgentParams]):
             step.error_type = type(exc).__name__
         step.latency_ms = _since(began)
         return step, tool.final
+
+
+@register
+class AgentTarget(ToolLoop[AgentParams]):
+    """A tool-calling loop against any OpenAI-compatible endpoint: the tools
+    it asks for are executed and their results sent back until it answers
+    or a budget ends the item (an error of type budget, its steps kept)."""
+
+    kind: ClassVar[str] = "agent"
+    label: ClassVar[str] = "Agent (tool-calling loop)"
+    example: ClassVar[dict[str, Any]] = {
+        **ENDPOINT_EXAMPLE,
+        "system_prompt": "Use the tools, then answer.",
+        "tools": [
+            {
+                "kind": "python",
+                "name": "add",
+                "params": {"callable": "runs.tools.examples.add"},
+            },
+            {"kind": "final_answer", "name": "final_answer"},
+        ],
+        "max_steps": 10,
+    }
+    secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
+
+    def __init__(
+        self, params: AgentParams, context: TargetContext | None = None
+    ) -> None:
+        super().__init__(params, context)
+        self.client = ChatClient(params, context)
+
+    async def complete(self, payload: dict[str, Any]) -> ChatReply:
+        return await self.client.complete(payload)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+        await super().aclose()
 
 
 def tool_secret_key(name: str) -> str:

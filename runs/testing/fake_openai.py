@@ -295,7 +295,9 @@ class FakeOpenAIServer:
             body["choices"][0]["message"] = reply
             if reply.get("tool_calls"):
                 body["choices"][0]["finish_reason"] = "tool_calls"
-            return self.http(200, body)
+            if echo:  # in the model's name, as an echoing proxy would tag it
+                body["model"] = f"{body['model']} {echo}"
+            return self.http(200, body, escape=escape)
         if "nocontent" in markers:
             body = self.completion(request, clean, "filtered")
             body["choices"][0]["message"]["content"] = None

@@ -7,10 +7,15 @@ stored. A span of a result not stored yet, in a run still
 going, asks the exporter to send again later (OTLP exporters retry a 503):
 agents export as they go, often before their answer is stored. A span sent
 twice (a retried export) is stored once: its span id is unique per result.
+A span quotes what an agent's model and tools were sent: its step is
+redacted of the run's secrets (its target's and scorers', as its executor
+redacts a target's steps) before it is stored, and refused when those
+secrets cannot be read.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,8 +24,12 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from runs.access import Action, require
-from runs.errors import NotFound
+from runs.errors import ConfigError, NotFound
 from runs.models import Result, Run, Step
+from runs.plugins.steps import put_step_texts, step_texts
+from runs.records.versions import results_changed
+from runs.secrets.redaction import Redactor
+from runs.secrets.store import run_scorer_contexts, run_target_context
 from runs.traces.otlp import Span
 from runs.traces.spans import Address, address_of, step_of, stored_fields
 
@@ -56,13 +65,56 @@ def take_spans(*, user: User, spans: list[Span]) -> Intake:
     intake = Intake()
     by_address = _addressed(spans, intake)
     results = {address: _result(user, address, intake) for address in by_address}
+    redactors: dict[int, Redactor | str] = {}
     for address, pairs in by_address.items():
         result = results[address]
         if isinstance(result, str):
             intake.reject(len(pairs), result)
             continue
+        if result.run_id not in redactors:
+            redactors[result.run_id] = _run_redactor(result.run_id)
+        redactor = redactors[result.run_id]
+        if isinstance(redactor, str):
+            intake.reject(len(pairs), redactor)
+            continue
+        _redact(redactor, [step for _, step in pairs])
         intake.steps += _attach(result, pairs)
     return intake
+
+
+def _run_redactor(run_id: int) -> Redactor | str:
+    """The redactor of the run's secrets (its target's and scorers'), as its
+    executor has it; or why there is none (its secrets cannot be read now)."""
+    kind, config, scorers = (
+        Run.objects.filter(pk=run_id)
+        .values_list("target_kind", "target_config", "scorers")
+        .get()
+    )
+    try:
+        contexts = [
+            run_target_context(run_id, kind, config),
+            *run_scorer_contexts(run_id, scorers).values(),
+        ]
+    except ConfigError as exc:
+        return f"run {run_id}: its secrets cannot be read to redact its steps: {exc}"
+    return _redactor(
+        tuple(pair for context in contexts for pair in context.secrets.items())
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _redactor(secrets: tuple[tuple[str, str], ...]) -> Redactor:
+    # Compiled once for the many requests of a run's agents (tens of ms each).
+    return Redactor(secrets)
+
+
+def _redact(redactor: Redactor, steps: list[Any]) -> None:
+    """Replace the run's secrets in the steps, as the executor does in a
+    target's: an agent's spans quote what its model and tools were sent."""
+    texts = step_texts(steps)
+    clean = redactor.value(texts)
+    if clean is not texts:
+        put_step_texts(steps, clean)
 
 
 def _addressed(
@@ -162,4 +214,7 @@ def _attach(result: Result, pairs: list[tuple[Span, Any]]) -> int:
             step.pk = None
             step.index = position
         Step.objects.bulk_create(ordered)
+        Run.objects.filter(pk=result.run_id, has_steps=False).update(has_steps=True)
+        # What is kept of the run's results (its summary) is read again.
+        results_changed(result.run_id)
         return len(unique)

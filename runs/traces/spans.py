@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from runs.plugins.steps import Step, bounded, call_hash
+from runs.plugins.steps import Step, bounded, call_hash, step_count
 from runs.traces.otlp import Span
 
 MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content"})
@@ -119,14 +119,15 @@ def _first(found: dict[str, Any], *keys: str) -> Any:
 
 
 def _count(found: dict[str, Any], *keys: str) -> int | None:
+    """The first of these attributes that is a token count (one that is not
+    is passed over, as a span's other attributes are)."""
     for key in keys:
-        number = found.get(key)
-        if (
-            isinstance(number, int | float)
-            and not isinstance(number, bool)
-            and number >= 0
-        ):
-            return int(number)
+        try:
+            number = step_count(found.get(key))
+        except ValueError:
+            continue
+        if number is not None:
+            return number
     return None
 
 

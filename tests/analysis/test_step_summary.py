@@ -39,6 +39,7 @@ def agent_run(project):
                 )
             )
         store_steps(result_of(run, index), steps)
+    run.refresh_from_db()  # marked by its steps
     return run
 
 

@@ -1,25 +1,17 @@
-"""Workers as real subprocesses against the test database (PostgreSQL only)."""
+"""Workers as real subprocesses against the test database (PostgreSQL only):
+the fixtures; what the tests do with workers is in ``workers.py``."""
 
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
-from django.db import connection
 
-from runs.models import Run
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-SHARD_SIZE = 20
-STALL_SECONDS = 3
+from tests.distributed.workers import SHARD_SIZE, Workers
 
 
 @pytest.fixture(autouse=True)
@@ -34,85 +26,11 @@ def _postgresql_only() -> None:
         pytest.skip("the distributed mode needs REDIS_URL")
 
 
-def database_url(**overrides: Any) -> str:
-    db = {**connection.settings_dict, **overrides}
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{db['USER']}{password}@{host}:{port}/{db['NAME']}"
-
-
-def worker_env(**extra: str) -> dict[str, str]:
-    """The environment of a process of this test's installation, distributed."""
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(
-        DATABASE_URL=database_url(),
-        EVALSITE_EXECUTOR="procrastinate",
-        EVALSITE_SHARD_SIZE=str(SHARD_SIZE),
-        EVALSITE_STALL_SECONDS=str(STALL_SECONDS),
-        EVALSITE_WORKER_GRACE_SECONDS="5",
-        PYTHONUNBUFFERED="1",
-    )
-    env.update(extra)
-    return env
-
-
 @pytest.fixture
 def distributed(settings: Any) -> None:
     """This process launches runs as the web server would: it defers shards."""
     settings.EVALSITE_EXECUTOR = "procrastinate"
     settings.EVALSITE_SHARD_SIZE = SHARD_SIZE
-
-
-class Workers:
-    def __init__(self, logs: Path) -> None:
-        self.logs = logs
-        self.processes: list[subprocess.Popen[bytes]] = []
-
-    def start(
-        self, count: int, *, env: dict[str, str] | None = None, shards: int = 1
-    ) -> list[subprocess.Popen[bytes]]:
-        started = []
-        for _ in range(count):
-            log = self.logs / f"worker-{len(self.processes)}.log"
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "manage.py",
-                    "evalworker",
-                    "-v",
-                    "2",
-                    "--shards",
-                    str(shards),
-                ],
-                cwd=ROOT,
-                env=env or worker_env(),
-                stdout=log.open("wb"),
-                stderr=subprocess.STDOUT,
-            )
-            self.processes.append(process)
-            started.append(process)
-        return started
-
-    def wait_registered(self, count: int) -> None:
-        """Until ``count`` workers are registered with procrastinate."""
-
-        def registered() -> int:
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM procrastinate_workers")
-                return cursor.fetchone()[0]
-
-        wait_for(lambda: registered() >= count, what=f"{count} workers registered")
-
-    def log(self, index: int) -> str:
-        return (self.logs / f"worker-{index}.log").read_text(errors="replace")
-
-    def stop_all(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGKILL)
-        for process in self.processes:
-            process.wait(10)
 
 
 @pytest.fixture
@@ -122,23 +40,3 @@ def workers(tmp_path: Path) -> Iterator[Workers]:
         yield pool
     finally:
         pool.stop_all()
-
-
-def wait_for(
-    predicate: Callable[[], Any], *, seconds: float = 60.0, what: str = "condition"
-) -> Any:
-    deadline = time.monotonic() + seconds
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached in {seconds:g} s")
-        time.sleep(0.05)
-    return value
-
-
-def wait_final(run: Run, *, seconds: float = 60.0) -> Run:
-    def final() -> bool:
-        run.refresh_from_db()
-        return run.is_final
-
-    wait_for(final, seconds=seconds, what=f"run {run.pk} ended")
-    return run

@@ -3,15 +3,13 @@ every result stored once, with its whole trajectory, no step doubled."""
 
 from __future__ import annotations
 
-import signal
-
 import pytest
 from django.db.models import Count
 
-from runs.models import Project, Result, RunShard, RunStatus, Step
+from runs.models import Project, Result, RunStatus, Step
 from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.distributed.conftest import SHARD_SIZE, Workers, wait_final, wait_for
+from tests.distributed.workers import SHARD_SIZE, Workers, wait_final
 from tests.factories import make_dataset
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -56,8 +54,7 @@ def test_a_sigkilled_workers_agent_items_are_stored_once_with_their_steps(
         }
         for n in range(12 * SHARD_SIZE)
     ]
-    processes = workers.start(3)
-    workers.wait_registered(3)
+    workers.start_registered(3)
     run = run_create(
         user=None,
         dataset=make_dataset(project, items),
@@ -70,20 +67,7 @@ def test_a_sigkilled_workers_agent_items_are_stored_once_with_their_steps(
         scorers=["exact_match"],
         options={"concurrency": 4, "backoff_base_seconds": 0.01},
     )
-
-    def half_done_shard() -> RunShard | None:
-        for shard in RunShard.objects.filter(run=run, status="running"):
-            stored = Result.objects.filter(
-                run=run, item_index__gte=shard.start, item_index__lt=shard.stop
-            ).count()
-            if stored >= 4:
-                return shard
-        return None
-
-    shard = wait_for(half_done_shard, what="a shard half done")
-    victim = next(p for p in processes if f":{p.pid}:" in shard.worker)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
+    workers.kill_shard_holder(run)
 
     wait_final(run, seconds=120)
     assert run.status == RunStatus.COMPLETED

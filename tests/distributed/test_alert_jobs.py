@@ -12,7 +12,7 @@ from runs.alerts.tasks import TASK_NAME
 from runs.models import AlertDelivery
 from tests.alerts.receivers import receiver
 from tests.comparisons import paired_runs
-from tests.distributed.conftest import Workers, wait_for, worker_env
+from tests.distributed.workers import Workers, wait_for, worker_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,7 +26,7 @@ from procrastinate import App, PsycopgConnector
 
 from runs.executor.distributed import recovery_pass
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.distributed.conftest import (
+from tests.distributed.workers import (
     ROOT,
     SHARD_SIZE,
     Workers,

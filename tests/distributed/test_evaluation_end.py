@@ -8,7 +8,7 @@ from django.contrib.auth.models import User
 
 from runs.evaluations.services import evaluation_run
 from runs.models import Project, Run
-from tests.distributed.conftest import Workers, wait_for
+from tests.distributed.workers import Workers, wait_for
 from tests.evaluations.conftest import make_evaluation
 from tests.factories import arithmetic_items, make_dataset
 

@@ -12,8 +12,8 @@ import redis
 from runs.models import Project, RunShard, RunStatus
 from runs.results.services import run_cancel
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.distributed.conftest import SHARD_SIZE, Workers, wait_final, wait_for
 from tests.distributed.test_workers import distributed_run
+from tests.distributed.workers import SHARD_SIZE, Workers, wait_final, wait_for
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from tests.distributed.conftest import ROOT, database_url, worker_env
+from tests.distributed.workers import ROOT, database_url, worker_env
 from tests.processes import free_port
 
 

@@ -20,7 +20,7 @@ from runs.models import Project, Result, RetryPass, Run, RunShard, RunStatus
 from runs.results.services import run_cancel, run_create
 from runs.retry.services import run_retry
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.distributed.conftest import (
+from tests.distributed.workers import (
     ROOT,
     SHARD_SIZE,
     Workers,
@@ -96,24 +96,11 @@ def test_sigkilled_worker_shard_is_finished_by_the_others(
     workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
 ) -> None:
     items = arithmetic_items(12 * SHARD_SIZE, marker="[[latency:200]]")
-    processes = workers.start(3)
-    workers.wait_registered(3)
+    processes = workers.start_registered(3)
     run = distributed_run(project, fake_openai, items, concurrency=4)
 
     # A shard half done on some worker: kill that worker outright.
-    def half_done_shard() -> RunShard | None:
-        for shard in RunShard.objects.filter(run=run, status="running"):
-            stored = Result.objects.filter(
-                run=run, item_index__gte=shard.start, item_index__lt=shard.stop
-            ).count()
-            if stored >= 4:
-                return shard
-        return None
-
-    shard = wait_for(half_done_shard, what="a shard half done")
-    victim = next(p for p in processes if f":{p.pid}:" in shard.worker)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
+    victim, shard = workers.kill_shard_holder(run)
 
     wait_final(run)
     assert run.status == RunStatus.COMPLETED

@@ -44,6 +44,7 @@ def store_steps(
             )
         )
     Step.objects.bulk_create(rows, batch_size=1000)
+    Run.objects.filter(pk=result.run_id).update(has_steps=True)
 
 
 def answered_run(dataset: Any, name: str = "agent") -> Run:

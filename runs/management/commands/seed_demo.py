@@ -1,4 +1,5 @@
-"""Demo data for a fresh install: a user, a project, datasets and offline targets.
+"""Demo data for a fresh install: a user, a project, datasets, offline targets
+and a finished run of the offline demo agent.
 
 Safe to run on every start: it creates what is missing and never changes the
 demo user's password, except to replace the one earlier versions published.
@@ -11,7 +12,13 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from runs.demo.seed import DEMO_PROJECT, DEMO_USERNAME, DemoSeed, demo_seed
+from runs.demo.seed import (
+    DEMO_PROJECT,
+    DEMO_USERNAME,
+    DemoSeed,
+    demo_agent_run_ensure,
+    demo_seed,
+)
 
 
 def served_url(host: str, port: int) -> str:
@@ -29,8 +36,9 @@ def served_url(host: str, port: int) -> str:
 class Command(BaseCommand):
     help = (
         "Create the demo user (an ordinary member of the demo project), the "
-        "project, its datasets and targets; print the log-in once, when the "
-        "password is made. Idempotent."
+        "project, its datasets and targets, and run the demo agent on its "
+        "tasks (offline); print the log-in once, when the password is made. "
+        "Idempotent."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -64,6 +72,12 @@ class Command(BaseCommand):
         seed = demo_seed()
         url = served_url(host, port)
         self.report(seed, quiet=quiet)
+        agent_run = demo_agent_run_ensure(seed)
+        if agent_run is not None and not quiet:
+            self.stdout.write(
+                f"demo agent run {agent_run.pk}: {agent_run.status}, "
+                f"{agent_run.succeeded}/{agent_run.total} answered"
+            )
         if seed.repaired:
             self.stdout.write(
                 f"the {DEMO_USERNAME!r} user had the published password or admin "
