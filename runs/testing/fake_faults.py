@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 # What each marker in the last message's content does; markers are removed
 # from the prompt before it is answered.
 PROMPT_MARKERS = {

@@ -27,9 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.testing.fake_agent import AGENT_MARKERS, agent_reply, wants_agent
+from runs.targets.scripted_agent import (
+    AGENT_MARKERS,
+    MARKER,
+    agent_reply,
+    wants_agent,
+)
 from runs.testing.fake_embeddings import embeddings_answer
-from runs.testing.fake_faults import MARKER, PROMPT_MARKERS, FaultMix, marked_fault
+from runs.testing.fake_faults import PROMPT_MARKERS, FaultMix, marked_fault
 from runs.testing.fake_judge import GRADING, format_refusal, judge_content
 from runs.testing.key_forms import FORMS, echoed
 
@@ -93,7 +98,7 @@ class FakeOpenAIServer:
         # does: the others wait in turn, each for the latency of those ahead.
         self.one_at_a_time = one_at_a_time
         self.turn = asyncio.Lock()
-        # Answer a request with tools as an agent's model (fake_agent.py).
+        # Answer a request with tools as an agent's model (scripted_agent.py).
         self.agent = agent
         self.faults = faults or FaultMix()
         self.random = random.Random(seed)

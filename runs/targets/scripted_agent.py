@@ -1,5 +1,6 @@
-"""How the fake OpenAI server plays an agent's model: tool calls chosen
-deterministically from the task, then a final answer once results came back.
+"""An agent's model played by a script, for the fake OpenAI server and the
+offline demo agent: tool calls chosen deterministically from the task, then a
+final answer once results came back.
 
 A request with ``tools`` is answered so when the server runs with
 ``agent=True`` (``--agent``) or its task holds ``[[agent]]``. The task is the
@@ -17,8 +18,9 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
-from runs.testing.fake_faults import MARKER
-
+# A prompt marker, ``[[name]]`` or ``[[name:value]]``: what the scripted
+# models (this one, the fake server's faults) read from a task.
+MARKER = re.compile(r"\[\[(\w+)(?::([^\]]*))?\]\]")
 AGENT_MARKERS = {
     "[[agent]]": "with tools: play an agent even when the server was not "
     "started with --agent",
