@@ -2,7 +2,7 @@
 answered in this process by the demo's agent model.
 
 The model plays an agent as the fake model server does with ``--agent``
-(``runs.targets.scripted_agent``): tool calls chosen from the task by a hash, as
+(``runs.scripted.agent``): tool calls chosen from the task by a hash, as
 many rounds and calls at once as its ``[[agent_rounds:N]]`` and
 ``[[agent_parallel:N]]`` markers ask, then the answer the demo model computes
 (through a ``final_answer`` tool when there is one). The tools are real and
@@ -22,9 +22,9 @@ from pydantic import Field, model_validator
 from runs.calls.chat_client import ChatReply
 from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.targets import register
+from runs.scripted.agent import agent_reply
 from runs.targets.agent import LoopParams, ToolLoop
 from runs.targets.demo import LatencyMs, solve
-from runs.targets.scripted_agent import agent_reply
 
 DEMO_AGENT_MODEL = "demo-agent"
 

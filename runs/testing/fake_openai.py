@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runs.targets.scripted_agent import (
+from runs.scripted.agent import (
     AGENT_MARKERS,
     MARKER,
     agent_reply,
@@ -98,7 +98,7 @@ class FakeOpenAIServer:
         # does: the others wait in turn, each for the latency of those ahead.
         self.one_at_a_time = one_at_a_time
         self.turn = asyncio.Lock()
-        # Answer a request with tools as an agent's model (scripted_agent.py).
+        # Answer a request with tools as an agent's model (runs/scripted/agent.py).
         self.agent = agent
         self.faults = faults or FaultMix()
         self.random = random.Random(seed)
