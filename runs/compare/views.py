@@ -114,6 +114,7 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "alpha": analysis.ALPHA,
         "resamples": analysis.RESAMPLES,
         "exact_sign_vectors": analysis.EXACT_SIGN_VECTORS,
+        "normal_effective_items": analysis.NORMAL_EFFECTIVE_ITEMS,
         "judge_notes": uncalibrated_judges(
             [*comparison.candidates, comparison.baseline],
             [row.scorer for row in comparison.scorers],
