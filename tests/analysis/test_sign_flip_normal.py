@@ -10,10 +10,14 @@ import math
 
 import numpy as np
 import pytest
+from django.utils import timezone
 from scipy import stats
 
 from runs.analysis import compare
 from runs.leaderboard.ranking import scorer_board
+from runs.models import Project, Result, Run, Score
+from tests.comparisons import finish, make_run
+from tests.factories import make_dataset
 
 SIZE = compare.NORMAL_EFFECTIVE_ITEMS
 TINY = 1e-6
@@ -227,3 +231,62 @@ def test_a_numeric_leaderboard_of_many_items_names_the_normal_test() -> None:
     flip = compare.sign_flip_test(*_grouped(np.round(differences, 12)))
     assert pair.test == "sign_flip_normal"
     assert pair.p_value == pytest.approx(flip.p_value)
+
+
+def _store_scores(run: Run, values: np.ndarray) -> Run:
+    """One succeeded result per item of the run's dataset, scored ``values``."""
+    now = timezone.now()
+    items = list(run.dataset.items.order_by("index").values_list("pk", "index"))
+    Result.objects.bulk_create(
+        Result(
+            run=run,
+            item_id=pk,
+            item_index=index,
+            status=Result.Status.SUCCEEDED,
+            output="answer",
+            started_at=now,
+            finished_at=now,
+        )
+        for pk, index in items
+    )
+    results = dict(Result.objects.filter(run=run).values_list("item_index", "pk"))
+    Score.objects.bulk_create(
+        Score(
+            result_id=results[index],
+            scorer="judge",
+            value=float(values[index]),
+            passed=bool(values[index] >= 0.5),
+        )
+        for _, index in items
+    )
+    return finish(run)
+
+
+@pytest.mark.django_db
+def test_a_comparison_of_many_items_names_the_normal_test_and_interval(
+    project: Project,
+) -> None:
+    # Differences of comparable size: effective items close to n.
+    n = 10_500
+    rng = np.random.default_rng(9)
+    dataset = make_dataset(
+        project, [{"id": f"q{i}", "input": f"q {i}"} for i in range(n)], name="big"
+    )
+    base_values = np.full(n, 0.35)
+    changes = rng.choice([-1.0, 1.0], n, p=[0.48, 0.52]) * rng.uniform(0.25, 0.3, n)
+    cand_values = (base_values + changes).round(3)
+    baseline = _store_scores(make_run(dataset, scorers=["judge"]), base_values)
+    candidate = _store_scores(make_run(dataset, scorers=["judge"]), cand_values)
+
+    (row,) = compare.compare_runs(baseline=baseline, candidates=[candidate]).scorers
+
+    differences = cand_values - base_values
+    assert row.test == "sign_flip_normal"
+    assert row.interval == "sign_flip_normal_inverted"
+    assert row.paired == n
+    assert row.delta == pytest.approx(differences.mean())
+    reference = compare.sign_flip_test(*_grouped(np.round(differences, 12)))
+    assert row.p_value == pytest.approx(reference.p_value, rel=1e-6)
+    low, high = row.delta_ci
+    assert low < row.delta < high
+    assert (low > 0 or high < 0) == (row.verdict != "no_significant_difference")
