@@ -58,8 +58,10 @@ class ScorerComparisonOut(Schema):
     )
     interval: str | None = Field(
         description=(
-            "how delta_ci is computed: mcnemar_exact_inverted (pass/fail) or "
-            "sign_flip_inverted (numeric, or epochs that disagree)"
+            "how delta_ci is computed: mcnemar_exact_inverted (pass/fail), "
+            "sign_flip_inverted (numeric, or epochs that disagree: the exact "
+            "or Monte Carlo test inverted) or sign_flip_normal_inverted (its "
+            "normal approximation inverted)"
         )
     )
     ci_level: float | None = Field(
@@ -72,7 +74,10 @@ class ScorerComparisonOut(Schema):
     test: str | None = Field(
         description=(
             "mcnemar_exact (pass/fail), or the paired sign-flip permutation "
-            "test over items: sign_flip_exact (every sign vector) or "
+            "test over items: sign_flip_exact (every sign vector), "
+            "sign_flip_normal (from 10,000 effective items, (sum d^2)^2 / "
+            "sum d^4: the normal approximation of the sign vectors' sums, mean "
+            "0, variance sum d^2, continuity corrected by the smallest |d|) or "
             "sign_flip_monte_carlo (random sign vectors, fixed seed)"
         )
     )

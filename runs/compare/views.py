@@ -114,6 +114,7 @@ def _comparison_context(request: AuthedRequest) -> dict[str, Any]:
         "step_comparisons": step_comparisons(
             comparison.baseline, comparison.candidates
         ),
+        "normal_effective_items": analysis.NORMAL_EFFECTIVE_ITEMS,
         "judge_notes": uncalibrated_judges(
             [*comparison.candidates, comparison.baseline],
             [row.scorer for row in comparison.scorers],

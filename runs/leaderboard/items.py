@@ -101,6 +101,10 @@ def _sums(where: np.ndarray, columns: np.ndarray, count: int) -> np.ndarray:
     return out
 
 
+def _shared(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return np.intersect1d(first, second, assume_unique=True)
+
+
 def shared_scorers(runs: Sequence[Run]) -> list[str]:
     """The scorers of every run, in the first run's order."""
     others = [set(run.scorer_names) for run in runs[1:]]
@@ -114,7 +118,8 @@ def scorer_matrix(items: Sequence[RunItems], scorer: str) -> tuple[np.ndarray, b
     kept_keys = [
         one.keys[one.kept[:, j]] for one, j in zip(items, columns, strict=True)
     ]
-    shared = reduce(np.intersect1d, kept_keys) if kept_keys else np.array([])
+    # Each run's keys are sorted and distinct (np.unique): merged, not hashed.
+    shared = reduce(_shared, kept_keys) if kept_keys else np.array([])
     numeric = any(bool(one.graded[j]) for one, j in zip(items, columns, strict=True))
     matrix = np.empty((len(shared), len(items)))
     for i, (one, j) in enumerate(zip(items, columns, strict=True)):

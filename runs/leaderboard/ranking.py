@@ -31,6 +31,7 @@ from runs.analysis.stats import wilson_interval
 
 ALPHA = compare.ALPHA
 CONFIDENCE = compare.CONFIDENCE
+NORMAL_EFFECTIVE_ITEMS = compare.NORMAL_EFFECTIVE_ITEMS
 
 TEST_COCHRAN = "cochrans_q"
 TEST_FRIEDMAN = "friedman"
@@ -137,13 +138,12 @@ def friedman(matrix: np.ndarray) -> tuple[float, float]:
 
 def _numeric_p(differences: np.ndarray) -> tuple[float, str]:
     """The comparison's paired test of numeric differences, two-sided: its p
-    and its name (exact or drawn, as the comparison names it)."""
+    and its name (exact, drawn or normal, as the comparison names it)."""
     # Differences of means differ in the last bits (0.217 - 0.0, 0.42 - 0.203):
     # merged, the test draws over the real distinct values, a few times fewer.
     values, counts = np.unique(np.round(differences, 12), return_counts=True)
     flip = compare.sign_flip_test(values, counts)
-    name = compare.TEST_SIGN_FLIP_EXACT if flip.exact else compare.TEST_SIGN_FLIP_DRAWN
-    return flip.p_value, name
+    return flip.p_value, compare.SIGN_FLIP_TESTS[flip.method]
 
 
 def _binary_p(first: np.ndarray, second: np.ndarray) -> float:
@@ -252,7 +252,7 @@ def scorer_board(
         omnibus_test=omnibus,
         statistic=statistic,
         p_value=p_value,
-        pairwise_test=pairs[0].test if pairs else None,
+        pairwise_test=",".join(sorted({pair.test for pair in pairs})) or None,
         standings=standings(runs, figures, intervals, pairs),
         pairs=pairs,
     )

@@ -58,7 +58,12 @@ class ScorerBoardOut(Schema):
     )
     statistic: float | None
     p_value: float | None = Field(description="the omnibus test's (chi-square)")
-    pairwise_test: str | None
+    pairwise_test: str | None = Field(
+        description=(
+            "the pairs' test, or their tests comma-separated when they differ "
+            "(the sign-flip test's method follows each pair's sample)"
+        )
+    )
     standings: list[StandingOut] = Field(description="by rank, then figure")
     pairs: list[PairTestOut]
 

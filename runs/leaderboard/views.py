@@ -12,7 +12,7 @@ from django.views.decorators.http import require_GET
 
 from runs.compare.selectors import run_ids_parse
 from runs.errors import InvalidInput
-from runs.leaderboard.ranking import ALPHA, RANK_RULE
+from runs.leaderboard.ranking import ALPHA, NORMAL_EFFECTIVE_ITEMS, RANK_RULE
 from runs.leaderboard.selectors import Leaderboard, run_leaderboard
 from runs.review.calibration import uncalibrated_judges
 from runs.web.requests import AuthedRequest
@@ -50,6 +50,7 @@ def _context(board: Leaderboard) -> dict[str, Any]:
             for scorer in board.scorers
         ],
         "alpha": ALPHA,
+        "normal_effective_items": NORMAL_EFFECTIVE_ITEMS,
         "rank_rule": RANK_RULE,
         "judge_notes": uncalibrated_judges(
             board.runs, [scorer.scorer for scorer in board.scorers]

@@ -13,14 +13,18 @@
   each item's difference is as likely negative as positive; the p-value is the
   share of sign vectors whose sum is at least as far from 0 as the observed
   one. Exact (every sign vector, counted by how many items of each value flip)
-  while there are at most ``EXACT_SIGN_VECTORS`` of those counts, else
+  while there are at most ``EXACT_SIGN_VECTORS`` of those counts; else, from
+  ``NORMAL_EFFECTIVE_ITEMS`` effective items on, the normal approximation of
+  that distribution (mean 0, variance the sum of the squared differences,
+  continuity corrected; its accuracy is stated in ``signflip``); else
   ``RESAMPLES`` random sign vectors from a fixed seed, p = (b + 1) / (B + 1).
   Zero differences are kept: they add nothing to any sum, so the p-value is
   the same as without them. One item, or any number of identical differences,
   is never significant by construction (k equal differences: p = 2 / 2^k).
   The interval is the test inverted: every shift mu for which the differences
-  minus mu are not rejected, from the same sign vectors; None when that set is
-  unbounded (too few items for any shift to be rejected at that level).
+  minus mu are not rejected, from the same sign vectors (or the same normal
+  approximation); None when that set is unbounded (too few items for any
+  shift to be rejected at that level).
 - p-values are adjusted with Holm's method across every (candidate, scorer)
   of the comparison; each row's interval and detectable effect are at the
   row's Holm level, alpha x p / p_Holm: the level at which the row's own test
@@ -46,6 +50,8 @@ import numpy as np
 
 from runs.analysis.compare.signflip import (
     CHUNK_DRAWS,
+    DRAWN,
+    EXACT,
     RESAMPLES,
     STREAMS,
     SignFlip,
@@ -311,9 +317,12 @@ def sign_flip_mde(*, test: SignFlip, alpha: float = ALPHA) -> float | None:
     """(t_a + t_b) sd / sqrt(n), Student quantiles with n - 1 degrees of
     freedom: the normal approximation of the sign-flip test's power, widened
     for small samples. None when the test could not reach ``alpha`` with any
-    sample of this size (exact: 2 / 2^n; drawn: 1 / (B + 1))."""
+    sample of this size (exact: 2 / 2^n; drawn: 1 / (B + 1); normal: any)."""
     n = test.n
-    smallest = 2 / 2.0 ** min(n, 1023) if test.exact else 1 / (RESAMPLES + 1)
+    smallest = {
+        EXACT: 2 / 2.0 ** min(n, 1023),
+        DRAWN: 1 / (RESAMPLES + 1),
+    }.get(test.method, 0.0)
     if n < 2 or test.sd == 0 or smallest >= alpha:
         return None
     from scipy import stats

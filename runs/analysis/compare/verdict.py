@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from django.core.cache import cache
 
-from runs.analysis.compare import significance
+from runs.analysis.compare import signflip, significance
 from runs.analysis.compare.pairing import (
     PairedTable,
     ScannedScorer,
@@ -52,8 +52,22 @@ CACHE_SECONDS = 600
 TEST_MCNEMAR = "mcnemar_exact"
 TEST_SIGN_FLIP_EXACT = "sign_flip_exact"
 TEST_SIGN_FLIP_DRAWN = "sign_flip_monte_carlo"
+TEST_SIGN_FLIP_NORMAL = "sign_flip_normal"
 INTERVAL_MCNEMAR = "mcnemar_exact_inverted"
 INTERVAL_SIGN_FLIP = "sign_flip_inverted"
+INTERVAL_SIGN_FLIP_NORMAL = "sign_flip_normal_inverted"
+# The sign-flip test's name by how its sign vectors are counted, and its
+# interval's (the test inverted).
+SIGN_FLIP_TESTS = {
+    signflip.EXACT: TEST_SIGN_FLIP_EXACT,
+    signflip.DRAWN: TEST_SIGN_FLIP_DRAWN,
+    signflip.NORMAL: TEST_SIGN_FLIP_NORMAL,
+}
+SIGN_FLIP_INTERVALS = {
+    signflip.EXACT: INTERVAL_SIGN_FLIP,
+    signflip.DRAWN: INTERVAL_SIGN_FLIP,
+    signflip.NORMAL: INTERVAL_SIGN_FLIP_NORMAL,
+}
 # Names of the methods before the sign-flip test and the inverted intervals.
 TEST_BOOTSTRAP = "paired_bootstrap"
 INTERVAL_NEWCOMBE = "newcombe_paired"
@@ -184,8 +198,8 @@ def _tested(
     values, counts = differences("total" if numeric else "passes")
     flip = sign_flip_test(values, counts)
     row.update(
-        interval=INTERVAL_SIGN_FLIP,
-        test=TEST_SIGN_FLIP_EXACT if flip.exact else TEST_SIGN_FLIP_DRAWN,
+        interval=SIGN_FLIP_INTERVALS[flip.method],
+        test=SIGN_FLIP_TESTS[flip.method],
         p_value=flip.p_value,
     )
     return ScorerComparison(**row), flip
