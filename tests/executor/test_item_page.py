@@ -40,9 +40,7 @@ def orm_page(
     fields = ("pk", "index", "external_id", "input", "expected", "metadata")
     page = [
         ItemData(*row)
-        for row in items.order_by("index").values_list(*fields)[
-            : store.ITEM_PAGE_SIZE
-        ]
+        for row in items.order_by("index").values_list(*fields)[: store.ITEM_PAGE_SIZE]
     ]
     done: dict[int, set[int]] = {}
     for index, epoch in Result.objects.filter(
