@@ -14,7 +14,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,7 +56,7 @@ class RateLimiter:
                 await asyncio.sleep((1 - self.tokens) / self.rate)
 
 
-class Slot:
+class Slot(AbstractAsyncContextManager[None]):
     """``AdaptiveConcurrency.slot``: a plain class, not an
     ``asynccontextmanager``, whose generator and wrapper cost more than the
     bookkeeping (every call of a run takes one)."""
@@ -138,7 +138,7 @@ class AdaptiveConcurrency:
     def backing_off(self) -> bool:
         return self.limit < self.maximum
 
-    def slot(self) -> Slot:
+    def slot(self) -> AbstractAsyncContextManager[None]:
         """A call's place among those in flight, held for the ``async with``."""
         return Slot(self)
 

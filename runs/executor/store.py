@@ -257,12 +257,14 @@ def item_page(
     A result chosen for a retry (``retry_pending``) counts as lacking: its
     item runs again and ``results_write`` rewrites the row.
     """
-    bounded = stop_index is not None
     arguments = {"dataset": dataset_id, "after": after_index}
-    if bounded:
+    if stop_index is not None:
         arguments["stop"] = stop_index
     names, found = compiled.fetch(
-        _item_page_read(bounded), arguments, limit=ITEM_PAGE_SIZE, convert=False
+        _item_page_read(stop_index is not None),
+        arguments,
+        limit=ITEM_PAGE_SIZE,
+        convert=False,
     )
     columns = [names.index(name) for name in ITEM_COLUMNS]
     page = [ItemData(*item_values(row, columns)) for row in found]

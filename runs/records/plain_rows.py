@@ -18,7 +18,6 @@ A duplicate under a unique constraint raises ``IntegrityError``, as
 from __future__ import annotations
 
 import json
-import json.scanner
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -105,7 +104,9 @@ def json_text(value: Any) -> str | None:
 
 # The C scanner json.loads ends in, without its two whitespace matches and
 # three Python calls: an executor reads three JSON columns for every item.
-_scan = json.scanner.make_scanner(json.JSONDecoder())
+# (JSONDecoder sets it in __init__; its stub does not declare it.)
+_scan: Callable[[str, int], tuple[Any, int]]
+_scan = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 
 
 def json_value(value: Any) -> Any:
