@@ -207,9 +207,14 @@ def cpu_figures(case: Case) -> list[Figure]:
 
 
 def latency_case(
-    settings: Settings, name: str, *, items: int, concurrency: int, goal: float
+    settings: Settings,
+    name: str,
+    *,
+    items: int,
+    concurrency: int,
+    goal: float,
+    latency_ms: int = 100,
 ) -> ScenarioResult:
-    latency_ms = 100
     case = run_case(
         settings,
         name,
@@ -259,7 +264,18 @@ def scenario_latency256(settings: Settings) -> ScenarioResult:
         "latency256",
         items=scaled(settings, 10_000),
         concurrency=256,
-        goal=0.85,
+        goal=0.9,
+    )
+
+
+def scenario_latency1024(settings: Settings) -> ScenarioResult:
+    return latency_case(
+        settings,
+        "latency1024",
+        items=scaled(settings, 20_000),
+        concurrency=1024,
+        goal=0.9,
+        latency_ms=1000,
     )
 
 
@@ -394,6 +410,7 @@ def scenario_faults(settings: Settings) -> ScenarioResult:
 SCENARIOS: dict[str, Callable[[Settings], ScenarioResult]] = {
     "latency": scenario_latency,
     "latency256": scenario_latency256,
+    "latency1024": scenario_latency1024,
     "throughput": scenario_throughput,
     "faults": scenario_faults,
     "memory": scenario_memory,

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import aiohttp
 import httpx
+import yarl
 
 from runs.calls.netpolicy import current_policy, policy_session, refusal_in
 from runs.calls.retry import classify_status, parse_retry_after
@@ -32,6 +33,20 @@ ERROR_MESSAGE_LIMIT = 300
 # that no socket outlives its purpose.
 BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.0}
 RawHeaders = tuple[tuple[bytes, bytes], ...]
+# What httpx sends for json=body (a NaN is a ValueError, as there); made
+# once, where json.dumps with options would make an encoder per request.
+BODY_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, separators=(",", ":"), allow_nan=False
+)
+# Headers and URLs a client remembers converted: a target's own, and a few
+# made per item (trace headers).
+CONVERTED_KEPT = 8
+
+
+def remember(cache: dict[int, Any], key: int, value: Any) -> None:
+    if len(cache) >= CONVERTED_KEPT:
+        cache.clear()
+    cache[key] = value
 
 
 def network_error_message(exc: aiohttp.ClientError) -> str:
@@ -202,13 +217,24 @@ class PolicyClient:
             connect=BACKSTOP_TIMEOUT["pool"],
         )
         self.plain_headers: dict[int, tuple[httpx.Headers, dict[str, str]]] = {}
+        self.urls: dict[int, tuple[httpx.URL, yarl.URL]] = {}
 
     def headers_for(self, headers: httpx.Headers) -> dict[str, str]:
-        # A target sends the same headers every time: converted once.
+        # A target sends the same headers every time: converted once. Not
+        # every target: one that sends trace headers makes them per item, so
+        # the cache holds a few, not one per request of the run.
         cached = self.plain_headers.get(id(headers))
         if cached is None or cached[0] is not headers:
             cached = (headers, dict(headers.multi_items()))
-            self.plain_headers[id(headers)] = cached
+            remember(self.plain_headers, id(headers), cached)
+        return cached[1]
+
+    def url_for(self, url: httpx.URL) -> yarl.URL:
+        # Parsed once (aiohttp would parse the text for every request).
+        cached = self.urls.get(id(url))
+        if cached is None or cached[0] is not url:
+            cached = (url, yarl.URL(str(url)))
+            remember(self.urls, id(url), cached)
         return cached[1]
 
     async def send(
@@ -224,9 +250,7 @@ class PolicyClient:
         plain = self.headers_for(headers)
         if body is not None:
             # What httpx sends for json=body (a NaN is a ValueError, as there).
-            data = json.dumps(
-                body, ensure_ascii=False, separators=(",", ":"), allow_nan=False
-            ).encode()
+            data = BODY_ENCODER.encode(body).encode()
             if "content-type" not in headers:
                 plain = {**plain, "Content-Type": "application/json"}
         if self.session is None:
@@ -235,7 +259,7 @@ class PolicyClient:
         try:
             async with self.session.request(
                 method,
-                str(url),
+                self.url_for(url),
                 headers=plain,
                 data=data,
                 allow_redirects=False,

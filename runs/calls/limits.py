@@ -13,8 +13,8 @@ import contextvars
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractAsyncContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -54,6 +54,31 @@ class RateLimiter:
                     self.tokens -= 1
                     return
                 await asyncio.sleep((1 - self.tokens) / self.rate)
+
+
+class Slot(AbstractAsyncContextManager[None]):
+    """``AdaptiveConcurrency.slot``: a plain class, not an
+    ``asynccontextmanager``, whose generator and wrapper cost more than the
+    bookkeeping (every call of a run takes one)."""
+
+    __slots__ = ("limits",)
+
+    def __init__(self, limits: AdaptiveConcurrency) -> None:
+        self.limits = limits
+
+    async def __aenter__(self) -> None:
+        limits = self.limits
+        if limits.active < limits.limit:  # the usual case, without a wait
+            limits.active += 1
+        else:
+            await limits.take()
+
+    async def __aexit__(self, *exc: object) -> None:
+        limits = self.limits
+        if limits.waiting:
+            await limits.give_back()
+        else:
+            limits.active -= 1
 
 
 class AdaptiveConcurrency:
@@ -113,8 +138,11 @@ class AdaptiveConcurrency:
     def backing_off(self) -> bool:
         return self.limit < self.maximum
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    def slot(self) -> AbstractAsyncContextManager[None]:
+        """A call's place among those in flight, held for the ``async with``."""
+        return Slot(self)
+
+    async def take(self) -> None:
         if self.active >= self.limit:  # else take it at once: one loop, no race
             self.waiting += 1
             try:
@@ -123,13 +151,12 @@ class AdaptiveConcurrency:
             finally:
                 self.waiting -= 1
         self.active += 1
-        try:
-            yield
-        finally:
-            self.active -= 1
-            if self.waiting:
-                async with self.changed:
-                    self.changed.notify_all()
+
+    async def give_back(self) -> None:
+        self.active -= 1
+        if self.waiting:
+            async with self.changed:
+                self.changed.notify_all()
 
     def throttled(self) -> None:
         if self.burst():

@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 
 PER = 1_000_000  # prices are per million tokens
+PREFIX_MEMO = 1_024  # names whose price by prefix a table remembers
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,9 @@ class PriceTable:
             ((k[:-1], v) for k, v in self.entries.items() if k.endswith("*")),
             key=lambda pair: -len(pair[0]),
         )
+        # A name's price by prefix, or None, once found: the executor asks
+        # for every result, and a name that has none scans every prefix.
+        self.by_prefix: dict[str, Price | None] = {}
 
     def price(self, model: str | None) -> Price | None:
         if not model:
@@ -51,10 +55,16 @@ class PriceTable:
         found = self.exact.get(model)
         if found is not None:
             return found
-        for prefix, price in self.prefixes:
-            if model.startswith(prefix):
-                return price
-        return None
+        try:
+            return self.by_prefix[model]
+        except KeyError:
+            pass
+        found = next(
+            (p for prefix, p in self.prefixes if model.startswith(prefix)), None
+        )
+        if len(self.by_prefix) < PREFIX_MEMO:
+            self.by_prefix[model] = found
+        return found
 
     def priced_model(self, models: Iterable[str | None]) -> str | None:
         """The first of ``models`` that has a price."""

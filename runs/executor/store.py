@@ -15,13 +15,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value
 from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
 from runs.plugins.steps import Step
-from runs.records import retries, rows
+from runs.records import compiled, retries, rows
+from runs.records.plain_rows import json_value
 
 ITEM_PAGE_SIZE = 500
 HOSTNAME = socket.gethostname()
@@ -291,35 +292,87 @@ def item_page(
     A result chosen for a retry (``retry_pending``) counts as lacking: its
     item runs again and ``results_write`` rewrites the row.
     """
-    items = Item.objects.filter(dataset_id=dataset_id, index__gt=after_index)
+    arguments = {"dataset": dataset_id, "after": after_index}
     if stop_index is not None:
-        items = items.filter(index__lt=stop_index)
-    fields = ("pk", "index", "external_id", "input", "expected", "metadata")
-    page = [
-        ItemData(*row)
-        for row in items.order_by("index").values_list(*fields)[:ITEM_PAGE_SIZE]
-    ]
+        arguments["stop"] = stop_index
+    names, found = compiled.fetch(
+        _item_page_read(stop_index is not None),
+        arguments,
+        limit=ITEM_PAGE_SIZE,
+        convert=False,
+    )
+    columns = [names.index(name) for name in ITEM_COLUMNS]
+    page = [ItemData(*item_values(row, columns)) for row in found]
     if not page:
         return []
     done: dict[int, set[int]] = {}
     # By the page's range of indexes (the run's results carry their item's
     # index), not a list of its 500 ids: two parameters instead of 500, which
     # PostgreSQL's driver would otherwise merge into the query text each page.
-    for index, epoch in (
-        Result.objects.filter(
-            run_id=run_id,
-            item_index__gte=page[0].index,
-            item_index__lte=page[-1].index,
-            retry_pending=False,
-        )
-        .order_by()
-        .values_list("item_index", "epoch")
-    ):
+    _, stored = compiled.fetch(
+        _stored_in_range(),
+        {"run": run_id, "low": page[0].index, "high": page[-1].index},
+        convert=False,
+    )
+    for index, epoch in stored:
         done.setdefault(index, set()).add(epoch)
+    every = list(range(epochs))
     return [
-        (item, [e for e in range(epochs) if e not in done.get(item.index, ())])
+        (item, [e for e in every if e not in done[item.index]])
+        if item.index in done
+        else (item, every.copy())
         for item in page
     ]
+
+
+# An item page's columns, in ItemData's order; the last three are JSON.
+ITEM_COLUMNS = ("id", "index", "external_id", "input", "expected", "metadata")
+
+
+def item_values(row: tuple[Any, ...], columns: list[int]) -> tuple[Any, ...]:
+    pk, index, external_id, value, expected, metadata = (row[c] for c in columns)
+    return (
+        pk,
+        index,
+        external_id,
+        json_value(value),
+        json_value(expected),
+        json_value(metadata),
+    )
+
+
+def _item_page_read(bounded: bool) -> compiled.Statement:
+    """A page of a dataset's items after an index (and before one): compiled
+    once, as the executor reads a page for every 500 items it runs."""
+
+    def build(args: compiled.Args) -> QuerySet[Any]:
+        # Value(): a bare marker, negative, would be dropped from the SQL as
+        # out of a positive field's range.
+        items = Item.objects.filter(
+            dataset_id=args.integer("dataset"),
+            index__gt=Value(args.integer("after")),
+        )
+        if bounded:
+            items = items.filter(index__lt=Value(args.integer("stop")))
+        return items.order_by("index").values(*ITEM_COLUMNS)
+
+    return compiled.statement(("executor-item-page", bounded), build, sliced=True)
+
+
+def _stored_in_range() -> compiled.Statement:
+    return compiled.statement(
+        "executor-stored-in-range",
+        lambda args: (
+            Result.objects.filter(
+                run_id=args.integer("run"),
+                item_index__gte=Value(args.integer("low")),
+                item_index__lte=Value(args.integer("high")),
+                retry_pending=False,
+            )
+            .order_by()
+            .values("item_index", "epoch")
+        ),
+    )
 
 
 def results_write(run_id: int, records: list[ResultRecord]) -> int:

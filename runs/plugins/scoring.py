@@ -25,6 +25,7 @@ so the threads are shared by project (``threads.py``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
@@ -40,7 +41,17 @@ __all__ = ["ScorerCall", "runs_on_loop", "scorer_pool", "text_size", "thread_sha
 
 def runs_on_loop(scorer: Scorer) -> bool:
     """Whether ``scorer`` waits on I/O (``async def score``) rather than computes."""
-    return inspect.iscoroutinefunction(scorer.score)
+    own = getattr(scorer, "__dict__", {}).get("score")
+    if own is not None:  # set on the instance
+        return inspect.iscoroutinefunction(own)
+    return _class_runs_on_loop(type(scorer))
+
+
+@functools.cache
+def _class_runs_on_loop(cls: type) -> bool:
+    # Once per class: asked for every score of a run, and inspect's answer
+    # costs more than scoring a short text.
+    return inspect.iscoroutinefunction(cls.score)  # type: ignore[attr-defined]
 
 
 class ScorerCall:
@@ -63,9 +74,11 @@ class ScorerCall:
         self.steps = steps or []
         # What the call waits for, if anything: a worker thread, or a worker
         # process of a scorer that computes in one (runs/pools/processes.py).
-        self.progress = Progress()
+        # Made when the call runs: an inline one waits for nothing.
+        self.progress: Progress | None = None
 
     async def run(self) -> ScoreOutcome:
+        self.progress = Progress()
         if runs_on_loop(self.scorer):
             with tracking(self.progress):
                 # runs_on_loop: score is a coroutine function.
@@ -107,7 +120,7 @@ class ScorerCall:
         return self.scorer.score(output=self.output, item=self.item)
 
     def timeout_message(self, timeout: float) -> str:
-        if self.progress.waiting:
+        if self.progress is not None and self.progress.waiting:
             return f"scorer exceeded {timeout:g} s {self.progress.waiting}"
         return f"scorer exceeded {timeout:g} s"
 

@@ -105,6 +105,12 @@ def _moments(attempts: Iterable[dict[str, Any]], key: str) -> list[datetime]:
 def time_to_result(attempts: Sequence[dict[str, Any]]) -> float | None:
     """Milliseconds from the first attempt's start to the last one's end:
     failed attempts and the back-off between them included."""
+    if len(attempts) == 1:  # the usual case, without the lists
+        start, end = attempts[0].get("started_at"), attempts[0].get("finished_at")
+        if not (isinstance(start, str) and isinstance(end, str)):
+            return None
+        took = datetime.fromisoformat(end) - datetime.fromisoformat(start)
+        return round(took.total_seconds() * 1000, 3)
     starts, ends = _moments(attempts, "started_at"), _moments(attempts, "finished_at")
     if not starts or not ends:
         return None
@@ -113,7 +119,7 @@ def time_to_result(attempts: Sequence[dict[str, Any]]) -> float | None:
 
 def failed_attempts(attempts: Iterable[dict[str, Any]]) -> int:
     """Attempts that failed (they carry an error kind), retried or not."""
-    return sum(1 for attempt in attempts if attempt.get("error_kind"))
+    return sum(bool(attempt.get("error_kind")) for attempt in attempts)
 
 
 def outcome_round(attempts: list[dict[str, Any]], status: str) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ signature is a short hash of the kind, the type and the pattern.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Iterator
@@ -134,12 +135,26 @@ MASKS: tuple[tuple[re.Pattern[str], str, str], ...] = tuple(
 _SPACES = re.compile(r"\s+")
 
 
+# Each mask's characters as a set: a text's characters are found once, not
+# once per mask (a generator over every character a mask needs cost more
+# than the masking, about a tenth of storing a failing score).
+_NEEDS = tuple(frozenset(needs) for _, _, needs in MASKS)
+
+
+@functools.lru_cache(maxsize=2048)
 def mask(message: str) -> str:
-    """The message with whatever varies between reports masked, whitespace folded."""
+    """The message with whatever varies between reports masked, whitespace folded.
+
+    Cached: the same message (an endpoint's error, a scorer's reason) comes
+    back for many items of a run.
+    """
     text = message[:READ_LIMIT]
-    for pattern, replacement, needs in MASKS:
-        if any(char in text for char in needs):
-            text = pattern.sub(replacement, text)
+    present = set(text)
+    for (pattern, replacement, _), needs in zip(MASKS, _NEEDS, strict=True):
+        if not needs.isdisjoint(present):
+            text, count = pattern.subn(replacement, text)
+            if count:
+                present = set(text)
     text = _SPACES.sub(" ", text).strip()
     if len(text) > PATTERN_MAX_LENGTH:
         text = text[: PATTERN_MAX_LENGTH - 1] + "…"

@@ -342,3 +342,25 @@ def test_results_are_stored_only_in_the_transaction_of_their_counts(make_run):
     with pytest.raises(RuntimeError, match="transaction"):
         records_rows.results_store(run.pk, records)
     assert not Result.objects.filter(run=run).exists()
+
+
+@pytest.mark.parametrize(
+    "attempt",
+    [
+        {
+            "started_at": "2026-01-02T03:04:05.123456+00:00",
+            "finished_at": "2026-01-02T03:04:07.5+00:00",
+        },
+        {
+            "started_at": "2026-01-02T03:04:05+00:00",
+            "finished_at": "2026-01-02T03:04:05+00:00",
+        },
+        {"started_at": "2026-01-02T03:04:05+00:00"},
+        {"started_at": None, "finished_at": "2026-01-02T03:04:05+00:00"},
+        {},
+    ],
+)
+def test_one_attempts_time_to_result_is_that_of_the_general_case(attempt):
+    # One attempt takes a short path; two copies of it take the general one.
+    one = records_rows.time_to_result([attempt])
+    assert one == records_rows.time_to_result([attempt, dict(attempt)])

@@ -178,3 +178,21 @@ def test_an_answer_needing_decoding_is_left_to_httpx(
     header: tuple[bytes, bytes],
 ) -> None:
     assert not PlainAnswer.fits(((b"Content-Length", b"2"), header))
+
+
+async def test_headers_made_per_request_are_not_kept_for_each_request(
+    answers: str,
+) -> None:
+    # A target sending trace headers makes new headers for every item: a
+    # client that kept each converted set held one per request of the run.
+    client = PolicyClient()
+    url = httpx.URL(f"{answers}/echo")
+    try:
+        for n in range(40):
+            headers = httpx.Headers({"X-Custom": str(n)})
+            response = await client.send("POST", url, headers=headers, body={})
+            assert response.json()["custom"] == str(n)
+    finally:
+        await client.aclose()
+    assert len(client.plain_headers) <= 8
+    assert len(client.urls) == 1
