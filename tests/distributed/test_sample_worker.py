@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from runs.estimates.services import estimate_sample
 from runs.executor.store import EXECUTOR_ID
 from runs.models import Project, Result
-from tests.distributed.conftest import Workers, wait_final
+from tests.distributed.workers import Workers, wait_final
 from tests.factories import arithmetic_items, make_dataset
 
 pytestmark = pytest.mark.django_db(transaction=True)
