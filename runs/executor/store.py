@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from runs.calls.pricing import price_table
@@ -346,14 +346,11 @@ def _item_page_read(bounded: bool) -> compiled.Statement:
     once, as the executor reads a page for every 500 items it runs."""
 
     def build(args: compiled.Args) -> QuerySet[Any]:
-        # Value(): a bare marker, negative, would be dropped from the SQL as
-        # out of a positive field's range.
         items = Item.objects.filter(
-            dataset_id=args.integer("dataset"),
-            index__gt=Value(args.integer("after")),
+            dataset_id=args.integer("dataset"), index__gt=args.positive("after")
         )
         if bounded:
-            items = items.filter(index__lt=Value(args.integer("stop")))
+            items = items.filter(index__lt=args.positive("stop"))
         return items.order_by("index").values(*ITEM_COLUMNS)
 
     return compiled.statement(("executor-item-page", bounded), build, sliced=True)
@@ -365,8 +362,8 @@ def _stored_in_range() -> compiled.Statement:
         lambda args: (
             Result.objects.filter(
                 run_id=args.integer("run"),
-                item_index__gte=Value(args.integer("low")),
-                item_index__lte=Value(args.integer("high")),
+                item_index__gte=args.positive("low"),
+                item_index__lte=args.positive("high"),
                 retry_pending=False,
             )
             .order_by()

@@ -38,6 +38,7 @@ from django.db.models import Count, QuerySet, Value
 # Markers: inside every database's integer range (a value outside it makes
 # the ORM compile an empty result) and far from any id a caller passes.
 _INT_MARK = -1_987_654_000
+_POSITIVE_MARK = 1_987_654_000
 _STR_MARK = "\x00evalsite-argument-"
 _SLICE = " LIMIT %s OFFSET %s"
 
@@ -59,6 +60,11 @@ class Args:
 
     def integer(self, name: str) -> int:
         return self._mark(name, _INT_MARK - len(self.marks))
+
+    def positive(self, name: str) -> int:
+        """An integer compared with a positive field (an index): a negative
+        marker would be left out of the SQL as outside the field's range."""
+        return self._mark(name, _POSITIVE_MARK + len(self.marks))
 
     def text(self, name: str) -> str:
         return self._mark(name, f"{_STR_MARK}{len(self.marks)}")
@@ -123,8 +129,12 @@ def count_of(queryset: QuerySet[Any]) -> QuerySet[Any]:
 
 def _argument(args: Args, param: Any) -> Any:
     """The compiled parameter as a marker's argument, or as the constant it is."""
-    if isinstance(param, int | str) and (type(param), param) in args.marks:
-        return _Arg(args.marks[(type(param), param)])
+    if isinstance(param, int | str):
+        # An integer compared with an integer field comes as psycopg's Int4
+        # on PostgreSQL: an int all the same.
+        name = args.marks.get((int if isinstance(param, int) else str, param))
+        if name is not None:
+            return _Arg(name)
     return param
 
 
