@@ -111,7 +111,7 @@ def scratch_database(*, keep: bool) -> Scratch:
     def drop() -> None:
         remove_dir()
         if keep:
-            print(f"kept database {name}")
+            print(f"kept database {name}, its keys in {data_dir}")
             return
         with psycopg.connect(**admin) as connection:
             connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -16,9 +16,10 @@ scratch PostgreSQL database created on that server and dropped at the end;
    executor does when a run ends;
 5. times, in this process with Django's test client and every cache cleared
    before each request, the run page, the summary, the clusters, a results
-   page with each filter (page and API), the comparison of the two runs, and
-   the export streamed to its end (with this process's peak RSS above what it
-   held before, from ``VmHWM``, reset through ``/proc/self/clear_refs``);
+   page with each filter (page and API, first and last page), the comparison
+   of the two runs, and the export streamed to its end (with this process's
+   peak RSS above what it held before, from ``VmHWM``, reset through
+   ``/proc/self/clear_refs``);
 6. reports the database's size and its bytes per result and per score
    (``bench/storage.py``).
 
@@ -29,6 +30,13 @@ scratch PostgreSQL database created on that server and dropped at the end;
     .venv/bin/python bench/million.py --json-out million.json
     .venv/bin/python bench/million.py --keep        # then, after a change to a page:
     .venv/bin/python bench/million.py --pages-only /tmp/evalsite-analysis-bench-...
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite_analysis_bench_NNN \\
+        .venv/bin/python bench/million.py --pages-only /tmp/evalsite-analysis-bench-...
+    .venv/bin/python bench/million.py --pages-only DIR --migrate   # new indexes
+    .venv/bin/python bench/million.py --pages-only DIR --only verdict --profile 25
+
+Each results filter is timed on its first and its last page, on the page and
+in the API (the last page's number from the API's count).
 
 Each figure is printed with the machine's load average when it was taken:
 on a shared machine the CPU figures move less than the wall figures.
@@ -337,27 +345,37 @@ def cluster_key(client: Any, run_id: int) -> str | None:
     return first_key(response.json())
 
 
-def page_phase(report: Report, a: int, b: int, items: int, args: Any) -> None:
+def _profile_top(client: Any, url: str, lines: int) -> str:
+    """The calls of one GET (caches cleared) that took the most time, cProfile's."""
+    import cProfile
+    import io
+    import pstats
+
+    _clear_caches()
+    profile = cProfile.Profile()
+    profile.enable()
+    _drain(client.get(url))
+    profile.disable()
+    out = io.StringIO()
+    pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(lines)
+    return out.getvalue()
+
+
+def _count(client: Any, url: str) -> int | None:
+    response = client.get(url)
+    if response.status_code != 200:
+        return None
+    return int(response.json()["count"])
+
+
+def results_pages(client: Any, a: int, items: int) -> list[tuple[str, str, float]]:
+    """Each filter's first and last page, on the page and in the API; the
+    last page's number from the API's count."""
     from urllib.parse import quote
 
-    from django.contrib.auth.models import User
-    from django.test import Client
-
-    client = Client()
-    client.force_login(User.objects.get(username=USERNAME))
-    last_page = max(1, -(-items // RESULTS_PER_PAGE))
     key = cluster_key(client, a)
-    pages = [
-        ("run page", f"/runs/{a}/", 0.5),
-        ("summary API", f"/api/v1/runs/{a}/summary", 0.5),
-        ("clusters API", f"/api/v1/runs/{a}/clusters", 0.5),
-        ("clusters page", f"/runs/{a}/clusters/", 0.5),
-        ("clusters API vs baseline", f"/api/v1/runs/{b}/clusters?baseline={a}", 0.5),
-        ("comparison API", f"/api/v1/compare?baseline={a}&candidates={b}", 2.0),
-        ("comparison page", f"/compare/?baseline={a}&candidates={b}", 2.0),
-        ("results: last page", f"/runs/{a}/?page={last_page}", 0.3),
-    ]
     filters = [
+        "",
         "status=succeeded",
         "status=failed",
         "status=timed_out",
@@ -371,28 +389,68 @@ def page_phase(report: Report, a: int, b: int, items: int, args: Any) -> None:
         "scorer=exact_match&verdict=skipped",
         f"external_id=q{items // 2}",
         "status=succeeded&scorer=exact_match&verdict=failed",
+        "error_kind=transient&scorer=exact_match&verdict=failed",
     ]
     if key:
         filters.append(f"cluster={quote(key)}")
+    pages = []
     for query in filters:
-        pages.append((f"results page ?{query}", f"/runs/{a}/?{query}", 0.3))
-        pages.append(
-            (f"results API ?{query}", f"/api/v1/runs/{a}/results?{query}", 0.3)
-        )
-    for query in ("status=failed", "scorer=exact_match&verdict=failed"):
-        pages.append(
-            (
-                f"results page ?{query}, last page",
-                f"/runs/{a}/?{query}&page={last_page // 5}",
-                0.3,
+        shown = f"?{query}" if query else "(no filter)"
+        pages.append((f"results page {shown}", f"/runs/{a}/?{query}", 0.3))
+        pages.append((f"results API {shown}", f"/api/v1/runs/{a}/results?{query}", 0.3))
+        count = _count(client, f"/api/v1/runs/{a}/results?{query}")
+        last = -(-(count or 0) // RESULTS_PER_PAGE)
+        if last > 1:
+            at = f"{query}&page={last}" if query else f"page={last}"
+            pages.append((f"results page {shown}, last page", f"/runs/{a}/?{at}", 0.3))
+            pages.append(
+                (
+                    f"results API {shown}, last page",
+                    f"/api/v1/runs/{a}/results?{at}",
+                    0.3,
+                )
             )
-        )
+        if not query:
+            middle = max(last // 2, 1)
+            pages.append(
+                (
+                    "results page (no filter), middle page",
+                    f"/runs/{a}/?page={middle}",
+                    0.3,
+                )
+            )
+    return pages
+
+
+def page_phase(report: Report, a: int, b: int, items: int, args: Any) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+
+    client = Client()
+    client.force_login(User.objects.get(username=USERNAME))
+    pages = [
+        ("run page", f"/runs/{a}/", 0.5),
+        ("summary API", f"/api/v1/runs/{a}/summary", 0.5),
+        ("clusters API", f"/api/v1/runs/{a}/clusters", 0.5),
+        ("clusters page", f"/runs/{a}/clusters/", 0.5),
+        ("clusters API vs baseline", f"/api/v1/runs/{b}/clusters?baseline={a}", 0.5),
+        ("clusters page vs baseline", f"/runs/{b}/clusters/?baseline={a}", 0.5),
+        ("comparison API", f"/api/v1/compare?baseline={a}&candidates={b}", 2.0),
+        ("comparison page", f"/compare/?baseline={a}&candidates={b}", 2.0),
+        *results_pages(client, a, items),
+    ]
     for what, url, goal in pages:
+        if args.only and not any(word in what for word in args.only):
+            continue
         status, seconds, cpu, size = timed_get(client, url, args.repeat)
         if status != 200:
             report.add(what, None, "s", goal=goal, http=status, url=url)
             continue
         report.add(what, seconds, "s", goal=goal, cpu_s=round(cpu, 3), bytes=size)
+        if args.profile:
+            print(_profile_top(client, url, args.profile), flush=True)
+    if args.no_export or args.only:
+        return
     for fmt in ("csv", "jsonl"):
         status, seconds, size, peak = streamed_peak(
             client, f"/api/v1/runs/{a}/export?format={fmt}"
@@ -455,14 +513,43 @@ def pages_again(args: argparse.Namespace) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     sys.path.insert(0, str(ROOT))
     django.setup()
+    from django.db import connection
+
     from runs.models import Run
 
+    where = os.environ.get("DATABASE_URL", "").rsplit("/", 1)[-1] or args.pages_only
+    report = Report(f"kept database {where} ({connection.vendor})")
+    if args.migrate:
+        from django.core.management import call_command
+
+        began, cpu = time.perf_counter(), time.process_time()
+        call_command("migrate", verbosity=1)
+        report.add(
+            "migrate the kept database",
+            time.perf_counter() - began,
+            "s",
+            cpu_s=round(time.process_time() - cpu, 1),
+        )
     first = Run.objects.get(name="first")
     second = Run.objects.get(name="second")
-    report = Report(f"kept database {args.pages_only}")
     print(f"{report.label}: runs {first.pk} and {second.pk}", flush=True)
+    from runs.analysis.figures import run_figures_store
+
+    for run in (first, second):
+        # What the executor stores when a run ends; computed here only what
+        # is missing (a database kept from before a new stored figure).
+        began, cpu = time.perf_counter(), time.process_time()
+        run_figures_store(run.pk)
+        report.add(
+            f"run {run.pk}: stored figures read, or computed and stored",
+            time.perf_counter() - began,
+            "s",
+            cpu_s=round(time.process_time() - cpu, 1),
+        )
     try:
         page_phase(report, first.pk, second.pk, first.total, args)
+        if not args.only:
+            storage_phase(report, first.pk)
     finally:
         if args.json_out:
             report.dump(args.json_out)
@@ -506,8 +593,32 @@ def main() -> None:
         "--pages-only",
         type=Path,
         metavar="DATA_DIR",
-        help="time the pages again on the SQLite database that --keep left in "
-        "DATA_DIR (after a change to them)",
+        help="time the pages again on the database that --keep left (after a "
+        "change to them): the SQLite file in DATA_DIR, or with DATABASE_URL "
+        "naming the kept PostgreSQL database, that one (DATA_DIR holds its keys)",
+    )
+    parser.add_argument(
+        "--migrate",
+        action="store_true",
+        help="with --pages-only: apply new migrations first, timed",
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="WORDS",
+        help="time only the pages whose label contains WORDS (repeatable); "
+        "no export, no storage",
+    )
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="LINES",
+        help="after each page, print its LINES costliest calls (cProfile)",
+    )
+    parser.add_argument(
+        "--no-export", action="store_true", help="skip the streamed exports"
     )
     args = parser.parse_args()
     if args.pages_only:

@@ -131,6 +131,33 @@ def storage_figures(run_id: int | None = None) -> list[tuple[str, float, str]]:
                 "MiB",
             )
         )
+        figures += stored_with_run(run_id, results)
+    return figures
+
+
+def stored_with_run(run_id: int, results: int) -> list[tuple[str, float, str]]:
+    """What a finished run stores beside its rows (its verdicts for
+    comparisons, its result table for filters and clusters): bytes, and
+    bytes per result."""
+    from django.db.models.functions import Length
+
+    from runs.models import RunResultTable, RunVerdicts
+
+    figures = []
+    for model in (RunVerdicts, RunResultTable):
+        size = (
+            model.objects.filter(run_id=run_id)
+            .values_list(Length("data"), flat=True)
+            .first()
+        )
+        if size is None:
+            continue
+        name = model._meta.verbose_name
+        figures.append((f"run {run_id}: {name}, stored", size / MIB, "MiB"))
+        if results:
+            figures.append(
+                (f"run {run_id}: {name}, bytes per result", size / results, "B")
+            )
     return figures
 
 

@@ -14,6 +14,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from runs.analysis.result_table import run_result_table
 from runs.models import (
     FINAL_RUN_STATUSES,
     Dataset,
@@ -477,6 +478,7 @@ def test_results_read_their_items_in_the_same_query(
     alice_client: Client, finished_run: Run
 ) -> None:
     url = f"{API}/runs/{finished_run.pk}/results"
+    run_result_table(run=finished_run)  # stored as the run ended
     with CaptureQueriesContext(connection) as two:
         alice_client.get(f"{url}?page_size=2")
     with CaptureQueriesContext(connection) as ten:

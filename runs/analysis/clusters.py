@@ -12,11 +12,11 @@ to a key.
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 from django.core.cache import cache
 from django.db.models import (
     Count,
@@ -31,10 +31,10 @@ from django.db.models import (
 from django.db.models.functions import RowNumber
 
 from runs.analysis.cluster_keys import (
-    cluster_filter,
-    parse_cluster_key,
     score_cluster_key,
 )
+from runs.analysis.cluster_moves import Move, cluster_moves, cluster_pattern
+from runs.analysis.result_table import ResultTable, run_result_table
 from runs.models import Result, Run, Score
 from runs.records import cache_keys
 from runs.records.signatures import (
@@ -53,8 +53,6 @@ DENSE = 50
 CACHE_SECONDS = 600
 
 NEW, GROWN, SHRUNK, SAME, VANISHED = "new", "grown", "shrunk", "same", "vanished"
-PASSED, NO_ERROR, CLUSTER = "passed", "no error", "cluster"
-NOT_SCORED, MISSING = "not scored", "missing"
 
 # -- clusters ------------------------------------------------------------------
 
@@ -65,17 +63,6 @@ class ClusterItem:
     index: int
     epoch: int
     external_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Move:
-    """Where some of a baseline cluster's results are in the run compared:
-    ``to`` PASSED, NO_ERROR, NOT_SCORED, MISSING, or CLUSTER ``key``."""
-
-    to: str
-    count: int
-    key: str = ""
-    pattern: str = ""
 
 
 @dataclass(slots=True)
@@ -142,6 +129,8 @@ class _Family:
 
     name: str
     failing: Callable[[Run], QuerySet[Any]]
+    # The failing rows of some results, by id (results of one run's table).
+    failing_of: Callable[[list[int]], QuerySet[Any]]
     group_by: tuple[str, ...]
     # The path from a failing row to its result ("" when it is the result).
     result: str
@@ -185,7 +174,10 @@ class _Family:
 # group has the group's, and the groups are counted on an index alone.
 ERRORS = _Family(
     name="errors",
-    failing=lambda run: Result.objects.filter(run=run).exclude(error_signature=""),
+    # "> ''", not "<> ''": a range of the (run, error_signature) index, the
+    # errors alone, where "<>" reads every result of the run.
+    failing=lambda run: Result.objects.filter(run=run, error_signature__gt=""),
+    failing_of=lambda ids: Result.objects.filter(pk__in=ids, error_signature__gt=""),
     group_by=("error_signature",),
     result="",
     result_id="pk",
@@ -204,6 +196,9 @@ FAILING_SCORES = _Family(
     failing=lambda run: Score.objects.filter(result__run=run).exclude(
         reason_signature=""
     ),
+    failing_of=lambda ids: Score.objects.filter(result_id__in=ids).exclude(
+        reason_signature=""
+    ),
     group_by=("scorer", "reason_signature"),
     result="result__",
     result_id="result_id",
@@ -214,13 +209,20 @@ FAILING_SCORES = _Family(
 
 @dataclass(frozen=True, slots=True)
 class _Groups:
-    """A run's groups, biggest first; ``complete`` when none was left out."""
+    """A run's groups, biggest first; ``complete`` when none was left out.
+
+    Read from the run's result table, the biggest groups name their first
+    results too (``first_ids``, in dataset order).
+    """
 
     rows: dict[Key, dict[str, Any]]
     complete: bool
+    first_ids: dict[Key, list[int]] | None = None
 
 
 def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups:
+    if keys is None and (table := run_result_table(run=run)) is not None:
+        return _table_groups(family, table)
     rows = family.failing(run)
     if keys is not None:
         rows = rows.filter(family.having(keys))
@@ -232,6 +234,27 @@ def _groups(family: _Family, run: Run, keys: list[Key] | None = None) -> _Groups
     return _Groups(
         rows={family.key_of(row): row for row in found[:GROUP_CAP]},
         complete=len(found) <= GROUP_CAP,
+    )
+
+
+def _table_groups(family: _Family, table: ResultTable) -> _Groups:
+    """Every group of a finished run, counted in its result table."""
+    members: dict[Key, np.ndarray]
+    if family is ERRORS:
+        members = {(key,): rows for key, rows in table.error_groups().items()}
+    else:
+        members = dict(table.reason_groups())
+    ordered = sorted(members.items(), key=lambda pair: (-len(pair[1]), pair[0]))
+    return _Groups(
+        rows={
+            key: {**dict(zip(family.group_by, key, strict=True)), "count": len(rows)}
+            for key, rows in ordered
+        },
+        complete=True,
+        first_ids={
+            key: table.ids[rows[:MAX_ITEMS_PER_CLUSTER]].tolist()
+            for key, rows in ordered[:MAX_CLUSTERS]
+        },
     )
 
 
@@ -271,6 +294,8 @@ def _first_items(
     if not keys or limit < 1:
         return {}
     fields = {**family.item_fields, **{name: name for name in family.group_by}}
+    if groups.first_ids is not None:
+        return _first_items_by_id(family, groups.first_ids, keys, limit, fields)
     if family.items_per_group_query:
         queries = [family.failing(run).filter(family.where(key)) for key in keys]
         rows = [
@@ -292,6 +317,33 @@ def _first_items(
     for row in rows:
         named = {name: row[column] for name, column in fields.items()}
         grouped.setdefault(family.key_of(named), []).append(named)
+    return grouped
+
+
+def _first_items_by_id(
+    family: _Family,
+    first_ids: dict[Key, list[int]],
+    keys: list[Key],
+    limit: int,
+    fields: dict[str, str],
+) -> dict[Key, list[dict[str, Any]]]:
+    """The first ``limit`` rows of each group, named by their result ids: one
+    query by id for all of them."""
+    wanted = {(key, pk) for key in keys for pk in first_ids.get(key, [])[:limit]}
+    # By id alone: no condition on the run, that a plan could start from.
+    rows = (
+        family.failing_of(sorted({pk for _, pk in wanted}))
+        .order_by(*family.item_order)
+        .values(*fields.values())
+    )
+    grouped: dict[Key, list[dict[str, Any]]] = {}
+    for row in rows:
+        named = {name: row[column] for name, column in fields.items()}
+        key = family.key_of(named)
+        # A result in two groups (two scorers failing) is listed in those
+        # whose first results it is.
+        if (key, named["result_id"]) in wanted:
+            grouped.setdefault(key, []).append(named)
     return grouped
 
 
@@ -439,64 +491,6 @@ def _clusters(
     return clusters, _total(family, run, groups)
 
 
-def _destination(key: str, error_signature: str, signature: str, ok: bool) -> Move:
-    """Where a baseline result of the cluster ``key`` is now (count 0)."""
-    scorer, _ = parse_cluster_key(key)
-    if scorer is not None and signature:
-        return Move(CLUSTER, 0, score_cluster_key(scorer, signature))
-    if error_signature:
-        return Move(CLUSTER, 0, error_signature)
-    return Move(NO_ERROR if scorer is None else PASSED if ok else NOT_SCORED, 0)
-
-
-def cluster_moves(*, run: Run, baseline: Run, key: str, before: int) -> list[Move]:
-    """Where the ``before`` results of the baseline's cluster ``key`` are in
-    ``run`` (same item and epoch), biggest first; those still in it left out."""
-    scorer, _ = parse_cluster_key(key)
-    there = Result.objects.filter(
-        cluster_filter(key),
-        run=baseline,
-        item_id=OuterRef("item_id"),
-        epoch=OuterRef("epoch"),
-    )
-    now = Result.objects.filter(Exists(there), run=run)
-    score = Score.objects.filter(result=OuterRef("pk"), scorer=scorer or "")
-    rows = (
-        now.annotate(
-            signature=Subquery(score.values("reason_signature")[:1]),
-            ok=Exists(score.filter(passed=True)),
-        )
-        .values("error_signature", "signature", "ok")
-        .annotate(count=Count("pk"))
-        .order_by()
-    )
-    counts: Counter[tuple[str, str]] = Counter()
-    for row in rows:
-        signatures = (row["error_signature"], row["signature"] or "")
-        move = _destination(key, *signatures, row["ok"])
-        counts[move.to, move.key] += row["count"]
-    missing = before - counts.total()
-    del counts[CLUSTER, key]  # still in it
-    if missing > 0:
-        counts[MISSING, ""] = missing
-    moves = [Move(to, count, other) for (to, other), count in counts.items()]
-    return sorted(moves, key=lambda move: (-move.count, move.to, move.key))
-
-
-def _pattern_of(run: Run, key: str) -> str:
-    """The pattern of the run's cluster ``key`` (read from one of its rows)."""
-    scorer, signature = parse_cluster_key(key)
-    if scorer is None:
-        found = Result.objects.filter(run=run, error_signature=signature)
-        return found.values_list("error_pattern", flat=True).first() or ""
-    row = (
-        Score.objects.filter(result__run=run, scorer=scorer, reason_signature=signature)
-        .values("reason", "error")
-        .first()
-    )
-    return score_pattern(reason=row["reason"], error=row["error"]) if row else ""
-
-
 def _explain_shrinking(run: Run, baseline: Run, found: RunClusters) -> None:
     """Give each shrunk or vanished cluster its moves, named by pattern."""
     patterns = {c.key: c.pattern for c in found.errors + found.failed_scores}
@@ -508,7 +502,7 @@ def _explain_shrinking(run: Run, baseline: Run, found: RunClusters) -> None:
         )
         for number, move in enumerate(moves):
             if move.key and move.key not in patterns:
-                patterns[move.key] = _pattern_of(run, move.key)
+                patterns[move.key] = cluster_pattern(run, move.key)
             moves[number] = replace(move, pattern=patterns.get(move.key, ""))
         cluster.moves = moves
 

@@ -50,18 +50,15 @@ from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, 
 from django.utils import timezone
 
 from runs.analysis.cluster_keys import CONTENT_KEY_PREFIX
+from runs.analysis.cluster_moves import CLUSTER, MISSING, PASSED, Move
 from runs.analysis.clusters import (
     CACHE_SECONDS,
-    CLUSTER,
     ITEMS_PER_CLUSTER,
-    MISSING,
     NEW,
-    PASSED,
     SAME,
     SHRUNK,
     VANISHED,
     ClusterItem,
-    Move,
     change_of,
 )
 from runs.analysis.content_titles import cluster_titles

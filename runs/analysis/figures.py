@@ -24,6 +24,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from runs.analysis.charts import run_charts_cached
+from runs.analysis.result_table import run_result_table
 from runs.analysis.summary import (
     FINAL_CACHE_SECONDS,
     RunSummary,
@@ -131,7 +132,9 @@ def run_figures_store(run_id: int) -> None:
         return
     try:
         run_figures(run=run)
-        # Its verdicts too, for comparisons (single-epoch runs).
+        # Its verdicts too, for comparisons (single-epoch runs), and its
+        # result table, for its results filters and clusters.
         run_verdicts(run=run)
+        run_result_table(run=run)
     except Exception:  # the run has ended and is stored: its figures can wait
         logger.exception("could not store the figures of run %s", run_id)

@@ -127,6 +127,14 @@ class Result(Usage):
             ),
             # Latency percentiles of a run's succeeded results, read in order.
             models.Index(fields=["run", "status", "latency_ms"]),
+            # A run's results of one error kind, in dataset order, while it
+            # goes (an ended run's are filtered in its result table).
+            # Partial: only results with an error are in it.
+            models.Index(
+                fields=["run", "error_kind", "item_index", "epoch"],
+                condition=~Q(error_kind=""),
+                name="result_run_error_kind_idx",
+            ),
             # Partial: only rows waiting for a retry (few, and briefly), so a
             # lookup of a run's other rows never picks it over the unique index.
             models.Index(
@@ -322,6 +330,26 @@ class RunVerdicts(RunDerived):
 
     class Meta:
         verbose_name_plural = "run verdicts"
+
+
+class RunResultTable(RunDerived):
+    """A finished run's results as columns, in dataset order: each result's
+    id, item, status, error kind and signature, and per scorer its verdict
+    and failing reason's signature (``analysis/result_table.py``).
+
+    Read by the results table and the failure clusters: a filter, its count,
+    any page and each cluster's size are found in memory, and only the rows
+    shown are read from the database.
+    """
+
+    holds = "result table"
+
+    run = derived_from("result_table")
+    scorers = models.JSONField()
+    data = models.BinaryField()
+
+    class Meta:
+        verbose_name_plural = "run result tables"
 
 
 class RunContentClusters(RunDerived):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from ninja import Query, Router, Status
 
@@ -12,9 +11,10 @@ from runs.analysis import export
 from runs.analysis.figures import run_figures
 from runs.analysis.summary import RunSummary
 from runs.datasets.selectors import dataset_get
-from runs.models import Result, Run
+from runs.models import Run
 from runs.records import pagecache, reads
 from runs.results.downloads import export_response
+from runs.results.rows import Rows, result_rows
 from runs.results.schemas import (
     PendingRows,
     ResultFilterIn,
@@ -27,9 +27,7 @@ from runs.results.schemas import (
 )
 from runs.results.selectors import (
     ResultFilters,
-    result_filter,
     run_get,
-    run_items_left,
     run_list,
 )
 from runs.results.services import run_cancel, run_create
@@ -131,16 +129,17 @@ def cancel_run(request: ApiRequest, run_id: DbId) -> Run:
 @paginated
 def list_results(
     request: ApiRequest, run_id: DbId, filters: Query[ResultFilterIn]
-) -> QuerySet[Result] | PendingRows:
+) -> Rows | PendingRows:
     """A run's results in dataset order, filtered (the filters combine).
 
     With status pending or skipped: the items that have no result, one row each.
     """
     run = run_get(user=request.auth, run_id=run_id)
     chosen = ResultFilters.parse(filters.model_dump(), run=run)
+    rows = result_rows(run=run, filters=chosen)
     if chosen.lists_items and chosen.status is not None:
-        return PendingRows(run_items_left(run=run, filters=chosen), chosen.status)
-    return result_filter(run=run, filters=chosen)
+        return PendingRows(rows, chosen.status)
+    return rows
 
 
 EXPORT_RESPONSES: dict[str, Any] = {

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from django.db.models import QuerySet
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.analysis.summary import (
@@ -31,6 +30,9 @@ from runs.models import (
 from runs.plugins import json_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId, QueryText
+
+if TYPE_CHECKING:
+    from runs.results.rows import Rows
 
 
 def run_options_schema(schema: dict[str, Any]) -> None:
@@ -528,9 +530,9 @@ class PendingRow:
 
 
 class PendingRows:
-    """A page-sliceable list of PendingRow over a queryset of items."""
+    """A page-sliceable list of PendingRow over items (``rows.Rows``)."""
 
-    def __init__(self, items: QuerySet[Item], status: str) -> None:
+    def __init__(self, items: Rows, status: str) -> None:
         self.items, self.status = items, status
 
     def __len__(self) -> int:

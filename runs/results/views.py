@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
 from django.http import Http404, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.utils.functional import SimpleLazyObject
@@ -24,16 +23,15 @@ from runs.results.demo_offer import (
 )
 from runs.results.downloads import export_response
 from runs.results.forms import RunForm
+from runs.results.rows import result_rows
 from runs.results.selectors import (
     PENDING,
     SKIPPED,
     VERDICTS,
     ResultFilters,
-    result_filter,
     result_latest,
     result_view,
     run_get,
-    run_items_left,
     run_overview,
     run_report,
 )
@@ -139,10 +137,7 @@ def _run_detail_context(
         filter_error = None
     except InvalidInput as exc:
         filters, filter_error = ResultFilters(), exc
-    if filters.lists_items:
-        rows: QuerySet[Any] = run_items_left(run=run, filters=filters)
-    else:
-        rows = result_filter(run=run, filters=filters)
+    rows = result_rows(run=run, filters=filters)
     context = {
         "overview": overview,
         "run": run,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from runs.analysis.clusters import CLUSTER, MISSING, NO_ERROR, PASSED, run_clusters
+from runs.analysis.cluster_moves import CLUSTER, MISSING, NO_ERROR, PASSED
+from runs.analysis.clusters import run_clusters
 from runs.models import Dataset, Project, Run
 from tests.analysis.realistic_failures import humaneval_failures
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes

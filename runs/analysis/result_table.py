@@ -1,0 +1,396 @@
+"""A finished run's results as columns, stored with it (``RunResultTable``).
+
+A results table of a million rows cannot be filtered, counted and paged in
+SQL within a page's time: a verdict lives in the scores, which hold no run,
+so a filter on it probes a score for each result of the run, and counting the
+matches or reaching the last page walks them all. A finished run's results
+change only through what moves its ``results_version`` (a retry, a re-score),
+so once it has ended they are read once, in dataset order, into a few arrays:
+each result's id, item, item index, epoch, status, error kind and error
+signature, and per scorer the marks of its verdict and its failing reason's
+signature. A filter is then a mask, its count a sum and a page a slice: only
+the rows a page shows are read from the database. Failure clusters are the
+counts of the signatures.
+
+Stored when the run ends (``figures.run_figures_store``) and read while
+current; a stale or missing table is computed again on its next read. A run
+still going, or being re-scored, is read in SQL (``run_result_table`` gives
+None).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from django.core.cache import cache
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from runs.analysis.cluster_keys import parse_cluster_key
+from runs.analysis.summary import FINAL_CACHE_SECONDS
+from runs.analysis.verdicts import JOINED_SCORERS
+from runs.models import Result, Run, RunResultTable, Score, ScoringPass
+from runs.records import cache_keys
+
+# Raise when the arrays change meaning: stored ones of another format are
+# computed again.
+FORMAT = 1
+
+# A scorer's marks on a result, one bit each, as the results filters define
+# them (results/selectors.py): it has a score of that scorer; passed; failed
+# (not passed, no error); errored; skipped by its condition.
+SCORED = 1
+PASSED = 2
+FAILED = 4
+ERRORED = 8
+SKIPPED = 16
+# What a failing-score cluster holds (records.signatures.FAILING_SCORE): a
+# score not passed, or errored.
+FAILING = FAILED | ERRORED
+
+# Rows read from the database at a time: memory stays flat however big the run.
+CHUNK = 20_000
+
+_RESULT = Result._meta.db_table
+_SCORE = Score._meta.db_table
+# Columns kept as differences from the row before: in dataset order they
+# mostly grow by a little, fit in a byte or two and compress to almost nothing.
+_DELTAS = ("ids", "items", "indexes")
+# Text columns, kept as codes into their vocabulary ("" first, code 0).
+_TEXTS = ("status", "kind", "error")
+
+
+def _version(run: Run) -> str:
+    return f"{FORMAT}:{run.results_version}"
+
+
+def _codes_dtype(size: int) -> type[np.unsignedinteger[Any]]:
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if size <= np.iinfo(dtype).max + 1:
+            return dtype
+    return np.uint64
+
+
+class ResultTable:
+    """A run's results as arrays in dataset order (item index, epoch), one
+    row per result; each column is decoded when first used."""
+
+    def __init__(self, arrays: Mapping[str, np.ndarray], scorers: Sequence[str]):
+        self._arrays = arrays
+        self._decoded: dict[str, Any] = {}
+        self.scorers = tuple(scorers)
+
+    def __len__(self) -> int:
+        # The status codes: one byte a row, the smallest column to read.
+        return len(self.array("status"))
+
+    def array(self, name: str) -> np.ndarray:
+        """A stored column, decoded once."""
+        found = self._decoded.get(name)
+        if found is None:
+            found = self._arrays[name]
+            if name in _DELTAS:
+                start = self._arrays[f"{name}_start"].astype(np.int64)
+                rest = start.sum() + np.cumsum(found, dtype=np.int64)
+                found = np.concatenate((start, rest))
+            self._decoded[name] = found
+        return found
+
+    def vocabulary(self, name: str) -> list[str]:
+        """The words of a text column's codes (status, kind, error, reason)."""
+        key = f"{name}_vocabulary"
+        found = self._decoded.get(key)
+        if found is None:
+            found = self._decoded[key] = [str(word) for word in self._arrays[key]]
+        return found
+
+    @property
+    def ids(self) -> np.ndarray:
+        """Result ids."""
+        return self.array("ids")
+
+    @property
+    def items(self) -> np.ndarray:
+        """Item ids."""
+        return self.array("items")
+
+    @property
+    def indexes(self) -> np.ndarray:
+        """Item indexes."""
+        return self.array("indexes")
+
+    def column(self, scorer: str) -> int:
+        return self.scorers.index(scorer)
+
+    # -- masks --------------------------------------------------------------------
+
+    def text_is(self, name: str, word: str) -> np.ndarray:
+        """Rows whose status, kind or error (signature) is ``word``."""
+        return _code_is(self.array(name), self.vocabulary(name), word)
+
+    def marked(self, scorer: str, bits: int) -> np.ndarray:
+        """Rows whose score of ``scorer`` has any of ``bits`` (SCORED, PASSED, ...)."""
+        return (self.array("marks")[:, self.column(scorer)] & bits) != 0
+
+    def reason_is(self, scorer: str, signature: str) -> np.ndarray:
+        """Rows with a failing score of ``scorer`` of reason ``signature``."""
+        column = self.column(scorer)
+        reasons = self.array("reason")[:, column]
+        found = _code_is(reasons, self.vocabulary("reason"), signature)
+        return found & ((self.array("marks")[:, column] & FAILING) != 0)
+
+    def in_cluster(self, key: str) -> np.ndarray:
+        """Rows in the cluster ``key`` by signature: an error's, or a scorer's
+        failing reason's (``cluster_keys.cluster_filter``)."""
+        scorer, signature = parse_cluster_key(key)
+        if scorer is None:
+            return self.text_is("error", signature)
+        if scorer not in self.scorers:
+            return np.zeros(len(self), dtype=bool)
+        return self.reason_is(scorer, signature)
+
+    # -- clusters -----------------------------------------------------------------
+
+    def error_groups(self) -> dict[str, np.ndarray]:
+        """Each error signature's rows, in dataset order."""
+        return _groups(self.array("error"), self.vocabulary("error"))
+
+    def reason_groups(self) -> dict[tuple[str, str], np.ndarray]:
+        """Each (scorer, reason signature)'s rows, in dataset order."""
+        reasons, words = self.array("reason"), self.vocabulary("reason")
+        return {
+            (scorer, signature): rows
+            for column, scorer in enumerate(self.scorers)
+            for signature, rows in _groups(reasons[:, column], words).items()
+        }
+
+
+def _code_is(codes: np.ndarray, words: list[str], word: str) -> np.ndarray:
+    if word not in words:
+        return np.zeros(len(codes), dtype=bool)
+    return codes == words.index(word)
+
+
+def _groups(codes: np.ndarray, words: list[str]) -> dict[str, np.ndarray]:
+    """The rows of each code but 0 (""), in order; one sort of those rows."""
+    rows = np.flatnonzero(codes)
+    if not len(rows):
+        return {}
+    rows = rows[np.argsort(codes[rows], kind="stable")]
+    found, starts = np.unique(codes[rows], return_index=True)
+    ends = [*starts[1:], len(rows)]
+    return {
+        words[int(code)]: rows[start:end]
+        for code, start, end in zip(found, starts, ends, strict=True)
+    }
+
+
+# -- computing ---------------------------------------------------------------------
+
+
+def _sql(scorers: int) -> str:
+    """The rows of a run and the scores of ``scorers`` scorers, in dataset order."""
+    columns, joins = [], []
+    for j in range(scorers):
+        s = f"s{j}"
+        columns.append(
+            f"CASE WHEN {s}.id IS NULL THEN 0 ELSE {SCORED}"
+            f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END"
+            f" + CASE WHEN {s}.passed = FALSE AND {s}.error = '' THEN {FAILED}"
+            " ELSE 0 END"
+            f" + CASE WHEN {s}.error <> '' THEN {ERRORED} ELSE 0 END"
+            f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END END,"
+            f" COALESCE({s}.reason_signature, '')"
+        )
+        joins.append(
+            f"LEFT JOIN {_SCORE} {s} ON {s}.result_id = r.id AND {s}.scorer = %s"
+        )
+    selected = "".join(f", {column}" for column in columns)
+    return (
+        "SELECT r.id, r.item_id, r.item_index, r.epoch, r.status, r.error_kind,"
+        f" r.error_signature{selected} FROM {_RESULT} r {' '.join(joins)}"
+        " WHERE r.run_id = %s ORDER BY r.item_index, r.epoch"
+    )  # table names from the models, values as parameters
+
+
+def _chunks(sql: str, params: list[Any]) -> Iterator[list[tuple[Any, ...]]]:
+    # A server-side cursor on PostgreSQL: the rows come a chunk at a time.
+    with connection.chunked_cursor() as cursor:
+        cursor.execute(sql, params)
+        while rows := cursor.fetchmany(CHUNK):
+            yield rows
+
+
+class _Vocabulary:
+    """Codes of words in the order first met, "" always 0."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+
+    def encode(self, words: Sequence[str | None]) -> np.ndarray:
+        codes = self.codes
+        return np.fromiter(
+            (codes.setdefault(word or "", len(codes)) for word in words),
+            dtype=np.int64,
+            count=len(words),
+        )
+
+    def words(self) -> np.ndarray:
+        return np.array(list(self.codes), dtype=str)
+
+    def narrow(self, codes: np.ndarray) -> np.ndarray:
+        return codes.astype(_codes_dtype(len(self.codes)))
+
+
+def compute(run: Run) -> dict[str, np.ndarray]:
+    """The run's result table as the arrays stored (``_encode``)."""
+    scorers = run.scorer_names
+    groups = [
+        scorers[start : start + JOINED_SCORERS]
+        for start in range(0, len(scorers), JOINED_SCORERS)
+    ] or [[]]
+    base: dict[str, list[np.ndarray]] = {
+        name: [] for name in ("ids", "items", "indexes", "epochs", *_TEXTS)
+    }
+    texts = {name: _Vocabulary() for name in _TEXTS}
+    reasons = _Vocabulary()
+    marks: list[list[np.ndarray]] = []
+    reason_codes: list[list[np.ndarray]] = []
+    for number, group in enumerate(groups):
+        group_marks, group_reasons = [], []
+        for rows in _chunks(_sql(len(group)), [*group, run.pk]):
+            columns = list(zip(*rows, strict=True))
+            if number == 0:
+                for name, values in zip(
+                    ("ids", "items", "indexes", "epochs"), columns, strict=False
+                ):
+                    base[name].append(np.array(values, dtype=np.int64))
+                for name, values in zip(_TEXTS, columns[4:7], strict=True):
+                    base[name].append(texts[name].encode(values))
+            if group:
+                group_marks.append(np.array(columns[7::2], dtype=np.uint8).T)
+                group_reasons.append(
+                    np.stack([reasons.encode(c) for c in columns[8::2]], axis=1)
+                )
+        marks.append(group_marks)
+        reason_codes.append(group_reasons)
+    arrays = {
+        name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        for name, parts in base.items()
+    }
+    for name in _TEXTS:
+        arrays[name] = texts[name].narrow(arrays[name])
+        arrays[f"{name}_vocabulary"] = texts[name].words()
+    rows = len(arrays["ids"])
+    arrays["marks"] = _columns(marks, groups, rows).astype(np.uint8)
+    arrays["reason"] = reasons.narrow(_columns(reason_codes, groups, rows))
+    arrays["reason_vocabulary"] = reasons.words()
+    return arrays
+
+
+def _columns(
+    parts: list[list[np.ndarray]], groups: list[list[str]], rows: int
+) -> np.ndarray:
+    """One (rows, scorers) array of each group's chunks, side by side."""
+    return np.hstack(
+        [
+            np.vstack(chunks) if chunks else np.zeros((rows, len(group)), np.int64)
+            for chunks, group in zip(parts, groups, strict=True)
+        ]
+    )
+
+
+def _narrow(values: np.ndarray) -> np.ndarray:
+    """``values`` (integers) in the smallest integer type that holds them."""
+    if not len(values):
+        return values.astype(np.int8)
+    low, high = int(values.min()), int(values.max())
+    kinds = (np.uint8, np.uint16, np.uint32) if low >= 0 else ()
+    for dtype in (*kinds, np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+            return values.astype(dtype)
+    return values.astype(np.int64)
+
+
+def _encode(arrays: Mapping[str, np.ndarray]) -> bytes:
+    """The arrays as stored: the growing columns as their first value and
+    the steps from row to row, every integer column in its smallest type."""
+    stored = dict(arrays)
+    for name in _DELTAS:
+        stored[f"{name}_start"] = arrays[name][:1]
+        stored[name] = _narrow(np.diff(arrays[name]))
+    stored["epochs"] = _narrow(arrays["epochs"])
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **stored)
+    return buffer.getvalue()
+
+
+def decode(data: bytes, scorers: Sequence[str]) -> ResultTable | None:
+    """The stored table (its columns decoded when used), or None when it is
+    not one of ``scorers``' scorers."""
+    try:
+        arrays = np.load(io.BytesIO(data), allow_pickle=False)
+        width = arrays["marks"].shape[1]
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+    return ResultTable(arrays, scorers) if width == len(scorers) else None
+
+
+# -- stored and read ---------------------------------------------------------------
+
+
+def keeps_table(run: Run) -> bool:
+    """A finished run that no re-score is rewriting: its results stay."""
+    if not run.is_final:
+        return False
+    active = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
+    return not ScoringPass.objects.filter(run=run, status__in=active).exists()
+
+
+def _stored(run: Run) -> bytes | None:
+    found = (
+        RunResultTable.objects.filter(run=run, version=_version(run))
+        .values_list("data", "scorers")
+        .first()
+    )
+    if found is None or found[1] != run.scorer_names:
+        return None
+    return bytes(found[0])
+
+
+def run_result_table(*, run: Run) -> ResultTable | None:
+    """The run's result table when its results stay (``keeps_table``): from
+    this process's cache, else stored, else computed and stored. None for a
+    run still going or being re-scored."""
+    if not keeps_table(run):
+        return None
+    key = cache_keys.run_result_table(run, FORMAT)
+    data = cache.get(key)
+    table = decode(data, run.scorer_names) if data is not None else None
+    if table is None:
+        data = _stored(run)
+        table = decode(data, run.scorer_names) if data is not None else None
+    if table is None:
+        data = _encode(compute(run))
+        _store(run, data)
+        table = decode(data, run.scorer_names)
+    cache.set(key, data, FINAL_CACHE_SECONDS)
+    return table
+
+
+def _store(run: Run, data: bytes) -> None:
+    values = {
+        "version": _version(run),
+        "scorers": run.scorer_names,
+        "data": data,
+        "computed_at": timezone.now(),
+    }
+    if RunResultTable.objects.filter(run=run).update(**values):
+        return
+    # Stored at the same moment by another reader: the same table.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        RunResultTable.objects.create(run=run, **values)
