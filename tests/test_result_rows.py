@@ -273,3 +273,22 @@ def test_a_running_runs_error_kind_filter_reads_the_partial_index(dataset):
         cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
         plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
     assert "result_run_error_kind_idx (run_id=? AND error_kind=?)" in plan
+
+
+def _plan(sql: str) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+        return " | ".join(str(row[-1]) for row in cursor.fetchall())
+
+
+def test_a_page_of_an_ended_run_reads_its_rows_by_id(alice_client, dataset):
+    if connection.vendor != "sqlite":
+        pytest.skip("the plan of a tiny table says nothing on PostgreSQL")
+    run = varied_run(dataset)
+    run_figures_store(run.pk)
+    queries = _captured(alice_client, f"{API}/runs/{run.pk}/results?page=2")
+    page = next(sql for sql in queries if sql.startswith('SELECT "runs_result"."id"'))
+    # Its rows by their ids, not found on a walk of the run's index.
+    assert _plan(page) == "SEARCH runs_result USING INTEGER PRIMARY KEY (rowid=?)" + (
+        " | SEARCH runs_item USING INTEGER PRIMARY KEY (rowid=?)"
+    )

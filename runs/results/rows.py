@@ -23,7 +23,6 @@ from runs.models import Item, Result, Run
 from runs.results.selectors import (
     ResultFilters,
     result_filter,
-    result_list,
     run_items_left,
 )
 
@@ -100,7 +99,16 @@ class TableRows:
         else:
             rows = self.positions[where]
         ids = self.table.ids[rows].tolist()
-        return list(result_list(run=self.run).filter(pk__in=ids)) if ids else []
+        # By id alone, in the table's order: with the run or an order in the
+        # query, its plan may walk the run's index to find them.
+        found = (
+            Result.objects.filter(pk__in=ids)
+            .select_related("item")
+            .prefetch_related("scores")
+            .order_by()
+        )
+        by_id = {result.pk: result for result in found} if ids else {}
+        return [by_id[pk] for pk in ids if pk in by_id]
 
 
 class TableItems:
