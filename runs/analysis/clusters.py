@@ -243,7 +243,7 @@ def _table_groups(family: _Family, table: ResultTable) -> _Groups:
     if family is ERRORS:
         members = {(key,): rows for key, rows in table.error_groups().items()}
     else:
-        members = dict(table.reason_groups())
+        members = {key: rows for key, rows in table.reason_groups().items()}
     ordered = sorted(members.items(), key=lambda pair: (-len(pair[1]), pair[0]))
     return _Groups(
         rows={
