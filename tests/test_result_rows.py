@@ -192,6 +192,16 @@ def test_the_last_page_holds_the_last_rows(alice_client, dataset):
     assert all(marker in table for marker in last_ids)
 
 
+def test_the_page_lists_an_ended_runs_skipped_items(alice_client, dataset):
+    run = varied_run(dataset)
+    page = alice_client.get(f"/runs/{run.pk}/", {"status": "skipped"}).content
+    table = page.decode().split('id="results"')[1]
+    skipped = Item.objects.filter(dataset=dataset, index__in=range(12, 130, 13))
+    assert 'id="items-left"' in table
+    assert table.count("data-item-id=") == 10
+    assert all(f'data-item-id="{item.pk}"' in table for item in skipped)
+
+
 def test_skipped_items_of_a_dataset_with_a_gap_in_its_indexes(dataset):
     run = varied_run(dataset)
     Item.objects.filter(dataset=dataset, index=129).update(index=500)
