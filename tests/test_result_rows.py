@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 
 from runs.analysis.clusters import run_clusters
 from runs.analysis.figures import run_figures_store
-from runs.models import Item, Run, RunStatus
+from runs.models import Item, Result, Run, RunStatus
+from runs.results.result_page import result_neighbours
 from runs.results.rows import QueryRows, TableRows, result_rows
 from runs.results.selectors import ResultFilters, result_filter, run_items_left
 from tests.factories import arithmetic_items, make_dataset
@@ -302,3 +303,30 @@ def test_a_page_of_an_ended_run_reads_its_rows_by_id(alice_client, dataset):
     assert _plan(page) == "SEARCH runs_result USING INTEGER PRIMARY KEY (rowid=?)" + (
         " | SEARCH runs_item USING INTEGER PRIMARY KEY (rowid=?)"
     )
+
+
+def test_a_results_neighbours_are_those_of_the_table_it_was_opened_from(dataset):
+    run = varied_run(dataset)
+    going = _going(run)
+    results = list(run.results.order_by("item_index", "epoch"))
+    for params in FILTERS[:5] + FILTERS[7:]:
+        filters = ResultFilters.parse(params, run=run)
+        if filters.lists_items:
+            continue
+        for result in results[::9] + results[-2:]:
+            in_sql = Result.objects.get(pk=result.pk)
+            in_sql.run = going
+            assert result_neighbours(result=result, filters=filters) == (
+                result_neighbours(result=in_sql, filters=filters)
+            ), (params, result.item_index)
+
+
+def test_a_results_page_finds_its_neighbours_without_probing_scores(
+    alice_client, dataset
+):
+    run = varied_run(dataset)
+    run_figures_store(run.pk)
+    result = run.results.get(item_index=40)
+    url = f"/runs/{run.pk}/results/{result.pk}/?scorer=second&verdict=failed"
+    queries = _captured(alice_client, url)
+    assert not [sql for sql in queries if "EXISTS" in sql]

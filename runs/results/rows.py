@@ -131,10 +131,11 @@ class TableItems:
         return list(items.order_by("index"))
 
 
-def _result_rows(
+def table_positions(
     run: Run, table: ResultTable, filters: ResultFilters
 ) -> np.ndarray | None:
-    """The rows of ``table`` that pass ``filters``; None for every row."""
+    """The rows of ``table`` (positions, in dataset order) that pass
+    ``filters``; None for every row."""
     if not filters.active:
         return None
     mask = np.ones(len(table), dtype=bool)
@@ -203,4 +204,4 @@ def result_rows(*, run: Run, filters: ResultFilters) -> Rows:
         return _items_left(run, filters, table)
     if table is None:
         return QueryRows(result_filter(run=run, filters=filters))
-    return TableRows(run, table, _result_rows(run, table, filters))
+    return TableRows(run, table, table_positions(run, table, filters))

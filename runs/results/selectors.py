@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -12,7 +12,6 @@ from django.db.models import (
     Count,
     Exists,
     OuterRef,
-    Q,
     QuerySet,
     Subquery,
 )
@@ -307,28 +306,6 @@ def run_items_left(*, run: Run, filters: ResultFilters) -> QuerySet[Item]:
 
 # -- a result's page ------------------------------------------------------------------
 
-# The finish reason of an answer cut at max_tokens (OpenAI's).
-TRUNCATED = "length"
-
-
-@dataclass(frozen=True, slots=True)
-class ResultView:
-    """A result with what its page shows beyond its row: the request its
-    target sent, why the model stopped, each judge's prompt, and its
-    neighbours among the results of the page it was opened from."""
-
-    result: Result
-    filters: ResultFilters
-    request: dict[str, Any] | None
-    finish_reason: str | None
-    previous_id: int | None
-    next_id: int | None
-    prompts: dict[str, list[dict[str, str]]] = field(default_factory=dict)
-
-    @property
-    def truncated(self) -> bool:
-        return self.finish_reason == TRUNCATED
-
 
 def _target_input(item: Item) -> TargetInput:
     return TargetInput(
@@ -381,43 +358,3 @@ def finish_reason(result: Result) -> str | None:
             reason = attempt.get("finish_reason")
             return reason if isinstance(reason, str) else None
     return None
-
-
-def result_neighbours(
-    *, result: Result, filters: ResultFilters
-) -> tuple[int | None, int | None]:
-    """The ids of the results before and after ``result`` in the run's results
-    table under ``filters`` (dataset order), each None at an end."""
-    rows = result_filter(run=result.run, filters=filters).prefetch_related(None)
-    index, epoch = result.item_index, result.epoch
-    before = Q(item_index__lt=index) | Q(item_index=index, epoch__lt=epoch)
-    after = Q(item_index__gt=index) | Q(item_index=index, epoch__gt=epoch)
-    ids = rows.select_related(None).values_list("pk", flat=True)
-    previous = ids.filter(before).order_by("-item_index", "-epoch").first()
-    following = ids.filter(after).order_by("item_index", "epoch").first()
-    return previous, following
-
-
-def result_view(
-    *, user: User, run_id: int, result_id: int, params: Mapping[str, Any]
-) -> ResultView:
-    """A result's page: the result, its request, finish reason, judges'
-    prompts and neighbours under the results filters in ``params`` (the
-    results table's; filters that do not read are left out)."""
-    result = result_get(user=user, run_id=run_id, result_id=result_id)
-    try:
-        filters = ResultFilters.parse(params, run=result.run)
-    except InvalidInput:
-        filters = ResultFilters()
-    if filters.lists_items:
-        filters = ResultFilters()
-    previous, following = result_neighbours(result=result, filters=filters)
-    return ResultView(
-        result=result,
-        filters=filters,
-        request=result_request(run=result.run, item=result.item),
-        finish_reason=finish_reason(result),
-        previous_id=previous,
-        next_id=following,
-        prompts=result_prompts(result=result),
-    )

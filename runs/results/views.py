@@ -23,6 +23,7 @@ from runs.results.demo_offer import (
 )
 from runs.results.downloads import export_response
 from runs.results.forms import RunForm
+from runs.results.result_page import result_view
 from runs.results.rows import result_rows
 from runs.results.selectors import (
     PENDING,
@@ -30,7 +31,6 @@ from runs.results.selectors import (
     VERDICTS,
     ResultFilters,
     result_latest,
-    result_view,
     run_get,
     run_overview,
     run_report,
