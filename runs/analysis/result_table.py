@@ -79,7 +79,9 @@ class ResultTable:
     """A run's results as arrays in dataset order (item index, epoch), one
     row per result; each column is decoded when first used."""
 
-    def __init__(self, arrays: Mapping[str, np.ndarray], scorers: Sequence[str]):
+    def __init__(
+        self, arrays: Mapping[str, np.ndarray], scorers: Sequence[str]
+    ) -> None:
         self._arrays = arrays
         self._decoded: dict[str, Any] = {}
         self.scorers = tuple(scorers)

@@ -202,6 +202,7 @@ def result_rows(*, run: Run, filters: ResultFilters) -> Rows:
     table = run_result_table(run=run)
     if filters.lists_items:
         return _items_left(run, filters, table)
-    if table is None:
+    # One item's results, by its external id, are found in SQL at once.
+    if table is None or filters.external_id:
         return QueryRows(result_filter(run=run, filters=filters))
     return TableRows(run, table, table_positions(run, table, filters))
