@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import io
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from runs.analysis.cluster_keys import parse_cluster_key
-from runs.analysis.summary import FINAL_CACHE_SECONDS
 from runs.analysis.verdicts import JOINED_SCORERS
 from runs.models import Result, Run, RunResultTable, Score, ScoringPass
-from runs.records import cache_keys
 
 # Raise when the arrays change meaning: stored ones of another format are
 # computed again.
@@ -62,6 +60,13 @@ _SCORE = Score._meta.db_table
 _DELTAS = ("ids", "items", "indexes")
 # Text columns, kept as codes into their vocabulary ("" first, code 0).
 _TEXTS = ("status", "kind", "error")
+
+
+# The table read for a run instance (with its version), for as long as the
+# instance lives: the request that holds it.
+_KEPT: weakref.WeakKeyDictionary[Run, tuple[str, ResultTable | None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _version(run: Run) -> str:
@@ -367,22 +372,27 @@ def _stored(run: Run) -> bytes | None:
 
 
 def run_result_table(*, run: Run) -> ResultTable | None:
-    """The run's result table when its results stay (``keeps_table``): from
-    this process's cache, else stored, else computed and stored. None for a
-    run still going or being re-scored."""
-    if not keeps_table(run):
-        return None
-    key = cache_keys.run_result_table(run, FORMAT)
-    data = cache.get(key)
-    table = decode(data, run.scorer_names) if data is not None else None
-    if table is None:
+    """The run's result table when its results stay (``keeps_table``): the
+    stored one while current, else computed and stored. None for a run still
+    going or being re-scored.
+
+    Kept with ``run`` while it lives (a page may ask again, for each
+    cluster), not in this process's cache: a table of a million results is
+    megabytes, read from the database in milliseconds.
+    """
+    version = _version(run)
+    kept = _KEPT.get(run)
+    if kept is not None and kept[0] == version:
+        return kept[1]
+    table = None
+    if keeps_table(run):
         data = _stored(run)
         table = decode(data, run.scorer_names) if data is not None else None
-    if table is None:
-        data = _encode(compute(run))
-        _store(run, data)
-        table = decode(data, run.scorer_names)
-    cache.set(key, data, FINAL_CACHE_SECONDS)
+        if table is None:
+            data = _encode(compute(run))
+            _store(run, data)
+            table = decode(data, run.scorer_names)
+    _KEPT[run] = (version, table)
     return table
 
 

@@ -124,10 +124,6 @@ def run_figures(run: Run, figures_format: int) -> str:
     return key("run-figures", figures_format, run.results_version)
 
 
-def run_result_table(run: Run, table_format: int) -> str:
-    return key("run-result-table", table_format, run.results_version)
-
-
 def run_cluster_groups(family: str, run: Run) -> str:
     return key("run-cluster-groups", family, run.results_version)
 

@@ -4,6 +4,7 @@ the failure clusters counted in it as the database groups them."""
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import pytest
 from django.db import connection
@@ -153,3 +154,16 @@ def test_moves_of_a_cluster_without_a_score_of_its_scorer(dataset):
     assert _clusters_as_data(in_table) == _clusters_as_data(in_sql)
     moves = [m for c in in_table.failed_scores for m in c.moves]
     assert any(move.to == NOT_SCORED for move in moves)
+
+
+def test_clusters_against_a_baseline_read_each_runs_table_once(dataset):
+    baseline = varied_run(dataset)
+    run = varied_run(dataset, flip=True)
+    for each in (baseline, run):
+        run_figures_store(each.pk)
+    gc.collect()  # the instances that stored them, and their tables, are gone
+    with CaptureQueriesContext(connection) as queries:
+        found = run_clusters(run=run, baseline=baseline)
+    assert sum(c.change in ("shrunk", "vanished") for c in found.failed_scores)
+    tables = [q for q in queries.captured_queries if "runs_runresulttable" in q["sql"]]
+    assert len(tables) == 2
