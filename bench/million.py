@@ -39,7 +39,9 @@ Each results filter is timed on its first and its last page, on the page and
 in the API (the last page's number from the API's count).
 
 Each figure is printed with the machine's load average when it was taken:
-on a shared machine the CPU figures move less than the wall figures.
+on a shared machine the CPU figures move less than the wall figures. A page's
+CPU is this process's (``cpu_s``: on SQLite, the database's work too) and, on
+a PostgreSQL server on the same machine, its server process's (``db_cpu_s``).
 """
 
 from __future__ import annotations
@@ -284,17 +286,42 @@ def _clear_caches() -> None:
         cache.clear()
 
 
-def timed_get(client: Any, url: str, repeat: int) -> tuple[int, float, float, int]:
-    """Status, best wall and its CPU time, bytes: caches cleared before each GET."""
-    best = (0, float("inf"), 0.0, 0)
+def _server_cpu() -> float | None:
+    """CPU seconds of this connection's PostgreSQL server process, when it
+    runs on this machine (None on SQLite, which works in this process)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+    # utime and stime, the 14th and 15th fields (the 12th and 13th after the name).
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def timed_get(
+    client: Any, url: str, repeat: int
+) -> tuple[int, float, float, int, float | None]:
+    """Status, best wall and its CPU time (this process's, and the database
+    server's on PostgreSQL), bytes: caches cleared before each GET."""
+    best: tuple[int, float, float, int, float | None] = (0, float("inf"), 0, 0, None)
     for _ in range(repeat):
         _clear_caches()
+        server = _server_cpu()
         began, cpu = time.perf_counter(), time.process_time()
         response = client.get(url)
         size = _drain(response)
         took = (response.status_code, time.perf_counter() - began)
+        used = time.process_time() - cpu
+        after = _server_cpu()
+        served = after - server if after is not None and server is not None else None
         if took[1] < best[1]:
-            best = (took[0], took[1], time.process_time() - cpu, size)
+            best = (took[0], took[1], used, size, served)
         if response.status_code != 200:
             break
     return best
@@ -442,11 +469,14 @@ def page_phase(report: Report, a: int, b: int, items: int, args: Any) -> None:
     for what, url, goal in pages:
         if args.only and not any(word in what for word in args.only):
             continue
-        status, seconds, cpu, size = timed_get(client, url, args.repeat)
+        status, seconds, cpu, size, served = timed_get(client, url, args.repeat)
         if status != 200:
             report.add(what, None, "s", goal=goal, http=status, url=url)
             continue
-        report.add(what, seconds, "s", goal=goal, cpu_s=round(cpu, 3), bytes=size)
+        server = {} if served is None else {"db_cpu_s": round(served, 3)}
+        report.add(
+            what, seconds, "s", goal=goal, cpu_s=round(cpu, 3), **server, bytes=size
+        )
         if args.profile:
             print(_profile_top(client, url, args.profile), flush=True)
     if args.no_export or args.only:
