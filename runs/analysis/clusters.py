@@ -1,8 +1,10 @@
 """Failure clusters of a run: its errors and failing scores grouped by signature.
 
-Computed with GROUP BY in the database (signatures are stored when results and
-scores are written, see ``signatures``); only the biggest clusters and a few
-items of each are read. A cluster's *key* names it everywhere (the results
+Signatures are stored when results and scores are written (``signatures``).
+A finished run's clusters are counted in its stored result table
+(``result_table``), which names their first results too; a run still going
+is grouped with GROUP BY in the database, where only the biggest clusters and
+a few items of each are read. A cluster's *key* names it everywhere (the results
 filter, retry, save as dataset): an error cluster is keyed by its error
 signature, a failing-score cluster by ``score:<scorer>:<signature>``;
 ``cluster_keys.cluster_filter`` is the one definition of which results belong
