@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0033_review_adjudication'),
+        ('runs', '0035_run_has_steps'),
     ]
 
     operations = [
