@@ -8,6 +8,7 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import tempfile
 from datetime import timedelta
@@ -73,7 +74,6 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "channels",
-    "ninja",
     "runs",
     "axes",
 ]
@@ -107,6 +107,16 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",
 ]
 
+# django-ninja is no installed app: Django imports every app's package at
+# set-up, and ninja's imports its whole API machinery (about 0.1 s of every
+# command that serves no page, evalrun's included). What the app gave, its
+# docs page's template and static files, is found from its directory (located
+# without importing it); runs/web/api.py renders the page from this site.
+ninja_spec = importlib.util.find_spec("ninja")
+if ninja_spec is None or ninja_spec.origin is None:
+    raise ImproperlyConfigured("django-ninja is not installed")
+NINJA_DIR = Path(ninja_spec.origin).parent
+
 ROOT_URLCONF = "evalsite.urls"
 ASGI_APPLICATION = "evalsite.asgi.application"
 # Worker threads that serve HTTP requests (evalsite.handlers); each keeps its
@@ -129,7 +139,7 @@ EVALSITE_TRY_PER_MINUTE = env_int("EVALSITE_TRY_PER_MINUTE", 20, minimum=1)
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [BASE_DIR / "templates", NINJA_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -374,7 +384,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [BASE_DIR / "static", NINJA_DIR / "static"]
 # collectstatic's output; WhiteNoise also serves straight from static/.
 STATIC_ROOT = DATA_DIR / "static"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)

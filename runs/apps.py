@@ -29,15 +29,9 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.conf import settings
-        from django.urls import register_converter
-        from django.urls.converters import get_converters
 
-        from runs.web.converters import IdConverter
-
-        # Before any URLconf is read: every capability's URLs use it. (ready()
-        # may run again in one process, as when a test reloads the apps.)
-        if "id" not in get_converters():
-            register_converter(IdConverter, "id")
+        # The pages' ``id`` path converter is registered with their URLs
+        # (runs/web/routes.py): set-up imports none of the web layer.
         checks.register(renamed_settings)
 
         # Built-in plug-ins register themselves on import; third-party ones

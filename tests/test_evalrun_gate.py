@@ -20,6 +20,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import override_settings
 
+from runs.management.gate import FAIL_ON
+from runs.management.gate_flags import FAIL_ON_CHOICES
 from runs.models import Project, Result, Run, RunStatus
 from tests.test_evalrun_command import SUMMARY_KEYS
 from tests.test_settings_distributed import settings_error
@@ -247,6 +249,11 @@ def test_the_gate_flags_need_a_baseline(data: Path, flag: str) -> None:
     message = bad_input(lambda: evalrun(data, ZERO, flag, *value))
 
     assert message == f"{flag} needs --baseline RUN_ID"
+
+
+def test_each_fail_on_choice_says_which_verdicts_fail_the_gate() -> None:
+    # The flag's choices are parsed without importing the gate.
+    assert sorted(FAIL_ON) == sorted(FAIL_ON_CHOICES)
 
 
 def test_a_rescore_is_gated_against_the_baseline(

@@ -14,7 +14,6 @@ under ``--require-calibrated`` it fails the gate whatever the verdict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -29,66 +28,17 @@ from runs.analysis.compare import (
 from runs.compare.selectors import run_comparison
 from runs.errors import DomainError, InvalidInput, NotFound
 from runs.management.evalrun_cli import BadInput
+from runs.management.gate_flags import DEFAULT_FAIL_ON
 from runs.models import Run
 from runs.results.selectors import run_get
 from runs.review.calibration import Calibration, verdict_calibration
 
-EXIT_GATE_FAILED = 3
+# The verdicts each of --fail-on's choices (gate_flags.FAIL_ON_CHOICES) fails on.
 FAIL_ON = {
     "worse": frozenset({WORSE}),
     "any-change": frozenset({WORSE, BETTER}),
     "never": frozenset[str](),
 }
-DEFAULT_FAIL_ON = "worse"
-
-
-def add_gate_flags(parser: Any, *, baseline_flag: bool) -> None:
-    """The gate's flags; evalrun adds ``--baseline``, evalcompare takes it as
-    an argument."""
-    if baseline_flag:
-        parser.add_argument(
-            "--baseline",
-            type=int,
-            metavar="RUN_ID",
-            help="once the run ends, compare it with this ended run over the same "
-            "dataset and print each scorer's verdict (exit 3 when the gate fails)",
-        )
-    parser.add_argument(
-        "--fail-on",
-        choices=sorted(FAIL_ON),
-        default=None,
-        help="when the gate fails: worse (the default: any scorer significantly "
-        "worse), any-change (worse or better), never",
-    )
-    parser.add_argument(
-        "--require-calibrated",
-        action="store_true",
-        default=None,
-        help="fail the gate when a verdict rests on an LLM judge that is not "
-        "calibrated against people (the project's kappa threshold over its "
-        "minimum of items labelled by both)",
-    )
-    parser.add_argument(
-        "--report",
-        type=Path,
-        metavar="FILE.md",
-        help="write a Markdown summary of the comparison (for a pull request)",
-    )
-    parser.add_argument(
-        "--junit",
-        type=Path,
-        metavar="FILE.xml",
-        help="write a JUnit report: one test case per scorer",
-    )
-
-
-def gate_flags_check(opts: dict[str, Any]) -> None:
-    """The gate's flags need a baseline (evalrun's ``--baseline``)."""
-    if opts.get("baseline") is None:
-        for flag in ("fail_on", "require_calibrated", "report", "junit"):
-            if opts.get(flag) is not None:
-                name = "--" + flag.replace("_", "-")
-                raise BadInput(f"{name} needs --baseline RUN_ID")
 
 
 def gate_run(*, user: User, run_id: int, role: str) -> Run:

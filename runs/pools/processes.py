@@ -32,8 +32,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from pebble import ProcessExpired, ProcessPool
-
 from runs.pools.shares import Shares, current_owner, note_waiting, share_limit
 
 
@@ -82,7 +80,10 @@ def pool_size() -> int:
 
 def work_pool(kind: WorkKind) -> tuple[Any, Shares]:
     """The pool of ``kind`` and its shares, started on first use."""
+    # pebble here, not at the top: the scorers that use a pool are imported by
+    # every command's start (the registry), most of which never start one.
     from django.conf import settings
+    from pebble import ProcessPool
 
     with _lock:
         pool, shares = _pools.get(kind.name, (None, None))
@@ -126,6 +127,8 @@ async def run_in_process(
     had started; ``kill_after`` (seconds) is the pool's own limit, past
     which the process is killed too and ``WorkTimeout`` raised.
     """
+    from pebble import ProcessExpired
+
     pool, shares = work_pool(kind)
     owner = current_owner()
     await shares.acquire(owner)

@@ -4,19 +4,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
-from rapidfuzz import fuzz, utils
 
 from runs.plugins import Params, UnitThreshold
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin, as_text, register
 from runs.plugins.targets import TargetInput
 from runs.scorers.text import expected_answers
 
-METHODS: dict[str, Callable[..., float]] = {
-    "ratio": fuzz.ratio,
-    "partial_ratio": fuzz.partial_ratio,
-    "token_sort_ratio": fuzz.token_sort_ratio,
-    "token_set_ratio": fuzz.token_set_ratio,
-}
 # partial_ratio slides the shorter text along the longer one: its work grows
 # with the square of the shorter text (two texts of 2,000 characters take
 # seconds, of 10,000 minutes), so the shorter one is bounded much tighter.
@@ -74,7 +67,12 @@ class Similarity(ScorerPlugin[SimilarityParams]):
 
     def __init__(self, name: str, params: SimilarityParams) -> None:
         super().__init__(name, params)
-        self.measure = METHODS[params.method]
+        # Imported when a scorer of this kind is made, not when the registry
+        # loads every kind (as each command's start does).
+        from rapidfuzz import fuzz, utils
+
+        self.measure: Callable[..., float] = getattr(fuzz, params.method)
+        self.processor = utils.default_process if params.preprocess else None
 
     def score(self, *, output: Any, item: TargetInput) -> ScoreOutcome:
         answers = expected_answers(item)
@@ -88,7 +86,7 @@ class Similarity(ScorerPlugin[SimilarityParams]):
                 f"the output has {len(text):,} characters; {method} compares at "
                 f"most {limit:,} (max_length)",
             )
-        processor = utils.default_process if self.params.preprocess else None
+        processor = self.processor
         best, best_answer, refused = -1.0, "", ""
         for answer in answers:
             if why := self._too_long(text, answer):

@@ -15,10 +15,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import maximum_bipartite_matching
-
 from runs.plugins.params import Params
 from runs.plugins.scorers import ScoreOutcome, ScorerPlugin
 from runs.plugins.steps import Step, call_hash
@@ -201,6 +197,12 @@ def any_order(
     could match."""
     if not expected or not calls:
         return [None] * len(expected)
+    # On first use: every scorer module is imported when the app starts (the
+    # registry), and numpy with scipy.sparse was a third of `evalrun`'s start.
+    import numpy as np
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import maximum_bipartite_matching
+
     rows, cols = [], []
     for i, want in enumerate(expected):
         for j, call in enumerate(calls):

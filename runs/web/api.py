@@ -7,9 +7,11 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.urls import URLPattern, URLResolver
 from ninja import Field, NinjaAPI, Schema
+from ninja.openapi.docs import Swagger
 from ninja.operation import Operation
 from ninja.pagination import PageNumberPagination, paginate
 
@@ -78,7 +80,22 @@ def paginated[View: Callable[..., Any]](view: View) -> View:
     return _paginate(view)
 
 
+class SiteSwagger(Swagger):
+    """ninja's Swagger page with the assets of this site, never a CDN's.
+
+    ninja renders its ``template`` only when it is an installed app, which it
+    is not (settings.py says why); otherwise it renders the file
+    ``template_cdn`` names: here the same page, whose assets are found as
+    this site's static files.
+    """
+
+    template_cdn = str(settings.NINJA_DIR / "templates" / "ninja" / "swagger.html")
+
+
 class EvalsiteAPI(NinjaAPI):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"docs": SiteSwagger()} | kwargs)
+
     def get_openapi_operation_id(self, operation: Operation) -> str:
         # The ids clients know (``runs_api_list_runs``), wherever the code lives.
         return f"runs_api_{operation.view_func.__name__}"

@@ -5,9 +5,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from django.urls import URLPattern, path
+from django.urls import URLPattern, path, register_converter
+from django.urls.converters import get_converters
 
+from runs.web.converters import IdConverter
 from runs.web.pages import domain_errors
+
+# Registered where page URLs are declared, before the first is made (Django
+# parses a route when it is made), rather than at set-up: a process that
+# serves no page (evalrun, evalworker, migrate) imports none of the web layer.
+if "id" not in get_converters():
+    register_converter(IdConverter, "id")
 
 
 def page(route: str, view: Callable[..., Any], *, name: str = "") -> URLPattern:

@@ -34,7 +34,6 @@ from runs.datasets.importers.json_array import (
     raw_record_limit,
     too_large,
 )
-from runs.datasets.importers.yaml_records import yaml_document
 from runs.errors import InvalidInput
 
 FORMATS = ("jsonl", "csv", "json", "yaml", "humaneval", "math", "gsm8k")
@@ -411,6 +410,8 @@ def _csv_row(reader: Any, line: int) -> list[str] | None:
 
 def _yaml_records(source: Source, budget: ReadBudget | None) -> list[tuple[Where, Any]]:
     """The records of a YAML list, each with the line it starts on."""
+    # PyYAML is imported for YAML files only, not by every import (evalrun's).
+    from runs.datasets.importers.yaml_records import yaml_document
 
     def on_line(line: int) -> None:
         if budget is not None:

@@ -21,13 +21,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from runs.management.evalrun_setup import LOCAL_OPERATOR, acting_user
-from runs.management.gate import (
-    EXIT_GATE_FAILED,
-    add_gate_flags,
-    gate_evaluate,
-    gate_lines,
-    gate_run,
-)
+from runs.management.gate import gate_evaluate, gate_lines, gate_run
+from runs.management.gate_flags import EXIT_GATE_FAILED, add_gate_flags
 from runs.management.gate_reports import gate_files_write
 
 

@@ -52,7 +52,7 @@ import time
 from argparse import SUPPRESS, ArgumentParser
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -78,17 +78,11 @@ from runs.management.evalrun_setup import (
     acting_user,
     database_prepare,
 )
-from runs.management.gate import (
+from runs.management.gate_flags import (
     EXIT_GATE_FAILED,
-    Gate,
     add_gate_flags,
-    gate_admit,
-    gate_evaluate,
     gate_flags_check,
-    gate_lines,
-    gate_run,
 )
-from runs.management.gate_reports import gate_files_write
 from runs.models import (
     FINAL_RUN_STATUSES,
     HEARTBEAT_STALE_SECONDS,
@@ -102,6 +96,12 @@ from runs.retry.services import RETRY_STATUSES, run_retry
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import REGISTRY as TARGETS
+
+if TYPE_CHECKING:
+    from runs.management.gate import Gate
+
+# The gate itself (runs.management.gate, with the comparison behind it) is
+# imported where a run is compared (--baseline), not by every start.
 
 CLAIM_POLL_SECONDS = 0.5
 FOLLOW_POLL_SECONDS = 0.25
@@ -302,7 +302,11 @@ class Command(BaseCommand):
                 self.stderr.write(f"error: {run.error}")  # failed goes here
         else:
             self.stderr.write(human_summary(summary, run))
-            for line in (*lines, *(gate_lines(gate) if gate is not None else ())):
+            if gate is not None:
+                from runs.management.gate import gate_lines
+
+                lines = [*lines, *gate_lines(gate)]
+            for line in lines:
                 self.stderr.write(line)
         if failed:
             sys.exit(1)
@@ -314,6 +318,8 @@ class Command(BaseCommand):
     def gate_check(self, opts: dict[str, Any], run: Run) -> None:
         """The baseline is one the user may see, ended, comparable with ``run``
         (which may be unsaved): before anything runs."""
+        from runs.management.gate import gate_admit, gate_run
+
         user = acting_user(opts["user"])
         self.baseline = gate_run(user=user, run_id=opts["baseline"], role="baseline")
         gate_admit(baseline=self.baseline, candidate=run)
@@ -321,6 +327,9 @@ class Command(BaseCommand):
     def gate(self, opts: dict[str, Any], run: Run) -> Gate | None:
         if self.baseline is None:
             return None
+        from runs.management.gate import gate_evaluate
+        from runs.management.gate_reports import gate_files_write
+
         gate = gate_evaluate(
             user=acting_user(opts["user"]),
             baseline=self.baseline,
@@ -427,6 +436,8 @@ class Command(BaseCommand):
         # imported: a mistake in one writes nothing.
         scorers = clean_scorer_specs(opts["scorer"])
         if opts["baseline"] is not None:
+            from runs.management.gate import gate_run
+
             # The baseline is checked before the dataset is imported...
             self.baseline = gate_run(
                 user=user, run_id=opts["baseline"], role="baseline"
@@ -447,6 +458,8 @@ class Command(BaseCommand):
             reuse_identical=True,
         )
         if self.baseline is not None:  # ...and the pairing before a run is made
+            from runs.management.gate import gate_admit
+
             gate_admit(
                 baseline=self.baseline,
                 candidate=Run(project=project, dataset=dataset, scorers=scorers),
