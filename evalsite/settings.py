@@ -592,7 +592,7 @@ DEFAULT_FROM_EMAIL = env_str("EVALSITE_EMAIL_FROM", "evalsite@localhost")
 
 # Called with a run once it has ended (runs/executor/endings.py): the saved
 # evaluation that made it compares it with its baseline and says so.
-EVALSITE_RUN_END_HOOKS = ["runs.evaluations.services.run_ended"]
+EVALSITE_RUN_END_HOOKS = ["runs.evaluations.run_end.run_ended"]
 # Embedded mode: the server runs the evaluations' schedules (one server at a
 # time, whatever the number). Off, no schedule starts a run in this server.
 EVALSITE_SCHEDULES = env_bool("EVALSITE_SCHEDULES", default=True)

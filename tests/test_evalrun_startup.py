@@ -1,4 +1,4 @@
-"""What a plain evalrun imports: nothing it does not use (scipy.stats)."""
+"""What a plain evalrun imports: nothing it does not use."""
 
 from __future__ import annotations
 
@@ -9,14 +9,16 @@ from tests.test_evalrun_command import run_cli, write_items
 
 # What serves pages and the API, and libraries a plain run (exact_match over a
 # JSONL file, no --baseline) has no use for: each was imported by every
-# evalrun's start, through the app's set-up or the command's own imports.
+# evalrun, through the app's set-up, the command's own imports or the run's end.
 NOT_IMPORTED = re.compile(
     r"ninja(\..*)?"  # the API, through the app registry
     r"|runs\.(web|api|admin|urls)(\..*)?"
     r"|runs\.\w+\.(views|forms|api|urls|templatetags)"
     r"|django\.contrib\.admin\.views\.main"
     r"|runs\.management\.(gate|gate_reports)"  # only with --baseline
-    r"|(scipy|rapidfuzz|pebble|yaml)(\..*)?"  # only by the scorers, files using them
+    r"|runs\.(evaluations|alerts)\.services"  # only when a run of an evaluation ends
+    # Only by the scorers, files and secrets that use them:
+    r"|(scipy|rapidfuzz|pebble|yaml|cryptography)(\..*)?"
 )
 
 

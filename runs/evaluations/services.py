@@ -3,7 +3,6 @@ one, and what the end of a run it made does."""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -31,8 +30,6 @@ from runs.results.services import require_expected_answers, run_create, run_laun
 from runs.scorers import clean_scorer_specs
 from runs.secrets.store import check_scorer_secrets, check_target_secrets
 from runs.targets import clean_target_config
-
-logger = logging.getLogger(__name__)
 
 # What an evaluation holds that a person sets, in the order its history shows.
 FIELDS = (
@@ -403,34 +400,9 @@ def evaluation_sample(*, evaluation: Evaluation, user: User, items: int) -> Run:
     )
 
 
-def run_end_claim(run: Run) -> bool:
-    """Whether this caller is the one to act on this end of the run: a run's
-    end may be reported by several paths (its last shard, a settle, a
-    cancel), and a retry ends it again (a new revision)."""
-    key = f"{run.revision}:{run.status}"
-    claimed = Run.objects.filter(pk=run.pk).exclude(evaluation_end=key)
-    return bool(claimed.update(evaluation_end=key))
-
-
-def run_ended(run: Run) -> None:
-    """Called once a run has ended (``EVALSITE_RUN_END_HOOKS``): a run of a
-    saved evaluation is acted on once per end. Must stay quick; what is slow
-    (deliveries) goes to the background."""
-    if run.evaluation_id is None or not run.is_final:
-        return
-    if not run_end_claim(run):
-        return
-    logger.info(
-        "run %s of evaluation %s ended: %s", run.pk, run.evaluation_id, run.status
-    )
-    try:
-        run_announce(run)
-    except Exception:  # a channel, or its lookup, never fails the run
-        logger.exception("run %s: its regression alert could not be handed on", run.pk)
-
-
 def run_announce(run: Run) -> None:
-    """Hand the run to its evaluation's enabled channels, compared with its
+    """Called when a run of an evaluation has ended (``run_end.run_ended``):
+    hand the run to its evaluation's enabled channels, compared with its
     baseline and floors in the background (``announce_later``): a tie, or
     nothing worse, sends nothing."""
     evaluation = run.evaluation

@@ -28,10 +28,9 @@ import functools
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, transaction
@@ -44,6 +43,9 @@ from runs.plugins.declaration import Plugin, SecretRef, TargetContext
 from runs.plugins.scorers import SCORERS
 from runs.plugins.targets import get_target_class
 from runs.secrets import destinations
+
+if TYPE_CHECKING:
+    from cryptography.fernet import MultiFernet
 
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MAX_NAME_LENGTH = 100
@@ -61,8 +63,15 @@ class SecretUnavailable(Exception):
 # -- encryption ------------------------------------------------------------------
 
 
+# cryptography is imported when a secret is first encrypted or decrypted: the
+# targets import this module, and most runs (every evalrun without a secret)
+# never need it.
+
+
 @functools.lru_cache(maxsize=4)
 def _cipher(keys: tuple[str, ...]) -> MultiFernet:
+    from cryptography.fernet import Fernet, MultiFernet
+
     return MultiFernet([Fernet(key.encode("ascii")) for key in keys])
 
 
@@ -75,6 +84,8 @@ def encrypt(value: str) -> str:
 
 
 def decrypt(ciphertext: str, *, name: str) -> str:
+    from cryptography.fernet import InvalidToken
+
     try:
         return cipher().decrypt(ciphertext.encode("ascii")).decode()
     except InvalidToken:
@@ -211,6 +222,8 @@ def secret_list(
 
 def secrets_rotate() -> int:
     """Re-encrypt every secret with the first configured key; returns the count."""
+    from cryptography.fernet import InvalidToken
+
     rotated = 0
     with transaction.atomic():
         for secret in ProjectSecret.objects.select_for_update().only(

@@ -12,7 +12,8 @@ from django.test import Client
 from runs.alerts.services import channel_create
 from runs.errors import InvalidInput
 from runs.evaluations import services
-from runs.evaluations.services import evaluation_update, run_ended
+from runs.evaluations.run_end import run_ended
+from runs.evaluations.services import evaluation_update
 from runs.models import (
     AlertChannel,
     Dataset,

@@ -10,13 +10,14 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
 
-from runs.evaluations.services import evaluation_run, run_end_claim
+from runs.evaluations.run_end import run_end_claim
+from runs.evaluations.services import evaluation_run
 from runs.models import Evaluation, Run, RunStatus
 from runs.results.services import run_cancel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-HOOK = "runs.evaluations.services.run_ended"
+HOOK = "runs.evaluations.run_end.run_ended"
 told: list[int] = []
 
 
