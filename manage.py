@@ -7,6 +7,9 @@ import sys
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
+    from evalsite.collector import collector_hold
+
+    collector_hold()  # until the apps are ready (evalsite/collector.py)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

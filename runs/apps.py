@@ -40,3 +40,8 @@ class RunsConfig(AppConfig):
         from runs.plugins.loading import load_plugins
 
         load_plugins(settings.EVALSITE_PLUGINS)
+
+        # The set-up is done: the collector runs again if manage.py held it.
+        from evalsite.collector import collector_release
+
+        collector_release()
