@@ -17,6 +17,14 @@ import, the run's creation and the report. The figure is the median overhead
 is cached in the temporary directory, as an installed system has it, and one
 uncounted run fills that cache first.
 
+On a loaded machine most of that wall time is spent waiting for a processor.
+On Linux the kernel counts that wait for each thread (``/proc/PID/schedstat``):
+the overhead less the time the process's main thread waited to be scheduled
+is printed too, as an estimate of the overhead on an idle machine. It can be
+off both ways by a little: the main thread's waits during the run phase are
+taken off too (at most the run phase's length), and the waits of the
+process's other threads (its database calls) are left in.
+
 ``--code`` runs ``evalrun`` from another checkout (with this virtual
 environment and this checkout's fake server), to compare before and after a
 change. ``--profile`` runs one more ``evalrun`` under ``-X importtime`` and
@@ -87,10 +95,20 @@ def _fake_server() -> tuple[subprocess.Popen[str], str]:
     return server, line.rsplit(" ", 1)[-1].strip()
 
 
+def _cpu_wait(pid: int) -> float | None:
+    """Seconds the process's main thread waited for a processor (Linux)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _evalrun(
     code: Path, data_dir: Path, dataset: Path, base_url: str
-) -> tuple[float, float]:
-    """(process wall seconds, its run phase)."""
+) -> tuple[float, float, float | None]:
+    """(process wall seconds, its run phase, its main thread's waits for a
+    processor, when the system says)."""
     args = [
         sys.executable,
         str(code / "manage.py"),
@@ -99,20 +117,27 @@ def _evalrun(
         *("--target", "openai_chat", "--base-url", base_url, "--model", "fake"),
         *("--scorer", "exact_match", "--json"),
     ]
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        args,
-        cwd=code,
-        env=_env(data_dir),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    out, err = process.communicate()
-    wall = time.perf_counter() - started
-    if process.returncode != 0:
-        raise SystemExit(f"evalrun exited {process.returncode}:\n{err}")
-    return wall, float(json.loads(out)["wall_seconds"])
+    # Its output goes to files, not pipes: the process is waited for as it
+    # ends, and its counters read, before it is reaped.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            args, cwd=code, env=_env(data_dir), stdout=out, stderr=err, text=True
+        )
+        waited = None
+        if hasattr(os, "waitid"):
+            os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+            wall = time.perf_counter() - started
+            waited = _cpu_wait(process.pid)
+            process.wait()
+        else:
+            process.wait()
+            wall = time.perf_counter() - started
+        out.seek(0)
+        err.seek(0)
+        if process.returncode != 0:
+            raise SystemExit(f"evalrun exited {process.returncode}:\n{err.read()}")
+        return wall, float(json.loads(out.read())["wall_seconds"]), waited
 
 
 def _slowest_imports(stderr: str, count: int = 15) -> list[tuple[int, str]]:
@@ -147,27 +172,39 @@ def main() -> None:
                     f.write(json.dumps(row | {"expected": str(i + 1)}) + "\n")
             _evalrun(code, data_dir, dataset, base_url)  # fills the bytecode cache
             rows = []
+            idle = []  # beyond the run phase, less the waits for a processor
             for _ in range(args.runs):
                 before = os.times()
-                wall, phase = _evalrun(code, data_dir, dataset, base_url)
+                wall, phase, waited = _evalrun(code, data_dir, dataset, base_url)
                 after = os.times()
                 cpu = (after.children_user - before.children_user) + (
                     after.children_system - before.children_system
                 )
                 rows.append((wall, phase, cpu))
-                print(
+                line = (
                     f"wall {wall:.3f} s  run phase {phase:.3f} s  "
-                    f"beyond it {wall - phase:.3f} s  cpu {cpu:.3f} s",
-                    flush=True,
+                    f"beyond it {wall - phase:.3f} s  cpu {cpu:.3f} s"
                 )
+                if waited is not None:
+                    idle.append(wall - phase - waited)
+                    line += f"  waited for a CPU {waited:.3f} s"
+                print(line, flush=True)
             overheads = [wall - phase for wall, phase, _ in rows]
             median = statistics.median(overheads)
             print(
                 f"{code}: beyond the run phase, median {median:.3f} s "
                 f"(min {min(overheads):.3f}, max {max(overheads):.3f}) over "
                 f"{len(rows)} runs of {args.items} items; CPU median "
-                f"{statistics.median(cpu for *_, cpu in rows):.3f} s"
+                f"{statistics.median(cpu for *_, cpu in rows):.3f} s; load "
+                f"average {os.getloadavg()[0]:.1f}"
             )
+            if idle:
+                print(
+                    "beyond the run phase less the main thread's waits for a "
+                    f"CPU (an idle machine's estimate): median "
+                    f"{statistics.median(idle):.3f} s (min {min(idle):.3f}, "
+                    f"max {max(idle):.3f})"
+                )
             if args.profile:
                 process = subprocess.run(
                     [
