@@ -20,6 +20,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 class Command(BaseCommand):
     help = "Run a worker that executes shards of distributed runs."
+    # Django's system checks import the URL configuration, the whole API's
+    # schemas and scipy with it: seconds of CPU at every worker's start, for
+    # pages a worker never serves (the server and `check` run them).
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
