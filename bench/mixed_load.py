@@ -216,6 +216,12 @@ class Site:
     session: str
     workers: list[subprocess.Popen] = field(default_factory=list)
     poll_errors: int = 0
+    log: Path | None = None
+
+    def served(self) -> int:
+        """GETs in the server's access log so far."""
+        assert self.log is not None
+        return self.log.read_bytes().count(b'"GET ')
 
     def api(self, method: str, path: str, body: dict | None = None) -> dict:
         import httpx
@@ -285,6 +291,10 @@ class Phase:
     cpu: dict[str, float]
     samples: list[Sample] = field(default_factory=list)
     client_cpu: float = 0.0
+    # GETs the server answered in the window (its access log), including those
+    # whose client had given up waiting; and its CPU seconds in the window.
+    served: int = 0
+    window_server_cpu: float = 0.0
     run_finished: float = 0.0  # time.time() of the run's end
 
 
@@ -293,15 +303,19 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
     cpu_before = site.cpu()
     run_id = start_run(site, args.concurrency, "loaded" if loaded else "alone")
     samples: list[Sample] = []
-    client_cpu = 0.0
+    client_cpu = window_cpu = 0.0
+    served = 0
     if loaded:
         wait_run(site, run_id, until_results=1)
         first = site.api("GET", f"/api/v1/runs/{run_id}/results?page_size=1")
         paths = kind_paths(site, run_id, first["items"][0]["id"], meta["baseline"])
         clock = time.process_time()
+        served_before, window_cpu = site.served(), site.cpu()["server"]
         with profiling(args.profile, site, meta):
             samples = load(site.port, paths, args.clients, args.seconds)
         client_cpu = time.process_time() - clock
+        served = site.served() - served_before
+        window_cpu = site.cpu()["server"] - window_cpu
     run = wait_run(site, run_id)
     cpu_after = site.cpu()
     limit = args.concurrency / (args.latency_ms / 1000)
@@ -322,6 +336,8 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         cpu={k: cpu_after[k] - cpu_before[k] for k in cpu_after},
         samples=samples,
         client_cpu=client_cpu,
+        served=served,
+        window_server_cpu=window_cpu,
         run_finished=datetime.fromisoformat(run["finished_at"]).timestamp(),
     )
 
@@ -426,6 +442,7 @@ def serving(
                 seeded=seeded,
                 session=session,
                 workers=workers,
+                log=data_dir / "daphne.log",
             )
     finally:
         for worker in workers:
@@ -485,8 +502,10 @@ def report_phase(phase: Phase, args: argparse.Namespace) -> None:
     for sample in phase.samples:
         statuses[str(sample.status)] = statuses.get(str(sample.status), 0) + 1
     print(
-        f"statuses {statuses}; server CPU {1000 * phase.cpu['server'] / total:.2f} "
-        f"ms a request (with the run's, if embedded); client CPU "
+        f"statuses {statuses}; the server answered {phase.served} GETs in the "
+        f"window, with {phase.window_server_cpu:.1f} s of CPU "
+        f"({1000 * phase.window_server_cpu / max(phase.served, 1):.2f} ms a GET, "
+        f"the run's share included if embedded); client CPU "
         f"{1000 * phase.client_cpu / total:.3f} ms a request"
     )
 
