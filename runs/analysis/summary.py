@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from django.core.cache import cache
 from django.db import connection
 from django.db.models import (
     Avg,
@@ -44,7 +43,7 @@ from runs.models import (
     Run,
     Score,
 )
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 CACHE_SECONDS = 600
 # A finished run's results change only by what changes its results_version
@@ -192,9 +191,19 @@ def _score_rows(run: Run) -> dict[str, Mapping[str, Any]]:
 
 
 def _scorer_summaries(
-    run: Run, *, results: int, stopped: int, ks: list[int]
+    run: Run,
+    rows: Mapping[str, Mapping[str, Any]],
+    *,
+    results: int,
+    stopped: int,
+    ks: list[int],
 ) -> list[ScorerSummary]:
-    rows = _score_rows(run)
+    """Per scorer, from its score ``rows`` (``_score_rows``) and the run's
+    results counted AFTER them. A run still going stores results with their
+    scores in one transaction, so results counted later are at least those
+    the scores belong to: never more passes than trials (a pass rate over 1,
+    an interval of a negative variance), as when the results were counted
+    first and a batch was stored in between."""
     epochs = run_epochs(run)
     summaries = []
     for name in scorer_names(run, set(rows)):
@@ -379,6 +388,7 @@ def attempt_error_kinds(run: Run) -> dict[str, int]:
 
 def run_summary(*, run: Run) -> RunSummary:
     """Every figure of the run summary, from a few aggregate queries."""
+    score_rows = _score_rows(run)  # before the results: see _scorer_summaries
     totals = _totals(run)
     results = totals["results"]
     failed = totals["failed_attempts"]
@@ -401,7 +411,7 @@ def run_summary(*, run: Run) -> RunSummary:
         epochs=epochs,
         counts=counts,
         scorers=_scorer_summaries(
-            run, results=results, stopped=totals["stopped"], ks=ks
+            run, score_rows, results=results, stopped=totals["stopped"], ks=ks
         ),
         latency_ms={
             **latency_percentiles(run, totals["latency_count"]),
@@ -488,11 +498,7 @@ def cache_seconds(run: Run) -> int:
 def cached_for_run[T](run: Run, key: str, compute: Callable[[], T]) -> T:
     """What ``compute`` returns, kept under ``key`` (which names the run's
     ``results_version``) for as long as ``cache_seconds`` says."""
-    value = cache.get(key)
-    if value is None:
-        value = compute()
-        cache.set(key, value, cache_seconds(run))
-    return cast(T, value)
+    return single_flight.cached(key, compute, cache_seconds(run))
 
 
 def run_summary_cached(*, run: Run) -> RunSummary:
@@ -505,11 +511,12 @@ def run_summary_cached(*, run: Run) -> RunSummary:
 def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
     """Counts, mean and pass rate per scorer, without pass@k: cheap enough for
     the live progress block of a running run."""
+    score_rows = _score_rows(run)  # before the results: see _scorer_summaries
     counts = Result.objects.filter(run=run).aggregate(
         results=Count("id"), stopped=Count("id", filter=STOPPED_IN_FLIGHT)
     )
     return _scorer_summaries(
-        run, results=counts["results"], stopped=counts["stopped"], ks=[]
+        run, score_rows, results=counts["results"], stopped=counts["stopped"], ks=[]
     )
 
 

@@ -1,0 +1,82 @@
+"""A running run's summary while its batches land: never more passes than trials."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from runs.analysis import summary
+from runs.models import Project, Run, RunStatus
+from runs.records import cache_keys
+from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
+
+PASSED = {"scores": [("exact_match", True, "")]}
+
+
+@pytest.fixture
+def running(project: Project) -> Run:
+    run = echo_run(make_dataset(project, arithmetic_items(20), name="live"))
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.RUNNING, started_at=timezone.now()
+    )
+    return store_outcomes(run, [PASSED] * 5)
+
+
+def batch_stored_at_score_read(run: Run, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor stores 5 more passing results as the scores are read."""
+    read = summary._score_rows
+    landed: list[bool] = []
+
+    def score_rows(of: Run) -> Any:
+        if not landed:
+            landed.append(True)
+            store_outcomes(Run.objects.get(pk=run.pk), [PASSED] * 5, offset=5)
+        return read(of)
+
+    monkeypatch.setattr(summary, "_score_rows", score_rows)
+
+
+@pytest.mark.parametrize(
+    "figures",
+    [
+        lambda run: summary.run_summary(run=run).scorers,
+        lambda run: summary.run_scorer_summaries(run=run),
+    ],
+    ids=["summary", "live scorer figures"],
+)
+def test_a_batch_stored_meanwhile_never_gives_more_passes_than_trials(
+    running: Run,
+    monkeypatch: pytest.MonkeyPatch,
+    figures: Callable[[Run], list[summary.ScorerSummary]],
+) -> None:
+    batch_stored_at_score_read(running, monkeypatch)
+
+    (scorer,) = figures(running)
+
+    # Counted before the scores, the results were 5 for 10 passes: a pass
+    # rate of 2 and a Wilson interval of a negative variance (ValueError).
+    assert scorer.passed == scorer.results == 10
+    assert scorer.pass_rate == 1.0
+    assert scorer.pass_rate_ci is not None and scorer.pass_rate_ci[1] == 1.0
+
+
+def test_a_running_runs_figures_are_shared_within_a_window_exact_once_ended(
+    running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cache_keys, "clock", lambda: 5000.0)
+    first = summary.run_summary_cached(run=running)
+    run = store_outcomes(running, [PASSED] * 5, offset=5)
+
+    # A batch stored within the window: the window's figures, not recomputed.
+    assert summary.run_summary_cached(run=run) == first
+    assert first.counts["processed"] == 5
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.COMPLETED, finished_at=timezone.now()
+    )
+    run.refresh_from_db()
+
+    # Ended in the same window: its figures are computed afresh.
+    assert summary.run_summary_cached(run=run).counts["processed"] == 10
