@@ -203,16 +203,22 @@ def wait_until(predicate, seconds: float = 60.0) -> None:
 
 
 def test_evalcancel_from_another_process_stops_the_run(data_dir, fake_openai, tmp_path):
+    # The slow calls outlast any wait for the cancel (its process may start
+    # slowly on a busy machine): the cancel ends them, not their latency.
     dataset = write_items(
-        tmp_path / "slow.jsonl", 30, marker="[[latency:20000]]", i0="", i1=""
+        tmp_path / "slow.jsonl", 30, marker="[[latency:600000]]", i0="", i1=""
     )
     proc, run_id = start_evalrun(
-        evalrun_args(dataset, fake_openai, "--concurrency", "3", "--json"), data_dir
+        evalrun_args(
+            dataset, fake_openai, "--concurrency", "3", "--timeout", "900", "--json"
+        ),
+        data_dir,
     )
     wait_until(
         lambda: (
             count_results(data_dir, run_id) == 2 and fake_openai.stats.in_flight == 3
-        )
+        ),
+        seconds=600,
     )
 
     cancel = run_cli([sys.executable, "manage.py", "evalcancel", str(run_id)], data_dir)

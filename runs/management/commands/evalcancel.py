@@ -10,6 +10,10 @@ from runs.results.services import run_cancel
 
 class Command(BaseCommand):
     help = "Cancel a run from any process; its executor stops within a second."
+    # Django's system checks would import every page and API schema (and
+    # scipy) before the cancel is written: seconds on a busy machine, while
+    # the run goes on.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("run_id", type=int)
