@@ -130,6 +130,10 @@ def safe_cell(value: object) -> str:
     return text
 
 
+# Cell types the CSV writer writes as safe_cell does (repr), bool not among them.
+_AS_THEY_ARE = frozenset({int, float})
+
+
 class _Line:
     """A file-like object for ``csv.writer`` that hands back what is written."""
 
@@ -144,7 +148,16 @@ def stream_csv(
     writer = csv.writer(_Line())
     yield writer.writerow([safe_cell(name) for name in header])
     for row in rows:
-        yield writer.writerow([safe_cell(value) for value in row])
+        # Numbers and None go to the writer as they are: it writes what
+        # safe_cell would (repr, an empty cell) without a call per cell.
+        yield writer.writerow(
+            [
+                value
+                if value is None or type(value) in _AS_THEY_ARE
+                else safe_cell(value)
+                for value in row
+            ]
+        )
 
 
 def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:

@@ -65,6 +65,16 @@ def test_json_string_starting_with_a_formula_is_neutralised() -> None:
     assert safe_cell("=1") == "'=1"
 
 
+def test_csv_lines_hold_each_cell_as_safe_cell_gives_it() -> None:
+    row = [1, -3.5, 1e20, float("nan"), None, 10**20, True, False, "=1", "-2", {"a": 1}]
+
+    (_, line) = stream_csv([str(n) for n in range(len(row))], [row])
+
+    expected = io.StringIO()
+    csv.writer(expected).writerow([safe_cell(value) for value in row])
+    assert line == expected.getvalue()
+
+
 # -- stream_csv and stream_jsonl --------------------------------------------------
 
 
