@@ -11,6 +11,7 @@ each against its goal. A URL that does not resolve prints ``missing``.
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite \\
         .venv/bin/python bench/analysis_bench.py              # PostgreSQL
     .venv/bin/python bench/analysis_bench.py --items 10000    # a quick try
+    .venv/bin/python bench/analysis_bench.py --source /tmp/before  # older code
 
 Caches are cleared before every request: the figures are those of a first
 view (a repeated view of a finished run is served from cache). A run's
@@ -21,6 +22,7 @@ executor does (``runs/analysis/figures.py``); that time is printed apart.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -34,6 +36,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from layout import imported
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCH = 5000
@@ -309,9 +313,14 @@ def result_record(
     )
 
 
-def seed_run(*, user: Any, dataset: Any, profile: Profile, name: str) -> Any:
-    from runs.results.services import run_create
-
+def seed_run(
+    *,
+    user: Any,
+    dataset: Any,
+    profile: Profile,
+    name: str,
+    figures_cpu: list[float] | None = None,
+) -> Any:
     """A finished run of every item of ``dataset``, stored in bulk batches."""
     from django.utils import timezone
 
@@ -319,7 +328,7 @@ def seed_run(*, user: Any, dataset: Any, profile: Profile, name: str) -> Any:
     from runs.executor.store import results_write, run_finish
     from runs.models import Item, Run, RunStatus
 
-    run = run_create(
+    run = imported("run_create")(
         user=user,
         dataset=dataset,
         target_kind="demo",
@@ -346,9 +355,11 @@ def seed_run(*, user: Any, dataset: Any, profile: Profile, name: str) -> Any:
         results_write(run.pk, batch)
     run_finish(run.pk, cancelled=False)
     # What the executor does when a run ends: its figures are stored with it.
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     run_figures_store(run.pk)
     FIGURES_SECONDS.append(time.perf_counter() - began)
+    if figures_cpu is not None:
+        figures_cpu.append(time.process_time() - cpu_began)
     run.refresh_from_db()
     return run
 
@@ -361,22 +372,30 @@ class Seeded:
     candidate: Any
 
 
-def seed_analysis(*, items: int, seed: int = 0) -> Seeded:
-    from runs.projects.services import project_create
-
+def seed_analysis(
+    *, items: int, seed: int = 0, figures_cpu: list[float] | None = None
+) -> Seeded:
     """A user, a project, a dataset of ``items`` and two finished runs of it."""
     from django.contrib.auth.models import User
 
-    from runs.datasets import importers
-
     user = User.objects.create_user(USERNAME, "bench@example.org", None)
-    project = project_create(name="Analysis benchmark", owner=user)
-    dataset = importers.dataset_create_from_items(
+    project = imported("project_create")(name="Analysis benchmark", owner=user)
+    dataset = imported("dataset_create_from_items")(
         project=project, user=user, name="sums", items=bench_items(items, seed=seed)
     )
-    baseline = seed_run(user=user, dataset=dataset, profile=BASELINE, name="baseline")
+    baseline = seed_run(
+        user=user,
+        dataset=dataset,
+        profile=BASELINE,
+        name="baseline",
+        figures_cpu=figures_cpu,
+    )
     candidate = seed_run(
-        user=user, dataset=dataset, profile=CANDIDATE, name="candidate"
+        user=user,
+        dataset=dataset,
+        profile=CANDIDATE,
+        name="candidate",
+        figures_cpu=figures_cpu,
     )
     return Seeded(user, dataset, baseline, candidate)
 
@@ -391,6 +410,9 @@ class Timing:
     goal: float | None
     status: int | None = None
     best: float | None = None
+    # This process's CPU seconds of the request with the least: with SQLite,
+    # the database's work is in it; it moves less with the machine's load.
+    cpu: float | None = None
     size: int = 0
 
     @property
@@ -423,12 +445,14 @@ def measure(client: Any, label: str, url: str, goal: float | None, repeat: int):
     for _ in range(repeat):
         for cache in caches.all():
             cache.clear()
-        begin = time.perf_counter()
+        begin, cpu_begin = time.perf_counter(), time.process_time()
         response = client.get(url)
         timing.size = _drain(response)
         elapsed = time.perf_counter() - begin
+        cpu = time.process_time() - cpu_begin
         timing.status = response.status_code
         timing.best = elapsed if timing.best is None else min(timing.best, elapsed)
+        timing.cpu = cpu if timing.cpu is None else min(timing.cpu, cpu)
         if response.status_code != 200:
             break
     return timing
@@ -449,12 +473,16 @@ def report(label: str, seeded: Seeded, timings: list[Timing]) -> None:
         f"\n{label}: runs {seeded.baseline.pk} and {seeded.candidate.pk}, "
         f"{seeded.baseline.total:,} items each"
     )
-    print(f"{'what':36} {'best s':>8} {'goal s':>7}  {'result':10} {'bytes':>12}  url")
+    print(
+        f"{'what':36} {'best s':>8} {'cpu s':>7} {'goal s':>7}  {'result':10} "
+        f"{'bytes':>12}  url"
+    )
     for t in timings:
         best = f"{t.best:8.3f}" if t.best is not None else f"{'-':>8}"
+        cpu = f"{t.cpu:7.3f}" if t.cpu is not None else f"{'-':>7}"
         goal = f"{t.goal:7.1f}" if t.goal is not None else f"{'-':>7}"
         size = f"{t.size:12,}" if t.status else f"{'':12}"
-        print(f"{t.label:36} {best} {goal}  {t.verdict:10} {size}  {t.url}")
+        print(f"{t.label:36} {best} {cpu} {goal}  {t.verdict:10} {size}  {t.url}")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -466,7 +494,8 @@ def run(args: argparse.Namespace) -> None:
     django.setup()
     call_command("migrate", verbosity=0)
     begin = time.perf_counter()
-    seeded = seed_analysis(items=args.items)
+    figures_cpu: list[float] = []
+    seeded = seed_analysis(items=args.items, figures_cpu=figures_cpu)
     if connection.vendor == "postgresql":
         # What autovacuum does soon after a run this size is stored.
         with connection.cursor() as cursor:
@@ -484,6 +513,28 @@ def run(args: argparse.Namespace) -> None:
         for label, url, goal in URLS
     ]
     report(args.label, seeded, timings)
+    if args.json_out:
+        import runs
+
+        figures = {
+            "code": str(Path(runs.__file__).resolve().parent.parent),
+            "database": args.label,
+            "items": args.items,
+            "figures_seconds": FIGURES_SECONDS,
+            "figures_cpu_seconds": figures_cpu,
+            "load_average": round(os.getloadavg()[0], 2),
+            "timings": [
+                {
+                    "label": t.label,
+                    "status": t.status,
+                    "wall_s": t.best,
+                    "cpu_s": t.cpu,
+                    "bytes": t.size,
+                }
+                for t in timings
+            ],
+        }
+        Path(args.json_out).write_text(json.dumps(figures, indent=2))
     if args.memory:
         url = URLS[-2][1].format(**ids)
         print(
@@ -500,6 +551,11 @@ def main() -> None:
     parser.add_argument(
         "--memory", action="store_true", help="also trace the export's peak memory"
     )
+    parser.add_argument("--json-out", help="also write the figures here as JSON")
+    parser.add_argument(
+        "--source",
+        help="measure another checkout's code (an export of an older commit)",
+    )
     run_in_scratch(run, parser.parse_args())
 
 
@@ -513,6 +569,10 @@ def run_in_scratch(
     os.environ.update(scratch.env)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "evalsite.settings")
     sys.path.insert(0, str(ROOT))
+    if getattr(args, "source", None):
+        # Another checkout's code (an export of an older commit) measured by
+        # this script: before and after, alike.
+        sys.path.insert(0, str(Path(args.source).resolve()))
     try:
         bench(args)
     finally:

@@ -47,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from analysis_bench import run_in_scratch
 from harness import ROOT, free_port
+from layout import imported
 
 
 def dataset_text(count: int) -> str:
@@ -106,10 +107,11 @@ def bench(args: argparse.Namespace) -> None:
 
     call_command("migrate", "--no-input", "-v", "0")
     import runs
-    from runs.datasets.importers.store import dataset_import
     from runs.executor.engine import execute_run
     from runs.models import Project
-    from runs.results.services import run_create
+
+    dataset_import = imported("dataset_import")
+    run_create = imported("run_create")
 
     project = Project.objects.create(name="CPU per item")
     server = None

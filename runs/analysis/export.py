@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import batched
-from typing import Any, cast
+from typing import Any
 
 from django.db.models import Count, Func, IntegerField
 from django.utils.text import slugify
@@ -119,7 +119,8 @@ def safe_cell(value: object) -> str:
     # Called for every cell of an export: the common types first.
     kind = type(value)
     if kind is str:
-        text = cast(str, value)
+        # Narrowed by the test above; typing.cast would be a call per cell.
+        text: str = value  # type: ignore[assignment]
     elif kind is float or kind is int:
         return repr(value)
     else:
@@ -127,6 +128,10 @@ def safe_cell(value: object) -> str:
     if text and text[0] in FORMULA_STARTS and NUMBER.fullmatch(text) is None:
         return "'" + text
     return text
+
+
+# Cell types the CSV writer writes as safe_cell does (repr), bool not among them.
+_AS_THEY_ARE = frozenset({int, float})
 
 
 class _Line:
@@ -143,7 +148,16 @@ def stream_csv(
     writer = csv.writer(_Line())
     yield writer.writerow([safe_cell(name) for name in header])
     for row in rows:
-        yield writer.writerow([safe_cell(value) for value in row])
+        # Numbers and None go to the writer as they are: it writes what
+        # safe_cell would (repr, an empty cell) without a call per cell.
+        yield writer.writerow(
+            [
+                value
+                if value is None or type(value) in _AS_THEY_ARE
+                else safe_cell(value)
+                for value in row
+            ]
+        )
 
 
 def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
@@ -203,8 +217,26 @@ def run_export_rows(
     one for its steps.
     """
     names = run.scorer_names
-    scorers = _scorer_fields(run, skipped=True)
+    # Each scorer's (column, field) pairs, and its columns of a missing score,
+    # made once rather than for every row.
+    scorers = [
+        (
+            [(f"{name}.{field}", field) for field in fields],
+            {
+                **dict.fromkeys(f"{name}.{field}" for field in fields),
+                f"{name}.skipped": False,
+            },
+            f"{name}.error",
+            name,
+        )
+        for name, fields in _scorer_fields(run, skipped=True)
+    ]
+    # The run's own cells, and a result's without steps, shared by every row
+    # (``update`` copies them in).
     run_cells = _run_cells(run)
+    if not steps:
+        run_cells.update(_no_steps(whole=False))
+    has_steps = run.has_steps
     results = (
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")
@@ -214,22 +246,30 @@ def run_export_rows(
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):
         scores = _chunk_scores(run=run, names=names, first=chunk[0], last=chunk[-1])
-        trajectories = _chunk_steps(
-            run=run, first=chunk[0], last=chunk[-1], whole=steps
+        # A run that never stored a step has none to read.
+        trajectories = (
+            _chunk_steps(run=run, first=chunk[0], last=chunk[-1], whole=steps)
+            if has_steps
+            else {}
         )
         for pk, *fields in chunk:
             row = dict(zip(EXPORT_FIELDS, fields, strict=True))
-            row.update(trajectories.get(pk) or _no_steps(whole=steps))
-            row.update(run_cells)
-            for name, score_fields in scorers:
+            if steps:
+                row.update(trajectories.get(pk) or _no_steps(whole=True))
+                row.update(run_cells)
+            else:
+                # Counts of no steps are in run_cells: a result's own after.
+                row.update(run_cells)
+                if pk in trajectories:
+                    row.update(trajectories[pk])
+            for columns, missing, error, name in scorers:
                 score = scores.get((pk, name))
                 if score is None:
-                    row.update(dict.fromkeys(f"{name}.{f}" for f in score_fields))
-                    row[f"{name}.skipped"] = False
+                    row.update(missing)
                     continue
-                for field in score_fields:
-                    row[f"{name}.{field}"] = score.get(field)
-                row[f"{name}.error"] = score["error"] or None
+                for column, field in columns:
+                    row[column] = score.get(field)
+                row[error] = score["error"] or None
             yield row
 
 

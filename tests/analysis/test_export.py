@@ -65,6 +65,16 @@ def test_json_string_starting_with_a_formula_is_neutralised() -> None:
     assert safe_cell("=1") == "'=1"
 
 
+def test_csv_lines_hold_each_cell_as_safe_cell_gives_it() -> None:
+    row = [1, -3.5, 1e20, float("nan"), None, 10**20, True, False, "=1", "-2", {"a": 1}]
+
+    (_, line) = stream_csv([str(n) for n in range(len(row))], [row])
+
+    expected = io.StringIO()
+    csv.writer(expected).writerow([safe_cell(value) for value in row])
+    assert line == expected.getvalue()
+
+
 # -- stream_csv and stream_jsonl --------------------------------------------------
 
 
@@ -220,8 +230,9 @@ def test_first_row_needs_one_chunk_of_scores_only(run: Run) -> None:
     with CaptureQueriesContext(connection) as queries:
         next(rows)
 
-    # The results cursor, the first chunk's scores and its steps.
-    assert len(queries) == 3
+    # The results cursor and the first chunk's scores: a run that never
+    # stored a step reads none.
+    assert len(queries) == 2
     rows.close()
 
 
@@ -232,6 +243,19 @@ def test_scores_are_read_once_per_chunk_and_results_once(run: Run) -> None:
     assert len(rows) == 6
     score_queries = [q for q in queries if "runs_score" in q["sql"]]
     assert len(score_queries) == 3
+    assert not [q for q in queries if "runs_step" in q["sql"]]
+    assert len(queries) == 1 + 3
+    assert {(row["step_count"], row["tool_call_count"]) for row in rows} == {(0, 0)}
+
+
+def test_a_run_with_steps_reads_them_once_per_chunk(run: Run) -> None:
+    Run.objects.filter(pk=run.pk).update(has_steps=True)
+    run.refresh_from_db()
+
+    with CaptureQueriesContext(connection) as queries:
+        rows = list(run_export_rows(run=run, chunk_size=2))
+
+    assert len(rows) == 6
     step_queries = [q for q in queries if "runs_step" in q["sql"]]
     assert len(step_queries) == 3
     assert len(queries) == 1 + 3 + 3
