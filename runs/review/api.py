@@ -184,12 +184,7 @@ def adjudicate_item(
     queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
     item = adjudication.review_item_get(queue=queue, review_item_id=item_id)
     row = adjudication.item_adjudicate(
-        user=request.auth,
-        queue=queue,
-        review_item=item,
-        value=payload.value,
-        criteria=payload.criteria,
-        note=payload.note,
+        user=request.auth, queue=queue, review_item=item, **payload.model_dump()
     )
     return Status(201, row)
 
