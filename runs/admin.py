@@ -28,7 +28,7 @@ from runs.models import (
 from runs.records.versions import results_changed, runs_results_changed
 from runs.results.services import run_cancel
 from runs.review import admin as review_admin  # noqa: F401  (registration)
-from runs.web.admin import ReadOnlyInline
+from runs.web.admin import NoAddAdmin, ReadOnlyAdmin, ReadOnlyInline
 
 
 class MembershipInline(admin.TabularInline):
@@ -116,7 +116,9 @@ def cancel_runs(
 
 
 @admin.register(Run)
-class RunAdmin(admin.ModelAdmin):
+class RunAdmin(NoAddAdmin):
+    """Runs are started from the dashboard, the API or evalrun."""
+
     list_display = [
         "id",
         "name",
@@ -164,16 +166,13 @@ class RunAdmin(admin.ModelAdmin):
         "evaluation_end",
     ]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # runs are started from the dashboard, the API or evalrun
-
 
 class ScoreInline(ReadOnlyInline):
     model = Score
     readonly_fields = ["scorer", "value", "passed", "reason", "error"]
 
 
-class ResultsWriterAdmin(admin.ModelAdmin):
+class ResultsWriterAdmin(NoAddAdmin):
     """The admin of rows a run's results are made of: whatever it saves or
     deletes moves the run's ``results_version`` (records/versions.py), so
     nothing cached from the old rows (a summary kept for a day) is served."""
@@ -217,9 +216,6 @@ class ResultAdmin(ResultsWriterAdmin):
     inlines = [ScoreInline]
     readonly_fields = [f.name for f in Result._meta.fields]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(Score)
 class ScoreAdmin(ResultsWriterAdmin):
@@ -230,12 +226,11 @@ class ScoreAdmin(ResultsWriterAdmin):
     search_fields = ["scorer", "reason", "error"]
     readonly_fields = ["result", "scorer", "value", "passed", "reason", "error"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(ApiKey)
-class ApiKeyAdmin(admin.ModelAdmin):
+class ApiKeyAdmin(NoAddAdmin):
+    """Keys are shown once: create them with create_api_key."""
+
     # The list shows every field the change page does.
     list_display = fields = (
         "name",
@@ -250,12 +245,9 @@ class ApiKeyAdmin(admin.ModelAdmin):
     # Only the prefix identifies a key here; its hash is never shown.
     readonly_fields = ["user", "prefix", "created_at", "last_used_at"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # keys are shown once: create them with create_api_key
-
 
 @admin.register(ProjectSecret)
-class ProjectSecretAdmin(admin.ModelAdmin):
+class ProjectSecretAdmin(ReadOnlyAdmin):
     """Names only: values are set by project admins on the dashboard or the API,
     and neither the value nor its ciphertext is ever shown here."""
 
@@ -272,14 +264,6 @@ class ProjectSecretAdmin(admin.ModelAdmin):
         "updated_by",
     )
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(
-        self, request: HttpRequest, obj: ProjectSecret | None = None
-    ) -> bool:
-        return False
-
     def get_queryset(self, request: HttpRequest) -> QuerySet[ProjectSecret]:
         return super().get_queryset(request).defer("ciphertext")
 
@@ -288,7 +272,7 @@ class ProjectSecretAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScoringPass)
-class ScoringPassAdmin(admin.ModelAdmin):
+class ScoringPassAdmin(NoAddAdmin):
     """The log of a run's scoring passes: written by re-scores, never here."""
 
     list_display = ["run", "initial", "status", "scored", "total", "errored", "user"]
@@ -296,9 +280,6 @@ class ScoringPassAdmin(admin.ModelAdmin):
     search_fields = ["run__name", "error"]
     list_select_related = ["run", "user"]
     readonly_fields = [f.name for f in ScoringPass._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 # -- tokens and cost -------------------------------------------------------------
@@ -322,7 +303,7 @@ class ModelPriceAdmin(admin.ModelAdmin):
 
 
 @admin.register(Step)
-class StepAdmin(admin.ModelAdmin):
+class StepAdmin(ReadOnlyAdmin):
     """A result's trajectory, read only: steps are written with their result
     by the executor and replaced with it."""
 
@@ -332,12 +313,6 @@ class StepAdmin(admin.ModelAdmin):
     list_select_related = ["result"]
     raw_id_fields = ["result"]
     readonly_fields = [f.name for f in Step._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
-        return False
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.http import HttpRequest
 
 from runs.models import AlertChannel, AlertDelivery
+from runs.web.admin import NoAddAdmin, ReadOnlyAdmin
 
 
 @admin.register(AlertChannel)
-class AlertChannelAdmin(admin.ModelAdmin):
+class AlertChannelAdmin(NoAddAdmin):
     """Channels are made on the dashboard or the API (the URL and the signing
     secret are stored encrypted); here they can be seen, switched off or
     deleted."""
@@ -20,12 +20,9 @@ class AlertChannelAdmin(admin.ModelAdmin):
     fields = ["project", "name", "kind", "url_origin", "emails", "enabled"]
     readonly_fields = ["project", "kind", "url_origin"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(AlertDelivery)
-class AlertDeliveryAdmin(admin.ModelAdmin):
+class AlertDeliveryAdmin(ReadOnlyAdmin):
     list_display = ["pk", "channel", "run", "test", "status", "created_at"]
     list_filter = ["status", "test", "channel__project"]
     search_fields = ["channel__name"]
@@ -39,11 +36,3 @@ class AlertDeliveryAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(
-        self, request: HttpRequest, obj: AlertDelivery | None = None
-    ) -> bool:
-        return False

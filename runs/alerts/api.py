@@ -53,13 +53,7 @@ def create_channel(request: ApiRequest, payload: ChannelIn) -> Status[dict[str, 
     """A channel of a project (editors); a webhook's secret is returned once."""
     project = project_get(user=request.auth, project_id=payload.project)
     saved = services.channel_create(
-        project=project,
-        user=request.auth,
-        name=payload.name,
-        kind=payload.kind,
-        url=payload.url,
-        emails=payload.emails,
-        enabled=payload.enabled,
+        project=project, user=request.auth, **payload.model_dump(exclude={"project"})
     )
     return Status(201, _created(saved))
 

@@ -58,8 +58,8 @@ class ChannelCreatedOut(ChannelOut):
 
 class DeliveryOut(Schema):
     id: int
-    channel: int
-    run: int | None
+    channel: int = Field(alias="channel_id")
+    run: int | None = Field(alias="run_id")
     test: bool
     status: AlertDelivery.Status
     attempts: list[dict[str, Any]] = Field(
@@ -68,11 +68,3 @@ class DeliveryOut(Schema):
     payload: dict[str, Any]
     created_at: datetime
     finished_at: datetime | None
-
-    @staticmethod
-    def resolve_channel(obj: AlertDelivery) -> int:
-        return obj.channel_id
-
-    @staticmethod
-    def resolve_run(obj: AlertDelivery) -> int | None:
-        return obj.run_id

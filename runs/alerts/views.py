@@ -10,12 +10,13 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
-from runs.access import Action, can, require
+from runs.access import Action, can
 from runs.alerts import selectors, services
 from runs.alerts.forms import ChannelEditForm, ChannelForm
 from runs.models import AlertChannel
 from runs.projects.selectors import project_get
 from runs.web.forms import submitted
+from runs.web.pages import posted
 from runs.web.requests import AuthedRequest
 
 DETAIL = "runs/alerts/channel_detail.html"
@@ -24,9 +25,9 @@ DETAIL = "runs/alerts/channel_detail.html"
 @never_cache
 @require_http_methods(["GET", "POST"])
 def channel_list(request: AuthedRequest, project_id: int) -> HttpResponse:
-    project = project_get(user=request.user, project_id=project_id)
-    if request.method == "POST":
-        require(request.user, project, Action.EDIT)
+    project = project_get(
+        user=request.user, project_id=project_id, action=posted(request, Action.EDIT)
+    )
     form = ChannelForm(request.POST or None)
     saved = submitted(
         form,
@@ -76,9 +77,8 @@ def _detail(
 @never_cache
 @require_http_methods(["GET", "POST"])
 def channel_detail(request: AuthedRequest, channel_id: int) -> HttpResponse:
-    action = Action.EDIT if request.method == "POST" else Action.VIEW
     channel = selectors.channel_get(
-        user=request.user, channel_id=channel_id, action=action
+        user=request.user, channel_id=channel_id, action=posted(request, Action.EDIT)
     )
     form = ChannelEditForm(request.POST or None, channel=channel)
     saved = submitted(

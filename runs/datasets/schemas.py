@@ -83,7 +83,7 @@ class DatasetPreviewOut(Schema):
 
 class DatasetOut(Schema):
     id: int
-    project: int
+    project: int = Field(alias="project_id")
     name: str
     version: int
     description: str
@@ -99,10 +99,6 @@ class DatasetOut(Schema):
     fields: dict[str, int] = Field(
         description="each source field and how many records have a value for it"
     )
-
-    @staticmethod
-    def resolve_project(obj: Dataset) -> int:
-        return obj.project_id
 
     @staticmethod
     def resolve_fields(obj: Dataset) -> dict[str, int]:

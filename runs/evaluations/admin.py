@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from runs.models import Evaluation, EvaluationChange, Schedule, ScheduleTick
+from runs.web.admin import NoAddAdmin
 
 
 class ScheduleInline(admin.TabularInline):
@@ -36,7 +37,9 @@ class ChangeInline(admin.TabularInline):
 
 
 @admin.register(Evaluation)
-class EvaluationAdmin(admin.ModelAdmin):
+class EvaluationAdmin(NoAddAdmin):
+    """Made on the dashboard or through the API, checked there."""
+
     list_display = ["name", "project", "dataset", "dataset_policy", "baseline_policy"]
     list_filter = ["project", "dataset_policy", "baseline_policy"]
     search_fields = ["name", "description"]
@@ -47,12 +50,9 @@ class EvaluationAdmin(admin.ModelAdmin):
     ] + ["channels"]
     inlines = [ScheduleInline, ChangeInline]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # made on the dashboard or through the API, checked there
-
 
 @admin.register(ScheduleTick)
-class ScheduleTickAdmin(admin.ModelAdmin):
+class ScheduleTickAdmin(NoAddAdmin):
     """The log of the schedules' ticks: written by the scheduler, never here."""
 
     list_display = ["tick_at", "schedule", "outcome", "missed", "run"]
@@ -60,6 +60,3 @@ class ScheduleTickAdmin(admin.ModelAdmin):
     date_hierarchy = "tick_at"
     list_select_related = ["schedule", "run"]
     readonly_fields = [field.name for field in ScheduleTick._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

@@ -156,9 +156,7 @@ def trigger_evaluation(
         user=request.auth,
         trigger=Trigger.API,
         target=target,
-        target_kind=payload.target_kind,
-        target_config=payload.target_config,
-        name=payload.name,
+        **payload.model_dump(exclude={"target"}),
     )
     return Status(201, _trigger_answer(request, evaluation, run))
 

@@ -83,39 +83,23 @@ class ScheduleOut(Schema):
 
 class EvaluationOut(Schema):
     id: int
-    project: int
+    project: int = Field(alias="project_id")
     name: str
     description: str
-    dataset: int
+    dataset: int = Field(alias="dataset_id")
     dataset_policy: str
-    target: int | None
+    target: int | None = Field(alias="target_id")
     target_kind: str
     target_config: dict[str, Any]
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
     baseline_policy: str
-    baseline_run: int | None
+    baseline_run: int | None = Field(alias="baseline_run_id")
     pass_rate_floors: dict[str, float]
     channels: list[int]
     schedules: list[ScheduleOut]
     created_at: datetime
     updated_at: datetime
-
-    @staticmethod
-    def resolve_project(obj: Evaluation) -> int:
-        return obj.project_id
-
-    @staticmethod
-    def resolve_dataset(obj: Evaluation) -> int:
-        return obj.dataset_id
-
-    @staticmethod
-    def resolve_target(obj: Evaluation) -> int | None:
-        return obj.target_id
-
-    @staticmethod
-    def resolve_baseline_run(obj: Evaluation) -> int | None:
-        return obj.baseline_run_id
 
     @staticmethod
     def resolve_channels(obj: Evaluation) -> list[int]:

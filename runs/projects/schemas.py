@@ -38,14 +38,10 @@ class MemberPatch(BodyIn):
 
 
 class MemberOut(Schema):
-    user: int = Field(description="the user's id")
+    user: int = Field(alias="user_id", description="the user's id")
     username: str
     role: Membership.Role
     created_at: datetime
-
-    @staticmethod
-    def resolve_user(obj: Membership) -> int:
-        return obj.user_id
 
     @staticmethod
     def resolve_username(obj: Membership) -> str:

@@ -16,7 +16,7 @@ from django.db.models import (
     When,
 )
 
-from runs.access import ROLE_RANK, Action, allows, visible_projects
+from runs.access import ROLE_RANK, Action, allows, require, visible_projects
 from runs.models import ApiKey, Dataset, Membership, Project, Run, Target
 from runs.web.selectors import row_get
 
@@ -24,8 +24,15 @@ from runs.web.selectors import row_get
 AnyUser = User | AnonymousUser
 
 
-def project_get(*, user: AnyUser, project_id: int) -> Project:
-    return row_get(visible_projects(user), pk=project_id, noun="project")
+def project_get(
+    *, user: AnyUser, project_id: int, action: Action = Action.VIEW
+) -> Project:
+    """A project the user may see (and do ``action`` in): NotFound for an
+    outsider, Forbidden for a member below the role."""
+    project = row_get(visible_projects(user), pk=project_id, noun="project")
+    if action is not Action.VIEW:
+        require(user, project, action)
+    return project
 
 
 def project_list(*, user: AnyUser) -> QuerySet[Project]:

@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from runs.access import Action, can, require
+from runs.access import Action, can
 from runs.errors import Conflict, InvalidInput
 from runs.models import Membership
 from runs.projects import selectors, services
@@ -22,16 +22,17 @@ from runs.projects.forms import (
 from runs.projects.selectors import api_key_list, project_get, project_overview
 from runs.secrets import store
 from runs.web.forms import add_domain_error, submitted
+from runs.web.pages import posted
 from runs.web.requests import AuthedRequest
 
 
 @require_http_methods(["GET", "POST"])
 def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
-    project = project_get(user=request.user, project_id=project_id)
-    if request.method == "POST":
-        # The form is an admin's: anyone else is refused before it is read, as
-        # on the members' form, rather than shown its errors.
-        require(request.user, project, Action.MANAGE)
+    # The form is an admin's: anyone else is refused before it is read, as on
+    # the members' form, rather than shown its errors.
+    project = project_get(
+        user=request.user, project_id=project_id, action=posted(request, Action.MANAGE)
+    )
     form = SecretForm(request.POST or None)
     stored = submitted(
         form,

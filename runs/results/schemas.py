@@ -112,20 +112,20 @@ class RunOut(Schema):
     # (runs/records/reads.py run_records); a field read from another table would
     # need that key to read it too.
     id: int
-    project: int
+    project: int = Field(alias="project_id")
     name: str
     status: RunStatus
     cancel_requested: bool
     error: str
-    dataset: int
+    dataset: int = Field(alias="dataset_id")
     dataset_hash: str
-    target: int | None
+    target: int | None = Field(alias="target_id")
     target_kind: str
     target_name: str
     target_config: dict[str, Any]
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
-    parent: int | None
+    parent: int | None = Field(alias="parent_id")
     item_limit: int | None = Field(
         description="the run's items are only its dataset's first item_limit "
         "(a cost sample's); null: all of them"
@@ -155,22 +155,6 @@ class RunOut(Schema):
     retry_replaced_answers: int = Field(
         description="of retry_replaced, the results that had an answer"
     )
-
-    @staticmethod
-    def resolve_project(obj: Run) -> int:
-        return obj.project_id
-
-    @staticmethod
-    def resolve_dataset(obj: Run) -> int:
-        return obj.dataset_id
-
-    @staticmethod
-    def resolve_target(obj: Run) -> int | None:
-        return obj.target_id
-
-    @staticmethod
-    def resolve_parent(obj: Run) -> int | None:
-        return obj.parent_id
 
     @staticmethod
     def resolve_counts(obj: Run) -> Run:

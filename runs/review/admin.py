@@ -15,11 +15,11 @@ from django.http import HttpRequest
 
 from runs.models import ReviewAdjudication, ReviewLabel, ReviewLabelChange, ReviewQueue
 from runs.review.scores import scorer_detach
-from runs.web.admin import ReadOnlyInline
+from runs.web.admin import NoAddAdmin, ReadOnlyInline
 
 
 @admin.register(ReviewQueue)
-class ReviewQueueAdmin(admin.ModelAdmin):
+class ReviewQueueAdmin(NoAddAdmin):
     list_display = ["name", "project", "source", "run", "raters", "blind", "created_at"]
     list_filter = ["source", "blind", "open_pool", "project"]
     search_fields = ["name", "description"]
@@ -37,9 +37,6 @@ class ReviewQueueAdmin(admin.ModelAdmin):
         "created_by",
         "created_at",
     ]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
     def delete_model(self, request: HttpRequest, obj: ReviewQueue) -> None:
         with transaction.atomic():
@@ -61,7 +58,7 @@ class ReviewLabelChangeInline(ReadOnlyInline):
 
 
 @admin.register(ReviewLabel)
-class ReviewLabelAdmin(admin.ModelAdmin):
+class ReviewLabelAdmin(NoAddAdmin):
     list_display = ["queue", "review_item", "reviewer", "value", "submitted_at"]
     list_filter = ["queue"]
     search_fields = ["reviewer__username", "queue__name", "note"]
@@ -69,12 +66,9 @@ class ReviewLabelAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in ReviewLabel._meta.fields]
     inlines = [ReviewLabelChangeInline]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
 
 @admin.register(ReviewAdjudication)
-class ReviewAdjudicationAdmin(admin.ModelAdmin):
+class ReviewAdjudicationAdmin(NoAddAdmin):
     list_display = ["review_item", "user", "value", "changed_at"]
     search_fields = ["user__username", "note"]
     list_select_related = ["review_item", "user"]
@@ -89,6 +83,3 @@ class ReviewAdjudicationAdmin(admin.ModelAdmin):
         "criteria",
         "note",
     ]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False

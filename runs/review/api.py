@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from ninja import Field, Router, Status
 
-from runs.access import Action, require
+from runs.access import Action
 from runs.datasets.schemas import DatasetOut
 from runs.models import ReviewLabel
 from runs.results.selectors import run_get
@@ -148,8 +148,9 @@ def label_matrix(
 ) -> Any:
     """Every rater's labels, items by raters (null where missing), for
     agreement; editors only, since it shows who labelled what."""
-    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
-    require(request.auth, queue.project, Action.EDIT)
+    queue = selectors.queue_get(
+        user=request.auth, queue_id=queue_id, action=Action.EDIT
+    )
     return selectors.queue_label_matrix(queue=queue, criterion=criterion)
 
 
@@ -165,8 +166,9 @@ def queue_agreement_get(
     Krippendorff's alpha at the rubric's level, with bootstrap intervals),
     per criterion, and the first ``disputed`` disputed items; editors only,
     as the matrix."""
-    queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
-    require(request.auth, queue.project, Action.EDIT)
+    queue = selectors.queue_get(
+        user=request.auth, queue_id=queue_id, action=Action.EDIT
+    )
     return queue_agreement(queue=queue, disputed_limit=disputed)
 
 
@@ -182,12 +184,7 @@ def adjudicate_item(
     queue = selectors.queue_get(user=request.auth, queue_id=queue_id)
     item = adjudication.review_item_get(queue=queue, review_item_id=item_id)
     row = adjudication.item_adjudicate(
-        user=request.auth,
-        queue=queue,
-        review_item=item,
-        value=payload.value,
-        criteria=payload.criteria,
-        note=payload.note,
+        user=request.auth, queue=queue, review_item=item, **payload.model_dump()
     )
     return Status(201, row)
 

@@ -10,6 +10,7 @@ from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import Q, QuerySet, TextField
 from django.db.models.functions import Cast
 
+from runs.access import Action, require
 from runs.errors import NotFound
 from runs.models import HUMAN_SCORER_PREFIX, ReviewItem, ReviewLabel, ReviewQueue, Score
 from runs.review.services import require_reviewer
@@ -27,8 +28,14 @@ def queue_list(
     )
 
 
-def queue_get(*, user: AnyUser, queue_id: int) -> ReviewQueue:
-    return row_get(queue_list(user=user), pk=queue_id, noun="review queue")
+def queue_get(
+    *, user: AnyUser, queue_id: int, action: Action = Action.VIEW
+) -> ReviewQueue:
+    """A queue the user may see (and do ``action`` with in its project)."""
+    queue = row_get(queue_list(user=user), pk=queue_id, noun="review queue")
+    if action is not Action.VIEW:
+        require(user, queue.project, action)
+    return queue
 
 
 def label_get(*, user: AnyUser, queue: ReviewQueue, label_id: int) -> ReviewLabel:

@@ -87,8 +87,9 @@ def adjudication_choices(queue: ReviewQueue) -> list[tuple[str, str]]:
 def review_agreement(request: AuthedRequest, queue_id: int) -> HttpResponse:
     """The raters' agreement and the disputed items; editors only, since it
     shows who labelled what."""
-    queue = selectors.queue_get(user=request.user, queue_id=queue_id)
-    require(request.user, queue.project, Action.EDIT)
+    queue = selectors.queue_get(
+        user=request.user, queue_id=queue_id, action=Action.EDIT
+    )
     context = {
         "queue": queue,
         "sections": queue_agreement(queue=queue),
@@ -111,8 +112,9 @@ def review_adjudicate(
     request: AuthedRequest, queue_id: int, item_id: int
 ) -> HttpResponse:
     """Settle a disputed item (or withdraw its settling) from the agreement page."""
-    queue = selectors.queue_get(user=request.user, queue_id=queue_id)
-    require(request.user, queue.project, Action.EDIT)
+    queue = selectors.queue_get(
+        user=request.user, queue_id=queue_id, action=Action.EDIT
+    )
     item = adjudication.review_item_get(queue=queue, review_item_id=item_id)
     try:
         if request.POST.get("withdraw"):
@@ -142,8 +144,9 @@ def review_adjudicate(
 @require_POST
 def review_save_dataset(request: AuthedRequest, queue_id: int) -> HttpResponse:
     """Save the queue's labelled items as a dataset for the scorer target."""
-    queue = selectors.queue_get(user=request.user, queue_id=queue_id)
-    require(request.user, queue.project, Action.EDIT)
+    queue = selectors.queue_get(
+        user=request.user, queue_id=queue_id, action=Action.EDIT
+    )
     try:
         dataset = queue_dataset_create(
             user=request.user, queue=queue, name=request.POST.get("name", "")

@@ -8,7 +8,6 @@ from typing import Annotated, Any
 from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.catalogue.schemas import kinds_schema
-from runs.models import Target
 from runs.targets.services import TARGET_TRY_DEFAULT_INPUT, TARGET_TRY_MAX_CHARS
 from runs.web.schemas import BodyIn, DbId, QueryText
 
@@ -31,15 +30,11 @@ class TargetIn(BodyIn):
 
 class TargetOut(Schema):
     id: int
-    project: int
+    project: int = Field(alias="project_id")
     name: str
     kind: str
     config: dict[str, Any]
     created_at: datetime
-
-    @staticmethod
-    def resolve_project(obj: Target) -> int:
-        return obj.project_id
 
 
 class TargetFilter(FilterSchema):

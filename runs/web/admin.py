@@ -16,3 +16,18 @@ class ReadOnlyInline(admin.TabularInline):
 
     def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False
+
+
+class NoAddAdmin(admin.ModelAdmin):
+    """Rows the dashboard, the API or a command makes, with the checks and
+    records that go with them: the admin never adds one."""
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+class ReadOnlyAdmin(NoAddAdmin):
+    """Rows to read: neither added nor changed here."""
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.utils.log import log_response
 from django.views.defaults import permission_denied
 
+from runs.access import Action
 from runs.errors import Forbidden, NotFound
 from runs.web.schemas import MAX_DB_INT
 
@@ -26,6 +27,16 @@ class Pageable(Protocol):
     def __len__(self) -> int: ...
 
     def __getitem__(self, index: slice, /) -> Any: ...
+
+
+def posted(request: HttpRequest, action: Action) -> Action:
+    """What a page's request asks to do: ``action`` on a POST, else to view.
+
+    A page that shows a form to every member and takes it from some is looked
+    up with this action, so that a member below the role is refused before
+    the form is read rather than shown its errors.
+    """
+    return action if request.method == "POST" else Action.VIEW
 
 
 def log_refusal(request: HttpRequest, response: HttpResponse, exc: Exception) -> None:
