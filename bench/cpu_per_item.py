@@ -74,7 +74,7 @@ def fake_server(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 180  # a loaded machine starts it slowly
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()

@@ -46,7 +46,10 @@ LOOP_PARTS = [
     ("socket send (the kernel's loopback)", r"_SelectorSocketTransport\.write"),
     ("socket receive", r"_read_ready"),
     ("aiohttp: the request (session, connector, writer)", r"aiohttp/"),
-    ("target: HTTP client", r"runs/targets/http_client"),
+    (
+        "HTTP client: ours (keep-alive pool, llhttp parser, request head)",
+        r"runs/calls/(keepalive|http_client)|httptools",
+    ),
     (
         "executor: item runner, records, limits",
         r"runs/executor/|runs/calls/|timezone\.py",

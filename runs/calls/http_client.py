@@ -9,17 +9,24 @@ replaced where an item's outcome is recorded (``runs.secrets.redaction``).
 
 from __future__ import annotations
 
+import asyncio
 import json
-import os
-import socket
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
 import httpx
-import yarl
 
-from runs.calls.netpolicy import current_policy, policy_session, refusal_in
+from runs.calls.keepalive import (
+    DEFAULT_PORTS,
+    WITH_BODY,
+    CallError,
+    Pool,
+    connect_failure,
+    header_lines,
+    host_line,
+)
+from runs.calls.netpolicy import PolicyRefused, current_policy
 from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
 from runs.plugins.targets import TargetError, TargetOutput
@@ -59,11 +66,7 @@ def network_error_message(exc: aiohttp.ClientError) -> str:
     if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
         exc, aiohttp.ClientSSLError
     ):
-        error = exc.os_error
-        reason = os.strerror(error.errno) if error.errno else ""
-        if isinstance(error, socket.gaierror) or not reason:
-            reason = error.strerror or str(error) or type(error).__name__
-        return f"cannot connect to {exc.host}:{exc.port} ({reason.lower()})"
+        return connect_failure(exc.host, exc.port, exc.os_error)
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -194,48 +197,56 @@ def malformed(
 
 
 class PolicyClient:
-    """Sends requests straight to aiohttp's pool; answers read whole (``Answer``).
+    """Sends requests on kept-alive connections (``keepalive.Pool``); answers
+    read whole (``Answer``).
 
     httpx's own connection pool spends milliseconds per request at high
-    concurrency, and its client adds auth, redirect and cookie handling that
-    a call to a model or agent endpoint never needs; building an
-    ``httpx.Request`` for a transport costs as much again. So the body is
-    encoded once, as httpx encodes JSON, and sent by aiohttp; the raw answer
-    is a ``PlainAnswer`` when it needs no decoding but UTF-8's, else (still
+    concurrency, and aiohttp's client builds a request, a response, a parser
+    and a stream reader per call: the pool sends one prepared request head
+    and the body in one write and reads the answer with llhttp's parser. The
+    body is encoded once, as httpx encodes JSON; the raw answer is a
+    ``PlainAnswer`` when it needs no decoding but UTF-8's, else (still
     compressed, if it was) an ``httpx.Response``, which decodes it. The
-    executor bounds the calls in flight; the connector lets through only the
+    executor bounds the calls in flight; the pool connects only to the
     addresses the network policy permits, and redirects are never followed.
     """
 
     def __init__(self) -> None:
         self.policy = current_policy()
-        self.session: aiohttp.ClientSession | None = None
-        # Made once: aiohttp would build them for every request.
-        self.timeout = aiohttp.ClientTimeout(
-            sock_connect=BACKSTOP_TIMEOUT["connect"],
-            sock_read=BACKSTOP_TIMEOUT["read"],
-            connect=BACKSTOP_TIMEOUT["pool"],
-        )
-        self.plain_headers: dict[int, tuple[httpx.Headers, dict[str, str]]] = {}
-        self.urls: dict[int, tuple[httpx.URL, yarl.URL]] = {}
+        self.pool: Pool | None = None
+        # Converted once: a target sends the same URL and headers every time.
+        self.plain_headers: dict[int, tuple[httpx.Headers, bytes, bool]] = {}
+        self.urls: dict[int, tuple[httpx.URL, tuple[str, str, int], bytes]] = {}
 
-    def headers_for(self, headers: httpx.Headers) -> dict[str, str]:
-        # A target sends the same headers every time: converted once. Not
-        # every target: one that sends trace headers makes them per item, so
-        # the cache holds a few, not one per request of the run.
+    def headers_for(self, headers: httpx.Headers) -> tuple[bytes, bool]:
+        """The headers as request lines, and whether they name a content type.
+
+        Not every target sends the same headers: one that sends trace headers
+        makes them per item, so the cache holds a few, not one per request.
+        """
         cached = self.plain_headers.get(id(headers))
         if cached is None or cached[0] is not headers:
-            cached = (headers, dict(headers.multi_items()))
+            lines = header_lines(headers.raw)
+            cached = (headers, lines, "content-type" in headers)
             remember(self.plain_headers, id(headers), cached)
-        return cached[1]
+        return cached[1], cached[2]
 
-    def url_for(self, url: httpx.URL) -> yarl.URL:
-        # Parsed once (aiohttp would parse the text for every request).
+    def url_for(self, url: httpx.URL) -> tuple[tuple[str, str, int], bytes]:
+        """Where to connect (scheme, host, port) and the Host line, parsed once."""
         cached = self.urls.get(id(url))
         if cached is None or cached[0] is not url:
-            cached = (url, yarl.URL(str(url)))
+            if url.scheme not in ("http", "https") or not url.raw_host:
+                raise TargetError(
+                    f"cannot send to {url}: not an http:// or https:// URL",
+                    kind=ErrorKind.PERMANENT,
+                    error_type="InvalidURL",
+                )
+            raw_host = url.raw_host
+            port = url.port or DEFAULT_PORTS[url.scheme]
+            key = (url.scheme, raw_host.decode("ascii"), port)
+            cached = (url, key, host_line(url.scheme, raw_host, url.port))
             remember(self.urls, id(url), cached)
-        return cached[1]
+        return cached[1], cached[2]
 
     async def send(
         self,
@@ -246,39 +257,45 @@ class PolicyClient:
         body: Any = None,
     ) -> Answer:
         """The response, read whole; TargetError for a refusal or a network error."""
+        key, host = self.url_for(url)
+        lines, typed = self.headers_for(headers)
         data = None
-        plain = self.headers_for(headers)
         if body is not None:
             # What httpx sends for json=body (a NaN is a ValueError, as there).
             data = BODY_ENCODER.encode(body).encode()
-            if "content-type" not in headers:
-                plain = {**plain, "Content-Type": "application/json"}
-        if self.session is None:
-            # In the running loop, on first use, as aiohttp requires.
-            self.session = policy_session(self.policy)
+            if not typed:
+                lines += b"Content-Type: application/json\r\n"
+        elif method in WITH_BODY:
+            data = b""
+        head = b"%s %s HTTP/1.1\r\n%s%s" % (
+            method.encode("ascii"),
+            url.raw_path or b"/",
+            host,
+            lines,
+        )
+        pool = self.pool
+        if pool is None or pool.closed or pool.loop is not asyncio.get_running_loop():
+            # In the running loop, on first use (a client used again from
+            # another loop, or after it was closed, starts afresh).
+            pool = self.pool = Pool(
+                self.policy,
+                connect_timeout=BACKSTOP_TIMEOUT["connect"],
+                read_timeout=BACKSTOP_TIMEOUT["read"],
+                setup_timeout=BACKSTOP_TIMEOUT["pool"],
+            )
         try:
-            async with self.session.request(
-                method,
-                self.url_for(url),
-                headers=plain,
-                data=data,
-                allow_redirects=False,
-                auto_decompress=False,
-                compress=False,
-                timeout=self.timeout,
-            ) as answer:
-                content = await answer.read()
-                status, raw_headers = answer.status, answer.raw_headers
-        except aiohttp.ClientError as exc:
-            refusal = refusal_in(exc)
-            if refusal is not None:
-                raise TargetError(
-                    str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
-                ) from None
+            status, raw_headers, content = await pool.request(key, head, data)
+        except PolicyRefused as refusal:
             raise TargetError(
-                network_error_message(exc),
-                kind=ErrorKind.TRANSIENT,
-                error_type=type(exc).__name__,
+                str(refusal), kind=ErrorKind.PERMANENT, error_type="NetworkPolicy"
+            ) from None
+        except CallError as exc:
+            raise TargetError(
+                exc.message,
+                kind=ErrorKind.PERMANENT
+                if exc.error_type == "AnswerTooLarge"
+                else ErrorKind.TRANSIENT,
+                error_type=exc.error_type,
             ) from exc
         if PlainAnswer.fits(raw_headers):
             return PlainAnswer(status, raw_headers, content)
@@ -290,5 +307,5 @@ class PolicyClient:
         return response
 
     async def aclose(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        if self.pool is not None:
+            await self.pool.aclose()

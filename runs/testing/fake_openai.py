@@ -36,27 +36,15 @@ from runs.scripted.agent import (
 from runs.testing.fake_embeddings import embeddings_answer
 from runs.testing.fake_faults import PROMPT_MARKERS, FaultMix, marked_fault
 from runs.testing.fake_judge import GRADING, format_refusal, judge_content
+from runs.testing.fake_wire import REASONS, WIRE_MARKERS, Closing, wired
 from runs.testing.key_forms import FORMS, echoed
 
 # JSON asked for: {"answer": ...}, or to grade, an object matching the schema.
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 # The response_format types a server takes unless told otherwise.
 ALL_FORMATS = frozenset({"text", *JSON_FORMATS})
-
-_REASONS = {
-    200: "OK",
-    400: "Bad Request",
-    401: "Unauthorized",
-    404: "Not Found",
-    408: "Request Timeout",
-    422: "Unprocessable Entity",
-    425: "Too Early",
-    429: "Too Many Requests",
-    500: "Internal Server Error",
-    502: "Bad Gateway",
-    503: "Service Unavailable",
-    504: "Gateway Timeout",
-}
+# The markers that change how an answer is sent (fake_wire.py).
+WIRES = frozenset(m.strip("[]").split(":")[0] for m in WIRE_MARKERS)
 
 
 @dataclass
@@ -71,6 +59,7 @@ class Stats:
     last_request: dict[str, Any] | None = None  # the body, as JSON
     # When each request arrived (time.monotonic()), to measure a rate.
     arrivals: list[float] = field(default_factory=list)
+    connections: int = 0  # accepted: a client that keeps them alive opens few
 
 
 class FakeOpenAIServer:
@@ -172,6 +161,7 @@ class FakeOpenAIServer:
     async def handle(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        self.stats.connections += 1
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -192,6 +182,8 @@ class FakeOpenAIServer:
                     return
                 writer.write(response)
                 await writer.drain()
+                if isinstance(response, Closing):
+                    return
                 if headers.get("connection", "").lower() == "close":
                     return
         except (
@@ -237,7 +229,9 @@ class FakeOpenAIServer:
         self.stats.in_flight += 1
         self.stats.max_in_flight = max(self.stats.max_in_flight, self.stats.in_flight)
         try:
-            return await self.answer(request, prompt, reader, key)
+            answer = await self.answer(request, prompt, reader, key)
+            wire = {m[1]: m[2] for m in MARKER.finditer(prompt) if m[1] in WIRES}
+            return wired(answer, wire) if wire and answer is not None else answer
         finally:
             self.stats.in_flight -= 1
 
@@ -423,7 +417,7 @@ class FakeOpenAIServer:
     ) -> bytes:
         self.stats.statuses[status] += 1
         lines = [
-            f"HTTP/1.1 {status} {_REASONS.get(status, 'Status')}",
+            f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
             f"Content-Type: {content_type}",
             f"Content-Length: {len(body)}",
             *(f"{k}: {v}" for k, v in (headers or {}).items()),
@@ -441,7 +435,11 @@ def build_parser() -> argparse.ArgumentParser:
             initial_indent=f"  {marker:<18}",
             subsequent_indent=" " * 20,
         )
-        for marker, meaning in {**PROMPT_MARKERS, **AGENT_MARKERS}.items()
+        for marker, meaning in {
+            **PROMPT_MARKERS,
+            **AGENT_MARKERS,
+            **WIRE_MARKERS,
+        }.items()
     )
     description = textwrap.fill(
         "A local stand-in for an OpenAI-compatible model endpoint. It serves "

@@ -406,5 +406,5 @@ def test_a_pass_closes_its_judges_http_session(make_run, fake_openai, monkeypatc
 
     assert (scoring.status, scoring.scored) == ("completed", 6)
     (kept,) = KeptJudge.built
-    session = kept.client.client.session
-    assert session is not None and session.closed
+    pool = kept.client.client.pool
+    assert pool is not None and pool.closed
