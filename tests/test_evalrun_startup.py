@@ -77,3 +77,29 @@ def test_status_offers_the_retry_statuses_without_importing_them_early():
     status = next(a for a in parser._actions if a.dest == "status")
     assert list(status.choices) == list(RETRY_STATUSES)
     assert "skipped" in status.choices and "done" not in status.choices
+
+
+def test_a_deferred_kind_is_imported_when_looked_up_not_when_listed(
+    tmp_path, monkeypatch
+):
+    from runs.plugins.registry import Registry
+
+    (tmp_path / "deferred_plugin.py").write_text(
+        "from tests.test_evalrun_startup import REGISTRY\n"
+        "@REGISTRY.register\n"
+        "class Late:\n"
+        "    kind = 'late'\n"
+        "    label = example = clean = secrets = Params = None\n"
+        "    def score(self): ...\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = Registry("thing", object, "score")  # the module registers with it
+    monkeypatch.setattr(sys.modules[__name__], "REGISTRY", registry, raising=False)
+    registry.defer("late", "deferred_plugin")
+    monkeypatch.delitem(sys.modules, "deferred_plugin", raising=False)
+
+    assert registry.kinds() == ["late"]
+    assert "deferred_plugin" not in sys.modules
+    assert registry["late"].kind == "late"
+    assert "deferred_plugin" in sys.modules and registry.deferred == {}
+    assert dict(registry) == {"late": registry["late"]}
