@@ -74,15 +74,15 @@ class Registry[T: type](dict[str, T]):
         self.load()
         return dict.__len__(self)
 
-    def keys(self) -> KeysView[str]:
+    def keys(self) -> KeysView[str]:  # type: ignore[override]  # dict's view, a private class in typeshed
         self.load()
         return dict.keys(self)
 
-    def values(self) -> ValuesView[T]:
+    def values(self) -> ValuesView[T]:  # type: ignore[override]  # dict's view, a private class in typeshed
         self.load()
         return dict.values(self)
 
-    def items(self) -> ItemsView[str, T]:
+    def items(self) -> ItemsView[str, T]:  # type: ignore[override]  # dict's view, a private class in typeshed
         self.load()
         return dict.items(self)
 
