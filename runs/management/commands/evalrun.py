@@ -50,7 +50,7 @@ import signal
 import sys
 import time
 from argparse import SUPPRESS, ArgumentParser
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -91,8 +91,6 @@ from runs.models import (
     RunStatus,
 )
 from runs.results.services import run_cancel, run_create, run_launch
-from runs.retry.resume import run_resume
-from runs.retry.services import RETRY_STATUSES, run_retry
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
 from runs.targets import REGISTRY as TARGETS
@@ -101,10 +99,25 @@ if TYPE_CHECKING:
     from runs.management.gate import Gate
 
 # The gate itself (runs.management.gate, with the comparison behind it) is
-# imported where a run is compared (--baseline), not by every start.
+# imported where a run is compared (--baseline), not by every start; so are
+# the retry's and the resumption's services (--retry, --resume), which bring
+# the results' selectors and the clusters with them.
 
 CLAIM_POLL_SECONDS = 0.5
 FOLLOW_POLL_SECONDS = 0.25
+
+
+class RetryStatuses:
+    """The choices of ``--status``, the retry's own, read from its services
+    when a ``--status`` is given or the help is shown."""
+
+    def __iter__(self) -> Iterator[str]:
+        from runs.retry.services import RETRY_STATUSES
+
+        return iter(RETRY_STATUSES)
+
+    def __contains__(self, value: object) -> bool:
+        return value in list(self)
 
 
 class Command(BaseCommand):
@@ -148,8 +161,10 @@ class Command(BaseCommand):
             "--status",
             action="append",
             default=[],
-            choices=RETRY_STATUSES,
-            help="with --retry (repeatable; default: failed and timed_out)",
+            choices=RetryStatuses(),
+            metavar="STATUS",  # a metavar of the choices would read them now
+            help="with --retry: %(choices)s (repeatable; default: failed and "
+            "timed_out)",
         )
         parser.add_argument(
             "--rescore",
@@ -203,7 +218,7 @@ class Command(BaseCommand):
             type=scorer_spec,
             default=[],
             metavar="[NAME=]KIND[:JSON] | {JSON}",
-            help=f"a scorer (repeatable): {', '.join(sorted(SCORERS))}, with its "
+            help=f"a scorer (repeatable): {', '.join(SCORERS.kinds())}, with its "
             "parameters as a JSON object after a colon; or the whole scorer as "
             'a JSON object, as the API takes it: {"kind": ..., "name": ..., '
             '"params": {...}, "when": {"scorer": NAME, "passed": false}}, '
@@ -387,10 +402,14 @@ class Command(BaseCommand):
             return run
         # An ended run resumes its items without a result (a cost budget
         # reached leaves them); a new budget may come with it.
+        from runs.retry.resume import run_resume
+
         user = acting_user(opts["user"]) if opts["user"] else None
         return run_resume(run=run, user=user, options=options, launch=False)
 
     def retried(self, opts: dict[str, Any]) -> Run:
+        from runs.retry.services import run_retry
+
         run = Run.objects.select_related("project").filter(pk=opts["retry"]).first()
         if run is None:
             raise BadInput(f"no run {opts['retry']}")
