@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from runs.errors import ConfigError
-from runs.scorers import clean_scorer_specs
+from runs.scorers import ScoreOutcome, clean_scorer_specs
 from tests.scorers.scoring import HUGE, score
+
+
+async def math(output: Any, expected: Any = None, **params: Any) -> ScoreOutcome:
+    """The math scorer's outcome, with the longest step limit unless a test
+    sets its own: the default (5 s) bounds an expression's work, and on a busy
+    machine a worker's first parse can take longer than that by itself."""
+    params.setdefault("timeout_seconds", 60)
+    return await score("math", output, expected, **params)
 
 
 @pytest.mark.parametrize(
@@ -26,13 +36,13 @@ from tests.scorers.scoring import HUGE, score
     ],
 )
 async def test_equivalent_answers_agree(output: str, expected: str) -> None:
-    outcome = await score("math", output, expected)
+    outcome = await math(output, expected)
 
     assert (outcome.value, outcome.passed) == (1.0, True), outcome.reason
 
 
 async def test_the_reason_shows_both_extracted_values() -> None:
-    outcome = await score("math", "Thus $\\boxed{\\frac12}$.", "0.5")
+    outcome = await math("Thus $\\boxed{\\frac12}$.", "0.5")
 
     assert outcome.reason.startswith(
         "answer `1/2 (from \\frac{1}{2})` equals expected "
@@ -40,7 +50,7 @@ async def test_the_reason_shows_both_extracted_values() -> None:
 
 
 async def test_a_different_answer_fails_naming_both() -> None:
-    outcome = await score("math", "so the answer is \\boxed{4}", "3")
+    outcome = await math("so the answer is \\boxed{4}", "3")
 
     assert (outcome.value, outcome.passed) == (0.0, False)
     assert outcome.reason == "answer `4` does not equal expected `3`"
@@ -52,55 +62,53 @@ async def test_the_last_boxed_answer_counts() -> None:
         "by step, shows a slip in the second line, so the answer is \\boxed{3}."
     )
 
-    outcome = await score("math", reply, "3")
+    outcome = await math(reply, "3")
 
     assert outcome.passed is True
 
 
 async def test_any_of_several_expected_answers() -> None:
-    assert (await score("math", "$\\boxed{-2}$", ["2", "-2"])).passed is True
+    assert (await math("$\\boxed{-2}$", ["2", "-2"])).passed is True
 
 
 @pytest.mark.parametrize("output", ["", None, "   ", "I cannot solve this.", "∞∞∞ 🙂"])
 async def test_an_output_without_an_answer_fails_saying_so(output: str | None) -> None:
-    outcome = await score("math", output, "3")
+    outcome = await math(output, "3")
 
     assert outcome.passed is False
     assert outcome.reason.startswith("no answer found in the output; expected `3`")
 
 
 async def test_float_rounding_is_the_numeric_tolerance() -> None:
-    assert (await score("math", "0.33", "1/3")).passed is False
-    assert (await score("math", "0.33", "1/3", float_rounding=2)).passed is True
+    assert (await math("0.33", "1/3")).passed is False
+    assert (await math("0.33", "1/3", float_rounding=2)).passed is True
 
 
 async def test_a_huge_output_is_read_from_its_end() -> None:
-    outcome = await score("math", "blah " * (HUGE // 5) + "so \\boxed{7}", "7")
+    outcome = await math("blah " * (HUGE // 5) + "so \\boxed{7}", "7")
 
     assert outcome.passed is True
     assert "(read from the last 20,000 characters of the output)" in outcome.reason
 
 
 async def test_a_hostile_expression_is_stopped_and_fails() -> None:
-    outcome = await score(
-        "math", "$\\boxed{10^{10^{10^{10}}}}$", "2", timeout_seconds=1
-    )
+    outcome = await math("$\\boxed{10^{10^{10^{10}}}}$", "2", timeout_seconds=1)
 
     assert outcome.passed is False
     assert "took over" in outcome.reason
 
 
 async def test_the_worker_pool_survives_a_stopped_check() -> None:
-    await score("math", "$\\boxed{10^{10^{10^{10}}}}$", "2", timeout_seconds=1)
+    await math("$\\boxed{10^{10^{10^{10}}}}$", "2", timeout_seconds=1)
 
-    assert (await score("math", "\\boxed{5}", "5")).passed is True
+    assert (await math("\\boxed{5}", "5")).passed is True
 
 
 async def test_missing_or_unreadable_expected_answer_is_a_scorer_error() -> None:
     with pytest.raises(ValueError, match="no expected answer"):
-        await score("math", "3", None)
+        await math("3", None)
     with pytest.raises(ValueError, match="the expected answer is empty"):
-        await score("math", "3", "  ")
+        await math("3", "  ")
 
 
 def test_timeout_is_bounded() -> None:
@@ -115,8 +123,8 @@ async def test_stopping_the_pool_leaves_no_worker_and_it_starts_again() -> None:
 
     from runs.pools.processes import stop_scorer_processes
 
-    await score("math", "\\boxed{1}", "1")
+    await math("\\boxed{1}", "1")
     stop_scorer_processes()
 
     assert not multiprocessing.active_children()
-    assert (await score("math", "\\boxed{2}", "2")).passed is True
+    assert (await math("\\boxed{2}", "2")).passed is True
