@@ -35,7 +35,7 @@ _owner: contextvars.ContextVar[str] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def _set_for_context[T](var: contextvars.ContextVar[T], value: T) -> Iterator[None]:
+def set_for_context[T](var: contextvars.ContextVar[T], value: T) -> Iterator[None]:
     """``var`` is ``value`` in this context and its tasks, until the block ends."""
     token = var.set(value)
     try:
@@ -46,7 +46,7 @@ def _set_for_context[T](var: contextvars.ContextVar[T], value: T) -> Iterator[No
 
 def scoring_for(owner: str) -> contextlib.AbstractContextManager[None]:
     """Count the scorer work of this context and its tasks against ``owner``."""
-    return _set_for_context(_owner, owner)
+    return set_for_context(_owner, owner)
 
 
 def owner(project_id: int | None) -> str:
@@ -81,7 +81,7 @@ _progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 
 def tracking(progress: Progress) -> contextlib.AbstractContextManager[None]:
     """Let ``note_waiting`` write to ``progress`` within the block."""
-    return _set_for_context(_progress, progress)
+    return set_for_context(_progress, progress)
 
 
 def note_waiting(waiting: str) -> None:
