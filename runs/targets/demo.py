@@ -57,6 +57,13 @@ LatencyMs = Annotated[float, Field(ge=0, le=60_000)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
+def check_latency(low: float, high: float) -> None:
+    """A simulated latency's range (``min_latency_ms``, ``max_latency_ms``)
+    is in order, or FieldError."""
+    if low > high:
+        raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
+
+
 class DemoParams(Params):
     min_latency_ms: LatencyMs = Field(
         50, title="Minimum latency (ms)", description="Shortest simulated answer time."
@@ -73,8 +80,7 @@ class DemoParams(Params):
 
     @model_validator(mode="after")
     def _latency_in_order(self) -> DemoParams:
-        if self.min_latency_ms > self.max_latency_ms:
-            raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
+        check_latency(self.min_latency_ms, self.max_latency_ms)
         return self
 
 
