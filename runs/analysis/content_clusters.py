@@ -245,15 +245,15 @@ def content_clustering(run: Run) -> dict[str, Any]:
         # Clusters that fell back to TF-IDF are not kept past the cache: the
         # endpoint may answer next time.
         if run.is_final and data["vectoriser"] == vectoriser:
-            _store(run, version, data, seconds=time.perf_counter() - began)
+            store_for_run(
+                RunContentClusters,
+                run,
+                version=version,
+                data=data,
+                compute_seconds=time.perf_counter() - began,
+            )
     cache.set(key, data, CACHE_SECONDS)
     return data
-
-
-def _store(run: Run, version: str, data: dict[str, Any], *, seconds: float) -> None:
-    store_for_run(
-        RunContentClusters, run, version=version, data=data, compute_seconds=seconds
-    )
 
 
 def content_members(*, run: Run, key: str) -> list[int]:

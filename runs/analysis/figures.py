@@ -101,21 +101,15 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
         began = time.perf_counter()
         summary = run_summary_cached(run=run)
         figures = summary, run_charts_cached(run=run, summary=summary)
-        _store(run, *figures, seconds=time.perf_counter() - began)
+        store_for_run(
+            RunFigures,
+            run,
+            version=_version(run),
+            data=_encode(*figures),
+            compute_seconds=time.perf_counter() - began,
+        )
     cache.set(key, figures, FINAL_CACHE_SECONDS)
     return figures
-
-
-def _store(
-    run: Run, summary: RunSummary, charts: dict[str, Any], *, seconds: float
-) -> None:
-    store_for_run(
-        RunFigures,
-        run,
-        version=_version(run),
-        data=_encode(summary, charts),
-        compute_seconds=seconds,
-    )
 
 
 def run_figures_store(run_id: int) -> None:

@@ -385,17 +385,13 @@ def run_result_table(*, run: Run) -> ResultTable | None:
         table = decode(data, run.scorer_names) if data is not None else None
         if table is None:
             data = _encode(compute(run))
-            _store(run, data)
+            store_for_run(
+                RunResultTable,
+                run,
+                version=_version(run),
+                scorers=run.scorer_names,
+                data=data,
+            )
             table = decode(data, run.scorer_names)
     _KEPT[run] = (version, table)
     return table
-
-
-def _store(run: Run, data: bytes) -> None:
-    store_for_run(
-        RunResultTable,
-        run,
-        version=_version(run),
-        scorers=run.scorer_names,
-        data=data,
-    )

@@ -167,11 +167,6 @@ def run_verdicts(*, run: Run) -> Verdicts | None:
         if verdicts is not None and list(verdicts.scorers) == run.scorer_names:
             return verdicts
     verdicts = compute(run)
-    _store(run, verdicts)
-    return verdicts
-
-
-def _store(run: Run, verdicts: Verdicts) -> None:
     store_for_run(
         RunVerdicts,
         run,
@@ -179,6 +174,7 @@ def _store(run: Run, verdicts: Verdicts) -> None:
         scorers=list(verdicts.scorers),
         data=_encode(verdicts),
     )
+    return verdicts
 
 
 @dataclass(frozen=True, slots=True)
