@@ -17,19 +17,19 @@ import itertools
 import random
 from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from runs.calls.chat_client import ChatReply
 from runs.plugins import SecretRef, TargetContext
 from runs.plugins.targets import register
 from runs.scripted.agent import agent_reply
 from runs.targets.agent import LOOP_EXAMPLE, LoopParams, ToolLoop
-from runs.targets.demo import LatencyMs, check_latency, solve
+from runs.targets.demo import LatencyMs, LatencyRange, solve
 
 DEMO_AGENT_MODEL = "demo-agent"
 
 
-class DemoAgentParams(LoopParams):
+class DemoAgentParams(LoopParams, LatencyRange):
     model: str = Field(
         DEMO_AGENT_MODEL, description="The model name its model calls are kept with."
     )
@@ -39,11 +39,6 @@ class DemoAgentParams(LoopParams):
     max_latency_ms: LatencyMs = Field(
         120, title="Maximum latency (ms)", description="Longest simulated model call."
     )
-
-    @model_validator(mode="after")
-    def _latency_in_order(self) -> DemoAgentParams:
-        check_latency(self.min_latency_ms, self.max_latency_ms)
-        return self
 
 
 @register
