@@ -18,7 +18,7 @@ from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from runs.pools.shares import set_for_context
+from runs.pools.shares import InContext
 
 THROTTLE_BURST = 3  # this many 429s ...
 THROTTLE_WINDOW = 10.0  # ... within this many seconds halve the concurrency
@@ -301,7 +301,7 @@ def use_call_rate(rate: CallRate | None) -> AbstractContextManager[None]:
     """Make ``rate`` (a run's request rate) the one ``call_rate`` gives, in
     this context and its tasks: a target that makes several calls for one
     item (an agent's loop) paces each by it."""
-    return set_for_context(_call_rate, rate)
+    return InContext(_call_rate, rate)
 
 
 def call_rate() -> CallRate | None:
@@ -318,7 +318,7 @@ def use_attempt_timeout(seconds: float | None) -> AbstractContextManager[None]:
     """Make ``seconds`` (a run's per-attempt timeout) the one
     ``attempt_timeout`` gives: a target that keeps a trajectory ends it
     itself a little before, so that its steps are kept."""
-    return set_for_context(_attempt_timeout, seconds)
+    return InContext(_attempt_timeout, seconds)
 
 
 def attempt_timeout() -> float | None:

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from runs.calls.limits import CallRate
 from runs.models import ErrorKind
-from runs.pools.shares import set_for_context
+from runs.pools.shares import InContext
 
 # Only these failures are tried again.
 RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
@@ -132,7 +132,7 @@ _run_retries: contextvars.ContextVar[RunRetries | None] = contextvars.ContextVar
 def use_run_retries(retries: RunRetries | None) -> AbstractContextManager[None]:
     """Make ``retries`` the ones ``run_retries`` gives, in this context and
     its tasks."""
-    return set_for_context(_run_retries, retries)
+    return InContext(_run_retries, retries)
 
 
 def run_retries() -> RunRetries | None:
