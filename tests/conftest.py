@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 from runs.models import Membership, Project
@@ -112,6 +114,17 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture
+def migrator(transactional_db: None) -> Iterator[MigrationExecutor]:
+    """Migrations executed by the test, the database left at the latest ones."""
+    executor = MigrationExecutor(connection)
+    try:
+        yield executor
+    finally:
+        executor.loader.build_graph()
+        executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from runs.secrets.destinations import permits
@@ -15,22 +11,11 @@ BEFORE = [("runs", "0018_result_indexes")]
 AFTER = [("runs", "0019_secret_hosts")]
 
 
-@pytest.fixture
-def executor(transactional_db: None) -> Iterator[MigrationExecutor]:
-    """Migrations executed by the test, the database left at the latest ones."""
-    executor = MigrationExecutor(connection)
-    try:
-        yield executor
-    finally:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 def test_existing_secrets_are_bound_to_the_hosts_their_project_uses(
-    executor: MigrationExecutor,
+    migrator: MigrationExecutor,
 ) -> None:
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+    migrator.migrate(BEFORE)
+    apps = migrator.loader.project_state(BEFORE).apps
     Project = apps.get_model("runs", "Project")
     ProjectSecret = apps.get_model("runs", "ProjectSecret")
     Target = apps.get_model("runs", "Target")
@@ -76,10 +61,10 @@ def test_existing_secrets_are_bound_to_the_hosts_their_project_uses(
         scorers=[{"name": "j", "kind": "llm_judge", "params": judge}],
     )
 
-    executor.loader.build_graph()
-    executor.migrate(AFTER)
+    migrator.loader.build_graph()
+    migrator.migrate(AFTER)
 
-    apps = executor.loader.project_state(AFTER).apps
+    apps = migrator.loader.project_state(AFTER).apps
     hosts = {
         (secret.project_id, secret.name): secret.hosts
         for secret in apps.get_model("runs", "ProjectSecret").objects.all()

@@ -20,7 +20,6 @@ import concurrent.futures
 import contextlib
 import contextvars
 import logging
-import threading
 from collections.abc import Coroutine, Iterable
 from typing import Any
 
@@ -29,6 +28,7 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from runs.alerts.delivery import attempt_next, deliveries_due
+from runs.pools.loops import LoopOwner
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +39,12 @@ SWEEP_SECONDS = 30.0
 due_now = database_sync_to_async(deliveries_due)
 
 
-class Sender:
+class Sender(LoopOwner):
     """A loop in a daemon thread that sends the due deliveries (and runs
     other alert work) as tasks."""
 
     def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.lock = threading.Lock()
+        super().__init__("evalsite-alerts")
         self.futures: set[concurrent.futures.Future[Any]] = set()
         # On the loop: the sweep, what wakes it, the attempts it started.
         self.sweep: asyncio.Task[None] | None = None
@@ -55,17 +54,6 @@ class Sender:
         # wakes asked for that the loop has not seen yet.
         self.idle = True
         self.wakes = 0
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self.lock:
-            if self.loop is None or self.loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="evalsite-alerts", daemon=True
-                )
-                thread.start()
-                self.loop = loop
-            return self.loop
 
     def submit(self, work: Coroutine[Any, Any, Any]) -> concurrent.futures.Future[Any]:
         # A fresh context: a request's must not follow the delivery.

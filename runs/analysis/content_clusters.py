@@ -35,7 +35,6 @@ where its baseline items are now (passing, in another cluster, not in the run).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import time
@@ -45,9 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
-from django.utils import timezone
 
 from runs.analysis.cluster_keys import CONTENT_KEY_PREFIX
 from runs.analysis.cluster_moves import CLUSTER, MISSING, PASSED, Move
@@ -63,6 +60,7 @@ from runs.analysis.clusters import (
 )
 from runs.analysis.content_titles import cluster_titles
 from runs.analysis.embeddings import EmbeddingsFailed, embed_texts, embeddings_label
+from runs.analysis.summary import store_for_run
 from runs.errors import InvalidInput
 from runs.models import STOPPED_IN_FLIGHT, Result, Run, RunContentClusters, Score
 from runs.records import cache_keys
@@ -247,23 +245,15 @@ def content_clustering(run: Run) -> dict[str, Any]:
         # Clusters that fell back to TF-IDF are not kept past the cache: the
         # endpoint may answer next time.
         if run.is_final and data["vectoriser"] == vectoriser:
-            _store(run, version, data, seconds=time.perf_counter() - began)
+            store_for_run(
+                RunContentClusters,
+                run,
+                version=version,
+                data=data,
+                compute_seconds=time.perf_counter() - began,
+            )
     cache.set(key, data, CACHE_SECONDS)
     return data
-
-
-def _store(run: Run, version: str, data: dict[str, Any], *, seconds: float) -> None:
-    values = {
-        "version": version,
-        "data": data,
-        "computed_at": timezone.now(),
-        "compute_seconds": seconds,
-    }
-    if RunContentClusters.objects.filter(run=run).update(**values):
-        return
-    # Stored at the same moment by another reader: the same clusters.
-    with contextlib.suppress(IntegrityError), transaction.atomic():
-        RunContentClusters.objects.create(run=run, **values)
 
 
 def content_members(*, run: Run, key: str) -> list[int]:

@@ -12,7 +12,6 @@ run's figures are always computed (and cached briefly, ``summary.py``).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
@@ -20,8 +19,6 @@ from datetime import datetime
 from typing import Any
 
 from django.core.cache import cache
-from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from runs.analysis.charts import run_charts_cached
 from runs.analysis.result_table import run_result_table
@@ -30,6 +27,7 @@ from runs.analysis.summary import (
     RunSummary,
     ScorerSummary,
     run_summary_cached,
+    store_for_run,
 )
 from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
@@ -103,25 +101,15 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
         began = time.perf_counter()
         summary = run_summary_cached(run=run)
         figures = summary, run_charts_cached(run=run, summary=summary)
-        _store(run, *figures, seconds=time.perf_counter() - began)
+        store_for_run(
+            RunFigures,
+            run,
+            version=_version(run),
+            data=_encode(*figures),
+            compute_seconds=time.perf_counter() - began,
+        )
     cache.set(key, figures, FINAL_CACHE_SECONDS)
     return figures
-
-
-def _store(
-    run: Run, summary: RunSummary, charts: dict[str, Any], *, seconds: float
-) -> None:
-    values = {
-        "version": _version(run),
-        "data": _encode(summary, charts),
-        "computed_at": timezone.now(),
-        "compute_seconds": seconds,
-    }
-    if RunFigures.objects.filter(run=run).update(**values):
-        return
-    # Stored at the same moment by another reader: the same figures.
-    with contextlib.suppress(IntegrityError), transaction.atomic():
-        RunFigures.objects.create(run=run, **values)
 
 
 def run_figures_store(run_id: int) -> None:

@@ -20,19 +20,18 @@ None).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
+from django.db import connection
 
 from runs.analysis.cluster_keys import parse_cluster_key
-from runs.analysis.verdicts import JOINED_SCORERS
-from runs.models import Result, Run, RunResultTable, Score, ScoringPass
+from runs.analysis.summary import store_for_run
+from runs.analysis.verdicts import JOINED_SCORERS, scores_joined_sql
+from runs.models import Run, RunResultTable, ScoringPass
 
 # Raise when the arrays change meaning: stored ones of another format are
 # computed again.
@@ -53,8 +52,6 @@ FAILING = FAILED | ERRORED
 # Rows read from the database at a time: memory stays flat however big the run.
 CHUNK = 20_000
 
-_RESULT = Result._meta.db_table
-_SCORE = Score._meta.db_table
 # Columns kept as differences from the row before: in dataset order they
 # mostly grow by a little, fit in a byte or two and compress to almost nothing.
 _DELTAS = ("ids", "items", "indexes")
@@ -199,28 +196,26 @@ def _groups(codes: np.ndarray, words: list[str]) -> dict[str, np.ndarray]:
 # -- computing ---------------------------------------------------------------------
 
 
+def _state_columns(s: str) -> str:
+    return (
+        f"CASE WHEN {s}.id IS NULL THEN 0 ELSE {SCORED}"
+        f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END"
+        f" + CASE WHEN {s}.passed = FALSE AND {s}.error = '' THEN {FAILED}"
+        " ELSE 0 END"
+        f" + CASE WHEN {s}.error <> '' THEN {ERRORED} ELSE 0 END"
+        f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END END,"
+        f" COALESCE({s}.reason_signature, '')"
+    )
+
+
 def _sql(scorers: int) -> str:
     """The rows of a run and the scores of ``scorers`` scorers, in dataset order."""
-    columns, joins = [], []
-    for j in range(scorers):
-        s = f"s{j}"
-        columns.append(
-            f"CASE WHEN {s}.id IS NULL THEN 0 ELSE {SCORED}"
-            f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END"
-            f" + CASE WHEN {s}.passed = FALSE AND {s}.error = '' THEN {FAILED}"
-            " ELSE 0 END"
-            f" + CASE WHEN {s}.error <> '' THEN {ERRORED} ELSE 0 END"
-            f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END END,"
-            f" COALESCE({s}.reason_signature, '')"
-        )
-        joins.append(
-            f"LEFT JOIN {_SCORE} {s} ON {s}.result_id = r.id AND {s}.scorer = %s"
-        )
-    selected = "".join(f", {column}" for column in columns)
-    return (
-        "SELECT r.id, r.item_id, r.item_index, r.epoch, r.status, r.error_kind,"
-        f" r.error_signature{selected} FROM {_RESULT} r {' '.join(joins)}"
-        " WHERE r.run_id = %s ORDER BY r.item_index, r.epoch"
+    return scores_joined_sql(
+        "r.id, r.item_id, r.item_index, r.epoch, r.status, r.error_kind,"
+        " r.error_signature",
+        _state_columns,
+        scorers,
+        "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
     )  # table names from the models, values as parameters
 
 
@@ -390,21 +385,13 @@ def run_result_table(*, run: Run) -> ResultTable | None:
         table = decode(data, run.scorer_names) if data is not None else None
         if table is None:
             data = _encode(compute(run))
-            _store(run, data)
+            store_for_run(
+                RunResultTable,
+                run,
+                version=_version(run),
+                scorers=run.scorer_names,
+                data=data,
+            )
             table = decode(data, run.scorer_names)
     _KEPT[run] = (version, table)
     return table
-
-
-def _store(run: Run, data: bytes) -> None:
-    values = {
-        "version": _version(run),
-        "scorers": run.scorer_names,
-        "data": data,
-        "computed_at": timezone.now(),
-    }
-    if RunResultTable.objects.filter(run=run).update(**values):
-        return
-    # Stored at the same moment by another reader: the same table.
-    with contextlib.suppress(IntegrityError), transaction.atomic():
-        RunResultTable.objects.create(run=run, **values)

@@ -13,12 +13,13 @@ the scores that have a value.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.db.models import (
     Avg,
     Count,
@@ -27,10 +28,12 @@ from django.db.models import (
     IntegerField,
     Max,
     Min,
+    Model,
     Q,
     QuerySet,
     Sum,
 )
+from django.utils import timezone
 
 from runs.analysis import stats
 from runs.analysis.steps import StepSummary, step_summary
@@ -499,6 +502,17 @@ def cached_for_run[T](run: Run, key: str, compute: Callable[[], T]) -> T:
     """What ``compute`` returns, kept under ``key`` (which names the run's
     ``results_version``) for as long as ``cache_seconds`` says."""
     return single_flight.cached(key, compute, cache_seconds(run))
+
+
+def store_for_run(model: type[Model], run: Run, **values: Any) -> None:
+    """Keep what was computed of ``run`` (``values``, computed now) in its one
+    row of ``model``, over the row there is."""
+    values["computed_at"] = timezone.now()
+    if model._default_manager.filter(run=run).update(**values):
+        return
+    # Stored at the same moment by another reader: the same figures.
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        model._default_manager.create(run=run, **values)
 
 
 def run_summary_cached(*, run: Run) -> RunSummary:

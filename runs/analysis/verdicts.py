@@ -14,17 +14,15 @@ in SQL (``compare/sql.py``).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from django.db import IntegrityError, connection, transaction
-from django.utils import timezone
+from django.db import connection
 
-from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL
+from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
 from runs.models import Result, Run, RunVerdicts, Score
 
 logger = logging.getLogger(__name__)
@@ -69,23 +67,38 @@ def stores_verdicts(run: Run) -> bool:
     return run.is_final and int(run.options.get("epochs") or 1) == 1
 
 
+def scores_joined_sql(
+    results: str, scores: Callable[[str], str], count: int, rest: str
+) -> str:
+    """A query of a run's results (aliased ``r``; ``results``: their columns)
+    with the scores of ``count`` scorers joined, each under its alias (s0,
+    s1, ...) and read by ``scores(alias)``; ``rest`` is its WHERE and ORDER BY.
+    Its parameters: those of the columns, the scorers' names, those of ``rest``."""
+    aliases = [f"s{j}" for j in range(count)]
+    selected = "".join(f", {scores(s)}" for s in aliases)
+    joins = " ".join(
+        f"LEFT JOIN {_SCORE} {s} ON {s}.result_id = r.id AND {s}.scorer = %s"
+        for s in aliases
+    )
+    return f"SELECT {results}{selected} FROM {_RESULT} r {joins} {rest}"
+
+
+def _verdict_columns(s: str) -> str:
+    return (
+        f"CASE WHEN {STOPPED_SQL} THEN {STOPPED}"
+        f" WHEN COALESCE({s}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
+        f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END,"
+        f" COALESCE({s}.value, 0)"
+    )
+
+
 def _sql(run: Run, count: int) -> str:
     """The query of ``count`` scorers; its parameters are ``_params``."""
-    columns, joins = [], []
-    for j in range(count):
-        columns.append(
-            f"CASE WHEN {STOPPED_SQL} THEN {STOPPED}"
-            f" WHEN COALESCE(s{j}.skipped, FALSE) THEN {SKIPPED} ELSE 0 END"
-            f" + CASE WHEN s{j}.passed THEN {PASSED} ELSE 0 END,"
-            f" COALESCE(s{j}.value, 0)"
-        )
-        joins.append(
-            f"LEFT JOIN {_SCORE} s{j} ON s{j}.result_id = r.id AND s{j}.scorer = %s"
-        )
-    selected = "".join(f", {column}" for column in columns)
-    return (
-        f"SELECT r.item_id{selected} FROM {_RESULT} r {' '.join(joins)} "
-        f"WHERE r.run_id = {int(run.pk)} ORDER BY r.item_id"
+    return scores_joined_sql(
+        "r.item_id",
+        _verdict_columns,
+        count,
+        f"WHERE r.run_id = {int(run.pk)} ORDER BY r.item_id",
     )
 
 
@@ -154,22 +167,14 @@ def run_verdicts(*, run: Run) -> Verdicts | None:
         if verdicts is not None and list(verdicts.scorers) == run.scorer_names:
             return verdicts
     verdicts = compute(run)
-    _store(run, verdicts)
+    store_for_run(
+        RunVerdicts,
+        run,
+        version=_version(run),
+        scorers=list(verdicts.scorers),
+        data=_encode(verdicts),
+    )
     return verdicts
-
-
-def _store(run: Run, verdicts: Verdicts) -> None:
-    values = {
-        "version": _version(run),
-        "scorers": list(verdicts.scorers),
-        "data": _encode(verdicts),
-        "computed_at": timezone.now(),
-    }
-    if RunVerdicts.objects.filter(run=run).update(**values):
-        return
-    # Stored at the same moment by another reader: the same verdicts.
-    with contextlib.suppress(IntegrityError), transaction.atomic():
-        RunVerdicts.objects.create(run=run, **values)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,10 +13,12 @@ import contextvars
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import AbstractAsyncContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from dataclasses import dataclass
 from typing import Protocol
+
+from runs.pools.shares import InContext
 
 THROTTLE_BURST = 3  # this many 429s ...
 THROTTLE_WINDOW = 10.0  # ... within this many seconds halve the concurrency
@@ -285,6 +287,8 @@ def reservation(tat: float, now: float, interval: float, window: float) -> Reser
 
 
 class CallRate(Protocol):
+    """A request rate: waits until one more call may go."""
+
     async def acquire(self) -> None: ...
 
 
@@ -293,16 +297,11 @@ _call_rate: contextvars.ContextVar[CallRate | None] = contextvars.ContextVar(
 )
 
 
-@contextmanager
-def use_call_rate(rate: CallRate | None) -> Iterator[None]:
+def use_call_rate(rate: CallRate | None) -> AbstractContextManager[None]:
     """Make ``rate`` (a run's request rate) the one ``call_rate`` gives, in
     this context and its tasks: a target that makes several calls for one
     item (an agent's loop) paces each by it."""
-    token = _call_rate.set(rate)
-    try:
-        yield
-    finally:
-        _call_rate.reset(token)
+    return InContext(_call_rate, rate)
 
 
 def call_rate() -> CallRate | None:
@@ -315,16 +314,11 @@ _attempt_timeout: contextvars.ContextVar[float | None] = contextvars.ContextVar(
 )
 
 
-@contextmanager
-def use_attempt_timeout(seconds: float | None) -> Iterator[None]:
+def use_attempt_timeout(seconds: float | None) -> AbstractContextManager[None]:
     """Make ``seconds`` (a run's per-attempt timeout) the one
     ``attempt_timeout`` gives: a target that keeps a trajectory ends it
     itself a little before, so that its steps are kept."""
-    token = _attempt_timeout.set(seconds)
-    try:
-        yield
-    finally:
-        _attempt_timeout.reset(token)
+    return InContext(_attempt_timeout, seconds)
 
 
 def attempt_timeout() -> float | None:

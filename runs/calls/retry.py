@@ -14,12 +14,14 @@ import contextvars
 import email.utils
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from runs.calls.limits import CallRate
 from runs.models import ErrorKind
+from runs.pools.shares import InContext
 
 # Only these failures are tried again.
 RETRYABLE = frozenset({ErrorKind.TRANSIENT, ErrorKind.TIMEOUT})
@@ -103,12 +105,6 @@ class RetryPolicy:
         return self.backoff.delay(number, failure.retry_after)
 
 
-class Pace(Protocol):
-    """A request rate: waits until one more call may go."""
-
-    async def acquire(self) -> None: ...
-
-
 class RetryTokens(Protocol):
     """A run's retry budget: one token a retry, None when it is spent."""
 
@@ -133,15 +129,10 @@ _run_retries: contextvars.ContextVar[RunRetries | None] = contextvars.ContextVar
 )
 
 
-@contextmanager
-def use_run_retries(retries: RunRetries | None) -> Iterator[None]:
+def use_run_retries(retries: RunRetries | None) -> AbstractContextManager[None]:
     """Make ``retries`` the ones ``run_retries`` gives, in this context and
     its tasks."""
-    token = _run_retries.set(retries)
-    try:
-        yield
-    finally:
-        _run_retries.reset(token)
+    return InContext(_run_retries, retries)
 
 
 def run_retries() -> RunRetries | None:
@@ -165,7 +156,7 @@ async def with_retries[T, F: BaseException](
     failures: type[F],
     timed_out: Callable[[float], F],
     budget: RetryTokens | None = None,
-    pace: Pace | None = None,
+    pace: CallRate | None = None,
 ) -> T:
     """``call`` under the per-attempt timeout, tried again by ``policy`` while
     ``budget`` (a run's) has a retry left, each retry paced by ``pace`` (a

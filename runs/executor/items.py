@@ -10,9 +10,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from runs.calls.limits import AdaptiveConcurrency, RateLimiter, RetryBudget
+from runs.calls.limits import AdaptiveConcurrency, CallRate, RateLimiter, RetryBudget
 from runs.calls.pricing import PriceTable, token_count
-from runs.calls.retry import Backoff, RetryPolicy, RunRetries, use_run_retries
+from runs.calls.retry import (
+    Backoff,
+    RetryPolicy,
+    RetryTokens,
+    RunRetries,
+    use_run_retries,
+)
 from runs.executor.options import RunOptions
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
@@ -114,14 +120,6 @@ class Concurrency(Protocol):
     def timed_out(self, *, started: float | None = None) -> None: ...
 
 
-class Rate(Protocol):
-    async def acquire(self) -> None: ...
-
-
-class Budget(Protocol):
-    async def take(self) -> bool: ...
-
-
 @dataclass(frozen=True, slots=True)
 class Limits:
     """What paces an item runner's calls: its concurrency, its request rate
@@ -129,8 +127,8 @@ class Limits:
     an execution's, shared with every other (``shared_limits.Pacing``)."""
 
     concurrency: Concurrency
-    rate: Rate | None
-    budget: Budget
+    rate: CallRate | None
+    budget: RetryTokens
 
     @classmethod
     def local(cls, options: RunOptions) -> Limits:

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-import threading
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
@@ -21,18 +20,18 @@ from django.db import DatabaseError
 from runs.executor import store
 from runs.executor.engine import Execution, execute_run
 from runs.executor.rescore import execute_scoring_pass
+from runs.pools.loops import LoopOwner
 
 logger = logging.getLogger(__name__)
 
 REAP_INTERVAL = 5.0
 
 
-class LocalLauncher:
+class LocalLauncher(LoopOwner):
     def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
+        super().__init__("evalsite-executor")
         self.executions: dict[int, Execution] = {}
         self.tasks: dict[int, asyncio.Task[Any]] = {}
-        self.lock = threading.Lock()
         self.reaper: asyncio.Task[None] | None = None
         self.passes: dict[int, asyncio.Task[Any]] = {}
 
@@ -44,17 +43,6 @@ class LocalLauncher:
             self.loop = loop
         if resume:
             loop.call_soon_threadsafe(self._start_reaper)
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
-        with self.lock:
-            if self.loop is None or self.loop.is_closed():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="evalsite-executor", daemon=True
-                )
-                thread.start()
-                self.loop = loop
-            return self.loop
 
     # -- executions ------------------------------------------------------------
 

@@ -24,7 +24,6 @@ import contextvars
 import logging
 import threading
 from collections import defaultdict, deque
-from collections.abc import Iterator
 from concurrent.futures import Future
 
 logger = logging.getLogger(__name__)
@@ -34,19 +33,28 @@ _owner: contextvars.ContextVar[str] = contextvars.ContextVar(
 )
 
 
-@contextlib.contextmanager
-def _set_for_context[T](var: contextvars.ContextVar[T], value: T) -> Iterator[None]:
-    """``var`` is ``value`` in this context and its tasks, until the block ends."""
-    token = var.set(value)
-    try:
-        yield
-    finally:
-        var.reset(token)
+class InContext[T]:
+    """``var`` is ``value`` in this context and its tasks, until the block ends.
+
+    A class, not a generator's context manager: entered on every attempt of
+    every item (``runs.calls.retry.use_run_retries``) and scorer call."""
+
+    __slots__ = ("token", "value", "var")
+
+    def __init__(self, var: contextvars.ContextVar[T], value: T) -> None:
+        self.var = var
+        self.value = value
+
+    def __enter__(self) -> None:
+        self.token = self.var.set(self.value)
+
+    def __exit__(self, *exc: object) -> None:
+        self.var.reset(self.token)
 
 
 def scoring_for(owner: str) -> contextlib.AbstractContextManager[None]:
     """Count the scorer work of this context and its tasks against ``owner``."""
-    return _set_for_context(_owner, owner)
+    return InContext(_owner, owner)
 
 
 def owner(project_id: int | None) -> str:
@@ -81,7 +89,7 @@ _progress: contextvars.ContextVar[Progress | None] = contextvars.ContextVar(
 
 def tracking(progress: Progress) -> contextlib.AbstractContextManager[None]:
     """Let ``note_waiting`` write to ``progress`` within the block."""
-    return _set_for_context(_progress, progress)
+    return InContext(_progress, progress)
 
 
 def note_waiting(waiting: str) -> None:

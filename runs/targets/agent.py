@@ -66,6 +66,18 @@ from runs.targets.openai_chat import check_messages, is_conversation, render_pro
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 
 BUDGET = "budget"
+# The tools and budget of the examples of the kinds that run the loop.
+LOOP_EXAMPLE: dict[str, Any] = {
+    "tools": [
+        {
+            "kind": "python",
+            "name": "add",
+            "params": {"callable": "runs.tools.examples.add"},
+        },
+        {"kind": "final_answer", "name": "final_answer"},
+    ],
+    "max_steps": 10,
+}
 # The share of the run's per-attempt timeout the loop may take.
 TIMEOUT_SHARE = 0.95
 
@@ -541,15 +553,7 @@ class AgentTarget(ToolLoop[AgentParams]):
     example: ClassVar[dict[str, Any]] = {
         **ENDPOINT_EXAMPLE,
         "system_prompt": "Use the tools, then answer.",
-        "tools": [
-            {
-                "kind": "python",
-                "name": "add",
-                "params": {"callable": "runs.tools.examples.add"},
-            },
-            {"kind": "final_answer", "name": "final_answer"},
-        ],
-        "max_steps": 10,
+        **LOOP_EXAMPLE,
     }
     secrets: ClassVar[tuple[SecretRef, ...]] = SECRETS
 

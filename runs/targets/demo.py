@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import random
 import re
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
@@ -57,7 +57,22 @@ LatencyMs = Annotated[float, Field(ge=0, le=60_000)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 
 
-class DemoParams(Params):
+class LatencyRange(Params):
+    """Parameters of a simulated answer time from ``min_latency_ms`` to
+    ``max_latency_ms`` (each kind declares them, with its defaults)."""
+
+    if TYPE_CHECKING:
+        min_latency_ms: float
+        max_latency_ms: float
+
+    @model_validator(mode="after")
+    def _latency_in_order(self) -> Self:
+        if self.min_latency_ms > self.max_latency_ms:
+            raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
+        return self
+
+
+class DemoParams(LatencyRange):
     min_latency_ms: LatencyMs = Field(
         50, title="Minimum latency (ms)", description="Shortest simulated answer time."
     )
@@ -70,12 +85,6 @@ class DemoParams(Params):
     transient_error_rate: Fraction = Field(
         0.03, description="Fraction of calls that fail with a simulated 503 (retried)."
     )
-
-    @model_validator(mode="after")
-    def _latency_in_order(self) -> DemoParams:
-        if self.min_latency_ms > self.max_latency_ms:
-            raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
-        return self
 
 
 @register

@@ -17,19 +17,19 @@ import itertools
 import random
 from typing import Any, ClassVar
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from runs.calls.chat_client import ChatReply
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import SecretRef, TargetContext
 from runs.plugins.targets import register
 from runs.scripted.agent import agent_reply
-from runs.targets.agent import LoopParams, ToolLoop
-from runs.targets.demo import LatencyMs, solve
+from runs.targets.agent import LOOP_EXAMPLE, LoopParams, ToolLoop
+from runs.targets.demo import LatencyMs, LatencyRange, solve
 
 DEMO_AGENT_MODEL = "demo-agent"
 
 
-class DemoAgentParams(LoopParams):
+class DemoAgentParams(LoopParams, LatencyRange):
     model: str = Field(
         DEMO_AGENT_MODEL, description="The model name its model calls are kept with."
     )
@@ -40,12 +40,6 @@ class DemoAgentParams(LoopParams):
         120, title="Maximum latency (ms)", description="Longest simulated model call."
     )
 
-    @model_validator(mode="after")
-    def _latency_in_order(self) -> DemoAgentParams:
-        if self.min_latency_ms > self.max_latency_ms:
-            raise FieldError("min_latency_ms", "must not exceed max_latency_ms")
-        return self
-
 
 @register
 class DemoAgentTarget(ToolLoop[DemoAgentParams]):
@@ -54,17 +48,7 @@ class DemoAgentTarget(ToolLoop[DemoAgentParams]):
 
     kind: ClassVar[str] = "demo_agent"
     label: ClassVar[str] = "Offline demo agent"
-    example: ClassVar[dict[str, Any]] = {
-        "tools": [
-            {
-                "kind": "python",
-                "name": "add",
-                "params": {"callable": "runs.tools.examples.add"},
-            },
-            {"kind": "final_answer", "name": "final_answer"},
-        ],
-        "max_steps": 10,
-    }
+    example: ClassVar[dict[str, Any]] = LOOP_EXAMPLE
     secrets: ClassVar[tuple[SecretRef, ...]] = ()
     # Its tools may name secrets (an http tool's credential).
     needs_context: ClassVar[bool] = True

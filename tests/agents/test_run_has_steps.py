@@ -5,7 +5,6 @@ summary of a run without any never reads steps."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from django.db import connection
@@ -86,17 +85,6 @@ def test_a_retry_that_stores_steps_marks_the_run(project, targets) -> None:
 
     run.refresh_from_db()
     assert run.succeeded == 3 and run.has_steps
-
-
-@pytest.fixture
-def migrator(transactional_db: None) -> Iterator[MigrationExecutor]:
-    """Migrations executed by the test, the database left at the latest ones."""
-    executor = MigrationExecutor(connection)
-    try:
-        yield executor
-    finally:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_the_migration_marks_the_runs_that_have_steps(

@@ -3,12 +3,10 @@ up by the summary, shown on the run page and the result page."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.urls import reverse
@@ -181,22 +179,11 @@ BEFORE = [("runs", "0022_admin_names")]
 AFTER = [("runs", "0023_result_attempt_figures")]
 
 
-@pytest.fixture
-def executor(transactional_db: None) -> Iterator[MigrationExecutor]:
-    """Migrations executed by the test, the database left at the latest ones."""
-    executor = MigrationExecutor(connection)
-    try:
-        yield executor
-    finally:
-        executor.loader.build_graph()
-        executor.migrate(executor.loader.graph.leaf_nodes())
-
-
 def test_existing_results_get_their_figures_from_their_attempt_logs(
-    executor: MigrationExecutor,
+    migrator: MigrationExecutor,
 ) -> None:
-    executor.migrate(BEFORE)
-    apps = executor.loader.project_state(BEFORE).apps
+    migrator.migrate(BEFORE)
+    apps = migrator.loader.project_state(BEFORE).apps
     project = apps.get_model("runs", "Project").objects.create(name="p")
     dataset = apps.get_model("runs", "Dataset").objects.create(
         project=project, name="d", item_count=3
@@ -225,8 +212,8 @@ def test_existing_results_get_their_figures_from_their_attempt_logs(
             finished_at=T0,
         )
 
-    executor.loader.build_graph()
-    executor.migrate(AFTER)
+    migrator.loader.build_graph()
+    migrator.migrate(AFTER)
 
     stored = list(
         Result.objects.order_by("item_index").values_list(

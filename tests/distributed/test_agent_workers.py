@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db.models import Count
 
+from runs.demo.seed import DEMO_AGENT_TOOLS
 from runs.models import Project, Result, RunStatus, Step
 from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
@@ -14,31 +15,6 @@ from tests.factories import make_dataset
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-TOOLS = [
-    {
-        "kind": "python",
-        "name": "add",
-        "params": {
-            "callable": "runs.tools.examples.add",
-            "parameters": {
-                "type": "object",
-                "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
-            },
-        },
-    },
-    {
-        "kind": "python",
-        "name": "lookup",
-        "params": {
-            "callable": "runs.tools.examples.lookup",
-            "parameters": {
-                "type": "object",
-                "properties": {"query": {"type": "string"}},
-            },
-        },
-    },
-    {"kind": "final_answer", "name": "final_answer"},
-]
 # Two rounds of one tool call, then the final answer: three model calls and
 # three tool calls.
 STEPS = 6
@@ -62,7 +38,7 @@ def test_a_sigkilled_workers_agent_items_are_stored_once_with_their_steps(
         target_config={
             "base_url": fake_openai.base_url,
             "model": "fake",
-            "tools": TOOLS,
+            "tools": DEMO_AGENT_TOOLS,
         },
         scorers=["exact_match"],
         options={"concurrency": 4, "backoff_base_seconds": 0.01},

@@ -18,24 +18,16 @@ import sys
 from argparse import ArgumentParser
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
-
+from runs.management.evalrun_cli import RunCommand
 from runs.management.evalrun_setup import LOCAL_OPERATOR, acting_user
 from runs.management.gate import gate_evaluate, gate_lines, gate_run
 from runs.management.gate_flags import EXIT_GATE_FAILED, add_gate_flags
 from runs.management.gate_reports import gate_files_write
 
 
-class Command(BaseCommand):
+class Command(RunCommand):
     help = "Compare a candidate run with a baseline run; exit 3 when the gate fails."
-    requires_system_checks: list[str] = []
-
-    def create_parser(
-        self, prog_name: str, subcommand: str, **kwargs: Any
-    ) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.epilog = "Exit codes: 0 gate passed, 3 gate failed, 2 bad input."
-        return parser
+    exit_codes = "Exit codes: 0 gate passed, 3 gate failed, 2 bad input."
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("baseline", type=int, metavar="BASELINE")

@@ -55,13 +55,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.core.management.base import CommandError
 from django.db import transaction
 
 from runs.errors import DomainError
 from runs.executor.engine import Execution, execute_run
 from runs.management.evalrun_cli import (
     BadInput,
+    RunCommand,
     add_option_flags,
     add_target_flags,
     human_summary,
@@ -120,22 +121,12 @@ class RetryStatuses:
         return value in list(self)
 
 
-class Command(BaseCommand):
+class Command(RunCommand):
     help = "Import a dataset file, run it against a target and report, in this process."
-    # Django's system checks import the URL configuration, and with it the
-    # whole API's schemas: about 0.4 s of every evaluation's start-up, to
-    # check pages this command never serves (the server and `check` run them).
-    requires_system_checks: list[str] = []
-
-    def create_parser(
-        self, prog_name: str, subcommand: str, **kwargs: Any
-    ) -> CommandParser:
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        parser.epilog = (
-            "Exit codes: 0 completed/with errors/cancelled, 1 failed, 2 bad input, "
-            "3 the --baseline gate failed."
-        )
-        return parser
+    exit_codes = (
+        "Exit codes: 0 completed/with errors/cancelled, 1 failed, 2 bad input, "
+        "3 the --baseline gate failed."
+    )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
