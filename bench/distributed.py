@@ -110,6 +110,7 @@ def env_for(scratch: Scratch, shard_size: int) -> dict[str, str]:
         EVALSITE_SHARD_SIZE=str(shard_size),
         EVALSITE_STALL_SECONDS="6",
     )
+    env.setdefault("EVALSITE_TARGET_ALLOW", "loopback")  # the fake server
     return env
 
 
