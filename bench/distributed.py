@@ -289,14 +289,15 @@ def main() -> None:
         dataset(data, args.items)
         single = None
         failed: list[str] = []
+        counts = [int(n) for n in args.workers.split(",") if n]
         print(
-            f"{args.items} items "
+            (f"{args.items} items " if counts else "")
             + ("of the demo target at no latency" if args.demo else
                f"at {args.latency_ms:g} ms")
             + f", run concurrency {args.concurrency} per worker, shards of "
             f"{args.shard_size}, {os.cpu_count()} cores"
         )  # fmt: skip
-        for count in [int(n) for n in args.workers.split(",") if n]:
+        for count in counts:
             workers = start_workers(env, count, tmp)
             try:
                 wait_registered(scratch, count)
