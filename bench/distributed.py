@@ -5,7 +5,8 @@ database the URL names; dropped at the end), starts the fake model server with
 a fixed latency and N ``evalworker`` processes, then times ``evalrun
 --detach`` runs from the run's start to its end (the run's own wall time):
 
-- the same items at ``--latency-ms`` with 1, 2 and 4 workers (``--workers``),
+- the same items at ``--latency-ms`` with 1, 2 and 4 workers (``--workers``;
+  ``1,2,4,8`` for eight too),
   each run of concurrency ``--concurrency`` per worker (a run's concurrency
   holds over all its workers: ``workers x concurrency`` in all); the limit
   is ``workers x concurrency / latency`` items a second;
@@ -15,12 +16,26 @@ a fixed latency and N ``evalworker`` processes, then times ``evalrun
   is SIGKILLed. It prints what that worker held, when its
   shard was claimed again and the run ended, the claims, the calls the fake
   server received beyond N (its ``/v1/stats``: those the crash repeated),
-  and checks the run: completed, one result per item, counts adding up.
+  and checks the run: completed, one result per (item, epoch) (the rows
+  against the distinct keys) and every item with one, counts adding up,
+  the run's counts equal to its stored rows by status (no result counted
+  that is not stored), each answer scored once; then the database's size.
+
+``--demo`` runs the demo target at no latency in each worker instead of the
+fake server (no calls: what the workers and the database can store), for
+the throughput at no latency and a kill run of a million items;
+``--kill-concurrency`` is the kill run's concurrency over its 4 workers.
+Each line gives the CPU per item of the workers and of the database's
+server processes (when the server is on this machine), and the load average.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/evalsite \\
     REDIS_URL=redis://127.0.0.1:6379/0 .venv/bin/python bench/distributed.py
     ... bench/distributed.py --items 2000 --workers 1,2   # a quick try
     ... bench/distributed.py --workers "" --kill-items 20000   # the kill part only
+    ... bench/distributed.py --items 20000 --workers 1,2,4,8
+    ... bench/distributed.py --demo --items 100000 --workers 4   # no latency
+    ... bench/distributed.py --demo --workers "" --kill-items 1000000 \
+            --kill-concurrency 256 --shard-size 2000
 
 Each worker is one process; on a machine with fewer cores than workers, the
 figure says more about the cores than about the design: the load average is
@@ -30,6 +45,7 @@ printed with each line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -94,6 +110,7 @@ def env_for(scratch: Scratch, shard_size: int) -> dict[str, str]:
         EVALSITE_SHARD_SIZE=str(shard_size),
         EVALSITE_STALL_SECONDS="6",
     )
+    env.setdefault("EVALSITE_TARGET_ALLOW", "loopback")  # the fake server
     return env
 
 
@@ -161,14 +178,65 @@ def stop(workers: list[subprocess.Popen]) -> None:
         worker.wait(120)
 
 
+# The offline demo target at no latency (--demo): answers at once, in the
+# worker's own process, 80% right; no call fails.
+DEMO = {"min_latency_ms": 0, "max_latency_ms": 0, "accuracy": 0.8}
+
+
 def evalrun(env: dict[str, str], data: Path, base_url: str, concurrency: int) -> int:
+    """Start a run (detached); ``base_url`` "" for the demo target."""
+    target = (
+        ("--base-url", base_url, "--model", "fake")
+        if base_url
+        else ("--target", "demo", "--target-config", json.dumps(DEMO))
+    )
     out = manage(
         env,
-        *("evalrun", str(data), "--detach", "--base-url", base_url),
-        *("--model", "fake", "--scorer", "exact_match"),
+        *("evalrun", str(data), "--detach", *target, "--scorer", "exact_match"),
         *("--concurrency", str(concurrency)),
     )
     return int(out.strip())
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU of a live process (/proc), in seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(scratch: Scratch) -> dict[int, float]:
+    """CPU so far of each server process serving the scratch database (on
+    this machine; none for a server elsewhere)."""
+    found = {}
+    for (pid,) in scratch.query(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid()"
+    ):
+        with contextlib.suppress(FileNotFoundError, PermissionError, IndexError):
+            found[pid] = cpu_seconds(pid)
+    return found
+
+
+class Cpu:
+    """CPU the workers and the database's server processes use from now on
+    (a server process that ends before ``used`` is left out)."""
+
+    def __init__(self, scratch: Scratch, workers: list[subprocess.Popen]) -> None:
+        self.scratch, self.workers = scratch, workers
+        self.server = server_cpu(scratch)
+        self.own = [cpu_seconds(w.pid) for w in workers]
+
+    def used(self) -> tuple[float, float]:
+        own = sum(
+            cpu_seconds(w.pid) - before
+            for w, before in zip(self.workers, self.own, strict=True)
+            if w.poll() is None
+        )
+        server = sum(
+            cpu - self.server.get(pid, 0.0)
+            for pid, cpu in server_cpu(self.scratch).items()
+        )
+        return own, server
 
 
 def main() -> None:
@@ -179,6 +247,16 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--shard-size", type=int, default=500)
     parser.add_argument("--kill-items", type=int, default=0)
+    parser.add_argument(
+        "--kill-concurrency",
+        type=int,
+        help="the kill run's concurrency over its 4 workers (default: --concurrency)",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="the demo target at no latency, in each worker (not the fake server)",
+    )
     args = parser.parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("DATABASE_URL must name a PostgreSQL server (and REDIS_URL be set)")
@@ -201,6 +279,7 @@ def main() -> None:
         stderr=subprocess.DEVNULL,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
+    run_url = "" if args.demo else base_url
     env = env_for(scratch, args.shard_size)
     try:
         manage(env, "migrate", "--no-input", "-v", "0")
@@ -210,30 +289,52 @@ def main() -> None:
         dataset(data, args.items)
         single = None
         failed: list[str] = []
+        counts = [int(n) for n in args.workers.split(",") if n]
         print(
-            f"{args.items} items at {args.latency_ms:g} ms, run concurrency "
-            f"{args.concurrency} per worker, shards of {args.shard_size}, "
-            f"{os.cpu_count()} cores"
-        )
-        for count in [int(n) for n in args.workers.split(",") if n]:
+            (f"{args.items} items " if counts else "")
+            + ("of the demo target at no latency" if args.demo else
+               f"at {args.latency_ms:g} ms")
+            + f", run concurrency {args.concurrency} per worker, shards of "
+            f"{args.shard_size}, {os.cpu_count()} cores"
+        )  # fmt: skip
+        for count in counts:
             workers = start_workers(env, count, tmp)
             try:
                 wait_registered(scratch, count)
-                run_id = evalrun(env, data, base_url, count * args.concurrency)
+                load_before = os.getloadavg()[0]
+                cpu = Cpu(scratch, workers)
+                run_id = evalrun(env, data, run_url, count * args.concurrency)
                 status, succeeded, total, wall = wait_end(scratch, run_id)
+                own_cpu, db_cpu = cpu.used()
             finally:
                 stop(workers)
             rate = succeeded / float(wall)
-            limit = count * args.concurrency / (args.latency_ms / 1000)
             single = single or rate
+            limit = (
+                f"limit {count * args.concurrency / (args.latency_ms / 1000):,.0f}"
+                if run_url and args.latency_ms
+                else "no latency"
+            )
             print(
                 f"{count} worker(s): {status} {succeeded}/{total} in {wall:.2f} s, "
-                f"{rate:,.0f} items/s (limit {limit:,.0f}, efficiency "
-                f"{rate / limit:.2f}; {rate / (count * single):.2f} of {count} x one "
-                f"worker's), load {os.getloadavg()[0]:.1f}"
+                f"{rate:,.0f} items/s ({limit}; {rate / (count * single):.2f} of "
+                f"{count} x one worker's); CPU per item {1000 * own_cpu / total:.3f} "
+                f"ms workers + {1000 * db_cpu / total:.3f} ms database; load "
+                f"{load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
             )
         if args.kill_items:
             failed = kill_run(scratch, env, tmp, base_url, args)
+            print(
+                "database: "
+                + ", ".join(
+                    f"{name} {size / 2**20:,.0f} MiB"
+                    for name, size in scratch.query(
+                        "SELECT 'all', pg_database_size(current_database()) UNION ALL "
+                        "SELECT relname, pg_total_relation_size(oid) FROM pg_class "
+                        "WHERE relname IN ('runs_result', 'runs_score', 'runs_item')"
+                    )
+                )
+            )
     finally:
         fake.send_signal(signal.SIGTERM)
         fake.wait(10)
@@ -301,11 +402,14 @@ def kill_run(
     items = args.kill_items
     data = tmp / "kill.jsonl"
     dataset(data, items)
+    url = "" if args.demo else base_url  # the demo target makes no calls
     workers = start_workers(env, 4, tmp)
     try:
         wait_registered(scratch, 4)
-        calls_before = fake_calls(base_url)
-        run_id = evalrun(env, data, base_url, args.concurrency)
+        calls_before = fake_calls(base_url) if url else {}
+        load_before = os.getloadavg()[0]
+        cpu = Cpu(scratch, workers)
+        run_id = evalrun(env, data, url, args.kill_concurrency or args.concurrency)
         run_row = f"FROM runs_run WHERE id = {run_id}"
         while scratch.query(f"SELECT succeeded {run_row}")[0][0] < items // 3:
             time.sleep(0.2)
@@ -347,16 +451,25 @@ def kill_run(
             if run_status not in ACTIVE_RUN:
                 break
             time.sleep(0.1)
-        calls_after = fake_calls(base_url)
+        own_cpu, db_cpu = cpu.used()  # the killed worker's left out
+        calls_after = fake_calls(base_url) if url else {}
         ((run_status, total, *counts, ended_at, wall),) = scratch.query(
             f"SELECT status, total, {', '.join(COUNTS)}, "
             "EXTRACT(EPOCH FROM finished_at), "
             f"EXTRACT(EPOCH FROM finished_at - started_at) {run_row}"
         )
-        ((results, distinct, attempts),) = scratch.query(
+        ((results, distinct, items_stored, attempts),) = scratch.query(
             "SELECT count(*), count(DISTINCT (item_id, epoch)), "
-            "sum(jsonb_array_length(attempts)) "
+            "count(DISTINCT item_id), sum(jsonb_array_length(attempts)) "
             f"FROM runs_result WHERE run_id = {run_id}"
+        )
+        # exact_match scores each answer once (a result with an error has
+        # no score).
+        ((scores, scored, answered),) = scratch.query(
+            "SELECT count(s.id), count(DISTINCT s.result_id), (SELECT count(*) "
+            f"FROM runs_result WHERE run_id = {run_id} AND status = 'succeeded') "
+            "FROM runs_score s JOIN runs_result r ON r.id = s.result_id "
+            f"WHERE r.run_id = {run_id}"
         )
         by_status = dict(
             scratch.query(
@@ -372,8 +485,6 @@ def kill_run(
         stop(workers)
 
     ended_after = float(ended_at) - killed_at
-    calls = calls_after["requests"] - calls_before["requests"]
-    closed = calls_after["disconnects"] - calls_before["disconnects"]
     skipped = total - sum(counts)
     stored_counts = [by_status.get(key, 0) for key in COUNTS]
     mid_way = held.status == "running" and held.pid == victim.pid
@@ -397,25 +508,38 @@ def kill_run(
         f"{after.pid}; the run ended {ended_after:.1f} s after the kill"
     )
     print(
-        f"{run_status} {counts[0]}/{total} in {float(wall):.2f} s; {results} "
-        f"results, {distinct} distinct (item, epoch); succeeded+failed+timed_out"
-        f"+cancelled+skipped = {'+'.join(map(str, [*counts, skipped]))} = {total}; "
-        f"stored by status {'+'.join(map(str, stored_counts))}"
+        f"{run_status} {counts[0]}/{total} in {float(wall):.2f} s "
+        f"({total / float(wall):,.0f} items/s; load {load_before:.1f} before); "
+        f"{results} results, {distinct} distinct (item, epoch), {items_stored} "
+        f"items; succeeded+failed+timed_out+cancelled+skipped = "
+        f"{'+'.join(map(str, [*counts, skipped]))} = {total}; stored by status "
+        f"{'+'.join(map(str, stored_counts))}; {scores} scores of {scored} "
+        f"results, {answered} answered"
     )
-    # A call whose result was never stored was made by the killed worker: it
-    # was in flight (its connection closed by the kill) or answered and
-    # waiting in the writer's buffer.
-    lost = calls - attempts
     print(
-        f"{all_claims} shard claims for {shard_count} shards; the fake server "
-        f"received {calls} calls, {calls - items} beyond {items}; {attempts} "
-        f"attempts stored, so {lost} calls lost with the killed worker: {closed} in "
-        f"flight (closed by the kill), {lost - closed} answered but not stored; "
-        f"load {os.getloadavg()[0]:.1f}"
+        f"CPU per item {1000 * own_cpu / total:.3f} ms in the 3 workers left "
+        f"+ {1000 * db_cpu / total:.3f} ms database"
     )
+    print(f"{all_claims} shard claims for {shard_count} shards")
+    if url:
+        # A call whose result was never stored was made by the killed worker:
+        # it was in flight (its connection closed by the kill) or answered and
+        # waiting in the writer's buffer.
+        calls = calls_after["requests"] - calls_before["requests"]
+        closed = calls_after["disconnects"] - calls_before["disconnects"]
+        lost = calls - attempts
+        print(
+            f"the fake server received {calls} calls, {calls - items} beyond "
+            f"{items}; {attempts} attempts stored, so {lost} calls lost with the "
+            f"killed worker: {closed} in flight (closed by the kill), "
+            f"{lost - closed} answered but not stored"
+        )
+    print(f"load {os.getloadavg()[0]:.1f} at the end")
     checks = {
         "the run completed": run_status == "completed",
         f"{items} results, one per (item, epoch)": results == distinct == items,
+        "every item has its result": items_stored == items,
+        "each answer scored once": scores == scored == answered,
         "total is the items": total == items,
         "succeeded+failed+timed_out+cancelled == total": sum(counts) == total,
         "the run's counts are its stored rows": stored_counts == counts,

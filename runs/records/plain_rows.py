@@ -40,7 +40,12 @@ class Table:
     """A model's insert columns: the filled ones first, then the defaulted ones."""
 
     def __init__(self, model: type[models.Model], filled: Sequence[str]) -> None:
-        fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+        # The primary key only when filled (ids drawn beforehand).
+        fields = [
+            f
+            for f in model._meta.concrete_fields
+            if not f.primary_key or f.attname in filled
+        ]
         by_attname = {f.attname: f for f in fields}
         missing = [name for name in filled if name not in by_attname]
         if missing:

@@ -206,29 +206,36 @@ def insert_results(run_id: int, records: Sequence[Any]) -> list[int]:
     """Insert the results of ``records``; their ids, in the same order."""
     if not records:
         return []
-    columns = table(Result, RESULT_FIELDS)
     rows = result_rows(run_id, records)
-    ids: dict[tuple[int, int], int] = {}
     if connection.vendor == "postgresql":
-        insert(columns, rows)  # COPY: the ids are read back
-        quote = connection.ops.quote_name
-        item_ids = sorted({r.item_id for r in records})
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT {quote(columns.pk_column)}, {quote('item_id')}, "
-                f"{quote('epoch')} FROM {quote(columns.table)} "
-                f"WHERE {quote('run_id')} = %s AND {quote('item_id')} = ANY(%s)",
-                [run_id, item_ids],
-            )
-            keys = {(r.item_id, r.epoch) for r in records}
-            for pk, item_id, epoch in cursor.fetchall():
-                if (item_id, epoch) in keys:
-                    ids[(item_id, epoch)] = pk
-    else:
-        returning = [columns.pk_column, "item_id", "epoch"]
-        for pk, item_id, epoch in insert(columns, rows, returning=returning):
-            ids[(item_id, epoch)] = pk
+        # COPY returns nothing: the ids are drawn first, so nothing is read
+        # back. A read-back of the batch's rows by their keys is planned on
+        # the table's statistics, which may predate the run (a server that
+        # has not analyzed since it began): the planner then takes the run
+        # for a few rows, and reads all of them for each batch (1 s at
+        # 600,000 results).
+        pks = _new_ids(len(rows))
+        with_ids = [(pk, *row) for pk, row in zip(pks, rows, strict=True)]
+        insert(table(Result, ("id", *RESULT_FIELDS)), with_ids)
+        return pks
+    columns = table(Result, RESULT_FIELDS)
+    returning = [columns.pk_column, "item_id", "epoch"]
+    ids = {
+        (item_id, epoch): pk
+        for pk, item_id, epoch in insert(columns, rows, returning=returning)
+    }
     return [ids[(r.item_id, r.epoch)] for r in records]
+
+
+def _new_ids(count: int) -> list[int]:
+    """PostgreSQL: ``count`` ids from the sequence of the results' ids."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT nextval(s) FROM pg_get_serial_sequence(%s, %s) AS s, "
+            "generate_series(1, %s) ORDER BY 1",
+            [Result._meta.db_table, Result._meta.pk.column, count],
+        )
+        return [pk for (pk,) in cursor.fetchall()]
 
 
 def insert_scores(pairs: Sequence[tuple[int, Any]]) -> None:
