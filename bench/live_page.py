@@ -359,7 +359,6 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         data = write_dataset(tmp / "live.jsonl", args.items, seed=23)
         manage(root, env, "import_dataset", "--project", "Live", str(data), "-v", "0")
         dataset_id = shell(root, env, DATASET)
-        run_id = shell(root, env, SYNTHETIC_RUN) if args.mode == "synthetic" else ""
 
         port = free_port()
         log = (tmp / "daphne.log").open("wb")
@@ -379,6 +378,9 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         )
         base = f"http://127.0.0.1:{port}"
         wait_serving(f"{base}/login/", process)
+        # Made once the server is up: a run pending at its start is resumed
+        # by its launcher, which would then execute it beside the driver.
+        run_id = shell(root, env, SYNTHETIC_RUN) if args.mode == "synthetic" else ""
         chromium = shutil.which("chromium") or "/usr/bin/chromium"
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
