@@ -85,21 +85,15 @@ from runs.models import Dataset
 print(Dataset.objects.get(name="live").pk)
 """
 
-SYNTHETIC_RUN = """
-from runs.models import Dataset, Target
-from runs.results.services import run_create
-target = Target.objects.get(name="Instant")
-run = run_create(user=None, dataset=Dataset.objects.get(name="live"),
-    target=target, scorers=["exact_match"], launch=False, name="synthetic")
-print(run.pk)
-"""
-
 # Writes results as an executor does, at most ``rate`` a second in batches,
 # for at most ``seconds``, and sends the progress events that an executor
 # storing ``events`` batches a second sends (unpaced, straight onto the layer,
 # as executors in several processes would: no process paces them all),
-# whether or not this machine can write that fast; then ends the run.
+# whether or not this machine can write that fast; then ends the run. It
+# makes the run and holds it (as a live executor, so that the server's
+# launcher leaves it alone), tells its id, and starts on a line of input.
 DRIVER = """
+import sys
 import time
 from django.utils import timezone
 from runs import events
@@ -107,10 +101,16 @@ from runs.executor import store
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Item, Result, Run
 from runs.analysis.figures import run_figures_store
-run_id, rate, batch = {run_id}, {rate}, {batch}
-per_second, seconds = {events}, {seconds}
-run = Run.objects.get(pk=run_id)
-store.run_claim(run_id, executor_id="synthetic")
+from runs.models import Dataset, Target
+from runs.results.services import run_create
+rate, batch, per_second, seconds = {rate}, {batch}, {events}, {seconds}
+run = run_create(user=None, dataset=Dataset.objects.get(name="live"),
+    target=Target.objects.get(name="Instant"), scorers=["exact_match"],
+    launch=False, name="synthetic")
+run_id = run.pk
+store.run_claim(run_id)
+print(run_id, flush=True)
+sys.stdin.readline()
 items = list(Item.objects.filter(dataset_id=run.dataset_id).order_by("index")
              .values_list("pk", "index"))
 start = time.monotonic()
@@ -378,9 +378,6 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
         )
         base = f"http://127.0.0.1:{port}"
         wait_serving(f"{base}/login/", process)
-        # Made once the server is up: a run pending at its start is resumed
-        # by its launcher, which would then execute it beside the driver.
-        run_id = shell(root, env, SYNTHETIC_RUN) if args.mode == "synthetic" else ""
         chromium = shutil.which("chromium") or "/usr/bin/chromium"
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
@@ -411,9 +408,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                 page.wait_for_url(lambda url: "/runs/" in url and "/new" not in url)
                 run_id = page.url.rstrip("/").rsplit("/", 1)[1]
             else:
-                page.goto(f"{base}/runs/{run_id}/")
                 code = DRIVER.format(
-                    run_id=run_id,
                     rate=args.rate,
                     batch=args.batch,
                     events=args.events,
@@ -423,9 +418,17 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
                     [sys.executable, str(root / "manage.py"), "shell", "-c", code],
                     env=env,
                     cwd=root,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     text=True,
                 )
+                assert driver.stdin is not None and driver.stdout is not None
+                run_id = ""
+                while not run_id.isdigit():  # after what the shell prints first
+                    run_id = driver.stdout.readline().strip()
+                page.goto(f"{base}/runs/{run_id}/")
+                driver.stdin.write("go\n")
+                driver.stdin.flush()
             print(f"# run {run_id} on {page.url}", flush=True)
             started = time.monotonic()
             samples: list[dict[str, Any]] = []
@@ -473,7 +476,7 @@ def bench(args: argparse.Namespace) -> dict[str, Any]:
             browser_seconds = time.monotonic() - started
             achieved = event_rate = None
             if driver is not None:
-                out, _ = driver.communicate(timeout=120)
+                out, _ = driver.communicate(timeout=300)
                 achieved, event_rate = map(float, out.strip().splitlines()[-1].split())
             time.sleep(3)  # the summary and result table refresh at the end
             last = page.evaluate(SAMPLE)
