@@ -1,11 +1,16 @@
 """Live progress of one run over a websocket, as htmx out-of-band fragments.
 
 The database is the truth and events are hints: on connect the consumer sends
-a snapshot read from the database, and on every ``run.update`` event it reads
-the database again and sends the progress block plus the rows stored since the
+a snapshot read from the database; after a ``run.update`` event it reads the
+database again and sends the progress block plus the rows stored since the
 last message. A run executed by another process may have no shared channel
 layer to announce itself on, so while no event arrives the consumer polls the
 database and sends an update when something changed.
+
+Updates are coalesced: however many events arrive (one per stored batch, from
+every executor of the run), a page gets at most one update per
+``SEND_INTERVAL``, read after the last event that asked for it, so the last
+state always reaches it. The run's end is sent at once.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from runs.results.selectors import result_latest, run_get, run_overview
 logger = logging.getLogger(__name__)
 
 POLL_INTERVAL = 1.5
+SEND_INTERVAL = 0.5  # the least time between two updates of one page
 SNAPSHOT_ROWS = 20
 UPDATE_ROWS = 50  # the most result rows one live update carries
 
@@ -101,16 +107,27 @@ read_state = database_sync_to_async(run_state)
 read_update = database_sync_to_async(live_update)
 
 
+async def wait_for(event: asyncio.Event, seconds: float) -> bool:
+    """Whether ``event`` was set within ``seconds``."""
+    if seconds > 0 and not event.is_set():
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await event.wait()
+    return event.is_set()
+
+
 class RunConsumer(AsyncWebsocketConsumer):
     poll_interval = POLL_INTERVAL
+    send_interval = SEND_INTERVAL
 
     async def connect(self) -> None:
         self.run_id: int = self.scope["url_route"]["kwargs"]["run_id"]
         self.last_result_id = 0
         self.state: tuple[Any, ...] = ()
         self.final = False
-        self.lock = asyncio.Lock()
-        self.poller: asyncio.Task[None] | None = None
+        self.asked = asyncio.Event()  # an event asked for an update
+        self.ended = asyncio.Event()  # an event said the run has ended
+        self.follower: asyncio.Task[None] | None = None
         self.joined = False
         self.last_sent = 0.0
         user = self.scope.get("user")
@@ -127,62 +144,86 @@ class RunConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
         self.joined = True
         await self.accept()
-        await self.send_update(snapshot=True)
-        if not self.final:
-            self.poller = asyncio.create_task(self.poll())
+        if await self.send_update(snapshot=True) and not self.final:
+            self.follower = asyncio.create_task(self.follow())
 
     async def disconnect(self, code: int) -> None:
-        if self.poller is not None:
-            self.poller.cancel()
+        if self.follower is not None:
+            self.follower.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.poller
+                await self.follower
         if self.joined:
             await self.channel_layer.group_discard(
                 run_group(self.run_id), self.channel_name
             )
 
     async def run_update(self, event: dict[str, Any]) -> None:
-        """A hint from the executor that results were stored: re-read and send."""
-        await self.send_update()
+        """A hint that results were stored: the follower sends an update.
 
-    async def send_update(self, *, snapshot: bool = False) -> None:
-        async with self.lock:
-            try:
-                update = await read_update(
-                    self.user,
-                    self.run_id,
-                    after_id=self.last_result_id,
-                    snapshot=snapshot,
-                )
-            except NotFound:  # the user lost access, or the run is gone
-                await self.close()
-                return
-            self.last_result_id = update.last_result_id
-            self.state = update.state
-            self.final = update.final
-            self.last_sent = asyncio.get_running_loop().time()
-            await self.send(text_data=update.html)
-            if update.rows_html is not None:
-                await self.send(text_data=update.rows_html)
+        Returns at once, so that a flood of events never queues reads of the
+        database: all the events of an interval make one update.
+        """
+        self.asked.set()
+        if event.get("final"):
+            self.ended.set()
 
-    async def poll(self) -> None:
-        """Fallback for executors without a shared channel layer."""
+    async def send_update(self, *, snapshot: bool = False) -> bool:
+        """Read the run and send it; False when the page may no longer see it."""
+        try:
+            update = await read_update(
+                self.user,
+                self.run_id,
+                after_id=self.last_result_id,
+                snapshot=snapshot,
+            )
+        except NotFound:  # the user lost access, or the run is gone
+            await self.close()
+            return False
+        self.last_result_id = update.last_result_id
+        self.state = update.state
+        self.final = update.final
+        self.last_sent = asyncio.get_running_loop().time()
+        await self.send(text_data=update.html)
+        if update.rows_html is not None:
+            await self.send(text_data=update.rows_html)
+        return True
+
+    async def follow(self) -> None:
+        """Send the updates events ask for, at most one per ``send_interval``;
+        poll the database while none arrives (executors without a shared
+        channel layer)."""
         loop = asyncio.get_running_loop()
         while not self.final:
-            await asyncio.sleep(self.poll_interval)
-            if loop.time() - self.last_sent < self.poll_interval:
-                continue  # events are arriving: no need to poll
+            if await wait_for(self.asked, self.poll_interval):
+                wait = self.last_sent + self.send_interval - loop.time()
+                await wait_for(self.ended, wait)  # the end goes at once
+            elif not await self.changed():
+                continue
+            # Cleared before the read: an event that arrives during it asks
+            # for one more update, after the interval.
+            self.asked.clear()
             try:
-                state = await read_state(self.user, self.run_id)
-                if state != self.state:
-                    await self.send_update()
-            except NotFound:
-                await self.close()
-                return
+                if not await self.send_update():
+                    return
             except DatabaseError as exc:  # a busy database: try again next time
-                logger.warning(
-                    "run %s: progress poll failed: %s: %s",
-                    self.run_id,
-                    type(exc).__name__,
-                    exc,
-                )
+                self.failed(exc)
+
+    async def changed(self) -> bool:
+        """Whether the run's figures changed since the last update (polling)."""
+        try:
+            return await read_state(self.user, self.run_id) != self.state
+        except NotFound:
+            await self.close()
+            self.final = True  # nothing more to follow
+            return False
+        except DatabaseError as exc:  # a busy database: try again next time
+            self.failed(exc)
+            return False
+
+    def failed(self, exc: DatabaseError) -> None:
+        logger.warning(
+            "run %s: progress read failed: %s: %s",
+            self.run_id,
+            type(exc).__name__,
+            exc,
+        )

@@ -8,13 +8,15 @@ from collections.abc import Callable
 
 import pytest
 from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
 from django.test import Client
 from django.utils import timezone
 
 from evalsite.asgi import application
-from runs.events import publish_run_update
+from runs.consumers import RunConsumer
+from runs.events import RUN_UPDATE, publish_run_update, run_group
 from runs.executor import store
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Dataset, Item, Result, Run, RunStatus
@@ -245,4 +247,73 @@ async def test_a_real_run_is_followed_to_its_final_status(
     assert 'data-status="completed' in final
     rows = {row for message in seen for row in _row_ids(message)}
     assert len(rows) == 10
+    await communicator.disconnect()
+
+
+FLOOD = 2_000
+
+
+async def _flood(run: Run, *, final: bool = False, count: int = FLOOD) -> None:
+    """Events straight onto the channel layer, as many executors would send
+    them: no pacing by the publisher."""
+    layer = get_channel_layer()
+    event = {"type": RUN_UPDATE, "run_id": run.pk, "final": final}
+    for _ in range(count):
+        await layer.group_send(run_group(run.pk), event)
+
+
+async def test_a_flood_of_events_waits_for_the_interval_and_the_end_goes_at_once(
+    headers_for: Callable[[User | None], Headers],
+    bob: User,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(RunConsumer, "send_interval", 3600.0, raising=False)
+    monkeypatch.setattr(RunConsumer, "poll_interval", 3600.0)
+    headers = await database_sync_to_async(headers_for)(bob)
+    communicator = await _connect(headers, run)
+    snapshot = await _receive(communicator, wait=60)
+
+    for index in range(10):  # every item stored, each announced by a flood
+        await store_results(run, [index])
+        await _flood(run, count=FLOOD // 10)
+    flooded = await communicator.receive_nothing(timeout=1)
+    await database_sync_to_async(store.run_finish)(run.pk, cancelled=False)
+    await _flood(run, final=True, count=1)
+    end = await _receive(communicator, wait=60)
+
+    assert _processed(snapshot) == 0
+    assert flooded, "an update came before its interval had passed"
+    # One update, read after the end: the exact final figures and every row.
+    assert end.count('<section id="run-progress"') == 1
+    assert 'data-final="true"' in end
+    assert _processed(end) == 10
+    assert len(_row_ids(end)) == 10
+    assert await communicator.receive_nothing(timeout=1)
+    await communicator.disconnect()
+
+
+async def test_the_last_state_of_a_flood_reaches_the_page_once(
+    headers_for: Callable[[User | None], Headers],
+    bob: User,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(RunConsumer, "poll_interval", 3600.0)  # events only
+    headers = await database_sync_to_async(headers_for)(bob)
+    communicator = await _connect(headers, run)
+    await _receive(communicator, wait=60)
+
+    for index in range(10):  # the last item stored, then only events
+        await store_results(run, [index])
+        await _flood(run, count=FLOOD // 10)
+    progress = []
+    while not progress or _processed(progress[-1]) < 10:
+        message = await communicator.receive_from(timeout=60)
+        if "run-progress" in message:
+            progress.append(message)
+
+    # The flood yields to the loop between events, so its updates follow
+    # the send interval: far fewer than its events (one each, before).
+    assert len(progress) < FLOOD // 10, len(progress)
     await communicator.disconnect()

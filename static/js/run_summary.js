@@ -239,5 +239,5 @@
     timer = window.setTimeout(refresh, wait);
   }
 
-  document.addEventListener("htmx:wsAfterMessage", schedule);
+  document.addEventListener("evalsite:live", schedule);
 })();
