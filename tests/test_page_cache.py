@@ -349,34 +349,3 @@ def test_signed_in_user_is_read_as_the_orm_reads_it(alice: User) -> None:
     assert reads.user_by_id(alice.pk + 1000) is None
     User.objects.filter(pk=alice.pk).update(is_active=False)
     assert UserBackend().get_user(alice.pk) is None
-
-
-@pytest.mark.django_db
-@pytest.mark.parametrize("page", ["", "live-figures/"])
-def test_a_running_runs_page_is_kept_for_its_window_and_not_past_a_cancel(
-    alice_client: Client,
-    project: Project,
-    monkeypatch: pytest.MonkeyPatch,
-    page: str,
-) -> None:
-    run = echo_run(make_dataset(project, arithmetic_items(3), name="going"))
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.RUNNING, started_at=timezone.now()
-    )
-    monkeypatch.setattr(cache_keys, "clock", lambda: 7000.0)
-    url = f"/runs/{run.pk}/{page}"
-    first = alice_client.get(url)
-    Run.objects.filter(pk=run.pk).update(succeeded=1)  # a batch stored
-    second = alice_client.get(url)
-    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    cancelled = alice_client.get(url)
-    monkeypatch.setattr(
-        cache_keys, "clock", lambda: 7000.0 + cache_keys.LIVE_WINDOW_SECONDS
-    )
-    next_window = alice_client.get(url)
-
-    assert {first.status_code, second.status_code, cancelled.status_code} == {200}
-    # Within its window, the page is the window's (at most that old) ...
-    assert first.templates and not second.templates
-    # ... but a cancel shows at once, and the next window is built afresh.
-    assert cancelled.templates and next_window.templates

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+from django.core.cache import cache
 from django.db.models import (
     Count,
     Exists,
@@ -37,7 +38,7 @@ from runs.analysis.cluster_keys import (
 from runs.analysis.cluster_moves import Move, cluster_moves, cluster_pattern
 from runs.analysis.result_table import ResultTable, run_result_table
 from runs.models import Result, Run, Score
-from runs.records import cache_keys, single_flight
+from runs.records import cache_keys
 from runs.records.signatures import (
     SCORE_ERRORED,
     SCORE_FAILED,
@@ -263,7 +264,11 @@ def _groups_cached(family: _Family, run: Run) -> _Groups:
     """A run's groups, kept under its results version: a baseline is often
     compared again and again, and it has usually finished."""
     key = cache_keys.run_cluster_groups(family.name, run)
-    return single_flight.cached(key, lambda: _groups(family, run), CACHE_SECONDS)
+    groups = cache.get(key)
+    if groups is None:
+        groups = _groups(family, run)
+        cache.set(key, groups, CACHE_SECONDS)
+    return groups
 
 
 def _counts(
@@ -549,10 +554,10 @@ def run_clusters_cached(
 ) -> RunClusters:
     """``run_clusters``, kept under the results versions of both runs."""
     key = cache_keys.run_clusters(run, baseline, items_per_cluster)
-    return single_flight.cached(
-        key,
-        lambda: run_clusters(
+    clusters = cache.get(key)
+    if clusters is None:
+        clusters = run_clusters(
             run=run, baseline=baseline, items_per_cluster=items_per_cluster
-        ),
-        CACHE_SECONDS,
-    )
+        )
+        cache.set(key, clusters, CACHE_SECONDS)
+    return clusters

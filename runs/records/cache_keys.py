@@ -27,7 +27,6 @@ import hashlib
 import operator
 import pickle
 import re
-import time
 from collections.abc import Callable
 from importlib import resources
 from itertools import chain
@@ -108,43 +107,17 @@ def key(kind: str, *parts: Any) -> str:
 
 # -- a run's figures, under its results_version ------------------------------------
 
-# A running run stores a batch of results up to four times a second, each
-# moving its results_version: figures keyed by it would be computed again for
-# nearly every request. While it goes, what is computed from its results is
-# keyed instead by the window of this many seconds it was asked in (and the
-# parts of results_version a count does not move): every request in a window
-# shares one computation, at most this old. Once the run has ended, its
-# status is in the key: its final figures are computed afresh, exact.
-LIVE_WINDOW_SECONDS = 1.0
-# The windows' clock (seconds since the epoch: the same in every process).
-clock = time.time
-
-
-def figures_version(run: Run) -> str:
-    """What a run's figures are keyed by: its ``results_version`` once it
-    has ended; while it goes, its row's unchanging parts and the current
-    window of ``LIVE_WINDOW_SECONDS``."""
-    if run.is_final:
-        return run.results_version
-    window = live_window()
-    return f"{run.pk}:{run.created_at.timestamp()}:{run.revision}:{run.status}:{window}"
-
-
-def live_window() -> int:
-    """The number of the current window of ``LIVE_WINDOW_SECONDS``."""
-    return int(clock() // LIVE_WINDOW_SECONDS)
-
 
 def run_summary(run: Run) -> str:
-    return key("run-summary", figures_version(run))
+    return key("run-summary", run.results_version)
 
 
 def run_scorers(run: Run) -> str:
-    return key("run-scorers", figures_version(run))
+    return key("run-scorers", run.results_version)
 
 
 def run_charts(run: Run) -> str:
-    return key("run-charts", figures_version(run))
+    return key("run-charts", run.results_version)
 
 
 def run_figures(run: Run, figures_format: int) -> str:
@@ -152,14 +125,12 @@ def run_figures(run: Run, figures_format: int) -> str:
 
 
 def run_cluster_groups(family: str, run: Run) -> str:
-    return key("run-cluster-groups", family, figures_version(run))
+    return key("run-cluster-groups", family, run.results_version)
 
 
 def run_clusters(run: Run, baseline: Run | None, items_per_cluster: int) -> str:
-    baseline_version = figures_version(baseline) if baseline is not None else None
-    return key(
-        "run-clusters", figures_version(run), baseline_version, items_per_cluster
-    )
+    baseline_version = baseline.results_version if baseline is not None else None
+    return key("run-clusters", run.results_version, baseline_version, items_per_cluster)
 
 
 def run_content_clusters(run: Run, version: str) -> str:
@@ -168,11 +139,11 @@ def run_content_clusters(run: Run, version: str) -> str:
 
 
 def comparison(runs: tuple[Run, ...]) -> str:
-    return key("compare", tuple(map(figures_version, runs)))
+    return key("compare", tuple(run.results_version for run in runs))
 
 
 def leaderboard(runs: tuple[Run, ...], scorer: str | None) -> str:
-    return key("leaderboard", tuple(map(figures_version, runs)), scorer)
+    return key("leaderboard", tuple(run.results_version for run in runs), scorer)
 
 
 def comparison_items(
@@ -180,8 +151,8 @@ def comparison_items(
 ) -> str:
     return key(
         "compare-items",
-        figures_version(baseline),
-        figures_version(candidate),
+        baseline.results_version,
+        candidate.results_version,
         scorer,
         change or "",
     )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Mapping
-from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 from django.contrib import messages
@@ -31,7 +30,7 @@ from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from ninja.renderers import JSONRenderer
 
-from runs.records import cache_keys, single_flight
+from runs.records import cache_keys
 
 if TYPE_CHECKING:
     from ninja import Schema
@@ -76,21 +75,14 @@ def render_cached(
     key = page_key(request, template_name, key_data) if cacheable else ""
     cached = cache.get(key) if cacheable else None
     if cached is None:
-        # Requests that miss the same page at once wait for the first's.
-        with single_flight.one_at_a_time(key) if cacheable else nullcontext():
-            cached = cache.get(key) if cacheable else None
-            if cached is None:
-                context, status = build()
-                placeholder = CSRF_PLACEHOLDER_PREFIX + secrets.token_hex(16)
-                body = render_to_string(
-                    template_name,
-                    {**context, "csrf_token": placeholder},
-                    request=request,
-                )
-                cached = (tuple(body.split(placeholder)), status)
-                current = still_current is None or still_current() == key_data
-                if cacheable and current:
-                    cache.set(key, cached, PAGE_CACHE_SECONDS)
+        context, status = build()
+        placeholder = CSRF_PLACEHOLDER_PREFIX + secrets.token_hex(16)
+        body = render_to_string(
+            template_name, {**context, "csrf_token": placeholder}, request=request
+        )
+        cached = (tuple(body.split(placeholder)), status)
+        if cacheable and (still_current is None or still_current() == key_data):
+            cache.set(key, cached, PAGE_CACHE_SECONDS)
     parts, status = cached
     return HttpResponse(get_token(request).join(parts), status=status)
 

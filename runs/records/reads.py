@@ -43,7 +43,7 @@ from runs.models import (
     RunStatus,
     ScoringPass,
 )
-from runs.records import cache_keys, compiled
+from runs.records import compiled
 from runs.records.compiled import Args
 
 _STATUS_LABELS = dict(RunStatus.choices)
@@ -507,9 +507,6 @@ def run_records(
 
 
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
-# What a running run's page is kept under besides its window: what the user
-# changes (a cancel, a retry) or may see changed (their role).
-_GOING_KEY = ("status", "cancel_requested", "revision", "role")
 
 
 def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
@@ -547,10 +544,9 @@ def _run_page_passes(args: Args) -> QuerySet[ScoringPass, dict[str, Any]]:
 
 def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     """Everything a finished run's page shows, as column names and values,
-    for its cache key; for a run still going, the parts of its row a user
-    changes and the current window of ``cache_keys.LIVE_WINDOW_SECONDS``;
-    None when the page must be built afresh (the user is no member of the
-    run's project, or a re-score is under way).
+    for its cache key; None when the page must be built afresh (the user is no
+    member of the run's project, the run is still going, or a re-score is
+    under way: such pages move by the second).
 
     What the page reads beyond these values is keyed by the run's own row:
     its figures and results table are cached under ``Run.results_version``,
@@ -562,7 +558,7 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
         {"user_id": user_id, "run_id": run_id},
         convert=False,
     )
-    if not found:
+    if not found or found[0][names.index("status")] not in FINAL_RUN_STATUSES:
         return None
     pass_names, passes = compiled.fetch(
         compiled.statement("run-page-passes", _run_page_passes),
@@ -572,14 +568,4 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     status = pass_names.index("status")
     if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
         return None
-    run = found[0]
-    if run[names.index("status")] in FINAL_RUN_STATUSES:
-        return (names, run), (pass_names, tuple(passes))
-    # A run still going moves with every batch it stores: its page is kept
-    # for the window its figures are kept for (cache_keys.figures_version),
-    # at most that old, but never past what a user changes on it.
-    return (
-        "going",
-        tuple(run[names.index(name)] for name in _GOING_KEY),
-        cache_keys.live_window(),
-    )
+    return (names, found[0]), (pass_names, tuple(passes))

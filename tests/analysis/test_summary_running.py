@@ -10,7 +10,6 @@ from django.utils import timezone
 
 from runs.analysis import summary
 from runs.models import Project, Run, RunStatus
-from runs.records import cache_keys
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 PASSED = {"scores": [("exact_match", True, "")]}
@@ -61,22 +60,3 @@ def test_a_batch_stored_meanwhile_never_gives_more_passes_than_trials(
     assert scorer.passed == scorer.results == 10
     assert scorer.pass_rate == 1.0
     assert scorer.pass_rate_ci is not None and scorer.pass_rate_ci[1] == 1.0
-
-
-def test_a_running_runs_figures_are_shared_within_a_window_exact_once_ended(
-    running: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(cache_keys, "clock", lambda: 5000.0)
-    first = summary.run_summary_cached(run=running)
-    run = store_outcomes(running, [PASSED] * 5, offset=5)
-
-    # A batch stored within the window: the window's figures, not recomputed.
-    assert summary.run_summary_cached(run=run) == first
-    assert first.counts["processed"] == 5
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.COMPLETED, finished_at=timezone.now()
-    )
-    run.refresh_from_db()
-
-    # Ended in the same window: its figures are computed afresh.
-    assert summary.run_summary_cached(run=run).counts["processed"] == 10

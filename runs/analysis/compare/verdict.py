@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from django.core.cache import cache
 
 from runs.analysis.compare import signflip, significance
 from runs.analysis.compare.pairing import (
@@ -44,7 +45,7 @@ from runs.analysis.compare.pairing import (
 )
 from runs.analysis.compare.signflip import SignFlip, sign_flip_test
 from runs.models import Run
-from runs.records import cache_keys, single_flight
+from runs.records import cache_keys
 
 CACHE_SECONDS = 600
 
@@ -308,10 +309,14 @@ def _candidate_rows(baseline: Run, candidate: Run, paired_by: str) -> list[Teste
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     """``compare_runs``, kept under the runs' ``results_version``."""
     key = cache_keys.comparison((baseline, *candidates))
-
-    def compute() -> tuple[Any, ...]:
+    cached = cache.get(key)
+    if cached is None:
         comparison = compare_runs(baseline=baseline, candidates=candidates)
-        return comparison.paired_by, comparison.unpaired, comparison.scorers
-
-    paired_by, unpaired, rows = single_flight.cached(key, compute, CACHE_SECONDS)
+        cache.set(
+            key,
+            (comparison.paired_by, comparison.unpaired, comparison.scorers),
+            CACHE_SECONDS,
+        )
+        return comparison
+    paired_by, unpaired, rows = cached
     return Comparison(baseline, list(candidates), paired_by, unpaired, rows)
