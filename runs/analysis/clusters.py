@@ -118,7 +118,8 @@ def change_of(count: int, baseline_count: int) -> str:
     return SAME
 
 
-def _share(count: int, results: int) -> float | None:
+def share_of(count: int, results: int) -> float | None:
+    """A cluster's share of the run's results (None without results)."""
     return count / results if results else None
 
 
@@ -471,7 +472,7 @@ def _clusters(
     for key in shown:
         cluster = make(groups.rows[key], items.get(key, []))
         cluster.items = cluster.items[:items_per_cluster]
-        cluster.share = _share(cluster.count, results)
+        cluster.share = share_of(cluster.count, results)
         clusters.append(cluster)
     if baseline is not None:
         theirs = _groups_cached(family, baseline)

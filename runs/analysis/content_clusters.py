@@ -57,6 +57,7 @@ from runs.analysis.clusters import (
     VANISHED,
     ClusterItem,
     change_of,
+    share_of,
 )
 from runs.analysis.content_titles import cluster_titles
 from runs.analysis.embeddings import EmbeddingsFailed, embed_texts, embeddings_label
@@ -284,7 +285,7 @@ def _cluster(
         unclustered=unclustered,
         count=len(members),
         retryable=sum(1 for m in members if m[4]),
-        share=len(members) / results if results else None,
+        share=share_of(len(members), results),
         items=[ClusterItem(m[0], m[1], m[2], m[3]) for m in members[:items]],
     )
 

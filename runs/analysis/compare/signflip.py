@@ -30,12 +30,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-import os
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from runs.analysis.compare.draws import draw_in_parts, moments
 
 # Exact while the counts of kept signs per value, (c1 + 1)(c2 + 1)..., are at
 # most this many: every sample of up to 17 items, and larger ones with few
@@ -46,12 +45,6 @@ RESAMPLES = 2_000
 # is taken as normal (the error at this size is stated above).
 NORMAL_EFFECTIVE_ITEMS = 10_000
 SEED = 20_211_014
-# Draws per chunk (sign vectors x 64-bit words; the bootstrap's resamples x
-# distinct values): bounded memory.
-CHUNK_DRAWS = 4_000_000
-# Parts of the draws, each with its own random stream of the seed: the same
-# figures on any machine, however many threads draw them.
-STREAMS = 4
 # Bisection steps of an interval bound: the bracket shrinks by 2^-60.
 BISECTIONS = 60
 # How the sign vectors are counted: every one (weighted by its probability),
@@ -60,19 +53,6 @@ EXACT = "exact"
 DRAWN = "monte_carlo"
 NORMAL = "normal"
 ALL_BITS = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
-
-
-def draw_pool() -> ThreadPoolExecutor:
-    """Threads that draw random parts side by side (sign vectors, bootstrap
-    resamples), one per core, at most ``STREAMS``."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            workers = min(STREAMS, os.cpu_count() or 1)
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="signflip")
-        return _pool
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -190,7 +170,6 @@ def _words(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _drawn(
     values: np.ndarray, counts: np.ndarray, resamples: int, seed: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    parts = np.array_split(np.arange(resamples), STREAMS)
     # The seed and the differences together: the same figures for the same
     # differences on any machine, and other sign vectors for other
     # differences. One fixed set of vectors for every sample would hold each
@@ -198,28 +177,22 @@ def _drawn(
     # over 50 items), not to alpha.
     digest = hashlib.blake2b(values.tobytes() + counts.tobytes(), digest_size=16)
     words = np.frombuffer(digest.digest(), dtype=np.uint32).tolist()
-    streams = np.random.SeedSequence([seed, *words]).spawn(STREAMS)
     owner, masks = _words(counts)
     word_values = values[owner]
     total, n = float(values @ counts), float(counts.sum())
-    chunk = max(1, CHUNK_DRAWS // len(masks))
     sums, signs = np.empty(resamples), np.empty(resamples)
 
-    def draw(part: np.ndarray, stream: np.random.SeedSequence) -> None:
-        # numpy draws without the GIL, so the parts run side by side.
-        rng = np.random.default_rng(stream)
-        for start in range(0, len(part), chunk):
-            where = part[start : start + chunk]
-            bits = rng.integers(
-                0, ALL_BITS, (len(where), len(masks)), np.uint64, endpoint=True
-            )
-            # A set bit keeps its item's sign: the kept count of each value
-            # is the popcount of its bits, Binomial(count, 1/2).
-            kept = np.bitwise_count(bits & masks).astype(float)
-            sums[where] = 2 * (kept @ word_values) - total
-            signs[where] = 2 * kept.sum(axis=1) - n
+    def fill(rng: np.random.Generator, where: np.ndarray) -> None:
+        bits = rng.integers(
+            0, ALL_BITS, (len(where), len(masks)), np.uint64, endpoint=True
+        )
+        # A set bit keeps its item's sign: the kept count of each value is
+        # the popcount of its bits, Binomial(count, 1/2).
+        kept = np.bitwise_count(bits & masks).astype(float)
+        sums[where] = 2 * (kept @ word_values) - total
+        signs[where] = 2 * kept.sum(axis=1) - n
 
-    list(draw_pool().map(draw, parts, streams))
+    draw_in_parts(resamples, np.random.SeedSequence([seed, *words]), len(masks), fill)
     return sums, signs
 
 
@@ -235,11 +208,8 @@ def sign_flip_test(
     counts = np.asarray(counts, dtype=np.int64)
     kept = counts > 0
     values, counts = values[kept], counts[kept]
-    n = int(counts.sum())
-    total = float(values @ counts)
-    mean = total / n
-    squares = float(((values - mean) ** 2) @ counts)
-    sd = math.sqrt(squares / max(n - 1, 1))
+    observed = moments(values, counts)
+    sd = observed.sd
     # A spread within rounding of the values' size is none at all.
     if sd <= 1e-12 * max(1.0, float(np.abs(values).max())):
         sd = 0.0
@@ -255,13 +225,13 @@ def sign_flip_test(
         method = DRAWN
         sums, signs = _drawn(values, counts, resamples, seed)
     test = SignFlip(
-        n=n,
-        mean=mean,
+        n=observed.n,
+        mean=observed.mean,
         sd=sd,
         method=method,
         p_value=1.0,
-        total=total,
-        squares=squares,
+        total=observed.total,
+        squares=observed.squares,
         step=float(nonzero.min()) if len(nonzero) else 0.0,
         lowest=float(values.min()),
         highest=float(values.max()),
@@ -269,5 +239,5 @@ def sign_flip_test(
         signs=signs,
         weights=weights,
     )
-    p_value = 1.0 if total == 0 else test.p_at(0.0)
+    p_value = 1.0 if observed.total == 0 else test.p_at(0.0)
     return dataclasses.replace(test, p_value=p_value)

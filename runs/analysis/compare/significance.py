@@ -48,15 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from runs.analysis.compare.signflip import (
-    CHUNK_DRAWS,
-    DRAWN,
-    EXACT,
-    RESAMPLES,
-    STREAMS,
-    SignFlip,
-    draw_pool,
-)
+from runs.analysis.compare.draws import draw_in_parts, moments
+from runs.analysis.compare.signflip import DRAWN, EXACT, RESAMPLES, SignFlip
 from runs.analysis.stats import wilson_interval
 
 ALPHA = 0.05
@@ -66,9 +59,6 @@ CONFIDENCE = 0.95
 # differences, so the cost grows with resamples x distinct values.
 BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20_211_014
-# Draws per bootstrap chunk and parts of its resamples: the sign-flip test's.
-BOOTSTRAP_CHUNK_DRAWS = CHUNK_DRAWS
-BOOTSTRAP_STREAMS = STREAMS
 
 
 def mcnemar_exact(*, regressions: int, improvements: int) -> float:
@@ -182,30 +172,20 @@ def paired_bootstrap(
     distribution as drawing items). The p-value is two-sided, from the
     resamples recentred on zero (Efron and Tibshirani 1993, 16.4).
     """
-    n = int(counts.sum())
-    mean = float(values @ counts) / n
-    sd = math.sqrt(float(((values - mean) ** 2) @ counts) / max(n - 1, 1))
-    # Resamples in BOOTSTRAP_STREAMS fixed parts, each from its own stream of
-    # the seed: the same figures on any machine, however many threads draw
-    # them (numpy draws without the GIL, so the parts run side by side).
-    parts = np.array_split(np.arange(resamples), BOOTSTRAP_STREAMS)
-    streams = np.random.SeedSequence(seed).spawn(BOOTSTRAP_STREAMS)
-    chunk = max(1, BOOTSTRAP_CHUNK_DRAWS // max(len(values), 1))
+    observed = moments(values, counts)
+    n, mean = observed.n, observed.mean
     means = np.empty(resamples)
 
-    def draw(part: np.ndarray, stream: np.random.SeedSequence) -> None:
-        rng = np.random.default_rng(stream)
-        for start in range(0, len(part), chunk):
-            where = part[start : start + chunk]
-            draws = rng.multinomial(n, counts / n, size=len(where))
-            means[where] = draws @ values / n
+    def fill(rng: np.random.Generator, where: np.ndarray) -> None:
+        draws = rng.multinomial(n, counts / n, size=len(where))
+        means[where] = draws @ values / n
 
-    list(draw_pool().map(draw, parts, streams))
+    draw_in_parts(resamples, np.random.SeedSequence(seed), len(values), fill)
     low, high = np.quantile(means, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
     # A tolerance: sums of the same values in another order differ in the last bit.
     extreme = np.abs(means - mean) >= abs(mean) - 1e-12
     p_value = 1.0 if mean == 0 else float((1 + extreme.sum()) / (resamples + 1))
-    return Bootstrap(mean, (float(low), float(high)), min(p_value, 1.0), sd)
+    return Bootstrap(mean, (float(low), float(high)), min(p_value, 1.0), observed.sd)
 
 
 def holm_adjust(p_values: Sequence[float]) -> list[float]:
