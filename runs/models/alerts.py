@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
-from runs.models.fields import unique
-from runs.models.projects import Authored, Project
+from runs.models.fields import kept_null, unique
+from runs.models.projects import Authored, owning_project
 from runs.models.runs import Run
 
 
@@ -23,9 +23,7 @@ class AlertChannel(Authored):
         SLACK = "slack", "Slack incoming webhook"
         EMAIL = "email", "Email"
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="alert_channels"
-    )
+    project = owning_project("alert_channels")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
     url_ciphertext = models.TextField(blank=True, editable=False)
@@ -64,9 +62,7 @@ class AlertDelivery(models.Model):
     channel = models.ForeignKey(
         AlertChannel, on_delete=models.CASCADE, related_name="deliveries"
     )
-    run = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    run = kept_null(Run, related_name="+")
     test = models.BooleanField(default=False)
     payload = models.JSONField(default=dict)
     status = models.CharField(

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from runs.models.fields import unique
-from runs.models.projects import Authored, Project
+from runs.models.projects import Authored, owning_project
 
 
 class ReadyDatasetManager(models.Manager["Dataset"]):
@@ -28,9 +28,7 @@ class Dataset(Authored):
         IMPORTING = "importing", "Importing"
         READY = "ready", "Ready"
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="datasets"
-    )
+    project = owning_project("datasets")
     name = models.CharField(max_length=200)
     version = models.PositiveIntegerField(default=1)
     description = models.TextField(blank=True)

@@ -6,8 +6,9 @@ from django.db import models
 
 from runs.models.alerts import AlertChannel
 from runs.models.datasets import Dataset
-from runs.models.fields import unique, user_kept_null
-from runs.models.projects import Authored, Project, Target
+from runs.models.fields import kept_null, unique, user_kept_null
+from runs.models.projects import Authored, Target, owning_project
+from runs.models.runs import Run
 
 
 class Evaluation(Authored):
@@ -24,9 +25,7 @@ class Evaluation(Authored):
         FIXED = "fixed", "A fixed run"
         NONE = "none", "None"
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="evaluations"
-    )
+    project = owning_project("evaluations")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     # The version chosen; with LATEST, the newest ready version of its name in
@@ -38,13 +37,7 @@ class Evaluation(Authored):
         max_length=16, choices=DatasetPolicy.choices, default=DatasetPolicy.FIXED
     )
     # A stored target, or an ad-hoc kind and configuration (as a new run takes).
-    target = models.ForeignKey(
-        Target,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="evaluations",
-    )
+    target = kept_null(Target, related_name="evaluations")
     target_kind = models.CharField(max_length=32, blank=True)
     target_config = models.JSONField(default=dict, blank=True)
     scorers = models.JSONField(default=list)
@@ -52,13 +45,7 @@ class Evaluation(Authored):
     baseline_policy = models.CharField(
         max_length=16, choices=BaselinePolicy.choices, default=BaselinePolicy.PREVIOUS
     )
-    baseline_run = models.ForeignKey(
-        "runs.Run",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="baseline_of",
-    )
+    baseline_run = kept_null(Run, related_name="baseline_of")
     # Scorer name -> the least pass rate (0 to 1) a run of it should reach.
     pass_rate_floors = models.JSONField(default=dict, blank=True)
     # Where a run's regressions are announced (channels of its own project).
@@ -154,9 +141,7 @@ class ScheduleTick(models.Model):
     tick_at = models.DateTimeField()
     outcome = models.CharField(max_length=16, choices=Outcome.choices)
     # The run it made, or the run still going that made it skip.
-    run = models.ForeignKey(
-        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
+    run = kept_null(Run, related_name="+")
     # Ticks before this one that passed while nothing ticked (caught up once).
     missed = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)

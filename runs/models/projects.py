@@ -50,15 +50,20 @@ class Project(models.Model):
         return self.name
 
 
+def owning_project(related_name: str) -> models.ForeignKey[Project, Project]:
+    """The project a row belongs to: deleted with it."""
+    return models.ForeignKey(
+        Project, on_delete=models.CASCADE, related_name=related_name
+    )
+
+
 class Membership(models.Model):
     class Role(models.TextChoices):
         VIEWER = "viewer", "Viewer"
         EDITOR = "editor", "Editor"
         ADMIN = "admin", "Admin"
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="memberships"
-    )
+    project = owning_project("memberships")
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
@@ -104,9 +109,7 @@ class ProjectSecret(models.Model):
     (``runs.secrets.store``); the value itself is never shown again once set.
     """
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="secrets"
-    )
+    project = owning_project("secrets")
     name = models.CharField(max_length=100)
     ciphertext = models.TextField(editable=False)
     # Where the value may be sent (``runs.secrets.destinations`` patterns);
@@ -131,9 +134,7 @@ class Target(Authored):
     Secrets are never stored: ``config`` names environment variables instead.
     """
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="targets"
-    )
+    project = owning_project("targets")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=32)
     config = models.JSONField(default=dict, blank=True)

@@ -8,7 +8,7 @@ from django.db.models import Q
 
 from runs.models.datasets import Item
 from runs.models.fields import unique, user_kept_null
-from runs.models.projects import Authored, Project
+from runs.models.projects import Authored, owning_project
 from runs.models.results import Result
 from runs.models.runs import Run
 
@@ -39,9 +39,7 @@ class ReviewQueue(Authored):
     ``open_pool``, any member of the project.
     """
 
-    project = models.ForeignKey(
-        Project, on_delete=models.CASCADE, related_name="review_queues"
-    )
+    project = owning_project("review_queues")
     name = models.CharField(max_length=80)
     description = models.TextField(blank=True)
     source = models.CharField(max_length=16, choices=ReviewSource.choices)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.db import models
 from django.utils import timezone
 
 from runs.models.datasets import Dataset
-from runs.models.projects import Authored, Project, Target
+from runs.models.fields import kept_null
+from runs.models.projects import Authored, Target, owning_project
 from runs.models.run_counts import RunCounts
+
+if TYPE_CHECKING:
+    from runs.models.evaluations import Evaluation, Schedule
 
 
 class RunStatus(models.TextChoices):
@@ -36,13 +42,11 @@ FINAL_RUN_STATUSES = frozenset(
 class Run(RunCounts, Authored):
     Status = RunStatus
 
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="runs")
+    project = owning_project("runs")
     name = models.CharField(max_length=200, blank=True)
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="runs")
     dataset_hash = models.CharField(max_length=64)
-    target = models.ForeignKey(
-        Target, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
-    )
+    target = kept_null(Target, related_name="runs")
     # Frozen copies: what this run really used, whatever happens to the target.
     target_name = models.CharField(max_length=200, blank=True)
     target_kind = models.CharField(max_length=32)
@@ -52,13 +56,7 @@ class Run(RunCounts, Authored):
     # ``human:<queue>``): listed after ``scorers``, never executed.
     human_scorers = models.JSONField(default=list, blank=True)
     options = models.JSONField(default=dict)
-    parent = models.ForeignKey(
-        "self",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="children",
-    )
+    parent: models.ForeignKey[Run | None] = kept_null("self", related_name="children")
 
     status = models.CharField(
         max_length=32,
@@ -123,19 +121,12 @@ class Run(RunCounts, Authored):
     retry_replaced_answers = models.PositiveIntegerField(default=0)
     # The saved evaluation that made it, and how: by hand, by one of its
     # schedules (which), or through the API.
-    evaluation = models.ForeignKey(
-        "runs.Evaluation",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="runs",
+    # By name: their module imports this one (typed for the checker alone).
+    evaluation: models.ForeignKey[Evaluation | None] = kept_null(
+        "runs.Evaluation", related_name="runs"
     )
-    schedule = models.ForeignKey(
-        "runs.Schedule",
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="runs",
+    schedule: models.ForeignKey[Schedule | None] = kept_null(
+        "runs.Schedule", related_name="runs"
     )
     evaluation_trigger = models.CharField(max_length=16, blank=True)
     # The end its evaluation was told of (revision:status): told once per end.

@@ -122,12 +122,18 @@ class LabelCreateIn(LabelIn):
     item: DbId = Field(description="the review item handed to the caller")
 
 
-class LabelOut(Schema):
+class GivenLabelOut(Schema):
+    """A stored label, a reviewer's or an adjudicator's: its id and what was
+    given (the value, criteria by name, a note)."""
+
     id: int
-    item: int = Field(alias="review_item_id")
     value: Any
     criteria: dict[str, Any]
     note: str
+
+
+class LabelOut(GivenLabelOut):
+    item: int = Field(alias="review_item_id")
     submitted: bool
     updated_at: datetime | None
 
@@ -178,12 +184,8 @@ class AdjudicationIn(BodyIn):
     note: str = ""
 
 
-class AdjudicationOut(Schema):
-    id: int
+class AdjudicationOut(GivenLabelOut):
     review_item: int = Field(alias="review_item_id")
-    value: Any
-    criteria: dict[str, Any]
-    note: str
     user: str | None = Field(None, alias="user.username")
     changed_at: datetime
 

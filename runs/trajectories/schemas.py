@@ -8,11 +8,26 @@ from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict
 
 
-class StepOut(Schema):
+class StepCallOut(BaseModel):
+    """A step as a trajectory's page and a diff's cell both show it: what it
+    called and how the call went. A plain pydantic model, as ``DiffStepOut``
+    must be."""
+
+    model_config = ConfigDict(from_attributes=True)
+
     index: int
     kind: str = Field(description="model or tool")
     name: str = Field(description="the tool, or the model that answered")
     call_hash: str = Field(description="stable hash of tool and arguments")
+    error: str
+    error_type: str
+    latency_ms: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cost: float | None
+
+
+class StepOut(Schema, StepCallOut):
     call_id: str
     arguments: Any = Field(
         description="a tool call's arguments; a model call's messages sent"
@@ -23,12 +38,6 @@ class StepOut(Schema):
     cut: bool = Field(
         description="a payload was cut: it holds the start of its JSON text"
     )
-    error: str
-    error_type: str
-    latency_ms: float | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost: float | None
     model: str
 
 
@@ -55,22 +64,11 @@ class TrajectoryOut(Schema):
     steps: list[StepOut]
 
 
-class DiffStepOut(BaseModel):
+class DiffStepOut(StepCallOut):
     # A pydantic model, not a ninja Schema: a page of a 10-way diff holds
     # 2,000 of them, read from their attributes by pydantic itself (a
     # Schema reads each field through Django's template variable lookup).
-    model_config = ConfigDict(from_attributes=True)
-
     index: int = Field(description="its index in its run's trajectory")
-    kind: str
-    name: str
-    call_hash: str
-    error: str
-    error_type: str
-    latency_ms: float | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost: float | None
     arguments: Any = Field(description="a tool call's arguments (as stored)")
 
 
