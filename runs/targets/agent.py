@@ -62,7 +62,7 @@ from runs.plugins.targets import (
     register,
 )
 from runs.plugins.tools import TOOL_NAME, TOOLS, ToolError, ToolPlugin, build_tool
-from runs.targets.openai_chat import check_messages, is_conversation, render_prompt
+from runs.targets.openai_chat import chat_messages
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 
 BUDGET = "budget"
@@ -203,17 +203,6 @@ class AgentParams(LoopParams, EndpointParams):
     pass
 
 
-def first_messages(params: LoopParams, item: TargetInput) -> list[dict[str, Any]]:
-    """The conversation the loop starts from."""
-    system = [{"role": "system", "content": params.system_prompt}]
-    if is_conversation(item.input):
-        conversation = check_messages(item.input, item)
-        first = conversation[0].get("role") == "system"
-        return [*(system if params.system_prompt and not first else []), *conversation]
-    user = {"role": "user", "content": render_prompt(params.prompt_template, item)}
-    return [*(system if params.system_prompt else []), user]
-
-
 def budget_error(message: str, steps: list[Step], usage: TargetOutput) -> TargetError:
     usage.steps = steps
     return TargetError(
@@ -338,7 +327,7 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
     @classmethod
     def request_for(cls, params: P, item: TargetInput) -> dict[str, Any]:
         tools = [build_tool(spec).schema() for spec in params.tools]
-        return {**chat_body(params, first_messages(params, item)), "tools": tools}
+        return {**chat_body(params, chat_messages(params, item)), "tools": tools}
 
     async def prepare(self) -> None:
         for tool in self.tools.values():
@@ -352,7 +341,7 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         params = self.params
-        loop = Loop(params, first_messages(params, item))
+        loop = Loop(params, chat_messages(params, item))
         seconds, which = params.max_seconds, f"max_seconds ({params.max_seconds:g} s)"
         run_timeout = attempt_timeout()
         if run_timeout is not None and run_timeout * TIMEOUT_SHARE < seconds:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import Field, field_validator, model_validator
 
@@ -19,6 +19,7 @@ from runs.calls.chat_client import (
     Temperature,
     chat_body,
     parse_chat_response,
+    with_system,
 )
 from runs.calls.http_client import (
     ERROR_BODY_LIMIT,
@@ -242,22 +243,22 @@ class OpenAIChatParams(EndpointParams):
         return self
 
 
-def chat_messages(params: OpenAIChatParams, item: TargetInput) -> list[dict[str, Any]]:
+class PromptSettings(Protocol):
+    """What the first messages are built from (``chat_messages``)."""
+
+    system_prompt: str
+    prompt_template: str
+
+
+def chat_messages(params: PromptSettings, item: TargetInput) -> list[dict[str, Any]]:
     """The messages sent for ``item``: the system prompt, then the rendered
     prompt template, or the item's own conversation."""
-    messages: list[dict[str, Any]] = []
-    system_prompt = params.system_prompt
     if is_conversation(item.input):
-        conversation = check_messages(item.input, item)
-        if system_prompt and conversation[0].get("role") != "system":
-            messages.append({"role": "system", "content": system_prompt})
-        messages.extend(conversation)
-        return messages
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    template = params.prompt_template
-    messages.append({"role": "user", "content": render_prompt(template, item)})
-    return messages
+        opening = check_messages(item.input, item)
+    else:
+        user = render_prompt(params.prompt_template, item)
+        opening = [{"role": "user", "content": user}]
+    return with_system(params.system_prompt, opening)
 
 
 def chat_payload(params: OpenAIChatParams, item: TargetInput) -> dict[str, Any]:
