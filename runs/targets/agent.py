@@ -33,12 +33,6 @@ from runs.calls.chat_client import (
     ChatClient,
     ChatReply,
     EndpointParams,
-    ExtraBody,
-    MaxTokens,
-    MessageTemplate,
-    ModelName,
-    SystemPrompt,
-    Temperature,
     chat_body,
 )
 from runs.calls.limits import attempt_timeout, call_rate
@@ -52,7 +46,7 @@ from runs.calls.retry import (
 )
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.steps import Step
 from runs.plugins.targets import (
     TargetError,
@@ -62,7 +56,7 @@ from runs.plugins.targets import (
     register,
 )
 from runs.plugins.tools import TOOL_NAME, TOOLS, ToolError, ToolPlugin, build_tool
-from runs.targets.openai_chat import chat_messages
+from runs.targets.openai_chat import ChatPrompt, chat_messages
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 
 BUDGET = "budget"
@@ -115,27 +109,10 @@ def clean_tool(spec: Any, where: str) -> dict[str, Any]:
     }
 
 
-class LoopParams(Params):
-    """What an agent's loop is run by, whatever answers its model calls: the
-    model named in its requests, its first messages, tools and budgets."""
+class LoopParams(ChatPrompt):
+    """What an agent's loop is run by, whatever answers its model calls: its
+    model and first messages (a ``ChatPrompt``), its tools and budgets."""
 
-    model: ModelName
-    system_prompt: SystemPrompt = ""
-    prompt_template: MessageTemplate = Field(
-        "{input}",
-        description=(
-            "The first user message: {input}, {expected}, {id} and "
-            "{metadata.key} are filled from the item. An input that is a list "
-            "of messages is sent as it is."
-        ),
-    )
-    temperature: Temperature = None
-    max_tokens: MaxTokens = Field(
-        None, le=10_000_000, description="Most tokens one model reply may have."
-    )
-    extra_body: ExtraBody = Field(
-        description="Further JSON fields of every request body (top_p, seed, ...)."
-    )
     tools: list[dict[str, Any]] = Field(
         min_length=1,
         max_length=64,

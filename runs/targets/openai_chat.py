@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from pydantic import Field, field_validator, model_validator
 
@@ -15,6 +15,7 @@ from runs.calls.chat_client import (
     ExtraBody,
     MaxTokens,
     MessageTemplate,
+    ModelName,
     SystemPrompt,
     Temperature,
     chat_body,
@@ -27,7 +28,7 @@ from runs.calls.http_client import (
 )
 from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -114,23 +115,31 @@ def is_conversation(value: Any) -> bool:
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class OpenAIChatParams(EndpointParams):
+class ChatPrompt(Params):
+    """What a target sends an item to a chat model with: the model, the first
+    messages (``chat_messages``) and the request's settings (``chat_body``)."""
+
+    model: ModelName
     system_prompt: SystemPrompt = ""
     prompt_template: MessageTemplate = Field(
         "{input}",
         description=(
-            "The user message: {input}, {expected}, {id} and {metadata.key} are "
-            "filled from the item. An input that is a list of messages is sent "
-            "as it is."
+            "The user message (an agent's first): {input}, {expected}, {id} and "
+            "{metadata.key} are filled from the item. An input that is a list of "
+            "messages is sent as it is."
         ),
     )
     temperature: Temperature = None
     max_tokens: MaxTokens = Field(
-        None, le=10_000_000, description="Most tokens an answer may have."
+        None, le=10_000_000, description="Most tokens one model reply may have."
     )
     extra_body: ExtraBody = Field(
         description="Further JSON fields of every request body (top_p, seed, ...)."
     )
+
+
+# The endpoint's fields first (pydantic orders fields from the last base).
+class OpenAIChatParams(ChatPrompt, EndpointParams):
     response_format: dict[str, Any] | None = Field(
         None,
         title="Response format",
@@ -243,14 +252,7 @@ class OpenAIChatParams(EndpointParams):
         return self
 
 
-class PromptSettings(Protocol):
-    """What the first messages are built from (``chat_messages``)."""
-
-    system_prompt: str
-    prompt_template: str
-
-
-def chat_messages(params: PromptSettings, item: TargetInput) -> list[dict[str, Any]]:
+def chat_messages(params: ChatPrompt, item: TargetInput) -> list[dict[str, Any]]:
     """The messages sent for ``item``: the system prompt, then the rendered
     prompt template, or the item's own conversation."""
     if is_conversation(item.input):
