@@ -183,6 +183,17 @@ def chat_body(
     return body
 
 
+def with_system(
+    system_prompt: str, messages: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The messages sent: the system prompt (if any) first, unless the
+    conversation opens with its own; a new list, ``messages`` kept as it is."""
+    opens_with_own = bool(messages) and messages[0].get("role") == "system"
+    if system_prompt and not opens_with_own:
+        return [{"role": "system", "content": system_prompt}, *messages]
+    return [*messages]
+
+
 @dataclass(frozen=True, slots=True)
 class ChatReply:
     """A 200 answer: its message, usage, and the status it came with."""
@@ -260,32 +271,36 @@ def parse_chat_response(response: Answer) -> ChatReply:
         content = message.get("content")
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
         raise malformed(response, f"{type(exc).__name__}: {exc}") from exc
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-    model = data.get("model")
+    usage = _usage_of(data, response.status_code)
     if content is None and not message.get("tool_calls"):
-        raise malformed(
-            response,
-            "message has no content",
-            # A filtered reply still used (and costs) its tokens.
-            usage=TargetOutput(
-                output=None,
-                prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-                completion_tokens=_int_or_none(usage.get("completion_tokens")),
-                cost=_cost_of(usage),
-                http_status=response.status_code,
-                model=model if isinstance(model, str) else None,
-            ),
-        )
+        # A filtered reply still used (and costs) its tokens.
+        raise malformed(response, "message has no content", usage=usage)
     return ChatReply(
         data=data,
         message=message,
         content=content,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost=usage.cost,
+        model=usage.model or "",
+        http_status=response.status_code,
+        finish_reason=_finish_reason(data),
+    )
+
+
+def _usage_of(data: dict[str, Any], http_status: int) -> TargetOutput:
+    """What a reply says it used: its tokens, their cost, and the model."""
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
+    model = data.get("model")
+    return TargetOutput(
+        output=None,
         prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
         completion_tokens=_int_or_none(usage.get("completion_tokens")),
         cost=_cost_of(usage),
-        model=model if isinstance(model, str) else "",
-        http_status=response.status_code,
-        finish_reason=_finish_reason(data),
+        http_status=http_status,
+        model=model if isinstance(model, str) else None,
     )
 
 

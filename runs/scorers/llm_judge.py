@@ -22,6 +22,7 @@ from runs.calls.chat_client import (
     chat_body,
     fill_template,
     template_names,
+    with_system,
 )
 from runs.calls.pricing import cost_of
 from runs.calls.retry import Backoff, GaveUp, RetryPolicy, with_retries
@@ -310,11 +311,7 @@ def judge_messages(
             f"the judge's template names {{{exc.name}}}, which item "
             f"{item.external_id!r} does not have"
         ) from None
-    messages = []
-    if params.system_prompt:
-        messages.append({"role": "system", "content": params.system_prompt})
-    messages.append({"role": "user", "content": prompt})
-    return messages
+    return with_system(params.system_prompt, [{"role": "user", "content": prompt}])
 
 
 @register

@@ -33,12 +33,6 @@ from runs.calls.chat_client import (
     ChatClient,
     ChatReply,
     EndpointParams,
-    ExtraBody,
-    MaxTokens,
-    MessageTemplate,
-    ModelName,
-    SystemPrompt,
-    Temperature,
     chat_body,
 )
 from runs.calls.limits import attempt_timeout, call_rate
@@ -52,7 +46,7 @@ from runs.calls.retry import (
 )
 from runs.errors import ConfigError
 from runs.models import ErrorKind
-from runs.plugins import FieldError, Params, SecretRef, TargetContext
+from runs.plugins import FieldError, SecretRef, TargetContext
 from runs.plugins.steps import Step
 from runs.plugins.targets import (
     TargetError,
@@ -62,7 +56,7 @@ from runs.plugins.targets import (
     register,
 )
 from runs.plugins.tools import TOOL_NAME, TOOLS, ToolError, ToolPlugin, build_tool
-from runs.targets.openai_chat import check_messages, is_conversation, render_prompt
+from runs.targets.openai_chat import ChatPrompt, chat_messages
 from runs.tools import TOOL_KINDS  # noqa: F401  (the tool kinds register)
 
 BUDGET = "budget"
@@ -115,27 +109,10 @@ def clean_tool(spec: Any, where: str) -> dict[str, Any]:
     }
 
 
-class LoopParams(Params):
-    """What an agent's loop is run by, whatever answers its model calls: the
-    model named in its requests, its first messages, tools and budgets."""
+class LoopParams(ChatPrompt):
+    """What an agent's loop is run by, whatever answers its model calls: its
+    model and first messages (a ``ChatPrompt``), its tools and budgets."""
 
-    model: ModelName
-    system_prompt: SystemPrompt = ""
-    prompt_template: MessageTemplate = Field(
-        "{input}",
-        description=(
-            "The first user message: {input}, {expected}, {id} and "
-            "{metadata.key} are filled from the item. An input that is a list "
-            "of messages is sent as it is."
-        ),
-    )
-    temperature: Temperature = None
-    max_tokens: MaxTokens = Field(
-        None, le=10_000_000, description="Most tokens one model reply may have."
-    )
-    extra_body: ExtraBody = Field(
-        description="Further JSON fields of every request body (top_p, seed, ...)."
-    )
     tools: list[dict[str, Any]] = Field(
         min_length=1,
         max_length=64,
@@ -201,17 +178,6 @@ class LoopParams(Params):
 # first (pydantic orders fields from the last base).
 class AgentParams(LoopParams, EndpointParams):
     pass
-
-
-def first_messages(params: LoopParams, item: TargetInput) -> list[dict[str, Any]]:
-    """The conversation the loop starts from."""
-    system = [{"role": "system", "content": params.system_prompt}]
-    if is_conversation(item.input):
-        conversation = check_messages(item.input, item)
-        first = conversation[0].get("role") == "system"
-        return [*(system if params.system_prompt and not first else []), *conversation]
-    user = {"role": "user", "content": render_prompt(params.prompt_template, item)}
-    return [*(system if params.system_prompt else []), user]
 
 
 def budget_error(message: str, steps: list[Step], usage: TargetOutput) -> TargetError:
@@ -338,7 +304,7 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
     @classmethod
     def request_for(cls, params: P, item: TargetInput) -> dict[str, Any]:
         tools = [build_tool(spec).schema() for spec in params.tools]
-        return {**chat_body(params, first_messages(params, item)), "tools": tools}
+        return {**chat_body(params, chat_messages(params, item)), "tools": tools}
 
     async def prepare(self) -> None:
         for tool in self.tools.values():
@@ -352,7 +318,7 @@ class ToolLoop[P: LoopParams](TargetPlugin[P]):
 
     async def generate(self, item: TargetInput) -> TargetOutput:
         params = self.params
-        loop = Loop(params, first_messages(params, item))
+        loop = Loop(params, chat_messages(params, item))
         seconds, which = params.max_seconds, f"max_seconds ({params.max_seconds:g} s)"
         run_timeout = attempt_timeout()
         if run_timeout is not None and run_timeout * TIMEOUT_SHARE < seconds:

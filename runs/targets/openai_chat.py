@@ -15,10 +15,12 @@ from runs.calls.chat_client import (
     ExtraBody,
     MaxTokens,
     MessageTemplate,
+    ModelName,
     SystemPrompt,
     Temperature,
     chat_body,
     parse_chat_response,
+    with_system,
 )
 from runs.calls.http_client import (
     ERROR_BODY_LIMIT,
@@ -26,7 +28,7 @@ from runs.calls.http_client import (
 )
 from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
-from runs.plugins import FieldError, SecretRef, TargetContext
+from runs.plugins import FieldError, Params, SecretRef, TargetContext
 from runs.plugins.targets import (
     TargetError,
     TargetInput,
@@ -113,23 +115,31 @@ def is_conversation(value: Any) -> bool:
 _TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
-class OpenAIChatParams(EndpointParams):
+class ChatPrompt(Params):
+    """What a target sends an item to a chat model with: the model, the first
+    messages (``chat_messages``) and the request's settings (``chat_body``)."""
+
+    model: ModelName
     system_prompt: SystemPrompt = ""
     prompt_template: MessageTemplate = Field(
         "{input}",
         description=(
-            "The user message: {input}, {expected}, {id} and {metadata.key} are "
-            "filled from the item. An input that is a list of messages is sent "
-            "as it is."
+            "The user message (an agent's first): {input}, {expected}, {id} and "
+            "{metadata.key} are filled from the item. An input that is a list of "
+            "messages is sent as it is."
         ),
     )
     temperature: Temperature = None
     max_tokens: MaxTokens = Field(
-        None, le=10_000_000, description="Most tokens an answer may have."
+        None, le=10_000_000, description="Most tokens one model reply may have."
     )
     extra_body: ExtraBody = Field(
         description="Further JSON fields of every request body (top_p, seed, ...)."
     )
+
+
+# The endpoint's fields first (pydantic orders fields from the last base).
+class OpenAIChatParams(ChatPrompt, EndpointParams):
     response_format: dict[str, Any] | None = Field(
         None,
         title="Response format",
@@ -242,22 +252,15 @@ class OpenAIChatParams(EndpointParams):
         return self
 
 
-def chat_messages(params: OpenAIChatParams, item: TargetInput) -> list[dict[str, Any]]:
+def chat_messages(params: ChatPrompt, item: TargetInput) -> list[dict[str, Any]]:
     """The messages sent for ``item``: the system prompt, then the rendered
     prompt template, or the item's own conversation."""
-    messages: list[dict[str, Any]] = []
-    system_prompt = params.system_prompt
     if is_conversation(item.input):
-        conversation = check_messages(item.input, item)
-        if system_prompt and conversation[0].get("role") != "system":
-            messages.append({"role": "system", "content": system_prompt})
-        messages.extend(conversation)
-        return messages
-    if system_prompt:
-        messages.append({"role": "system", "content": system_prompt})
-    template = params.prompt_template
-    messages.append({"role": "user", "content": render_prompt(template, item)})
-    return messages
+        opening = check_messages(item.input, item)
+    else:
+        user = render_prompt(params.prompt_template, item)
+        opening = [{"role": "user", "content": user}]
+    return with_system(params.system_prompt, opening)
 
 
 def chat_payload(params: OpenAIChatParams, item: TargetInput) -> dict[str, Any]:

@@ -94,6 +94,24 @@ async def test_a_reply_without_tool_calls_ends_the_loop_with_its_content(
     assert step.arguments[0] == {"role": "system", "content": "Be brief."}
 
 
+async def test_a_conversation_with_its_own_system_message_keeps_it_alone(
+    agent_model, tool_url
+) -> None:
+    target = AgentTarget.from_config(
+        agent_config(agent_model, three_tools(tool_url), system_prompt="Be brief.")
+    )
+    conversation = [
+        {"role": "system", "content": "Answer in French."},
+        {"role": "user", "content": "What is 4 * 4? [[agent_rounds:1]]"},
+    ]
+    item = TargetInput(index=0, external_id="a", input=[*conversation])
+    answer = await target.generate(item)
+    await target.aclose()
+
+    assert answer.steps[0].arguments == conversation
+    assert item.input == conversation  # the loop's messages are its own list
+
+
 def test_the_request_shown_for_an_item_holds_the_tools_never_a_secret(
     agent_model, tool_url
 ) -> None:
