@@ -21,7 +21,7 @@ from runs.projects.forms import (
 )
 from runs.projects.selectors import api_key_list, project_get, project_overview
 from runs.secrets import store
-from runs.web.forms import add_domain_error, submitted
+from runs.web.forms import add_domain_error, form_saved, submitted
 from runs.web.pages import posted
 from runs.web.requests import AuthedRequest
 
@@ -34,12 +34,7 @@ def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
         user=request.user, project_id=project_id, action=posted(request, Action.MANAGE)
     )
     form = SecretForm(request.POST or None)
-    stored = submitted(
-        form,
-        lambda: store.secret_set(
-            project=project, user=request.user, **form.cleaned_data
-        ),
-    )
+    stored = form_saved(form, store.secret_set, project=project, user=request.user)
     if stored is not None:
         secret, created = stored
         verb = "added" if created else "updated"

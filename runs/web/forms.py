@@ -96,6 +96,15 @@ def submitted[T](form: forms.Form, act: Callable[[], T]) -> T | None:
         return None
 
 
+def form_saved[T](form: forms.Form, save: Callable[..., T], **known: Any) -> T | None:
+    """What ``save`` returns, called with ``known`` and the form's cleaned values.
+
+    For a form whose fields are the service's remaining arguments, by name;
+    None when it is not submitted, as ``submitted``.
+    """
+    return submitted(form, lambda: save(**known, **form.cleaned_data))
+
+
 def _field_for(form: forms.Form, exc: InvalidInput) -> str | None:
     if exc.line is not None or getattr(exc, "record", None) is not None:
         return "file" if "file" in form.fields else None  # inside an uploaded file
