@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
-from runs.errors import InvalidInput
-from runs.web.forms import form_saved
+from runs.errors import Conflict, InvalidInput
+from runs.web.forms import form_saved, submitted
 
 
 class NameForm(forms.Form):
@@ -40,3 +42,26 @@ def test_form_saved_shows_the_service_refusal_on_its_field() -> None:
 
     assert form_saved(form, refuse) is None
     assert "is taken" in form.errors["name"][0]
+
+
+def taken() -> None:
+    raise Conflict("a thing named alpha exists")
+
+
+def test_submitted_shows_a_conflict_on_the_field_it_is_told() -> None:
+    form = NameForm({"name": "alpha"})
+
+    assert submitted(form, taken, conflict_field="name") is None
+    assert form.errors["name"] == ["a thing named alpha exists"]
+
+
+def test_submitted_shows_a_conflict_on_the_whole_form() -> None:
+    form = NameForm({"name": "alpha"})
+
+    assert submitted(form, taken, conflict_field=NON_FIELD_ERRORS) is None
+    assert form.non_field_errors() == ["a thing named alpha exists"]
+
+
+def test_submitted_raises_a_conflict_it_is_not_told_where_to_show() -> None:
+    with pytest.raises(Conflict):
+        submitted(NameForm({"name": "alpha"}), taken)

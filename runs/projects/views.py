@@ -62,15 +62,11 @@ def project_secret_delete(
 @require_http_methods(["GET", "POST"])
 def project_list(request: AuthedRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
-    if form.is_bound and form.is_valid():
-        try:
-            project = services.project_create(owner=request.user, **form.cleaned_data)
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error("name", str(exc))
-        else:
-            return redirect("runs:project_detail", project_id=project.pk)
+    project = form_saved(
+        form, services.project_create, owner=request.user, conflict_field="name"
+    )
+    if project is not None:
+        return redirect("runs:project_detail", project_id=project.pk)
     context = {"form": form, "projects": selectors.project_list(user=request.user)}
     return render(request, "runs/projects/project_list.html", context)
 
