@@ -9,7 +9,7 @@ from django.test import RequestFactory
 
 from runs.errors import Forbidden, NotFound
 from runs.models import Dataset, Project
-from runs.web.routes import page
+from runs.web.routes import page, pages
 from runs.web.selectors import row_get, visible_rows
 
 
@@ -56,3 +56,14 @@ def test_row_get_answers_an_unseen_row_as_missing(
 ) -> None:
     with pytest.raises(NotFound, match=f"no dataset {dataset.pk}"):
         row_get(visible_rows(Dataset, user=mallory), pk=dataset.pk, noun="dataset")
+
+
+def test_pages_join_each_route_to_the_prefix_and_name_it_after_its_view() -> None:
+    patterns = pages(
+        "things/<id:thing_id>/", {"": missing_thing, "refuse/": refused_thing}
+    )
+
+    assert [(str(p.pattern), p.name) for p in patterns] == [
+        ("things/<id:thing_id>/", "missing_thing"),
+        ("things/<id:thing_id>/refuse/", "refused_thing"),
+    ]

@@ -38,9 +38,6 @@ class ChannelForm(forms.Form):
     def clean_emails(self) -> list[str] | None:
         return _addresses(self.cleaned_data["emails"])
 
-    def arguments(self) -> dict[str, Any]:
-        return dict(self.cleaned_data)
-
 
 class ChannelEditForm(ChannelForm):
     """A channel's name, URL (empty: kept), addresses and switch; not its kind."""

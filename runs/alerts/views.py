@@ -15,7 +15,7 @@ from runs.alerts import selectors, services
 from runs.alerts.forms import ChannelEditForm, ChannelForm
 from runs.models import AlertChannel
 from runs.projects.selectors import project_get
-from runs.web.forms import submitted
+from runs.web.forms import form_saved
 from runs.web.pages import posted
 from runs.web.requests import AuthedRequest
 
@@ -29,11 +29,8 @@ def channel_list(request: AuthedRequest, project_id: int) -> HttpResponse:
         user=request.user, project_id=project_id, action=posted(request, Action.EDIT)
     )
     form = ChannelForm(request.POST or None)
-    saved = submitted(
-        form,
-        lambda: services.channel_create(
-            project=project, user=request.user, **form.arguments()
-        ),
+    saved = form_saved(
+        form, services.channel_create, project=project, user=request.user
     )
     if saved is not None:
         messages.success(request, f"Channel {saved.channel.name} added.")
@@ -81,11 +78,8 @@ def channel_detail(request: AuthedRequest, channel_id: int) -> HttpResponse:
         user=request.user, channel_id=channel_id, action=posted(request, Action.EDIT)
     )
     form = ChannelEditForm(request.POST or None, channel=channel)
-    saved = submitted(
-        form,
-        lambda: services.channel_update(
-            channel=channel, user=request.user, **form.arguments()
-        ),
+    saved = form_saved(
+        form, services.channel_update, channel=channel, user=request.user
     )
     if saved is not None:
         messages.success(request, f"Channel {saved.channel.name} saved.")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
@@ -11,9 +12,8 @@ from runs.datasets import selectors
 from runs.datasets.forms import DatasetMappingForm, DatasetUploadForm
 from runs.datasets.importers import staging
 from runs.datasets.selectors import dataset_get, dataset_items, dataset_versions
-from runs.errors import Conflict, InvalidInput
 from runs.projects.selectors import project_get
-from runs.web.forms import add_domain_error, submitted
+from runs.web.forms import submitted
 from runs.web.pages import page_of, query_id
 from runs.web.requests import AuthedRequest
 
@@ -73,20 +73,15 @@ def dataset_upload_map(request: AuthedRequest, token: str) -> HttpResponse:
     staged = staging.upload_get(user=request.user, token=token)
     project = project_get(user=request.user, project_id=staged.project_id)
     form = DatasetMappingForm(request.POST or None, preview=staged.preview)
-    if form.is_bound and form.is_valid():
-        try:
-            dataset = staging.upload_import(
-                staged=staged,
-                project=project,
-                user=request.user,
-                **form.import_arguments(),
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error(None, str(exc))
-        else:
-            return redirect("runs:dataset_detail", dataset_id=dataset.pk)
+    dataset = submitted(
+        form,
+        lambda: staging.upload_import(
+            staged=staged, project=project, user=request.user, **form.import_arguments()
+        ),
+        conflict_field=NON_FIELD_ERRORS,
+    )
+    if dataset is not None:
+        return redirect("runs:dataset_detail", dataset_id=dataset.pk)
     context = {
         "form": form,
         "staged": staged,

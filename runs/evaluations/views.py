@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from runs.access import Action, can, require
-from runs.errors import Conflict, InvalidInput
+from runs.errors import InvalidInput
 from runs.evaluations import schedules, selectors, services
 from runs.evaluations.forms import (
     EvaluationForm,
@@ -74,11 +74,9 @@ def evaluation_edit(request: AuthedRequest, evaluation_id: int) -> HttpResponse:
 def _form_page(
     request: AuthedRequest, form: EvaluationForm, evaluation: Evaluation | None
 ) -> HttpResponse:
-    try:
-        saved = submitted(form, lambda: _save(form, request, evaluation))
-    except Conflict as exc:
-        form.add_error("name", str(exc))
-        saved = None
+    saved = submitted(
+        form, lambda: _save(form, request, evaluation), conflict_field="name"
+    )
     if saved is not None:
         messages.success(request, f"The evaluation {saved.name!r} is saved.")
         return redirect("runs:evaluation_detail", evaluation_id=saved.pk)

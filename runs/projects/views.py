@@ -21,7 +21,7 @@ from runs.projects.forms import (
 )
 from runs.projects.selectors import api_key_list, project_get, project_overview
 from runs.secrets import store
-from runs.web.forms import add_domain_error, submitted
+from runs.web.forms import add_domain_error, form_saved, submitted
 from runs.web.pages import posted
 from runs.web.requests import AuthedRequest
 
@@ -34,12 +34,7 @@ def project_secrets(request: AuthedRequest, project_id: int) -> HttpResponse:
         user=request.user, project_id=project_id, action=posted(request, Action.MANAGE)
     )
     form = SecretForm(request.POST or None)
-    stored = submitted(
-        form,
-        lambda: store.secret_set(
-            project=project, user=request.user, **form.cleaned_data
-        ),
-    )
+    stored = form_saved(form, store.secret_set, project=project, user=request.user)
     if stored is not None:
         secret, created = stored
         verb = "added" if created else "updated"
@@ -67,15 +62,11 @@ def project_secret_delete(
 @require_http_methods(["GET", "POST"])
 def project_list(request: AuthedRequest) -> HttpResponse:
     form = ProjectForm(request.POST or None)
-    if form.is_bound and form.is_valid():
-        try:
-            project = services.project_create(owner=request.user, **form.cleaned_data)
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error("name", str(exc))
-        else:
-            return redirect("runs:project_detail", project_id=project.pk)
+    project = form_saved(
+        form, services.project_create, owner=request.user, conflict_field="name"
+    )
+    if project is not None:
+        return redirect("runs:project_detail", project_id=project.pk)
     context = {"form": form, "projects": selectors.project_list(user=request.user)}
     return render(request, "runs/projects/project_list.html", context)
 

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from runs.results import views
-from runs.web.routes import page
+from runs.web.routes import page, pages
 
 urlpatterns = [
     page("", views.run_list),
     page("runs/new/", views.run_new),
-    page("runs/<id:run_id>/", views.run_detail),
-    page("runs/<id:run_id>/cancel/", views.run_cancel),
-    page("runs/<id:run_id>/live-figures/", views.run_live_figures),
-    page("runs/<id:run_id>/results/<id:result_id>/", views.result_detail),
-    page("runs/<id:run_id>/export.<str:format>", views.run_export),
+    *pages(
+        "runs/<id:run_id>/",
+        {
+            "": views.run_detail,
+            "cancel/": views.run_cancel,
+            "live-figures/": views.run_live_figures,
+            "results/<id:result_id>/": views.result_detail,
+            "export.<str:format>": views.run_export,
+        },
+    ),
 ]

@@ -12,30 +12,28 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from runs.access import Action, can, projects_where, require
-from runs.errors import Conflict, InvalidInput, TooManyRequests
+from runs.errors import InvalidInput, TooManyRequests
 from runs.models import Target
 from runs.targets import selectors, services
 from runs.targets.forms import TargetForm, TargetTryForm, target_edit_form
 from runs.targets.selectors import target_config_summary, target_get, target_runs
 from runs.targets.services import target_create, target_update
 from runs.targets.trial import TargetTry
-from runs.web.forms import add_domain_error
+from runs.web.forms import add_domain_error, submitted
 from runs.web.requests import AuthedRequest
 
 
 @require_http_methods(["GET", "POST"])
 def target_list(request: AuthedRequest) -> HttpResponse:
     form = TargetForm(request.POST or None, user=request.user)
-    if form.is_bound and form.is_valid():
-        try:
-            target = target_create(user=request.user, **form.target_arguments())
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error("name", str(exc))
-        else:
-            messages.success(request, f"The target {target.name!r} is created.")
-            return redirect("runs:target_list")
+    target = submitted(
+        form,
+        lambda: target_create(user=request.user, **form.target_arguments()),
+        conflict_field="name",
+    )
+    if target is not None:
+        messages.success(request, f"The target {target.name!r} is created.")
+        return redirect("runs:target_list")
     targets = selectors.target_list(user=request.user).order_by("project__name", "name")
     context = {
         "form": form,
@@ -73,22 +71,19 @@ def target_detail(request: AuthedRequest, target_id: int) -> HttpResponse:
         return _target_page(request, target)
     require(request.user, target.project, Action.EDIT)
     form = target_edit_form(request.POST, user=request.user, target=target)
-    if form.is_valid():
-        data = form.cleaned_data
-        try:
-            target_update(
-                target=target,
-                user=request.user,
-                name=data["name"],
-                config=form.target_arguments()["config"],
-            )
-        except InvalidInput as exc:
-            add_domain_error(form, exc)
-        except Conflict as exc:
-            form.add_error("name", str(exc))
-        else:
-            messages.success(request, "The target is saved.")
-            return redirect("runs:target_detail", target_id=target.pk)
+    saved = submitted(
+        form,
+        lambda: target_update(
+            target=target,
+            user=request.user,
+            name=form.cleaned_data["name"],
+            config=form.target_arguments()["config"],
+        ),
+        conflict_field="name",
+    )
+    if saved is not None:
+        messages.success(request, "The target is saved.")
+        return redirect("runs:target_detail", target_id=target.pk)
     target.refresh_from_db()
     return _target_page(request, target, form=form)
 

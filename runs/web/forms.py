@@ -11,7 +11,7 @@ from django import forms
 from django.contrib.auth.models import AnonymousUser, User
 
 from runs.access import Action, projects_where
-from runs.errors import InvalidInput
+from runs.errors import Conflict, InvalidInput
 from runs.plugins import Param, Plugin, describe, number
 
 # The user of a request: signed in or anonymous.
@@ -81,11 +81,15 @@ def add_domain_error(form: forms.Form, exc: InvalidInput) -> None:
     form.add_error(_field_for(form, exc), str(exc))
 
 
-def submitted[T](form: forms.Form, act: Callable[[], T]) -> T | None:
+def submitted[T](
+    form: forms.Form, act: Callable[[], T], *, conflict_field: str | None = None
+) -> T | None:
     """What ``act`` (the service call) returns once the bound form is valid.
 
     None when the form is unbound or invalid, or when the service refused the
-    input: its InvalidInput is then shown on the form, as ``add_domain_error``.
+    input: its InvalidInput is then shown on the form, as ``add_domain_error``;
+    with a ``conflict_field``, a Conflict (a name taken) is shown on that field
+    (``NON_FIELD_ERRORS``: the whole form) rather than raised.
     """
     if not (form.is_bound and form.is_valid()):
         return None
@@ -93,7 +97,29 @@ def submitted[T](form: forms.Form, act: Callable[[], T]) -> T | None:
         return act()
     except InvalidInput as exc:
         add_domain_error(form, exc)
-        return None
+    except Conflict as exc:
+        if conflict_field is None:
+            raise
+        form.add_error(conflict_field, str(exc))
+    return None
+
+
+def form_saved[T](
+    form: forms.Form,
+    save: Callable[..., T],
+    /,
+    *,
+    conflict_field: str | None = None,
+    **known: Any,
+) -> T | None:
+    """What ``save`` returns, called with ``known`` and the form's cleaned values.
+
+    For a form whose fields are the service's remaining arguments, by name;
+    None when it is not submitted, as ``submitted``.
+    """
+    return submitted(
+        form, lambda: save(**known, **form.cleaned_data), conflict_field=conflict_field
+    )
 
 
 def _field_for(form: forms.Form, exc: InvalidInput) -> str | None:

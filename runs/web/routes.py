@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.urls import URLPattern, path, register_converter
@@ -26,3 +26,12 @@ def page(route: str, view: Callable[..., Any], *, name: str = "") -> URLPattern:
     and its URL keeps ``reverse("runs:<view>")`` greppable.
     """
     return path(route, domain_errors(view), name=name or view.__name__)
+
+
+def pages(prefix: str, views: Mapping[str, Callable[..., Any]]) -> list[URLPattern]:
+    """The pages below one prefix, each route given relative to it, as ``page``.
+
+    An object's pages name its path and its id's converter once, in the prefix,
+    rather than once per page.
+    """
+    return [page(prefix + route, view) for route, view in views.items()]
