@@ -123,11 +123,21 @@ def manage_shell(tmp_path: Path, code: str) -> str:
     return manage(tmp_path, "shell", "-c", code)
 
 
+@pytest.fixture(scope="session")
+def seeded_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory migrated and seeded once (two Django start-ups and
+    every migration); each server starts on a copy of it."""
+    site = tmp_path_factory.mktemp("browser-site")
+    manage(site, "migrate", "--no-input", "-v", "0")
+    manage_shell(site, SEED)
+    return site / "data"
+
+
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    """A Daphne server on a free port with a fresh database and seed data."""
-    manage(tmp_path, "migrate", "--no-input", "-v", "0")
-    manage_shell(tmp_path, SEED)
+def server(tmp_path: Path, seeded_site: Path) -> Iterator[str]:
+    """A Daphne server on a free port with its own copy of the seeded database
+    (and of the data directory's keys, which its secrets are sealed with)."""
+    shutil.copytree(seeded_site, tmp_path / "data")
     port = free_port()
     log = (tmp_path / "daphne.log").open("wb")
     process = subprocess.Popen(

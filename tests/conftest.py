@@ -19,7 +19,7 @@ from django.test import Client
 
 from runs.models import Membership, Project
 from runs.testing.fake_openai import FakeOpenAIServer
-from tests.browser import server  # noqa: F401  (fixture)
+from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
 from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
 
