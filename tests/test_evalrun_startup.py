@@ -24,6 +24,8 @@ NOT_IMPORTED = re.compile(
     r"|runs\.scorers\.(?!exact_match$|text$)\w+"
     # Only by the scorers, files and secrets that use them:
     r"|(scipy|rapidfuzz|pebble|yaml|cryptography)(\..*)?"
+    # An agent's tools, by the run of an agent that calls them (runs/tools/):
+    r"|runs\.tools\.\w+|runs\.sandbox(\..*)?"
     # httpx's command-line client and what it brings (evalsite/lean_imports.py);
     # rich draws the progress bar on a terminal only:
     r"|httpx\._main|(click|rich|pygments)(\..*)?"
