@@ -128,6 +128,23 @@ def test_evalrun_ended_at_once_keeps_the_exit_code_and_message_of_bad_input(
     assert "interpreter teardown" not in done.stderr
 
 
+def test_a_profiled_evalrun_still_ends_through_the_teardown_that_writes_the_profile(
+    data_dir, tmp_path
+):
+    dataset = write_items(tmp_path / "items.jsonl", 2)
+    profile = tmp_path / "evalrun.prof"
+    done = run_cli(
+        [
+            *(sys.executable, "-m", "cProfile", "-o", str(profile), "manage.py"),
+            *("evalrun", str(dataset), "--target", "demo", "--scorer", "exact_match"),
+        ],
+        data_dir,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert profile.stat().st_size > 0
+
+
 def test_status_offers_the_retry_statuses_without_importing_them_early():
     from runs.management.commands.evalrun import Command
     from runs.retry.services import RETRY_STATUSES

@@ -29,6 +29,7 @@ from runs.targets import REGISTRY as TARGETS
 EXIT_BAD_INPUT = 2
 TARGET_DEST = "target__"
 OPTION_DEST = "option__"
+MONITORING_TOOLS = 6  # sys.monitoring's tool ids: 0 to 5
 
 
 class BadInput(CommandError):
@@ -78,9 +79,23 @@ def exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def observed() -> bool:
+    """A tracer, a profiler or a monitoring tool (a debugger, coverage,
+    cProfile) watches the process: it writes what it gathered at the exit."""
+    tools = (sys.monitoring.get_tool(tool) for tool in range(MONITORING_TOOLS))
+    return (
+        sys.gettrace() is not None
+        or sys.getprofile() is not None
+        or any(tool is not None for tool in tools)
+    )
+
+
 def process_end(code: int) -> NoReturn:
     """Flush the output and the logs, close the database connections and end
-    the process with ``code``, skipping the interpreter's teardown."""
+    the process with ``code``, skipping the interpreter's teardown (unless
+    something that writes at the exit watches the process)."""
+    if observed():
+        sys.exit(code)
     logging.shutdown()
     connections.close_all()
     for stream in (sys.stdout, sys.stderr):
