@@ -3,6 +3,7 @@
     .venv/bin/python bench/cli_startup.py                  # 7 runs of 2 items
     .venv/bin/python bench/cli_startup.py --runs 15 --items 2
     .venv/bin/python bench/cli_startup.py --code /path/to/other/checkout
+    .venv/bin/python bench/cli_startup.py --code /tmp/before --code .  # alternately
     .venv/bin/python bench/cli_startup.py --profile        # where the time goes
 
 A fresh SQLite database (embedded mode) is migrated once, with one user, and
@@ -27,7 +28,9 @@ process's other threads (its database calls) are left in.
 
 ``--code`` runs ``evalrun`` from another checkout (with this virtual
 environment and this checkout's fake server), to compare before and after a
-change. ``--profile`` runs one more ``evalrun`` under ``-X importtime`` and
+change; given twice or more, the checkouts' runs alternate (each with its own
+database), so that a changing load weighs on each alike, and each gets its
+figures. ``--profile`` runs one more ``evalrun`` under ``-X importtime`` and
 prints the slowest imports (cumulative, in ms).
 """
 
@@ -150,82 +153,108 @@ def _slowest_imports(stderr: str, count: int = 15) -> list[tuple[int, str]]:
     return sorted(rows, reverse=True)[:count]
 
 
+def _summary(code: Path, rows: list[tuple[float, float, float, float | None]]) -> None:
+    overheads = [wall - phase for wall, phase, _, _ in rows]
+    median = statistics.median(overheads)
+    print(
+        f"{code}: beyond the run phase, median {median:.3f} s "
+        f"(min {min(overheads):.3f}, max {max(overheads):.3f}) over "
+        f"{len(rows)} runs; CPU median "
+        f"{statistics.median(cpu for _, _, cpu, _ in rows):.3f} s; load "
+        f"average {os.getloadavg()[0]:.1f}"
+    )
+    # Beyond the run phase, less the waits for a processor.
+    idle = [w - p - waited for w, p, _, waited in rows if waited is not None]
+    if idle:
+        print(
+            "  beyond the run phase less the main thread's waits for a "
+            f"CPU (an idle machine's estimate): median "
+            f"{statistics.median(idle):.3f} s (min {min(idle):.3f}, "
+            f"max {max(idle):.3f})"
+        )
+
+
+def _profile(code: Path, data_dir: Path, dataset: Path, base_url: str) -> None:
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            str(code / "manage.py"),
+            "evalrun",
+            str(dataset),
+            *("--target", "openai_chat", "--base-url", base_url),
+            *("--model", "fake", "--scorer", "exact_match", "--json"),
+        ],
+        cwd=code,
+        env=_env(data_dir),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(f"{code}: slowest imports (cumulative ms):")
+    for micros, name in _slowest_imports(process.stderr):
+        print(f"  {micros / 1000:8.1f}  {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--items", type=int, default=2)
-    parser.add_argument("--code", type=Path, default=ROOT, help="checkout to run")
+    parser.add_argument(
+        "--code",
+        type=Path,
+        action="append",
+        help="checkout to run (default: this one); repeated, run alternately",
+    )
     parser.add_argument(
         "--profile", action="store_true", help="also list the slowest imports"
     )
     args = parser.parse_args()
-    code = args.code.resolve()
+    codes = [code.resolve() for code in args.code or [ROOT]]
     server, base_url = _fake_server()
     try:
         with tempfile.TemporaryDirectory(prefix="cli-startup-") as tmp:
-            data_dir = Path(tmp)
-            _prepare(code, data_dir)
-            dataset = data_dir / "items.jsonl"
+            dataset = Path(tmp) / "items.jsonl"
             with dataset.open("w") as f:
                 for i in range(args.items):
                     row = {"id": f"q{i}", "input": f"What is {i} + 1?"}
                     f.write(json.dumps(row | {"expected": str(i + 1)}) + "\n")
-            _evalrun(code, data_dir, dataset, base_url)  # fills the bytecode cache
-            rows = []
-            idle = []  # beyond the run phase, less the waits for a processor
+            data_dirs = {}
+            for n, code in enumerate(codes):
+                data_dirs[code] = data_dir = Path(tmp) / str(n)
+                data_dir.mkdir()
+                _prepare(code, data_dir)
+                _evalrun(code, data_dir, dataset, base_url)  # fills the bytecode cache
+            rows: dict[Path, list[tuple[float, float, float, float | None]]] = {
+                code: [] for code in codes
+            }
             for _ in range(args.runs):
-                before = os.times()
-                wall, phase, waited = _evalrun(code, data_dir, dataset, base_url)
-                after = os.times()
-                cpu = (after.children_user - before.children_user) + (
-                    after.children_system - before.children_system
-                )
-                rows.append((wall, phase, cpu))
-                line = (
-                    f"wall {wall:.3f} s  run phase {phase:.3f} s  "
-                    f"beyond it {wall - phase:.3f} s  cpu {cpu:.3f} s"
-                )
-                if waited is not None:
-                    idle.append(wall - phase - waited)
-                    line += f"  waited for a CPU {waited:.3f} s"
-                print(line, flush=True)
-            overheads = [wall - phase for wall, phase, _ in rows]
-            median = statistics.median(overheads)
-            print(
-                f"{code}: beyond the run phase, median {median:.3f} s "
-                f"(min {min(overheads):.3f}, max {max(overheads):.3f}) over "
-                f"{len(rows)} runs of {args.items} items; CPU median "
-                f"{statistics.median(cpu for *_, cpu in rows):.3f} s; load "
-                f"average {os.getloadavg()[0]:.1f}"
-            )
-            if idle:
-                print(
-                    "beyond the run phase less the main thread's waits for a "
-                    f"CPU (an idle machine's estimate): median "
-                    f"{statistics.median(idle):.3f} s (min {min(idle):.3f}, "
-                    f"max {max(idle):.3f})"
-                )
+                for code in codes:
+                    before = os.times()
+                    wall, phase, waited = _evalrun(
+                        code, data_dirs[code], dataset, base_url
+                    )
+                    after = os.times()
+                    cpu = (after.children_user - before.children_user) + (
+                        after.children_system - before.children_system
+                    )
+                    rows[code].append((wall, phase, cpu, waited))
+                    line = (
+                        f"wall {wall:.3f} s  run phase {phase:.3f} s  "
+                        f"beyond it {wall - phase:.3f} s  cpu {cpu:.3f} s"
+                    )
+                    if waited is not None:
+                        line += f"  waited for a CPU {waited:.3f} s"
+                    if len(codes) > 1:
+                        line = f"{code.name}: {line}"
+                    print(line, flush=True)
+            print(f"{args.items} items a run")
+            for code in codes:
+                _summary(code, rows[code])
             if args.profile:
-                process = subprocess.run(
-                    [
-                        sys.executable,
-                        "-X",
-                        "importtime",
-                        str(code / "manage.py"),
-                        "evalrun",
-                        str(dataset),
-                        *("--target", "openai_chat", "--base-url", base_url),
-                        *("--model", "fake", "--scorer", "exact_match", "--json"),
-                    ],
-                    cwd=code,
-                    env=_env(data_dir),
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                print("slowest imports (cumulative ms):")
-                for micros, name in _slowest_imports(process.stderr):
-                    print(f"  {micros / 1000:8.1f}  {name}")
+                for code in codes:
+                    _profile(code, data_dirs[code], dataset, base_url)
     finally:
         server.terminate()
         server.wait(10)

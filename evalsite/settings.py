@@ -17,6 +17,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+# Before anything that imports httpx (evalsite.env does).
+import evalsite.lean_imports  # noqa: F401
 from evalsite.env import (
     env_bool,
     env_choice,

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 
-from tests.test_evalrun_command import run_cli, write_items
+from tests.test_evalrun_command import count_results, run_cli, write_items
 
 # What serves pages and the API, and libraries a plain run (exact_match over a
 # JSONL file, no --baseline) has no use for: each was imported by every
@@ -23,18 +24,36 @@ NOT_IMPORTED = re.compile(
     r"|runs\.scorers\.(?!exact_match$|text$)\w+"
     # Only by the scorers, files and secrets that use them:
     r"|(scipy|rapidfuzz|pebble|yaml|cryptography)(\..*)?"
+    # An agent's tools, by the run of an agent that calls them (runs/tools/):
+    r"|runs\.tools\.\w+|runs\.sandbox(\..*)?"
+    # httpx's command-line client and what it brings (evalsite/lean_imports.py);
+    # rich draws the progress bar on a terminal only:
+    r"|httpx\._main|(click|rich|pygments)(\..*)?"
 )
 
 
 # manage.py run as a script, then every module the process holds listed
-# (-X importtime would miss those imported through importlib.import_module).
+# (-X importtime would miss those imported through importlib.import_module),
+# as the command ends the process (os._exit) or, failing, as the script ends.
 LIST_MODULES = """
-import runpy, sys
+import os, runpy, sys
 sys.argv = sys.argv[1:]
+end = os._exit
+
+def listed():
+    names = sorted(name for name, module in sys.modules.items() if module is not None)
+    sys.stderr.write("\\n".join(["modules:", *names]) + "\\n")
+    sys.stderr.flush()
+
+def listed_end(code):
+    listed()
+    end(code)
+
+os._exit = listed_end
 try:
     runpy.run_path("manage.py", run_name="__main__")
 finally:
-    sys.stderr.write("\\n".join(["modules:", *sorted(sys.modules)]) + "\\n")
+    listed()
 """
 
 
@@ -65,6 +84,65 @@ def test_a_plain_run_imports_no_web_layer_nor_unused_libraries(data_dir, tmp_pat
     assert "runs.executor.engine" in imported  # the list is read
     assert "runs.scorers.exact_match" in imported
     assert sorted(name for name in imported if NOT_IMPORTED.fullmatch(name)) == []
+
+
+# What the interpreter's teardown would print: the command ends the process
+# without it, once the run is stored and the summary printed.
+AT_TEARDOWN = """
+import atexit, runpy, sys
+sys.argv = sys.argv[1:]
+atexit.register(lambda: sys.stderr.write("interpreter teardown\\n"))
+runpy.run_path("manage.py", run_name="__main__")
+"""
+
+
+def evalrun_at_teardown(data_dir, *args: str):
+    return run_cli(
+        [sys.executable, "-c", AT_TEARDOWN, "manage.py", "evalrun", *args], data_dir
+    )
+
+
+def test_evalrun_ends_its_process_once_the_run_is_stored_and_printed(
+    data_dir, tmp_path
+):
+    dataset = write_items(tmp_path / "items.jsonl", 2)
+    done = evalrun_at_teardown(
+        data_dir, str(dataset), "--target", "demo", "--scorer", "exact_match", "--json"
+    )
+
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["status"], summary["total"]) == ("completed", 2)
+    assert count_results(data_dir, summary["run_id"]) == 2
+    assert "interpreter teardown" not in done.stderr
+
+
+def test_evalrun_ended_at_once_keeps_the_exit_code_and_message_of_bad_input(
+    data_dir, tmp_path
+):
+    missing = tmp_path / "missing.jsonl"
+    done = evalrun_at_teardown(data_dir, str(missing), "--scorer", "exact_match")
+
+    assert done.returncode == 2
+    assert f"{missing}: no such file" in done.stderr
+    assert "interpreter teardown" not in done.stderr
+
+
+def test_a_profiled_evalrun_still_ends_through_the_teardown_that_writes_the_profile(
+    data_dir, tmp_path
+):
+    dataset = write_items(tmp_path / "items.jsonl", 2)
+    profile = tmp_path / "evalrun.prof"
+    done = run_cli(
+        [
+            *(sys.executable, "-m", "cProfile", "-o", str(profile), "manage.py"),
+            *("evalrun", str(dataset), "--target", "demo", "--scorer", "exact_match"),
+        ],
+        data_dir,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert profile.stat().st_size > 0
 
 
 def test_status_offers_the_retry_statuses_without_importing_them_early():

@@ -1,12 +1,24 @@
 """Tools an agent may call: one file per kind, registered by kind string.
 
-A tool kind registers itself when this package is imported (by the ``agent``
-target); ``runs.plugins.tools`` holds the protocol and the registry.
+Each built-in kind is known by name when this package is imported (by the
+``agent`` target) and its module imported when the kind is first looked up
+or every kind is read (``Registry.defer``): a process that never runs an
+agent's tool imports none of them (the ``code`` tool's sandbox...).
+``runs.plugins.tools`` holds the protocol and the registry.
 """
 
 from __future__ import annotations
 
-from runs.tools import code, final_answer, http, python
+from runs.plugins.tools import TOOLS
 
-# The built-in kinds (imported above: each registers itself).
-TOOL_KINDS = (code, final_answer, http, python)
+# Each built-in kind and the module that registers it.
+BUILT_IN = {
+    "code": "code",
+    "final_answer": "final_answer",
+    "http": "http",
+    "python": "python",
+}
+for kind, module in BUILT_IN.items():
+    TOOLS.defer(kind, f"{__name__}.{module}")
+
+TOOL_KINDS = tuple(BUILT_IN)
