@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from django.db import models
 from django.utils import timezone
 
@@ -11,9 +9,6 @@ from runs.models.datasets import Dataset
 from runs.models.fields import kept_null
 from runs.models.projects import Authored, Target, owning_project
 from runs.models.run_counts import RunCounts
-
-if TYPE_CHECKING:
-    from runs.models.evaluations import Evaluation, Schedule
 
 
 class RunStatus(models.TextChoices):
@@ -121,12 +116,21 @@ class Run(RunCounts, Authored):
     retry_replaced_answers = models.PositiveIntegerField(default=0)
     # The saved evaluation that made it, and how: by hand, by one of its
     # schedules (which), or through the API.
-    # By name: their module imports this one (typed for the checker alone).
-    evaluation: models.ForeignKey[Evaluation | None] = kept_null(
-        "runs.Evaluation", related_name="runs"
+    # Named by string: their module imports this one (the checker's Django
+    # plug-in resolves the names; through a helper it could not).
+    evaluation = models.ForeignKey(
+        "runs.Evaluation",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
     )
-    schedule: models.ForeignKey[Schedule | None] = kept_null(
-        "runs.Schedule", related_name="runs"
+    schedule = models.ForeignKey(
+        "runs.Schedule",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="runs",
     )
     evaluation_trigger = models.CharField(max_length=16, blank=True)
     # The end its evaluation was told of (revision:status): told once per end.
