@@ -479,6 +479,9 @@ def test_results_read_their_items_in_the_same_query(
 ) -> None:
     url = f"{API}/runs/{finished_run.pk}/results"
     run_result_table(run=finished_run)  # stored as the run ended
+    # Once-per-process reads (caches an earlier test may or may not have
+    # filled) are not what this compares: a first request makes them.
+    alice_client.get(f"{url}?page_size=1")
     with CaptureQueriesContext(connection) as two:
         alice_client.get(f"{url}?page_size=2")
     with CaptureQueriesContext(connection) as ten:
