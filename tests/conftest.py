@@ -148,6 +148,51 @@ def pytest_configure(config: pytest.Config) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+# Fixtures whose tests run their programs (a Daphne server, manage.py,
+# evalrun) on a SQLite database of their own, with DATABASE_URL and REDIS_URL
+# taken out of the programs' environment: what they check does not depend on
+# the pass's database or channel layer.
+OWN_SQLITE_FIXTURES = {"server", "data_dir", "migrated_db"}
+# Fixtures (and the marker below) that reach the pass's database in process.
+PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
+
+
+def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return (
+        bool(names & OWN_SQLITE_FIXTURES)
+        and not names & PASS_DATABASE_FIXTURES
+        and item.get_closest_marker("django_db") is None
+    )
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    """In the PostgreSQL pass that scripts/test.sh runs beside the SQLite
+    pass, leave out the tests that would run exactly as they do there."""
+    if os.environ.get("EVALSITE_TEST_PASS") != "postgres":
+        return
+    same = [item for item in items if runs_on_its_own_sqlite(item)]
+    if not same:
+        return
+    config.hook.pytest_deselected(items=same)
+    items[:] = [item for item in items if not runs_on_its_own_sqlite(item)]
+    config.stash[SAME_IN_BOTH] = len(same)
+
+
+SAME_IN_BOTH = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    same = terminalreporter.config.stash.get(SAME_IN_BOTH, 0)
+    if same:
+        terminalreporter.write_line(
+            f"{same} tests that run their programs on a SQLite database of their "
+            "own ran in the SQLite pass and were left out of this one"
+        )
+
+
 # Modules whose tests start sandboxed programs and check that none is left.
 SANDBOX_MODULES = (
     "tests.sandbox.",

@@ -121,3 +121,31 @@ def test_the_postgresql_test_database_is_this_checkouts(tmp_path: Path) -> None:
 
     assert named == checkout_test_database("evalsite", ROOT)
     assert chosen == "test_mine"
+
+
+def test_the_postgres_pass_leaves_out_only_tests_of_their_own_sqlite() -> None:
+    """A browser test (its server on a SQLite file of its own) is left out of
+    the PostgreSQL pass; a test of the pass's database is not."""
+    env = {**os.environ, "EVALSITE_TEST_PASS": "postgres"}
+    collected = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_browser_compare.py",
+            "tests/test_api_runs.py::test_results_filter_by_status",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+    out = collected.stdout
+    assert "test_api_runs.py::test_results_filter_by_status" in out, out
+    assert "test_browser_compare.py" not in out.split("\n\n")[0], out
+    assert "1 deselected" in out, out
