@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import sys
+
+import pytest
 
 from tests.test_evalrun_command import count_results, run_cli, write_items
 
@@ -57,17 +60,22 @@ finally:
 """
 
 
-def imported_by_evalrun(data_dir, tmp_path) -> set[str]:
+def imported_by_evalrun(data_dir, tmp_path, *target: str) -> set[str]:
+    """The modules of a plain evalrun of the demo target (or ``target``'s
+    arguments), once its run of two items has succeeded."""
     dataset = write_items(tmp_path / "items.jsonl", 2)
     done = run_cli(
         [
             *(sys.executable, "-c", LIST_MODULES, "manage.py", "evalrun"),
-            *(str(dataset), "--target", "demo", "--scorer", "exact_match", "--json"),
+            *(str(dataset), *(target or ("--target", "demo"))),
+            *("--scorer", "exact_match", "--json"),
         ],
         data_dir,
     )
     assert done.returncode == 0, done.stderr
     assert "modules:" in done.stderr, done.stderr
+    summary = json.loads(done.stdout)
+    assert (summary["status"], summary["succeeded"]) == ("completed", 2), summary
     return set(done.stderr.split("modules:\n", 1)[1].split())
 
 
@@ -84,6 +92,68 @@ def test_a_plain_run_imports_no_web_layer_nor_unused_libraries(data_dir, tmp_pat
     assert "runs.executor.engine" in imported  # the list is read
     assert "runs.scorers.exact_match" in imported
     assert sorted(name for name in imported if NOT_IMPORTED.fullmatch(name)) == []
+
+
+def test_a_plain_run_never_imports_aiohttp(data_dir, tmp_path):
+    """Its calls go through the keep-alive pool (runs/calls/keepalive.py):
+    aiohttp, whose import makes two TLS contexts from the system's
+    certificates, serves only the tools' and alerts' sessions."""
+    imported = imported_by_evalrun(data_dir, tmp_path)
+
+    assert "runs.calls.netpolicy" in imported  # the list is read
+    assert sorted(n for n in imported if n.split(".")[0] == "aiohttp") == []
+
+
+def test_a_run_that_calls_a_named_host_never_imports_aiohttp(
+    data_dir, fake_openai, tmp_path
+):
+    # "localhost" is resolved, and its addresses checked, on connecting.
+    base_url = fake_openai.base_url.replace("127.0.0.1", "localhost")
+    imported = imported_by_evalrun(
+        data_dir,
+        tmp_path,
+        *("--target", "openai_chat", "--base-url", base_url, "--model", "fake"),
+    )
+
+    assert "runs.calls.keepalive" in imported  # the list is read
+    assert fake_openai.stats.requests == 2
+    assert sorted(n for n in imported if n.split(".")[0] == "aiohttp") == []
+    assert "runs.calls.sessions" not in imported
+
+
+def test_the_calls_user_agent_is_aiohttps_without_importing_it():
+    from aiohttp.http import SERVER_SOFTWARE
+
+    from runs.calls.keepalive import header_lines
+
+    assert f"User-Agent: {SERVER_SOFTWARE}\r\n".encode() in header_lines(())
+
+
+async def test_the_resolver_answers_as_aiohttps_threaded_resolver():
+    from aiohttp.resolver import ThreadedResolver as AiohttpResolver
+
+    from runs.calls.netpolicy import ThreadedResolver
+
+    for family in (socket.AF_UNSPEC, socket.AF_INET):
+        ours = await ThreadedResolver().resolve("localhost", 8000, family)
+        theirs = await AiohttpResolver().resolve("localhost", 8000, family)
+        assert ours == theirs and ours
+
+
+async def test_a_sessions_refusal_is_one_of_aiohttps_client_errors():
+    """Tools and alerts catch aiohttp's client errors: a refusal is one."""
+    import aiohttp
+
+    from runs.calls.netpolicy import NetworkPolicy, PolicyRefused, policy_session
+
+    async with policy_session(NetworkPolicy.parse(["public"], [])) as session:
+        for url in ("http://127.0.0.1:9/", "http://localhost:9/"):
+            with pytest.raises(aiohttp.ClientConnectionError) as caught:
+                await session.get(url)
+            assert isinstance(caught.value, PolicyRefused)
+            assert str(caught.value).startswith(
+                "the network policy refuses connections to "
+            )
 
 
 # What the interpreter's teardown would print: the command ends the process

@@ -33,8 +33,9 @@ from django.db.models import Min, Q
 from django.utils import timezone
 
 from runs.alerts import payloads
-from runs.calls.netpolicy import policy_session, refusal_in
+from runs.calls.netpolicy import refusal_in
 from runs.calls.retry import Backoff, parse_retry_after
+from runs.calls.sessions import policy_session
 from runs.models import AlertChannel, AlertDelivery
 from runs.secrets.destinations import Destination
 from runs.secrets.store import SecretUnavailable, decrypt

@@ -14,7 +14,6 @@ import json
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-import aiohttp
 import httpx
 
 from runs.calls.keepalive import (
@@ -22,7 +21,6 @@ from runs.calls.keepalive import (
     WITH_BODY,
     CallError,
     Pool,
-    connect_failure,
     header_lines,
     host_line,
 )
@@ -54,20 +52,6 @@ def remember(cache: dict[int, Any], key: int, value: Any) -> None:
     if len(cache) >= CONVERTED_KEPT:
         cache.clear()
     cache[key] = value
-
-
-def network_error_message(exc: aiohttp.ClientError) -> str:
-    """A network error as a person reads it.
-
-    aiohttp says "Cannot connect to host h:p ssl:default [Connect call failed
-    ...]", naming TLS even for an ``http://`` URL: a connection that failed
-    before TLS is said as "cannot connect to h:p (connection refused)".
-    """
-    if isinstance(exc, aiohttp.ClientConnectorError) and not isinstance(
-        exc, aiohttp.ClientSSLError
-    ):
-        return connect_failure(exc.host, exc.port, exc.os_error)
-    return f"{type(exc).__name__}: {exc}"
 
 
 class Answer(Protocol):

@@ -31,15 +31,17 @@ that says ``Connection: close`` or one read until the server closed.
 from __future__ import annotations
 
 import asyncio
+import functools
+import importlib.metadata
 import os
 import re
 import socket
 import ssl
+import sys
 from collections.abc import Iterable
 from typing import Any
 
 import httptools
-from aiohttp.http import SERVER_SOFTWARE
 
 from runs.calls.netpolicy import NetworkPolicy, PolicyResolver, parse_ip
 
@@ -47,12 +49,9 @@ RawHeaders = tuple[tuple[bytes, bytes], ...]
 MAX_ANSWER_BYTES = 64 * 1024 * 1024
 MAX_HEAD_BYTES = 64 * 1024
 IDLE_SECONDS = 15.0
-# What aiohttp sends unless told otherwise (the answer is decoded by httpx).
-DEFAULT_HEADERS = (
-    (b"Accept", b"*/*"),
-    (b"Accept-Encoding", b"gzip, deflate"),
-    (b"User-Agent", SERVER_SOFTWARE.encode()),
-)
+# What aiohttp sends unless told otherwise (the answer is decoded by httpx),
+# but its User-Agent (``default_headers``).
+DEFAULT_HEADERS = ((b"Accept", b"*/*"), (b"Accept-Encoding", b"gzip, deflate"))
 _TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _BAD_VALUE = re.compile(rb"[\r\n\x00]")
 DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -92,6 +91,17 @@ def host_line(scheme: str, raw_host: bytes, port: int | None) -> bytes:
     return b"Host: %s\r\n" % host
 
 
+@functools.cache
+def default_headers() -> tuple[tuple[bytes, bytes], ...]:
+    """``DEFAULT_HEADERS`` and the User-Agent aiohttp sends
+    (``aiohttp.http.SERVER_SOFTWARE``), found without importing aiohttp:
+    its import (with two TLS contexts made from the system's certificates)
+    was a fifth of the instructions of evalrun's start-up (bench/README.md)."""
+    version = importlib.metadata.version("aiohttp")
+    agent = f"Python/{sys.version_info[0]}.{sys.version_info[1]} aiohttp/{version}"
+    return (*DEFAULT_HEADERS, (b"User-Agent", agent.encode()))
+
+
 def header_lines(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     """Request lines of the headers, after aiohttp's defaults they do not
     replace; Host and Content-Length are the request's own.
@@ -99,7 +109,7 @@ def header_lines(headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     A header name that is not a token or a value with a line break is a
     ValueError (aiohttp refuses them too): a header must not start another.
     """
-    given = {name.lower(): (name, value) for name, value in DEFAULT_HEADERS}
+    given = {name.lower(): (name, value) for name, value in default_headers()}
     for name, value in headers:
         if not _TOKEN.fullmatch(name) or _BAD_VALUE.search(value):
             raise ValueError(f"invalid HTTP header {name!r}")

@@ -22,28 +22,34 @@ refused when any place an IPv4 address may sit in it holds a link-local or
 metadata address.
 
 The check runs on the resolved address when the connection is made
-(``PolicyResolver`` and ``PolicyConnector``), so a name that resolves to an
-allowed address when a target is saved and to a forbidden one later (DNS
-rebinding) is still refused. Targets also check literal addresses and names
-when they are saved, for early feedback.
+(``PolicyResolver``, used by the calls' pool ``keepalive.Pool`` and by
+aiohttp's sessions through ``sessions.PolicyConnector``), so a name that
+resolves to an allowed address when a target is saved and to a forbidden one
+later (DNS rebinding) is still refused. Targets also check literal addresses
+and names when they are saved, for early feedback.
+
+This module does not import aiohttp: a process whose calls go through the
+pool (every run's targets and judges) never loads it, nor the two TLS
+contexts its connector makes at import. ``PolicyConnector`` and
+``policy_session`` are in ``runs.calls.sessions`` (and still reachable from
+here, imported on first use).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import importlib
 import ipaddress
 import re
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypedDict
 from urllib.parse import urlsplit
 
-import aiohttp
 import httpx
 import yarl
-from aiohttp.abc import AbstractResolver, ResolveResult
-from aiohttp.resolver import DefaultResolver
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -99,8 +105,12 @@ def refusal_text(host: str, reason: str = "") -> str:
     return f"{text}: {reason}" if reason else text
 
 
-class PolicyRefused(aiohttp.ClientConnectionError):
-    """The network policy refused every address of a host."""
+class PolicyRefused(Exception):
+    """The network policy refused every address of a host.
+
+    Through an aiohttp session it is a ``sessions.SessionRefused``, which is
+    also an aiohttp ``ClientConnectionError``, as its callers catch them.
+    """
 
     def __init__(self, host: str, reason: str = "") -> None:
         super().__init__(host)
@@ -298,10 +308,16 @@ class NetworkPolicy:
             return None
         return None if self.allow.matches_address(address) else NOT_ALLOWED
 
-    def check(self, host: str, address: IPAddress | None = None) -> None:
+    def check(
+        self,
+        host: str,
+        address: IPAddress | None = None,
+        *,
+        refused: type[PolicyRefused] = PolicyRefused,
+    ) -> None:
         reason = self.refusal(host, address)
         if reason is not None:
-            raise PolicyRefused(normalise_host(host), reason)
+            raise refused(normalise_host(host), reason)
 
 
 @functools.lru_cache(maxsize=8)
@@ -322,23 +338,93 @@ def current_policy() -> NetworkPolicy:
 # -- connect time ----------------------------------------------------------------
 
 
-class PolicyResolver(AbstractResolver):
-    """Resolves with aiohttp's resolver, then keeps only the permitted addresses.
+class ResolveResult(TypedDict):
+    """An address a name resolves to, as aiohttp's resolvers give it
+    (``aiohttp.abc.ResolveResult``)."""
 
-    aiohttp connects only to what its resolver returns, so this is the check
-    that DNS rebinding cannot pass.
-    """
+    hostname: str
+    host: str
+    port: int
+    family: int
+    proto: int
+    flags: int
 
-    def __init__(
-        self, policy: NetworkPolicy, inner: AbstractResolver | None = None
-    ) -> None:
-        self.policy = policy
-        self.inner = inner if inner is not None else DefaultResolver()
+
+class Resolver(Protocol):
+    """What ``PolicyResolver`` asks: aiohttp's ``AbstractResolver``."""
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]: ...
+
+    async def close(self) -> None: ...
+
+
+# What aiohttp's ThreadedResolver asks of getaddrinfo and returns.
+_ADDRCONFIG = socket.AI_ADDRCONFIG & getattr(socket, "AI_MASK", -1)
+_NUMERIC_FLAGS = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
+_NAME_FLAGS = socket.NI_NUMERICHOST | socket.NI_NUMERICSERV
+
+
+class ThreadedResolver:
+    """The system's resolver (``getaddrinfo`` in the event loop's threads), as
+    aiohttp's default resolver asks it (``aiohttp.resolver.ThreadedResolver``,
+    without aiodns) and with its answers."""
 
     async def resolve(
         self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
     ) -> list[ResolveResult]:
-        self.policy.check(host)
+        loop = asyncio.get_running_loop()
+        infos = await loop.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, family=family, flags=_ADDRCONFIG
+        )
+        results: list[ResolveResult] = []
+        for found, _, proto, _, address in infos:
+            resolved, port = str(address[0]), int(address[1])
+            if found == socket.AF_INET6:
+                if len(address) < 3:
+                    continue  # IPv6 not supported by this Python
+                if address[3]:  # a scope: a link-local address keeps it
+                    resolved, service = await loop.getnameinfo(address, _NAME_FLAGS)
+                    port = int(service)
+            results.append(
+                ResolveResult(
+                    hostname=host,
+                    host=resolved,
+                    port=port,
+                    family=found,
+                    proto=proto,
+                    flags=_NUMERIC_FLAGS,
+                )
+            )
+        return results
+
+    async def close(self) -> None:
+        return None
+
+
+# Looked up when a ``PolicyResolver`` is made (tests answer from a table).
+DefaultResolver: Callable[[], Resolver] = ThreadedResolver
+
+
+class PolicyResolver:
+    """Resolves with the system's resolver, then keeps only the permitted
+    addresses; a refusal is a ``refused``.
+
+    The calls' pool and aiohttp connect only to what the resolver returns, so
+    this is the check that DNS rebinding cannot pass.
+    """
+
+    refused: type[PolicyRefused] = PolicyRefused
+
+    def __init__(self, policy: NetworkPolicy, inner: Resolver | None = None) -> None:
+        self.policy = policy
+        self.inner: Resolver = inner if inner is not None else DefaultResolver()
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        self.policy.check(host, refused=self.refused)
         results = await self.inner.resolve(host, port, family)
         permitted, reasons = [], []
         for result in results:
@@ -351,42 +437,21 @@ class PolicyResolver(AbstractResolver):
             else:
                 reasons.append(reason)
         if not permitted:
-            raise PolicyRefused(normalise_host(host), reasons[0] if reasons else "")
+            raise self.refused(normalise_host(host), reasons[0] if reasons else "")
         return permitted
 
     async def close(self) -> None:
         await self.inner.close()
 
 
-if not hasattr(aiohttp.TCPConnector, "_resolve_host"):  # pragma: no cover
-    raise ImportError("aiohttp no longer has TCPConnector._resolve_host")
+# aiohttp's side, in its own module: imported when first named from here.
+_IN_SESSIONS = frozenset({"PolicyConnector", "policy_session", "SessionRefused"})
 
 
-class PolicyConnector(aiohttp.TCPConnector):
-    """A connector whose every address, literal or resolved, passes the policy."""
-
-    def __init__(self, policy: NetworkPolicy, **kwargs: Any) -> None:
-        super().__init__(resolver=PolicyResolver(policy), **kwargs)
-        self.policy = policy
-
-    async def _resolve_host(
-        self, host: str, port: int, traces: Any = None
-    ) -> list[ResolveResult]:
-        # aiohttp never hands a literal address to the resolver.
-        literal = parse_ip(host)
-        if literal is not None:
-            self.policy.check(host, literal)
-        return await super()._resolve_host(host, port, traces=traces)
-
-
-def policy_session(policy: NetworkPolicy | None = None) -> aiohttp.ClientSession:
-    """An aiohttp session for outbound requests of targets and judges.
-
-    No connection limit (the executor bounds the calls in flight), no proxy
-    from the environment (it would hide the destination from the policy).
-    """
-    connector = PolicyConnector(policy or current_policy(), limit=0)
-    return aiohttp.ClientSession(connector=connector, trust_env=False)
+def __getattr__(name: str) -> Any:
+    if name in _IN_SESSIONS:
+        return getattr(importlib.import_module("runs.calls.sessions"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def refusal_in(exc: BaseException) -> PolicyRefused | None:

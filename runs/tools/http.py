@@ -12,8 +12,9 @@ from pydantic import Field, model_validator
 
 from runs.calls.chat_client import MissingField, fill_template, template_names
 from runs.calls.endpoint import EndpointURL, UrlAuthParams, url_auth
-from runs.calls.http_client import error_summary, network_error_message
-from runs.calls.netpolicy import current_policy, policy_session, refusal_in
+from runs.calls.http_client import error_summary
+from runs.calls.netpolicy import current_policy, refusal_in
+from runs.calls.sessions import network_error_message, policy_session
 from runs.errors import ConfigError
 from runs.plugins import FieldError, SecretRef
 from runs.plugins.params import EnvName, SecretName
