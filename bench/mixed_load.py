@@ -73,6 +73,8 @@ from http_bench import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+# A sitecustomize that counts the server's computations (its docstring).
+COMPUTATIONS = Path(__file__).resolve().parent / "computations"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 REQUEST_TIMEOUT = 30.0
 GOAL_P95_MS = 300.0
@@ -217,6 +219,14 @@ class Site:
     workers: list[subprocess.Popen] = field(default_factory=list)
     poll_errors: int = 0
     log: Path | None = None
+    computations_file: Path | None = None
+
+    def computations(self) -> dict[str, int]:
+        """Values the server's cache stored so far, by key kind."""
+        assert self.computations_file is not None
+        with contextlib.suppress(OSError, ValueError):
+            return json.loads(self.computations_file.read_text())
+        return {}
 
     def served(self) -> int:
         """GETs in the server's access log so far."""
@@ -295,6 +305,8 @@ class Phase:
     # whose client had given up waiting; and its CPU seconds in the window.
     served: int = 0
     window_server_cpu: float = 0.0
+    # Values the server computed and cached in the window, by key kind.
+    computed: dict[str, int] = field(default_factory=dict)
     run_finished: float = 0.0  # time.time() of the run's end
 
 
@@ -305,17 +317,23 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
     samples: list[Sample] = []
     client_cpu = window_cpu = 0.0
     served = 0
+    computed: dict[str, int] = {}
     if loaded:
         wait_run(site, run_id, until_results=1)
         first = site.api("GET", f"/api/v1/runs/{run_id}/results?page_size=1")
         paths = kind_paths(site, run_id, first["items"][0]["id"], meta["baseline"])
         clock = time.process_time()
         served_before, window_cpu = site.served(), site.cpu()["server"]
+        computed_before = site.computations()
         with profiling(args.profile, site, meta):
             samples = load(site.port, paths, args.clients, args.seconds)
         client_cpu = time.process_time() - clock
         served = site.served() - served_before
         window_cpu = site.cpu()["server"] - window_cpu
+        computed = {
+            kind: count - computed_before.get(kind, 0)
+            for kind, count in sorted(site.computations().items())
+        }
     run = wait_run(site, run_id)
     cpu_after = site.cpu()
     limit = args.concurrency / (args.latency_ms / 1000)
@@ -338,6 +356,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         client_cpu=client_cpu,
         served=served,
         window_server_cpu=window_cpu,
+        computed=computed,
         run_finished=datetime.fromisoformat(run["finished_at"]).timestamp(),
     )
 
@@ -405,6 +424,8 @@ def serving(
                 "EVALSITE_EXECUTOR": "procrastinate",
             }
         env = server_env(source, data_dir, extra)
+        env["PYTHONPATH"] += os.pathsep + str(COMPUTATIONS)
+        env["EVALSITE_BENCH_COMPUTATIONS"] = str(data_dir)
         note(f"{mode}: migrating and seeding with the code of {source}")
         seeded = prepare(python, source, data_dir, env)
         out = subprocess.run(
@@ -443,6 +464,7 @@ def serving(
                 session=session,
                 workers=workers,
                 log=data_dir / "daphne.log",
+                computations_file=data_dir / f"{proc.pid}.json",
             )
     finally:
         for worker in workers:
@@ -508,6 +530,12 @@ def report_phase(phase: Phase, args: argparse.Namespace) -> None:
         f"the run's share included if embedded); client CPU "
         f"{1000 * phase.client_cpu / total:.3f} ms a request"
     )
+    computed = ", ".join(
+        f"{kind} {count / args.seconds:.1f}"
+        for kind, count in phase.computed.items()
+        if count
+    )
+    print(f"computed and cached a second, by kind: {computed or 'none'}")
 
 
 def summary(phases: list[Phase], seconds: float) -> None:

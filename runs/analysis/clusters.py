@@ -19,7 +19,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from django.core.cache import cache
 from django.db.models import (
     Count,
     Exists,
@@ -38,7 +37,7 @@ from runs.analysis.cluster_keys import (
 from runs.analysis.cluster_moves import Move, cluster_moves, cluster_pattern
 from runs.analysis.result_table import ResultTable, run_result_table
 from runs.models import Result, Run, Score
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 from runs.records.signatures import (
     SCORE_ERRORED,
     SCORE_FAILED,
@@ -265,11 +264,7 @@ def _groups_cached(family: _Family, run: Run) -> _Groups:
     """A run's groups, kept under its results version: a baseline is often
     compared again and again, and it has usually finished."""
     key = cache_keys.run_cluster_groups(family.name, run)
-    groups = cache.get(key)
-    if groups is None:
-        groups = _groups(family, run)
-        cache.set(key, groups, CACHE_SECONDS)
-    return groups
+    return single_flight.cached(key, lambda: _groups(family, run), CACHE_SECONDS)
 
 
 def _counts(
@@ -555,10 +550,10 @@ def run_clusters_cached(
 ) -> RunClusters:
     """``run_clusters``, kept under the results versions of both runs."""
     key = cache_keys.run_clusters(run, baseline, items_per_cluster)
-    clusters = cache.get(key)
-    if clusters is None:
-        clusters = run_clusters(
+    return single_flight.cached(
+        key,
+        lambda: run_clusters(
             run=run, baseline=baseline, items_per_cluster=items_per_cluster
-        )
-        cache.set(key, clusters, CACHE_SECONDS)
-    return clusters
+        ),
+        CACHE_SECONDS,
+    )

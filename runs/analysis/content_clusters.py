@@ -43,7 +43,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
 
 from runs.analysis.cluster_keys import CONTENT_KEY_PREFIX
@@ -64,7 +63,7 @@ from runs.analysis.embeddings import EmbeddingsFailed, embed_texts, embeddings_l
 from runs.analysis.summary import store_for_run
 from runs.errors import InvalidInput
 from runs.models import STOPPED_IN_FLIGHT, Result, Run, RunContentClusters, Score
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 from runs.records.retries import retryable
 
 logger = logging.getLogger(__name__)
@@ -231,9 +230,13 @@ def content_clustering(run: Run) -> dict[str, Any]:
     vectoriser = embeddings_label(run.project.embeddings)
     version = _version(run, vectoriser)
     key = cache_keys.run_content_clusters(run, version)
-    data = cache.get(key)
-    if data is not None:
-        return data
+    return single_flight.cached(
+        key, lambda: _stored_or_computed(run, vectoriser, version), CACHE_SECONDS
+    )
+
+
+def _stored_or_computed(run: Run, vectoriser: str, version: str) -> dict[str, Any]:
+    data = None
     if run.is_final:
         data = (
             RunContentClusters.objects.filter(run=run, version=version)
@@ -253,7 +256,6 @@ def content_clustering(run: Run) -> dict[str, Any]:
                 data=data,
                 compute_seconds=time.perf_counter() - began,
             )
-    cache.set(key, data, CACHE_SECONDS)
     return data
 
 

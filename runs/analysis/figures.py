@@ -18,8 +18,6 @@ import time
 from datetime import datetime
 from typing import Any
 
-from django.core.cache import cache
-
 from runs.analysis.charts import run_charts_cached
 from runs.analysis.result_table import run_result_table
 from runs.analysis.summary import (
@@ -31,7 +29,7 @@ from runs.analysis.summary import (
 )
 from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 logger = logging.getLogger(__name__)
 
@@ -86,11 +84,15 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
     if not run.is_final:
         summary = run_summary_cached(run=run)
         return summary, run_charts_cached(run=run, summary=summary)
-    # This process's cache first (no query), then the stored row.
+    # This process's cache first (no query), then the stored row; computed
+    # once for concurrent misses.
     key = cache_keys.run_figures(run, FORMAT)
-    figures = cache.get(key)
-    if figures is not None:
-        return figures
+    return single_flight.cached(
+        key, lambda: _stored_or_computed(run), FINAL_CACHE_SECONDS
+    )
+
+
+def _stored_or_computed(run: Run) -> tuple[RunSummary, dict[str, Any]]:
     stored = (
         RunFigures.objects.filter(run=run, version=_version(run))
         .values_list("data", flat=True)
@@ -108,7 +110,6 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
             data=_encode(*figures),
             compute_seconds=time.perf_counter() - began,
         )
-    cache.set(key, figures, FINAL_CACHE_SECONDS)
     return figures
 
 

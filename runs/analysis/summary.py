@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.db.models import (
     Avg,
@@ -47,7 +46,7 @@ from runs.models import (
     Run,
     Score,
 )
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 CACHE_SECONDS = 600
 # A finished run's results change only by what changes its results_version
@@ -501,12 +500,9 @@ def cache_seconds(run: Run) -> int:
 
 def cached_for_run[T](run: Run, key: str, compute: Callable[[], T]) -> T:
     """What ``compute`` returns, kept under ``key`` (which names the run's
-    ``results_version``) for as long as ``cache_seconds`` says."""
-    value = cache.get(key)
-    if value is None:
-        value = compute()
-        cache.set(key, value, cache_seconds(run))
-    return cast(T, value)
+    ``results_version``) for as long as ``cache_seconds`` says; computed once
+    for concurrent misses (``single_flight``)."""
+    return single_flight.cached(key, compute, cache_seconds(run))
 
 
 def store_for_run(model: type[Model], run: Run, **values: Any) -> None:

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import User
-from django.core.cache import cache
 
 from runs.compare.selectors import run_ids_parse
 from runs.errors import InvalidInput
 from runs.leaderboard import items as board_items
 from runs.leaderboard.ranking import ScorerBoard, scorer_board
 from runs.models import Run
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 from runs.results.selectors import run_get
 
 CACHE_SECONDS = 600
@@ -72,10 +72,10 @@ def run_leaderboard(
     ``results_version``."""
     chosen = leaderboard_runs(user=user, text=runs)
     key = cache_keys.leaderboard(tuple(chosen), scorer)
-    cached = cache.get(key)
-    if cached is not None:
-        paired_by, boards = cached
-        return Leaderboard(chosen, paired_by, boards)
-    board = leaderboard_compute(chosen, scorer=scorer)
-    cache.set(key, (board.paired_by, board.scorers), CACHE_SECONDS)
-    return board
+
+    def compute() -> tuple[Any, ...]:
+        board = leaderboard_compute(chosen, scorer=scorer)
+        return board.paired_by, board.scorers
+
+    paired_by, boards = single_flight.cached(key, compute, CACHE_SECONDS)
+    return Leaderboard(chosen, paired_by, boards)

@@ -30,7 +30,7 @@ from django.middleware.csrf import get_token
 from django.template.loader import render_to_string
 from ninja.renderers import JSONRenderer
 
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 if TYPE_CHECKING:
     from ninja import Schema
@@ -74,15 +74,22 @@ def render_cached(
     cacheable = key_data is not None and not len(messages.get_messages(request))
     key = page_key(request, template_name, key_data) if cacheable else ""
     cached = cache.get(key) if cacheable else None
-    if cached is None:
+
+    def rendered() -> tuple[tuple[str, ...], int]:
         context, status = build()
         placeholder = CSRF_PLACEHOLDER_PREFIX + secrets.token_hex(16)
         body = render_to_string(
             template_name, {**context, "csrf_token": placeholder}, request=request
         )
-        cached = (tuple(body.split(placeholder)), status)
+        page = (tuple(body.split(placeholder)), status)
         if cacheable and (still_current is None or still_current() == key_data):
-            cache.set(key, cached, PAGE_CACHE_SECONDS)
+            cache.set(key, page, PAGE_CACHE_SECONDS)
+        return page
+
+    if cached is None:
+        # Requests that miss the same page at once share one rendering: the
+        # key holds what it shows, so theirs would be the same bytes.
+        cached = single_flight.shared(key, rendered) if cacheable else rendered()
     parts, status = cached
     return HttpResponse(get_token(request).join(parts), status=status)
 
@@ -113,14 +120,17 @@ def json_cached(
     cache = caches["default"]
     key = cache_keys.api_answer(name=name, user_id=request.user.pk, data=key_data)
     body = cache.get(key)
-    if body is not None:
-        return HttpResponse(body, content_type=JSON_CONTENT_TYPE)
-    context = {"request": request, "response_status": 200}
-    data = schema.model_validate(build(), context=context).model_dump(context=context)
-    response = HttpResponse(
-        _JSON.render(request, data, response_status=200),
-        content_type=JSON_CONTENT_TYPE,
-    )
-    if still_current is None or still_current() == key_data:
-        cache.set(key, response.content, PAGE_CACHE_SECONDS)
-    return response
+
+    def rendered() -> str:
+        context = {"request": request, "response_status": 200}
+        valid = schema.model_validate(build(), context=context)
+        content: str = _JSON.render(
+            request, valid.model_dump(context=context), response_status=200
+        )
+        if still_current is None or still_current() == key_data:
+            cache.set(key, content, PAGE_CACHE_SECONDS)
+        return content
+
+    if body is None:
+        body = single_flight.shared(key, rendered)
+    return HttpResponse(body, content_type=JSON_CONTENT_TYPE)

@@ -546,19 +546,36 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     """Everything a finished run's page shows, as column names and values,
     for its cache key; None when the page must be built afresh (the user is no
     member of the run's project, the run is still going, or a re-score is
-    under way: such pages move by the second).
+    under way).
 
     What the page reads beyond these values is keyed by the run's own row:
     its figures and results table are cached under ``Run.results_version``,
     whose parts are columns of that row.
     """
+    return _page_state(user_id=user_id, run_id=run_id, going=False)
+
+
+def run_page_key(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
+    """``run_page_state``, and for a run still going its row, passes and the
+    current second.
+
+    A run still going moves its counts with every batch it stores: its page
+    is never older than its last batch, and readers of one batch share one
+    rendering. It also shows what moves with the clock (whether its executor
+    is alive, its ETA), hence the second.
+    """
+    return _page_state(user_id=user_id, run_id=run_id, going=True)
+
+
+def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | None:
     # As the database hands them: values to key a cache, not to show.
     names, found = compiled.fetch(
         compiled.statement("run-page", _run_page_run),
         {"user_id": user_id, "run_id": run_id},
         convert=False,
     )
-    if not found or found[0][names.index("status")] not in FINAL_RUN_STATUSES:
+    final = bool(found) and found[0][names.index("status")] in FINAL_RUN_STATUSES
+    if not found or not (final or going):
         return None
     pass_names, passes = compiled.fetch(
         compiled.statement("run-page-passes", _run_page_passes),
@@ -568,4 +585,5 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
     status = pass_names.index("status")
     if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
         return None
-    return (names, found[0]), (pass_names, tuple(passes))
+    state = (names, found[0]), (pass_names, tuple(passes))
+    return state if final else (*state, int(timezone.now().timestamp()))

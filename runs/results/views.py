@@ -114,9 +114,9 @@ def _run_initial(request: AuthedRequest) -> dict[str, Any]:
 
 @require_GET
 def run_detail(request: AuthedRequest, run_id: int) -> HttpResponse:
-    # A finished run's page: from the cache while nothing it shows has moved.
+    # From the cache while nothing it shows has moved (reads.run_page_key).
     def state() -> tuple[Any, ...] | None:
-        return reads.run_page_state(user_id=request.user.pk, run_id=run_id)
+        return reads.run_page_key(user_id=request.user.pk, run_id=run_id)
 
     return pagecache.render_cached(
         request,
@@ -175,14 +175,24 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
 @require_GET
 def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
     """The run page's summary and scoring passes, fetched again while the run
-    goes (coalesced, by run_summary.js) and once when it ends."""
-    overview = run_overview(user=request.user, run_id=run_id)
-    context = {
-        "overview": overview,
-        "run": overview.run,
-        "report": run_report(run=overview.run),
-    }
-    return render(request, "runs/results/_run_live_figures.html", context)
+    goes (coalesced, by run_summary.js) and once when it ends; kept as the
+    run's page is (reads.run_page_key)."""
+
+    def state() -> tuple[Any, ...] | None:
+        return reads.run_page_key(user_id=request.user.pk, run_id=run_id)
+
+    def build() -> tuple[dict[str, Any], int]:
+        overview = run_overview(user=request.user, run_id=run_id)
+        report = run_report(run=overview.run)
+        return {"overview": overview, "run": overview.run, "report": report}, 200
+
+    return pagecache.render_cached(
+        request,
+        "runs/results/_run_live_figures.html",
+        build,
+        key_data=state(),
+        still_current=state,
+    )
 
 
 @require_POST

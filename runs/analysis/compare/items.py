@@ -6,14 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from django.core.cache import cache
-
 from runs.analysis.compare import sql
 from runs.analysis.compare.pairing import comparison_pairing, sql_pairing
 from runs.analysis.compare.verdict import CACHE_SECONDS, ScorerComparison
 from runs.errors import InvalidInput
 from runs.models import Item, Result, Run
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 # The per-item table's filters, by the change of the chosen scorer.
 CHANGES = ("regressions", "improvements", "both_failed", "output_changed")
@@ -61,10 +59,11 @@ class ComparisonItems:
             key = cache_keys.comparison_items(
                 self.baseline, self.candidate, self.scorer, self.change
             )
-            self._count = cache.get(key)
-            if self._count is None:
-                self._count = sql.item_count(self._pairing, self.change)
-                cache.set(key, self._count, CACHE_SECONDS)
+            self._count = single_flight.cached(
+                key,
+                lambda: sql.item_count(self._pairing, self.change),
+                CACHE_SECONDS,
+            )
         return self._count
 
     def __len__(self) -> int:

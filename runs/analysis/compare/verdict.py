@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from django.core.cache import cache
 
 from runs.analysis.compare import signflip, significance
 from runs.analysis.compare.pairing import (
@@ -45,7 +44,7 @@ from runs.analysis.compare.pairing import (
 )
 from runs.analysis.compare.signflip import SignFlip, sign_flip_test
 from runs.models import Run
-from runs.records import cache_keys
+from runs.records import cache_keys, single_flight
 
 CACHE_SECONDS = 600
 
@@ -309,14 +308,10 @@ def _candidate_rows(baseline: Run, candidate: Run, paired_by: str) -> list[Teste
 def compare_runs_cached(*, baseline: Run, candidates: Sequence[Run]) -> Comparison:
     """``compare_runs``, kept under the runs' ``results_version``."""
     key = cache_keys.comparison((baseline, *candidates))
-    cached = cache.get(key)
-    if cached is None:
+
+    def compute() -> tuple[Any, ...]:
         comparison = compare_runs(baseline=baseline, candidates=candidates)
-        cache.set(
-            key,
-            (comparison.paired_by, comparison.unpaired, comparison.scorers),
-            CACHE_SECONDS,
-        )
-        return comparison
-    paired_by, unpaired, rows = cached
+        return comparison.paired_by, comparison.unpaired, comparison.scorers
+
+    paired_by, unpaired, rows = single_flight.cached(key, compute, CACHE_SECONDS)
     return Comparison(baseline, list(candidates), paired_by, unpaired, rows)

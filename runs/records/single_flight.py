@@ -1,0 +1,110 @@
+"""One computation for concurrent misses of one cached value.
+
+A running run stores a batch up to four times a second, and each moves its
+``results_version`` (``cache_keys.py``): every figure of it cached under
+that version is missed by all the requests that arrive after the batch, at
+once. Computed by each on its own thread, N computations of the same value
+share the process's one interpreter lock and each takes N times as long.
+Here the first miss of a key computes (the leader); the others that miss the
+same key meanwhile wait for it and take a copy of its value. The key is the
+version: a reader never gets figures older than those it asked for, only
+the same ones, computed once.
+
+A follower waits at most ``WAIT_SECONDS``, then computes on its own, as it
+does when the leader raised: a slow or failed computation never holds the
+others for long, nor hands them its error. A leader that needs the same key
+again (it cannot wait for itself) computes it directly. The flights are per
+process, as the cache they fill is (a ``LocMemCache``).
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from django.core.cache import cache
+
+WAIT_SECONDS = 10.0
+
+
+@dataclass(slots=True)
+class _Flight:
+    leader: int  # the computing thread's ident
+    done: threading.Event = field(default_factory=threading.Event)
+    # The value, pickled: each follower takes its own copy, as from the cache.
+    pickled: bytes | None = None
+    waiting: int = 0
+
+
+_guard = threading.Lock()
+_flights: dict[str, _Flight] = {}
+
+
+def shared[T](key: str, compute: Callable[[], T]) -> T:
+    """``compute()``, once for all the threads that ask for ``key`` while it
+    runs: the first computes, the others wait (at most ``WAIT_SECONDS``) and
+    take a copy of its value."""
+    me = threading.get_ident()
+    with _guard:
+        flight = _flights.get(key)
+        if flight is None:
+            flight = _flights[key] = _Flight(leader=me)
+        elif flight.leader != me:
+            flight.waiting += 1
+        else:
+            flight = None  # the leader asks again: computed directly
+    if flight is None:
+        return compute()
+    if flight.leader != me:
+        return _follow(key, flight, compute)
+    try:
+        value = compute()
+        # A value that cannot be copied: the followers compute their own.
+        with suppress(pickle.PicklingError, TypeError, AttributeError):
+            flight.pickled = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        return value
+    finally:
+        with _guard:
+            del _flights[key]
+        flight.done.set()
+
+
+def _follow[T](key: str, flight: _Flight, compute: Callable[[], T]) -> T:
+    try:
+        flight.done.wait(WAIT_SECONDS)
+    finally:
+        with _guard:
+            flight.waiting -= 1
+    if flight.pickled is None:
+        # The leader raised or is still at it: compute as if alone.
+        return compute()
+    return cast(T, pickle.loads(flight.pickled))
+
+
+def cached[T](key: str, compute: Callable[[], T], seconds: float) -> T:
+    """The value cached under ``key``, else ``compute()`` (``shared``), cached
+    for ``seconds``."""
+    value: Any = cache.get(key)
+    if value is not None:
+        return cast(T, value)
+
+    def computed() -> T:
+        # A leader that just finished may have cached it since the miss.
+        found = cache.get(key)
+        if found is None:
+            found = compute()
+            cache.set(key, found, seconds)
+        return cast(T, found)
+
+    return shared(key, computed)
+
+
+def waiting(key: str) -> int:
+    """How many threads wait for another's computation of ``key`` now."""
+    with _guard:
+        flight = _flights.get(key)
+        return flight.waiting if flight is not None else 0
