@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator
 
 import pytest
+import pytest_django
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.db import connection
@@ -21,6 +22,7 @@ from runs.models import Membership, Project
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
+from tests.flush import quick_flush
 from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
 
 PASSWORD = "correct-horse-battery-staple"
@@ -125,6 +127,16 @@ def migrator(transactional_db: None) -> Iterator[MigrationExecutor]:
     finally:
         executor.loader.build_graph()
         executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quick_flush(
+    django_db_setup: None, django_db_blocker: pytest_django.DjangoDbBlocker
+) -> Iterator[None]:
+    """Transactional tests' flushes skip work that changes nothing
+    (tests/flush.py says what and why)."""
+    with quick_flush(django_db_blocker):
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -278,6 +290,10 @@ def _fresh_try_counts() -> None:
         import redis
 
         with redis.Redis.from_url(settings.REDIS_URL) as client:
-            keys = list(client.scan_iter(f"{try_throttle.REDIS_PREFIX}*"))
+            # SCAN's default step of 10 keys made this a round trip per ten
+            # keys in the database (sessions, channel messages), every test.
+            keys = list(
+                client.scan_iter(f"{try_throttle.REDIS_PREFIX}*", count=100_000)
+            )
             if keys:
                 client.delete(*keys)

@@ -61,6 +61,9 @@ BOOTSTRAP_RESAMPLES = 2_000
 BOOTSTRAP_SEED = 20_211_014
 
 
+# A pure function of two counts that a comparison, its interval and its
+# detectable effect ask for again and again; scipy's test is the slow part.
+@functools.lru_cache(maxsize=65_536)
 def mcnemar_exact(*, regressions: int, improvements: int) -> float:
     """Two-sided exact McNemar p-value: a binomial test on the discordant pairs."""
     discordant = regressions + improvements
