@@ -144,7 +144,8 @@ async def test_a_sessions_refusal_is_one_of_aiohttps_client_errors():
     """Tools and alerts catch aiohttp's client errors: a refusal is one."""
     import aiohttp
 
-    from runs.calls.netpolicy import NetworkPolicy, PolicyRefused, policy_session
+    from runs.calls.netpolicy import NetworkPolicy, PolicyRefused
+    from runs.calls.sessions import policy_session
 
     async with policy_session(NetworkPolicy.parse(["public"], [])) as session:
         for url in ("http://127.0.0.1:9/", "http://localhost:9/"):

@@ -19,8 +19,8 @@ from runs.calls.netpolicy import (
     PolicyResolver,
     clean_target_url,
     endpoint_url,
-    policy_session,
 )
+from runs.calls.sessions import policy_session
 from runs.errors import ConfigError
 from runs.targets import clean_target_config
 from runs.targets.openai_chat import OpenAIChatTarget

@@ -11,8 +11,8 @@ from runs.calls.netpolicy import (
     NetworkPolicy,
     PolicyRefused,
     PolicyResolver,
-    policy_session,
 )
+from runs.calls.sessions import policy_session
 from runs.errors import ConfigError
 from runs.targets import clean_target_config
 from tests.test_netpolicy import FakeDNS

@@ -31,15 +31,14 @@ and names when they are saved, for early feedback.
 This module does not import aiohttp: a process whose calls go through the
 pool (every run's targets and judges) never loads it, nor the two TLS
 contexts its connector makes at import. ``PolicyConnector`` and
-``policy_session`` are in ``runs.calls.sessions`` (and still reachable from
-here, imported on first use).
+``policy_session`` are in ``runs.calls.sessions``, which imports this
+module.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import importlib
 import ipaddress
 import re
 import socket
@@ -442,16 +441,6 @@ class PolicyResolver:
 
     async def close(self) -> None:
         await self.inner.close()
-
-
-# aiohttp's side, in its own module: imported when first named from here.
-_IN_SESSIONS = frozenset({"PolicyConnector", "policy_session", "SessionRefused"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _IN_SESSIONS:
-        return getattr(importlib.import_module("runs.calls.sessions"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def refusal_in(exc: BaseException) -> PolicyRefused | None:
