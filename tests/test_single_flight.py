@@ -105,6 +105,20 @@ def test_concurrent_readers_of_a_running_runs_figures_compute_them_once(
     assert single_flight.waiting(key) == 0
 
 
+def test_a_computation_nobody_waits_for_is_not_copied(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy is for followers: an uncontended miss (most of them) makes
+    none."""
+    copies: list[object] = []
+    monkeypatch.setattr(
+        single_flight.pickle, "dumps", lambda value, *_: copies.append(value)
+    )
+
+    assert single_flight.shared(KEY, lambda: {"figures": 1}) == {"figures": 1}
+    assert copies == []
+
+
 def test_a_failed_computation_hands_no_error_and_the_others_compute() -> None:
     cache.delete(KEY)
     computed: list[int] = []

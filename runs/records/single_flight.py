@@ -61,16 +61,29 @@ def shared[T](key: str, compute: Callable[[], T]) -> T:
         return compute()
     if flight.leader != me:
         return _follow(key, flight, compute)
+    landed = False
     try:
         value = compute()
-        # A value that cannot be copied: the followers compute their own.
-        with suppress(pickle.PicklingError, TypeError, AttributeError):
-            flight.pickled = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
+        followed = _land(key, flight)
+        landed = True
+        # Copied only for the followers waiting now (once the flight has
+        # landed, a new miss starts its own). A value that cannot be copied
+        # leaves each follower to compute its own.
+        if followed:
+            with suppress(pickle.PicklingError, TypeError, AttributeError):
+                flight.pickled = pickle.dumps(value, pickle.HIGHEST_PROTOCOL)
         return value
     finally:
-        with _guard:
-            del _flights[key]
+        if not landed:  # the leader raised: its followers find no value
+            _land(key, flight)
         flight.done.set()
+
+
+def _land(key: str, flight: _Flight) -> bool:
+    """End ``flight`` for new misses; whether a follower waits for it."""
+    with _guard:
+        del _flights[key]
+        return flight.waiting > 0
 
 
 def _follow[T](key: str, flight: _Flight, compute: Callable[[], T]) -> T:
