@@ -178,6 +178,9 @@ def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
     )
 
 
+SAME_IN_BOTH = pytest.StashKey[int]()
+
+
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
@@ -185,15 +188,13 @@ def pytest_collection_modifyitems(
     pass, leave out the tests that would run exactly as they do there."""
     if os.environ.get("EVALSITE_TEST_PASS") != "postgres":
         return
-    same = [item for item in items if runs_on_its_own_sqlite(item)]
-    if not same:
-        return
-    config.hook.pytest_deselected(items=same)
-    items[:] = [item for item in items if not runs_on_its_own_sqlite(item)]
-    config.stash[SAME_IN_BOTH] = len(same)
-
-
-SAME_IN_BOTH = pytest.StashKey[int]()
+    kept, same = [], []
+    for item in items:
+        (same if runs_on_its_own_sqlite(item) else kept).append(item)
+    if same:
+        config.hook.pytest_deselected(items=same)
+        items[:] = kept
+        config.stash[SAME_IN_BOTH] = len(same)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -11,14 +11,7 @@ from __future__ import annotations
 
 from runs.plugins.tools import TOOLS
 
-# Each built-in kind and the module that registers it.
-BUILT_IN = {
-    "code": "code",
-    "final_answer": "final_answer",
-    "http": "http",
-    "python": "python",
-}
-for kind, module in BUILT_IN.items():
-    TOOLS.defer(kind, f"{__name__}.{module}")
-
-TOOL_KINDS = tuple(BUILT_IN)
+# The built-in kinds, each registered by the module of its name.
+TOOL_KINDS = ("code", "final_answer", "http", "python")
+for kind in TOOL_KINDS:
+    TOOLS.defer(kind, f"{__name__}.{kind}")
