@@ -91,7 +91,9 @@ class Outcome:
 
     def tail(self, chars: int = 600) -> str:
         text = self.output.decode("utf-8", "replace").rstrip()
-        lines = [line for line in text.splitlines() if line.strip()]
+        lines = _without_cut_traceback(
+            [line for line in text.splitlines() if line.strip()]
+        )
         tail = "\n".join(lines[-6:])
         return tail if len(tail) <= chars else "…" + tail[-chars:]
 
@@ -100,28 +102,13 @@ class Outcome:
         raised ("in the tests", "raised by the candidate", "while loading the
         completion"), or None when it printed no traceback."""
         text = self.output[-EXCEPTION_SEARCH:].decode("utf-8", "replace")
-        start = text.rfind(TRACEBACK)
-        if start < 0:
-            return None
-        lines = text[start:].splitlines()[1:]
-        frames = []
-        for number, line in enumerate(lines):
-            if line[:1].isspace() or not line:
-                frames.append(line)
-                continue
-            found = _EXCEPTION_LINE.fullmatch(line.rstrip())
-            if found is None:
-                return None
-            name = found.group(1).rpartition(".")[2]
-            message = (found.group(2) or "").strip()
-            if name == "CandidateError" and ":" in message:
-                # An exception of the candidate's own class: its name first.
-                name = message.partition(":")[0].strip() or name
-            if RAISED_BY_CANDIDATE in lines[number:]:
-                return name, "raised by the candidate"
-            if any('"<tests>"' in frame for frame in frames):
-                return name, "in the tests"
-            return name, "while loading the completion"
+        start = len(text)
+        # The last traceback that ends with its exception's line: one cut off
+        # while it was printed (a forked child killed mid-traceback) is passed.
+        while (start := text.rfind(TRACEBACK, 0, start)) >= 0:
+            found = _exception_of(text[start:].splitlines()[1:])
+            if found is not None:
+                return found
         return None
 
     def status(self) -> int | None:
@@ -168,6 +155,46 @@ class Outcome:
     def _with_tail(self) -> str:
         tail = self.tail()
         return f": {tail}" if tail else ""
+
+
+def _exception_of(lines: list[str]) -> tuple[str, str] | None:
+    """The exception a traceback's lines (after its first) end with, and where
+    it was raised; None when they do not end with an exception's line."""
+    frames = []
+    for number, line in enumerate(lines):
+        if line[:1].isspace() or not line:
+            frames.append(line)
+            continue
+        found = _EXCEPTION_LINE.fullmatch(line.rstrip())
+        if found is None:
+            return None
+        name = found.group(1).rpartition(".")[2]
+        message = (found.group(2) or "").strip()
+        if name == "CandidateError" and ":" in message:
+            # An exception of the candidate's own class: its name first.
+            name = message.partition(":")[0].strip() or name
+        if RAISED_BY_CANDIDATE in lines[number:]:
+            return name, "raised by the candidate"
+        if any('"<tests>"' in frame for frame in frames):
+            return name, "in the tests"
+        return name, "while loading the completion"
+    return None
+
+
+def _without_cut_traceback(lines: list[str]) -> list[str]:
+    """The lines up to the last one that is not part of a traceback cut off
+    while it was printed: a forked child killed in the middle of its
+    traceback leaves its header and frames after the error that ended the
+    program. Output that does not end in such pieces is kept whole."""
+    end = len(lines)
+    while end and (lines[end - 1] == TRACEBACK or lines[end - 1][:1].isspace()):
+        end -= 1
+    cut = lines[end:]
+    if end and any(
+        line == TRACEBACK or line.lstrip().startswith('File "') for line in cut
+    ):
+        return lines[:end]
+    return lines
 
 
 def _signal_reason(number: int, limits: Limits) -> str:
