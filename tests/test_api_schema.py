@@ -11,6 +11,7 @@ stays a fast, repeatable part of the suite.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,7 +28,9 @@ from runs.api import api
 from runs.models import Dataset, Project, Run, RunStatus
 from runs.projects.services import api_key_create
 from runs.results.services import run_create
+from runs.results.trajectory import TrajectoryTotals
 from runs.targets.services import target_create
+from runs.targets.trial import TargetTry
 
 MAX_EXAMPLES = 10
 
@@ -82,3 +85,20 @@ def test_api_conforms_to_its_schema(
     case.call_and_validate(
         headers=bearer, excluded_checks=[checks.positive_data_acceptance]
     )
+
+
+@pytest.mark.parametrize(
+    ("value", "documented"),
+    [(TargetTry, {"ok", "output"}), (TrajectoryTotals, {"latency_ms"})],
+)
+def test_a_value_returned_as_it_is_documents_every_field_as_sent(
+    value: type, documented: set[str]
+) -> None:
+    # The try endpoint and a trajectory's totals return these dataclasses as
+    # their schemas: every field is in every answer (a default included), and
+    # a field's description reaches the documentation.
+    component = api.get_openapi_schema()["components"]["schemas"][value.__name__]
+
+    fields = {field.name for field in dataclasses.fields(value)}
+    assert set(component["required"]) == set(component["properties"]) == fields
+    assert all(component["properties"][name]["description"] for name in documented)

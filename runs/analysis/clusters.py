@@ -66,19 +66,16 @@ class ClusterItem:
     external_id: str
 
 
-@dataclass(slots=True)
-class Cluster:
+@dataclass(slots=True, kw_only=True)
+class ComparedCluster:
+    """A cluster of a run, beside the baseline's cluster it was matched with:
+    what a cluster by signature and one by content both show."""
+
     key: str
-    signature: str
-    kind: str
-    error_type: str
-    pattern: str
-    example: str
     count: int
     share: float | None
     baseline_count: int | None = None
     change: str | None = None
-    scorer: str | None = None
     items: list[ClusterItem] = field(default_factory=list)
     # Of a shrunk or vanished cluster: where the baseline's results went.
     moves: list[Move] = field(default_factory=list)
@@ -86,6 +83,16 @@ class Cluster:
     @property
     def fewer(self) -> int:
         return max(0, (self.baseline_count or 0) - self.count)
+
+
+@dataclass(slots=True, kw_only=True)
+class Cluster(ComparedCluster):
+    signature: str
+    kind: str
+    error_type: str
+    pattern: str
+    example: str
+    scorer: str | None = None
 
     @property
     def errors_only(self) -> bool:

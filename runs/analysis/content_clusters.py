@@ -40,7 +40,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import BooleanField, Exists, ExpressionWrapper, OuterRef, Q
@@ -55,6 +55,7 @@ from runs.analysis.clusters import (
     SHRUNK,
     VANISHED,
     ClusterItem,
+    ComparedCluster,
     change_of,
     share_of,
 )
@@ -80,22 +81,15 @@ TITLE_SAMPLE = 5
 Member = list[Any]
 
 
-@dataclass(slots=True)
-class ContentCluster:
-    key: str
+@dataclass(slots=True, kw_only=True)
+class ContentCluster(ComparedCluster):
     terms: list[str]
     title: str
     unclustered: bool
-    count: int
     retryable: int
-    share: float | None
-    baseline_count: int | None = None
-    change: str | None = None
     # How it was matched in the baseline: the Jaccard index of their items,
     # or None when by name (or not matched).
     jaccard: float | None = None
-    items: list[ClusterItem] = field(default_factory=list)
-    moves: list[Move] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -107,10 +101,6 @@ class ContentCluster:
     def errors_only(self) -> bool:
         """Every result of it is an error: a retry may run them again."""
         return bool(self.count) and self.retryable == self.count
-
-    @property
-    def fewer(self) -> int:
-        return max(0, (self.baseline_count or 0) - self.count)
 
 
 @dataclass(frozen=True, slots=True)

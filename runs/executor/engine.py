@@ -45,7 +45,7 @@ from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
 from runs.executor.stops import Stop, StorageUnavailable, mark_interrupted
-from runs.executor.store import ResultRecord, RunSpec
+from runs.executor.store import Pulse, ResultRecord, RunSpec
 from runs.models import Result, RunStatus
 from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
 from runs.plugins.targets import build_target
@@ -358,21 +358,12 @@ class Execution:
     async def beat(self, limit: int | None) -> RunSignal:
         concurrency = self.runner.concurrency if self.runner else None
         latency = concurrency.latency if concurrency else None
-        if self.shard_id is None:
-            cancelled = await heartbeat(
-                self.spec.id,
-                throttle_limit=limit,
-                in_flight=self.in_flight,
-                call_latency=latency,
-            )
-            return RunSignal(cancelled=cancelled)
-        return await shard_heartbeat(
-            self.shard_id,
-            run_id=self.spec.id,
-            throttle_limit=limit,
-            in_flight=self.in_flight,
-            call_latency=latency,
+        pulse = Pulse(
+            throttle_limit=limit, in_flight=self.in_flight, call_latency=latency
         )
+        if self.shard_id is None:
+            return RunSignal(cancelled=await heartbeat(self.spec.id, pulse=pulse))
+        return await shard_heartbeat(self.shard_id, run_id=self.spec.id, pulse=pulse)
 
     async def listen(self) -> RunSignal:
         """Whether the run must stop, between heartbeats."""

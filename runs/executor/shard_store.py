@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from runs.calls.pricing import price_table
 from runs.executor import store
-from runs.executor.store import EXECUTOR_ID, RunSpec, run_spec
+from runs.executor.store import EXECUTOR_ID, IDLE, Pulse, RunSpec, run_spec
 from runs.models import Item, Result, Run, RunShard, RunStatus
 from runs.records import retries
 
@@ -164,12 +164,11 @@ def shard_heartbeat(
     shard_id: int,
     *,
     run_id: int,
-    throttle_limit: int | None = None,
-    in_flight: int = 0,
-    call_latency: float | None = None,
+    pulse: Pulse = IDLE,
     executor_id: str = EXECUTOR_ID,
 ) -> RunSignal:
-    """Record that the shard is alive; returns whether it must stop.
+    """Record that the shard is alive, with its ``pulse``; returns whether it
+    must stop.
 
     The run's heartbeat, in-flight count and throttle are its shards': any
     live shard keeps the run alive, what they hold adds up, and the run backs
@@ -178,10 +177,7 @@ def shard_heartbeat(
     now = timezone.now()
     with transaction.atomic():
         RunShard.objects.filter(pk=shard_id, worker=executor_id).update(
-            heartbeat_at=now,
-            in_flight=in_flight,
-            throttle_limit=throttle_limit,
-            call_latency=call_latency,
+            heartbeat_at=now, **pulse.columns()
         )
         # Shards whose worker went silent hold nothing any more (it died, or
         # it will be seen as stalled and its items run again).

@@ -252,22 +252,32 @@ def index_bounds(
     return start, stop
 
 
+@dataclass(frozen=True, slots=True)
+class Pulse:
+    """What an executor reports with each heartbeat, of a run or a shard: how
+    far it backs off (None: not at all), how many items it holds, how long
+    its calls take."""
+
+    throttle_limit: int | None = None
+    in_flight: int = 0
+    call_latency: float | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The run's (or shard's) columns it sets: named as its fields."""
+        return dataclasses.asdict(self)
+
+
+# The pulse of an executor that holds nothing and does not back off.
+IDLE = Pulse()
+
+
 def run_heartbeat(
-    run_id: int,
-    *,
-    throttle_limit: int | None = None,
-    in_flight: int = 0,
-    call_latency: float | None = None,
-    executor_id: str = EXECUTOR_ID,
+    run_id: int, *, pulse: Pulse = IDLE, executor_id: str = EXECUTOR_ID
 ) -> bool:
-    """Record that the run is alive (how far it backs off, how many items its
-    workers hold, how long its calls take); returns whether a cancel was
-    requested."""
+    """Record that the run is alive, with its ``pulse``; returns whether a
+    cancel was requested."""
     Run.objects.filter(pk=run_id, executor_id=executor_id).update(
-        heartbeat_at=timezone.now(),
-        throttle_limit=throttle_limit,
-        in_flight=in_flight,
-        call_latency=call_latency,
+        heartbeat_at=timezone.now(), **pulse.columns()
     )
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 

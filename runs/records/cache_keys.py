@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from runs.models import Run
 
 # Raise when a cached value changes shape or meaning without a migration.
-CODE_GENERATION = 5
+CODE_GENERATION = 6
 
 _ALLOWED = frozenset({str, int, float, bool, type(None), dt.datetime, tuple})
 # Fixed, so that every process digests the same parts alike.

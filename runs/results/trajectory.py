@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Q, QuerySet, Sum
+from pydantic import Field
 
 from runs.models import Result, Step
 from runs.models.steps import STEP_PAYLOAD_BYTES
@@ -18,6 +19,8 @@ STEPS_PER_PAGE = 200
 PREVIEW_CHARS = 100
 
 
+# Also the trajectory API's schema of them (its docstring and descriptions
+# are the API's documentation).
 @dataclass(frozen=True, slots=True)
 class TrajectoryTotals:
     """A trajectory's figures over all its steps, from one aggregate."""
@@ -29,7 +32,9 @@ class TrajectoryTotals:
     prompt_tokens: int | None
     completion_tokens: int | None
     cost: float | None
-    latency_ms: float | None
+    latency_ms: Annotated[
+        float | None, Field(description="the steps' latencies added up")
+    ]
 
 
 def trajectory_totals(result_id: int) -> TrajectoryTotals:

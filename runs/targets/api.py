@@ -17,7 +17,6 @@ from runs.targets.schemas import (
     TargetOut,
     TargetPatch,
     TargetTryIn,
-    TargetTryOut,
 )
 from runs.targets.selectors import target_get, target_list
 from runs.targets.services import (
@@ -78,7 +77,7 @@ def delete_target(request: ApiRequest, target_id: DbId) -> Status[None]:
 
 
 @target_router.post(
-    "/{target_id}/try", response={200: TargetTryOut, 429: ErrorOut, **ERRORS}
+    "/{target_id}/try", response={200: TargetTry, 429: ErrorOut, **ERRORS}
 )
 async def try_target(
     request: ApiRequest, target_id: DbId, payload: TargetTryIn

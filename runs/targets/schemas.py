@@ -53,14 +53,3 @@ class TargetTryIn(BodyIn):
     input: str = Field(
         TARGET_TRY_DEFAULT_INPUT, min_length=1, max_length=TARGET_TRY_MAX_CHARS
     )
-
-
-class TargetTryOut(Schema):
-    ok: bool = Field(description="the target answered")
-    output: str = Field(description="the answer, as text")
-    error: str
-    error_type: str
-    latency_ms: float | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    http_status: int | None

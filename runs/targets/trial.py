@@ -7,7 +7,9 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
+
+from pydantic import ConfigDict, Field
 
 from runs.errors import ConfigError
 from runs.plugins.targets import TargetError, TargetInput, build_target
@@ -19,12 +21,17 @@ if TYPE_CHECKING:
 MAX_CHARS = 10_000
 
 
+# Also the try endpoint's schema (its docstring and descriptions are the
+# API's documentation).
 @dataclass(frozen=True, slots=True)
 class TargetTry:
     """What one test request to a target gave: an answer or an error."""
 
-    ok: bool
-    output: str = ""
+    # Every field is in every answer, whatever its default.
+    __pydantic_config__ = ConfigDict(json_schema_serialization_defaults_required=True)
+
+    ok: Annotated[bool, Field(description="the target answered")]
+    output: Annotated[str, Field(description="the answer, as text")] = ""
     error: str = ""
     error_type: str = ""
     latency_ms: float | None = None

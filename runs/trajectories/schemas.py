@@ -7,6 +7,8 @@ from typing import Any
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict
 
+from runs.results.trajectory import TrajectoryTotals
+
 
 class StepCallOut(BaseModel):
     """A step as a trajectory's page and a diff's cell both show it: what it
@@ -41,23 +43,12 @@ class StepOut(Schema, StepCallOut):
     model: str
 
 
-class TrajectoryTotalsOut(Schema):
-    steps: int
-    model_calls: int
-    tool_calls: int
-    errors: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    cost: float | None
-    latency_ms: float | None = Field(description="the steps' latencies added up")
-
-
 class TrajectoryOut(Schema):
     result: int
     run: int
     item_index: int
     epoch: int
-    totals: TrajectoryTotalsOut
+    totals: TrajectoryTotals
     page: int
     pages: int
     per_page: int

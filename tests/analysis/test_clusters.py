@@ -10,7 +10,8 @@ from runs.analysis.cluster_keys import (
     parse_cluster_key,
     score_cluster_key,
 )
-from runs.analysis.clusters import run_clusters
+from runs.analysis.clusters import Cluster, ComparedCluster, run_clusters
+from runs.analysis.content_clusters import ContentCluster
 from runs.errors import InvalidInput
 from runs.models import Dataset, Project, Result, Run, Score
 from runs.records.signatures import signatures_recompute
@@ -217,3 +218,37 @@ def test_first_items_are_the_same_however_they_are_read(
         seen.append((cluster.example, cluster.kind, cluster.items))
     assert seen[0] == seen[1]
     assert [item.index for item in seen[0][2]] == [7, 8]
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        Cluster(
+            key="E1",
+            signature="E1",
+            kind="permanent",
+            error_type="ValueError",
+            pattern="bad",
+            example="bad",
+            count=2,
+            share=None,
+        ),
+        ContentCluster(
+            key="content:1",
+            terms=["x"],
+            title="",
+            unclustered=False,
+            count=2,
+            retryable=0,
+            share=None,
+        ),
+    ],
+)
+def test_a_cluster_of_either_kind_says_how_many_fewer_than_the_baselines(
+    cluster: ComparedCluster,
+) -> None:
+    assert cluster.fewer == 0  # no baseline
+    cluster.baseline_count = 5
+    assert cluster.fewer == 3
+    cluster.baseline_count = 1  # grown: none fewer
+    assert cluster.fewer == 0

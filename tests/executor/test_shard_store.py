@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from runs.executor import shard_store
+from runs.executor import shard_store, store
+from runs.executor.store import Pulse
 from runs.models import Project, Run, RunShard, RunStatus
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
@@ -125,10 +126,10 @@ def test_heartbeats_of_shards_add_up_on_the_run(run: Run) -> None:
     shard_store.shard_claim(first.pk, executor_id="host:1:a")
     shard_store.shard_claim(second.pk, executor_id="host:2:b")
     shard_store.shard_heartbeat(
-        first.pk, run_id=run.pk, in_flight=3, executor_id="host:1:a"
+        first.pk, run_id=run.pk, pulse=Pulse(in_flight=3), executor_id="host:1:a"
     )
     shard_store.shard_heartbeat(
-        second.pk, run_id=run.pk, in_flight=4, executor_id="host:2:b"
+        second.pk, run_id=run.pk, pulse=Pulse(in_flight=4), executor_id="host:2:b"
     )
     run.refresh_from_db()
     assert run.in_flight == 7
@@ -182,7 +183,7 @@ def test_a_silent_workers_shard_holds_nothing_in_flight(run: Run, settings) -> N
     shard_store.shard_claim(first.pk, executor_id="host:1:a")
     shard_store.shard_claim(second.pk, executor_id="host:2:b")
     shard_store.shard_heartbeat(
-        first.pk, run_id=run.pk, in_flight=3, executor_id="host:1:a"
+        first.pk, run_id=run.pk, pulse=Pulse(in_flight=3), executor_id="host:1:a"
     )
     # The first worker dies: its last heartbeat ages past the stall threshold.
     RunShard.objects.filter(pk=first.pk).update(
@@ -191,7 +192,7 @@ def test_a_silent_workers_shard_holds_nothing_in_flight(run: Run, settings) -> N
     )
 
     shard_store.shard_heartbeat(
-        second.pk, run_id=run.pk, in_flight=4, executor_id="host:2:b"
+        second.pk, run_id=run.pk, pulse=Pulse(in_flight=4), executor_id="host:2:b"
     )
 
     run.refresh_from_db()
@@ -203,7 +204,7 @@ def test_a_handed_back_shard_holds_nothing_in_flight(run: Run) -> None:
     (only,) = shards(run, (0, 10))
     shard_store.shard_claim(only.pk, executor_id="host:1:a")
     shard_store.shard_heartbeat(
-        only.pk, run_id=run.pk, in_flight=5, executor_id="host:1:a"
+        only.pk, run_id=run.pk, pulse=Pulse(in_flight=5), executor_id="host:1:a"
     )
 
     shard_store.shard_release(only.pk, executor_id="host:1:a")
@@ -337,7 +338,9 @@ def test_the_run_backs_off_as_far_as_its_most_throttled_live_shard(
         shard_store.shard_claim(shard.pk)
     # The last to beat is not backing off.
     for shard, limit in ((first, 4), (second, 2), (third, None)):
-        shard_store.shard_heartbeat(shard.pk, run_id=run.pk, throttle_limit=limit)
+        shard_store.shard_heartbeat(
+            shard.pk, run_id=run.pk, pulse=Pulse(throttle_limit=limit)
+        )
     run.refresh_from_db()
     assert run.throttle_limit == 2
 
@@ -346,3 +349,24 @@ def test_the_run_backs_off_as_far_as_its_most_throttled_live_shard(
     shard_store.shard_heartbeat(third.pk, run_id=run.pk)
     run.refresh_from_db()
     assert run.throttle_limit == 4
+
+
+@pytest.mark.django_db
+def test_a_heartbeat_records_every_figure_of_its_pulse(run: Run) -> None:
+    pulse = Pulse(throttle_limit=3, in_flight=7, call_latency=1.5)
+    assert store.run_claim(run.pk) is not None
+    assert store.run_heartbeat(run.pk, pulse=pulse) is False
+    run.refresh_from_db()
+    assert (run.throttle_limit, run.in_flight, run.call_latency) == (3, 7, 1.5)
+
+    (shard,) = shards(run, (0, 10))
+    shard_store.shard_claim(shard.pk)
+    shard_store.shard_heartbeat(shard.pk, run_id=run.pk, pulse=Pulse(in_flight=2))
+    shard.refresh_from_db()
+    run.refresh_from_db()
+    assert (shard.throttle_limit, shard.in_flight, shard.call_latency) == (
+        None,
+        2,
+        None,
+    )
+    assert (run.throttle_limit, run.in_flight, run.call_latency) == (None, 2, None)
