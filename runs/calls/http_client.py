@@ -28,6 +28,7 @@ from runs.calls.netpolicy import PolicyRefused, current_policy
 from runs.calls.retry import classify_status, parse_retry_after
 from runs.models import ErrorKind
 from runs.plugins.targets import TargetError, TargetOutput
+from runs.records.json_texts import JsonText
 
 # An error body is kept in the attempt log up to this many characters, and its
 # JSON message quoted in the error up to ERROR_MESSAGE_LIMIT: enough to debug a
@@ -40,9 +41,7 @@ BACKSTOP_TIMEOUT = {"connect": 30.0, "read": 600.0, "write": 600.0, "pool": 600.
 RawHeaders = tuple[tuple[bytes, bytes], ...]
 # What httpx sends for json=body (a NaN is a ValueError, as there); made
 # once, where json.dumps with options would make an encoder per request.
-BODY_ENCODER = json.JSONEncoder(
-    ensure_ascii=False, separators=(",", ":"), allow_nan=False
-)
+BODY_ENCODER = JsonText(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 # Headers and URLs a client remembers converted: a target's own, and a few
 # made per item (trace headers).
 CONVERTED_KEPT = 8
@@ -271,7 +270,7 @@ class PolicyClient:
         data = None
         if body is not None:
             # What httpx sends for json=body (a NaN is a ValueError, as there).
-            data = BODY_ENCODER.encode(body).encode()
+            data = BODY_ENCODER(body).encode()
             if not typed:
                 lines += b"Content-Type: application/json\r\n"
         elif method in WITH_BODY:
