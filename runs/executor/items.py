@@ -19,6 +19,7 @@ from runs.calls.retry import (
     use_run_retries,
 )
 from runs.executor.clock import iso_now, now
+from runs.executor.deadlines import attempt_deadline
 from runs.executor.options import RunOptions
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
@@ -242,7 +243,7 @@ class ItemRunner:
     ) -> Failure | None:
         """One call under the per-attempt timeout; None when it succeeded."""
         try:
-            async with asyncio.timeout(self.retry_policy.timeout):
+            async with attempt_deadline(self.retry_policy.timeout):
                 with use_run_retries(self.call_retries):
                     answer = await self.target.generate(item)
         except TimeoutError:

@@ -1,6 +1,7 @@
 """What an item costs its runner, counted in work rather than time: a model
-name's price is looked up once, not for every attempt, and an attempt's
-start and end are logged without formatting a date for each."""
+name's price is looked up once, not for every attempt; an attempt's start
+and end are logged without formatting a date for each; its deadline is kept
+without a timer for each."""
 
 from __future__ import annotations
 
@@ -138,3 +139,33 @@ def test_an_attempt_log_formats_a_date_once_a_second_not_twice_an_attempt():
         assert started.tzinfo is not None and started <= finished
     # Before: two an attempt (200). Now once for each second the run crossed.
     assert formatted < ITEMS
+
+
+def test_a_workers_attempts_share_one_timer_not_one_each():
+    # asyncio.timeout made a timer for every attempt (loop.call_at), and
+    # cancelled it when the attempt ended, long before it would fire.
+    runner = ItemRunner(target=Instant(), scorers=[], options=RunOptions())  # type: ignore[arg-type]
+    works = [
+        WorkItem(ItemData(i, i, f"q{i}", "What is 1 + 2?", "3", {}), epoch=1)
+        for i in range(ITEMS)
+    ]
+    timers = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal timers
+        if event == "call" and frame.f_code.co_name == "call_at":
+            timers += 1
+
+    async def run_all() -> list[Any]:
+        records = [work.new_record() for work in works]
+        sys.setprofile(count)
+        try:
+            for work, record in zip(works, records, strict=True):
+                await runner.run(work, record)
+        finally:
+            sys.setprofile(None)
+        return records
+
+    records = asyncio.run(run_all())
+    assert all(r.status == "succeeded" for r in records)
+    assert timers == 1  # the worker's one timer, far from due
