@@ -22,24 +22,26 @@ class IsoClock:
     start and end), and ``isoformat`` costs more than the rest of an
     attempt's record."""
 
-    __slots__ = ("clock", "prefix", "second")
+    __slots__ = ("clock", "second")
 
     def __init__(self, clock: Callable[[], int] = time.time_ns) -> None:
         # Nanoseconds since the epoch (``time.time_ns``: the clock
         # ``datetime.now`` reads, cut to microseconds the same way, down).
         self.clock = clock
-        self.second = -1
-        self.prefix = ""
+        # (second, its text): one tuple, replaced whole, so that loops in
+        # other threads never read one second's number with another's text.
+        self.second: tuple[int, str] = (-1, "")
 
     def __call__(self) -> str:
         second, micro = divmod(self.clock() // 1000, 1_000_000)
-        if second != self.second:
+        known = self.second
+        if known[0] != second:
             # "YYYY-MM-DDTHH:MM:SS", as isoformat gives it for this second.
-            self.prefix = datetime.fromtimestamp(second, UTC).isoformat()[:-6]
-            self.second = second
+            text = datetime.fromtimestamp(second, UTC).isoformat()[:-6]
+            known = self.second = (second, text)
         if micro:
-            return f"{self.prefix}.{micro:06d}+00:00"
-        return self.prefix + "+00:00"  # isoformat leaves out zero microseconds
+            return f"{known[1]}.{micro:06d}+00:00"
+        return known[1] + "+00:00"  # isoformat leaves out zero microseconds
 
 
 iso_now = IsoClock()

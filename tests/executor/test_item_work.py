@@ -103,6 +103,7 @@ def test_the_iso_clock_writes_what_isoformat_writes():
         datetime(2026, 12, 31, 23, 59, 59, 500000, tzinfo=UTC),
         datetime(2027, 1, 1, 0, 0, 0, 1, tzinfo=UTC),
         datetime(2028, 2, 29, 12, 0, 0, 0, tzinfo=UTC),
+        datetime(2026, 11, 26, 21, 48, 54, 5, tzinfo=UTC),  # a clock set back
     ]
     clock = clock_at(*moments)
     assert [clock() for _ in moments] == [m.isoformat() for m in moments]
