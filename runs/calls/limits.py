@@ -9,6 +9,7 @@ run; the bucket's maths (``reservation``) is here, one for every store.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import math
 import time
@@ -134,7 +135,9 @@ class AdaptiveConcurrency:
         self.round_calls = 0
         self.round_fastest = math.inf
         self.latency: float | None = None  # recent calls' latency (smoothed)
-        self.changed = asyncio.Condition()
+        # Calls waiting for a place, first come first woken (``take``).
+        self.waiters: deque[asyncio.Future[None]] = deque()
+        self.woken = 0  # woken, and yet to take their place
 
     @property
     def backing_off(self) -> bool:
@@ -148,17 +151,47 @@ class AdaptiveConcurrency:
         if self.active >= self.limit:  # else take it at once: one loop, no race
             self.waiting += 1
             try:
-                async with self.changed:
-                    await self.changed.wait_for(lambda: self.active < self.limit)
+                while self.active >= self.limit:
+                    await self.wait_turn()
             finally:
                 self.waiting -= 1
         self.active += 1
 
+    async def wait_turn(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        try:
+            await waiter
+        except BaseException:
+            if waiter.done() and not waiter.cancelled():
+                # Woken, then cancelled before it took its place: the next
+                # waiting call takes it.
+                self.woken -= 1
+                self.wake()
+            else:
+                waiter.cancel()
+                with contextlib.suppress(ValueError):
+                    self.waiters.remove(waiter)
+            raise
+        self.woken -= 1
+
+    def wake(self) -> None:
+        """Wake as many waiting calls as there are free places, first come
+        first. (A condition's ``notify_all`` woke every waiting call for each
+        place given back, and all but one waited again: with a lowered limit,
+        a dozen task steps and futures a call.)"""
+        free = self.limit - self.active - self.woken
+        while free > 0 and self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self.woken += 1
+                free -= 1
+
     async def give_back(self) -> None:
         self.active -= 1
         if self.waiting:
-            async with self.changed:
-                self.changed.notify_all()
+            self.wake()
 
     def throttled(self) -> None:
         if self.burst():

@@ -7,7 +7,6 @@ import contextlib
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from runs.calls.limits import AdaptiveConcurrency, CallRate, RateLimiter, RetryBudget
@@ -19,6 +18,8 @@ from runs.calls.retry import (
     RunRetries,
     use_run_retries,
 )
+from runs.executor.clock import iso_now, now
+from runs.executor.deadlines import attempt_deadline
 from runs.executor.options import RunOptions
 from runs.executor.store import ItemData, ResultRecord, ScoreRecord
 from runs.models import ErrorKind, Result
@@ -30,13 +31,8 @@ from runs.secrets.redaction import NO_SECRETS, Redactor
 
 RAW_BODY_LIMIT = 20_000
 MODEL_CHARS = 200  # as Result.model
+PRICED_NAMES = 1_024  # reported model names whose pricing a runner remembers
 __all__ = ["ItemRunner", "Limits", "WorkItem"]
-
-
-def now() -> datetime:
-    # timezone.now() with USE_TZ (always on here), without its look-up of the
-    # setting: four times an item.
-    return datetime.now(UTC)
 
 
 @dataclass(slots=True)
@@ -167,6 +163,10 @@ class ItemRunner:
         # with (priced when the endpoint's reported model has no price).
         self.prices = prices if prices is not None else PriceTable({})
         self.model = model
+        # A reported model name -> the name its tokens are priced by (itself,
+        # else the configured model), or None when neither has a price: found
+        # once per name, not for every attempt (``priced_name``).
+        self.priced_names: dict[str, str | None] = {}
         # The secrets of the run's target and scorers, replaced in every text
         # an item leaves (``redact_attempt``, ``redact_scores``).
         self.redactor = redactor
@@ -205,14 +205,14 @@ class ItemRunner:
             record.attempts.append(attempt)
             record.steps = None  # the steps of the attempt that gives the outcome
             async with self.concurrency.slot():
-                attempt["started_at"] = now().isoformat()
+                attempt["started_at"] = iso_now()
                 began = time.monotonic()
                 failure = await self.attempt(item, record, attempt)
                 latency = round((time.monotonic() - began) * 1000, 3)
             if self.redactor:
                 failure = await self.redact_attempt(record, attempt, failure)
             cut_attempt(attempt)
-            attempt.update(finished_at=now().isoformat(), latency_ms=latency)
+            attempt.update(finished_at=iso_now(), latency_ms=latency)
             add_usage(record)
             if failure is None:
                 self.concurrency.succeeded(latency / 1000, started=began)
@@ -243,7 +243,7 @@ class ItemRunner:
     ) -> Failure | None:
         """One call under the per-attempt timeout; None when it succeeded."""
         try:
-            async with asyncio.timeout(self.retry_policy.timeout):
+            async with attempt_deadline(self.retry_policy.timeout):
                 with use_run_retries(self.call_retries):
                     answer = await self.target.generate(item)
         except TimeoutError:
@@ -333,8 +333,7 @@ class ItemRunner:
                 for s in usage.steps or []
                 if s.kind == "model"
             )
-        elif cost is None:
-            priced = self.prices.priced_model([model, self.model]) or model
+        elif cost is None and (priced := self.priced_name(model)) is not None:
             cost = self.prices.cost(priced, prompt, completion)
         for key, value in (
             ("prompt_tokens", prompt),
@@ -344,6 +343,19 @@ class ItemRunner:
         ):
             if value is not None and value != "":
                 attempt[key] = value
+
+    def priced_name(self, model: str) -> str | None:
+        """The model whose price prices ``model``'s tokens: itself, else the
+        configured one; None when neither has a price (no cost). The run's
+        table is frozen, so a name's answer holds for the run."""
+        try:
+            return self.priced_names[model]
+        except KeyError:
+            pass
+        priced = self.prices.priced_model([model, self.model])
+        if len(self.priced_names) < PRICED_NAMES:
+            self.priced_names[model] = priced
+        return priced
 
     def price_steps(self, steps: list[Step]) -> bool:
         """Price the model calls of a trajectory that have no cost (by the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from runs.executor.items import now
+from runs.executor.clock import now
 from runs.executor.store import ResultRecord
 from runs.models import DEADLINE_ERROR_TYPE, ErrorKind, Result
 

@@ -27,6 +27,8 @@ from typing import Any
 
 from django.db import connection, models
 
+from runs.records.json_texts import JsonText
+
 
 def column(field: models.Field[Any, Any] | models.ForeignObjectRel) -> str:
     """A concrete field's column (Django's types leave it optional for others)."""
@@ -101,10 +103,14 @@ def table(model: type[models.Model], filled: tuple[str, ...]) -> Table:
     return Table(model, filled)
 
 
+# json.dumps's text: what a JSONField without an encoder stores.
+_dumps = JsonText()
+
+
 def json_text(value: Any) -> str | None:
     """A JSONField's value as stored: json.dumps without an encoder, and
     Python's None as SQL NULL."""
-    return None if value is None else json.dumps(value)
+    return None if value is None else _dumps(value)
 
 
 # The C scanner json.loads ends in, without its two whitespace matches and

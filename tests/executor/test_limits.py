@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -87,6 +89,74 @@ async def test_slots_hold_in_flight_calls_to_the_limit():
 
     await asyncio.gather(*(call() for _ in range(10)))
     assert (peak, limiter.active) == (2, 0)
+
+
+async def test_a_place_given_back_wakes_one_waiting_call_not_all():
+    # A lowered limit with calls waiting: a condition's notify_all woke every
+    # waiting call for each place given back (20 + 19 + ... task steps), and
+    # all but one waited again.
+    limiter = AdaptiveConcurrency(1)
+    calls = 20
+    order: list[int] = []
+    resumed = 0
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        nonlocal resumed
+        if event == "call" and frame.f_code.co_name == "take":
+            resumed += 1
+
+    async def call(n: int) -> None:
+        async with limiter.slot():
+            order.append(n)
+            await asyncio.sleep(0)
+
+    sys.setprofile(count)
+    try:
+        await asyncio.gather(*(call(n) for n in range(calls)))
+    finally:
+        sys.setprofile(None)
+    assert order == list(range(calls))  # first come, first served
+    assert (limiter.active, limiter.waiting, limiter.woken) == (0, 0, 0)
+    # Each waiting call: its start, and one wake-up.
+    assert resumed <= 2 * calls
+
+
+async def test_a_woken_call_cancelled_before_it_runs_passes_its_place_on():
+    limiter = AdaptiveConcurrency(1)
+    await limiter.take()
+    first = asyncio.create_task(limiter.take())
+    second = asyncio.create_task(limiter.take())
+    await asyncio.sleep(0)  # both wait
+    await limiter.give_back()  # wakes the first ...
+    first.cancel()  # ... cancelled before it takes the place
+    await asyncio.wait_for(second, 30)
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert (limiter.active, limiter.waiting, limiter.woken) == (1, 0, 0)
+
+
+async def test_a_waiting_call_cancelled_leaves_the_line():
+    limiter = AdaptiveConcurrency(1)
+    await limiter.take()
+    waiting = asyncio.create_task(limiter.take())
+    await asyncio.sleep(0)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await limiter.give_back()
+    assert (limiter.active, limiter.waiting, len(limiter.waiters)) == (0, 0, 0)
+
+
+async def test_a_raised_limit_lets_as_many_waiting_calls_go_as_it_has_places():
+    limiter = AdaptiveConcurrency(4)
+    limiter.set_limit(1)
+    await limiter.take()
+    waiting = [asyncio.create_task(limiter.take()) for _ in range(3)]
+    await asyncio.sleep(0)
+    limiter.set_limit(4)  # three more places: given as a place comes back
+    await limiter.give_back()
+    await asyncio.wait_for(asyncio.gather(*waiting), 30)
+    assert limiter.active == 3
 
 
 def test_retry_budget_is_spent_once_per_retry():
