@@ -73,13 +73,19 @@ return {granted, holders}
 
 
 # ARGV: holder, ttl, the leases to renew (those still held); returns the live
-# holders.
+# holders, then the leases that had expired (free for others now: lost).
 LEASE_RENEW_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local ttl = tonumber(ARGV[2])
+local lost = {}
 for i = 3, #ARGV do
-  redis.call('ZADD', KEYS[1], 'XX', now + ttl, ARGV[i])
+  local expires = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if expires and tonumber(expires) > now then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+  else
+    table.insert(lost, ARGV[i])
+  end
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
 redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
@@ -88,7 +94,7 @@ local ms = math.ceil(ttl * 1000)
 for _, key in ipairs(KEYS) do
   if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
 end
-return holders
+return {holders, unpack(lost)}
 """
 
 

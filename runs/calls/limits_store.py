@@ -114,7 +114,10 @@ INSERT INTO {TABLE} AS b (key, tat, level, last, until)
 VALUES (%s, 0, 0, 0, {NOW} + %s)
 ON CONFLICT (key) DO UPDATE SET until = EXCLUDED.until
 """
-LEASE_RENEW = f"UPDATE {TABLE} SET until = {NOW} + %s WHERE key = ANY(%s)"
+LEASE_RENEW = f"""
+UPDATE {TABLE} SET until = {NOW} + %s WHERE key = ANY(%s) AND until > {NOW}
+RETURNING key
+"""
 LEASE_DROP = f"DELETE FROM {TABLE} WHERE key = ANY(%s)"
 
 
@@ -154,12 +157,19 @@ def lease_take(
     return granted, holders
 
 
-def lease_renew(key: str, holder: str, leases: list[str], ttl: float) -> int:
+def lease_renew(
+    key: str, holder: str, leases: list[str], ttl: float
+) -> tuple[int, list[str]]:
+    """Renew ``leases`` and keep ``holder``; returns the live holders and the
+    leases that had expired (lost: free for others)."""
     prefix = lease_prefix(key)
+    renewed: set[str] = set()
     with transaction.atomic(), connection.cursor() as cursor:
         if leases:
             cursor.execute(LEASE_RENEW, [ttl, [prefix + lease for lease in leases]])
-        return _holders(cursor, key, holder, ttl)
+            renewed = {row[0].removeprefix(prefix) for row in cursor.fetchall()}
+        holders = _holders(cursor, key, holder, ttl)
+    return holders, [lease for lease in leases if lease not in renewed]
 
 
 def lease_drop(key: str, leases: list[str]) -> None:

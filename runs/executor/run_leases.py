@@ -163,9 +163,12 @@ class RunLeases:
             self.renewed = time.monotonic()
             leases = sorted(self.held)
         self.requests += 1
-        self.holders = await self.store.call(
+        self.holders, lost = await self.store.call(
             "lease_renew", self.key, self.holder, leases, self.ttl
         )
+        # Expired (this process stalled past their lifetime): others may hold
+        # those places now, so the calls that hold them pass them to no one.
+        self.held.difference_update(lost)
 
     async def aclose(self) -> None:
         """Leave the run's holders, with any lease still held."""

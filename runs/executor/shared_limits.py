@@ -140,7 +140,7 @@ class Store(Protocol):
     ) -> tuple[int, int]: ...
     async def lease_renew(
         self, key: str, holder: str, leases: list[str], ttl: float
-    ) -> int: ...
+    ) -> tuple[int, list[str]]: ...
     async def lease_drop(self, key: str, leases: list[str]) -> None: ...
     async def lease_leave(self, key: str, holder: str, leases: list[str]) -> None: ...
 
@@ -205,17 +205,20 @@ class LocalStore:
 
     async def lease_renew(
         self, key: str, holder: str, leases: list[str], ttl: float
-    ) -> int:
+    ) -> tuple[int, list[str]]:
         now = time.monotonic()
         held = self.leases.get(key, {})
+        lost = []
         for lease in leases:
-            if lease in held:
+            if held.get(lease, now) > now:
                 held[lease] = now + ttl
+            else:
+                lost.append(lease)
         holders = self.holders.setdefault(key, {})
         for expired in [name for name, until in holders.items() if until <= now]:
             del holders[expired]
         holders[holder] = now + ttl
-        return len(holders)
+        return len(holders), lost
 
     async def lease_drop(self, key: str, leases: list[str]) -> None:
         held = self.leases.get(key)
@@ -307,10 +310,11 @@ class RedisStore:
 
     async def lease_renew(
         self, key: str, holder: str, leases: list[str], ttl: float
-    ) -> int:
-        return int(
-            await self._renew(keys=self.lease_keys(key), args=[holder, ttl, *leases])
+    ) -> tuple[int, list[str]]:
+        holders, *lost = await self._renew(
+            keys=self.lease_keys(key), args=[holder, ttl, *leases]
         )
+        return int(holders), [lease.decode() for lease in lost]
 
     async def lease_drop(self, key: str, leases: list[str]) -> None:
         if leases:

@@ -88,7 +88,11 @@ def test_an_expired_lease_is_free_again_and_a_renewed_one_is_not(make_store) -> 
         # A holder that died: its lease was not renewed in its lifetime (0 s).
         assert await first.lease_take(key, "dead", ["dead"], 2, 0.0) == (1, 1)
         assert (await first.lease_take(key, "alive", ["alive"], 2, 60.0))[0] == 1
-        assert await first.lease_renew(key, "alive", ["alive"], 60.0) == 1
+        # The dead one's lease is lost: another may take its place.
+        assert await first.lease_renew(key, "alive", ["alive", "dead"], 60.0) == (
+            1,
+            ["dead"],
+        )
         taken = [
             (await second.lease_take(key, "new", ["new"], 2, 60.0))[0],  # the dead's
             (await second.lease_take(key, "new", ["more"], 2, 60.0))[0],  # none left
@@ -106,9 +110,9 @@ def test_a_holder_that_leaves_or_expires_is_no_longer_counted(make_store) -> Non
         client = make_store()
         await client.lease_take(key, "a", ["1"], 4, 60.0)
         await client.lease_take(key, "b", ["2"], 4, 60.0)
-        counts = [await client.lease_renew(key, "c", [], 60.0)]  # a, b and c
+        counts = [(await client.lease_renew(key, "c", [], 60.0))[0]]  # a, b and c
         await client.lease_leave(key, "b", ["2"])
-        counts.append(await client.lease_renew(key, "a", ["1"], 60.0))  # a and c
+        counts.append((await client.lease_renew(key, "a", ["1"], 60.0))[0])  # a, c
         await client.lease_renew(key, "c", [], 0.0)  # c stops renewing: expired
         granted, holders = await client.lease_take(
             key, "a", ["3", "4", "5", "6"], 4, 60.0
@@ -230,6 +234,35 @@ def test_an_executor_above_its_share_gives_leases_back_to_a_newcomer(
         return holders, first.share, most
 
     assert asyncio.run(scenario()) == (2, 2, 4)
+
+
+def test_a_lease_that_expired_while_held_is_passed_to_no_other_call(
+    make_store,
+) -> None:
+    key = f"test:{uuid.uuid4().hex}"
+
+    async def scenario() -> tuple[list[str], bool, int]:
+        client = make_store()
+        leases = RunLeases(Degrading(client, 1), key, 1, 60.0)
+        lease = await leases.take()
+        # This executor stalled past the lease's lifetime: it expired, and
+        # another executor took the run's one place.
+        await client.lease_drop(key, [lease])
+        assert (await client.lease_take(key, "other", ["x"], 1, 60.0))[0] == 1
+        leases.renewed = float("-inf")  # its renewal is due
+        await leases.renew()
+        waiter = asyncio.ensure_future(leases.take())
+        await asyncio.sleep(0.05)  # it asks the store, which is full
+        leases.give_back(lease)  # the call holding the lost lease ends
+        await asyncio.sleep(0.05)
+        served = waiter.done()
+        waiter.cancel()
+        await asyncio.gather(waiter, return_exceptions=True)
+        await leases.aclose()
+        await leases.store.aclose()
+        return sorted(leases.held), served, leases.holders
+
+    assert asyncio.run(scenario()) == ([], False, 2)
 
 
 def test_shards_of_a_run_hold_its_calls_to_its_concurrency_together(
