@@ -101,7 +101,7 @@ class RunLeases:
             room = self.share - len(self.held)
             # Up to this executor's share at once; beyond it (free places that
             # others leave unused) less eagerly, as the poll's longest wait.
-            want = min(len(self.waiting), room) if room > 0 else len(self.waiting)
+            want = min(len(self.waiting), room if room > 0 else self.share)
             leases = self.asked = [uuid.uuid4().hex for _ in range(want)]
             self.requests += 1
             granted, self.holders = await self.store.call(
