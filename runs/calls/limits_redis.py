@@ -44,26 +44,66 @@ return level
 """
 
 
+# A run's leases (KEYS[1]: lease -> when it expires) and their holders
+# (KEYS[2]: holder -> when it expires). ARGV: holder, size, ttl, the leases
+# asked for; grants as many as are free, returns them and the live holders.
+# The keys' own expiry only grows: a lease taken with a shorter lifetime never
+# takes the others with it.
 LEASE_TAKE_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local ttl = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  return 0
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+local free = tonumber(ARGV[2]) - redis.call('ZCARD', KEYS[1])
+local granted = 0
+for i = 4, #ARGV do
+  if granted >= free then break end
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+  granted = granted + 1
 end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3]) * 1000))
-return 1
+local holders = redis.call('ZCARD', KEYS[2])
+local ms = math.ceil(ttl * 1000)
+for _, key in ipairs(KEYS) do
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+return {granted, holders}
 """
 
 
+# ARGV: holder, ttl, the leases to renew (those still held); returns the live
+# holders, then the leases that had expired (free for others now: lost).
 LEASE_RENEW_LUA = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-for i = 2, #ARGV do
-  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[1]), ARGV[i])
+local ttl = tonumber(ARGV[2])
+local lost = {}
+for i = 3, #ARGV do
+  local expires = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if expires and tonumber(expires) > now then
+    redis.call('ZADD', KEYS[1], now + ttl, ARGV[i])
+  else
+    table.insert(lost, ARGV[i])
+  end
 end
-redis.call('PEXPIRE', KEYS[1], math.ceil(tonumber(ARGV[1]) * 1000))
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+redis.call('ZADD', KEYS[2], now + ttl, ARGV[1])
+local holders = redis.call('ZCARD', KEYS[2])
+local ms = math.ceil(ttl * 1000)
+for _, key in ipairs(KEYS) do
+  if redis.call('PTTL', key) < ms then redis.call('PEXPIRE', key, ms) end
+end
+return {holders, unpack(lost)}
+"""
+
+
+# ARGV: holder, the leases it still holds.
+LEASE_LEAVE_LUA = """
+redis.call('ZREM', KEYS[2], ARGV[1])
+for i = 2, #ARGV do
+  redis.call('ZREM', KEYS[1], ARGV[i])
+end
 return 1
 """
 

@@ -11,6 +11,7 @@ machines); the retry budget works on any database.
 from __future__ import annotations
 
 from django.db import connection, transaction
+from django.db.backends.utils import CursorWrapper
 from django.db.models import F
 
 from runs.models import RateBucket, Run
@@ -98,44 +99,85 @@ def retries_used(run_id: int) -> int:
     return Run.objects.filter(pk=run_id).values_list("retries_used", flat=True)[0]
 
 
-# A run's leases (``shared_limits.RunLeases``) are rows of the same table,
-# keyed ``lease:<run key>:<lease>``, whose ``until`` is when they expire.
+# A run's leases (``run_leases.RunLeases``) are rows of the same table, keyed
+# ``lease:<run key>:<lease>``, and so are their holders (``holder:<run
+# key>:<holder>``); ``until`` is when each expires.
 LEASE_LOCK = "SELECT pg_advisory_xact_lock(hashtext(%s))"
-LEASE_EXPIRE = f"DELETE FROM {TABLE} WHERE key LIKE %s AND until <= {NOW}"
-LEASE_COUNT = f"SELECT count(*) FROM {TABLE} WHERE key LIKE %s"
+EXPIRE = f"DELETE FROM {TABLE} WHERE key LIKE %s AND until <= {NOW}"
+COUNT = f"SELECT count(*) FROM {TABLE} WHERE key LIKE %s"
 LEASE_ADD = f"""
 INSERT INTO {TABLE} (key, tat, level, last, until)
-VALUES (%s, 0, 0, 0, {NOW} + %s)
+SELECT lease, 0, 0, 0, {NOW} + %s FROM unnest(%s::text[]) AS lease
 """
-LEASE_RENEW = f"UPDATE {TABLE} SET until = {NOW} + %s WHERE key = ANY(%s)"
-LEASE_DROP = f"DELETE FROM {TABLE} WHERE key = %s"
+HOLDER_KEEP = f"""
+INSERT INTO {TABLE} AS b (key, tat, level, last, until)
+VALUES (%s, 0, 0, 0, {NOW} + %s)
+ON CONFLICT (key) DO UPDATE SET until = EXCLUDED.until
+"""
+LEASE_RENEW = f"""
+UPDATE {TABLE} SET until = {NOW} + %s WHERE key = ANY(%s) AND until > {NOW}
+RETURNING key
+"""
+LEASE_DROP = f"DELETE FROM {TABLE} WHERE key = ANY(%s)"
 
 
 def lease_prefix(key: str) -> str:
     return f"lease:{key}:"
 
 
-def lease_take(key: str, lease: str, size: int, ttl: float) -> bool:
-    """Take a lease on one of ``size`` places of ``key`` for ``ttl`` seconds,
-    if one is free (expired leases are free)."""
+def holder_prefix(key: str) -> str:
+    return f"holder:{key}:"
+
+
+def _holders(cursor: CursorWrapper, key: str, holder: str, ttl: float) -> int:
+    """Keep ``holder`` among the live holders of ``key``; returns their number."""
+    prefix = holder_prefix(key)
+    cursor.execute(EXPIRE, [prefix + "%"])
+    cursor.execute(HOLDER_KEEP, [prefix + holder, ttl])
+    cursor.execute(COUNT, [prefix + "%"])
+    return int(cursor.fetchone()[0])
+
+
+def lease_take(
+    key: str, holder: str, leases: list[str], size: int, ttl: float
+) -> tuple[int, int]:
+    """Take as many of ``leases`` as ``size`` places of ``key`` leave free
+    (expired leases are free), for ``ttl`` seconds; returns how many, and the
+    live holders."""
     prefix = lease_prefix(key)
     with transaction.atomic(), connection.cursor() as cursor:
         # Counting and adding must not interleave with another taker's.
         cursor.execute(LEASE_LOCK, [key])
-        cursor.execute(LEASE_EXPIRE, [prefix + "%"])
-        cursor.execute(LEASE_COUNT, [prefix + "%"])
-        if cursor.fetchone()[0] >= size:
-            return False
-        cursor.execute(LEASE_ADD, [prefix + lease, ttl])
-    return True
+        cursor.execute(EXPIRE, [prefix + "%"])
+        cursor.execute(COUNT, [prefix + "%"])
+        granted = max(0, min(len(leases), size - int(cursor.fetchone()[0])))
+        if granted:
+            cursor.execute(LEASE_ADD, [ttl, [prefix + x for x in leases[:granted]]])
+        holders = _holders(cursor, key, holder, ttl)
+    return granted, holders
 
 
-def lease_renew(key: str, leases: list[str], ttl: float) -> None:
+def lease_renew(
+    key: str, holder: str, leases: list[str], ttl: float
+) -> tuple[int, list[str]]:
+    """Renew ``leases`` and keep ``holder``; returns the live holders and the
+    leases that had expired (lost: free for others)."""
     prefix = lease_prefix(key)
-    with connection.cursor() as cursor:
-        cursor.execute(LEASE_RENEW, [ttl, [prefix + lease for lease in leases]])
+    renewed: set[str] = set()
+    with transaction.atomic(), connection.cursor() as cursor:
+        if leases:
+            cursor.execute(LEASE_RENEW, [ttl, [prefix + lease for lease in leases]])
+            renewed = {row[0].removeprefix(prefix) for row in cursor.fetchall()}
+        holders = _holders(cursor, key, holder, ttl)
+    return holders, [lease for lease in leases if lease not in renewed]
 
 
-def lease_drop(key: str, lease: str) -> None:
+def lease_drop(key: str, leases: list[str]) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(LEASE_DROP, [lease_prefix(key) + lease])
+        cursor.execute(LEASE_DROP, [[lease_prefix(key) + lease for lease in leases]])
+
+
+def lease_leave(key: str, holder: str, leases: list[str]) -> None:
+    keys = [holder_prefix(key) + holder, *(lease_prefix(key) + x for x in leases)]
+    with connection.cursor() as cursor:
+        cursor.execute(LEASE_DROP, [keys])

@@ -34,12 +34,14 @@ concurrency once per new level; it climbs back additively by itself
 (``AdaptiveConcurrency``), so the level only ever slows workers down.
 
 A run's concurrency holds for the run, over all its shards and workers: each
-call of a shard takes one of ``concurrency`` leases of the run (``RunLeases``)
-in the same store, and gives it back when it ends. A lease expires
-``EVALSITE_STALL_SECONDS`` after it was taken or last renewed; its holder
-renews all its leases a few times in that period, so the leases of a worker
-that is killed come back within it. Only the shards of a distributed run take
-leases: a run executed whole in one process holds its concurrency by itself.
+call of a shard holds one of ``concurrency`` leases of the run in the same
+store (``run_leases.py``: each executor holds about its share of them, hands a
+lease from a call that ends to one that waits, and asks the store for many at
+once). A lease expires ``EVALSITE_STALL_SECONDS`` after it was taken or last
+renewed; its holder renews all its leases a few times in that period, so the
+leases of a worker that is killed come back within it. Only the shards of a
+distributed run take leases: a run executed whole in one process holds its
+concurrency by itself.
 
 The retry budget is a counter on the run (``Run.retries_used``), spent with a
 conditional UPDATE: its shards draw from one budget. The cost budget was
@@ -54,7 +56,6 @@ import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -73,12 +74,14 @@ from runs.calls.limits import (
 )
 from runs.calls.limits_redis import (
     BACKOFF_RAISE_LUA,
+    LEASE_LEAVE_LUA,
     LEASE_RENEW_LUA,
     LEASE_TAKE_LUA,
     RESERVE_LUA,
     redis_client,
 )
 from runs.executor.options import RunOptions
+from runs.executor.run_leases import RunLeases, settle
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +90,6 @@ logger = logging.getLogger(__name__)
 BACKOFF_HOLD = 30.0
 # How long a failed shared store is left alone before it is tried again.
 RETRY_SHARED_AFTER = 5.0
-ANNOUNCE_GRACE = 2.0
 REDIS_PREFIX = "evalsite:limits:"
 MAX_LEVEL = limits_store.MAX_LEVEL
 # The fields of a target's configuration that say which endpoint it calls.
@@ -133,9 +135,14 @@ class Store(Protocol):
     ) -> tuple[bool, float]: ...
     async def backoff_raise(self, key: str) -> int: ...
     async def backoff_level(self, key: str) -> int: ...
-    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool: ...
-    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None: ...
-    async def lease_drop(self, key: str, lease: str) -> None: ...
+    async def lease_take(
+        self, key: str, holder: str, leases: list[str], size: int, ttl: float
+    ) -> tuple[int, int]: ...
+    async def lease_renew(
+        self, key: str, holder: str, leases: list[str], ttl: float
+    ) -> tuple[int, list[str]]: ...
+    async def lease_drop(self, key: str, leases: list[str]) -> None: ...
+    async def lease_leave(self, key: str, holder: str, leases: list[str]) -> None: ...
 
 
 @dataclass
@@ -152,8 +159,9 @@ class LocalStore:
 
     name: str = "process"
     buckets: dict[str, _Bucket] = field(default_factory=dict)
-    # key -> lease -> when it expires
+    # key -> lease -> when it expires; key -> holder -> when it expires
     leases: dict[str, dict[str, float]] = field(default_factory=dict)
+    holders: dict[str, dict[str, float]] = field(default_factory=dict)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -180,28 +188,53 @@ class LocalStore:
             return 0
         return bucket.level
 
-    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool:
+    async def lease_take(
+        self, key: str, holder: str, leases: list[str], size: int, ttl: float
+    ) -> tuple[int, int]:
         now = time.monotonic()
         held = self.leases.setdefault(key, {})
-        for expired in [name for name, until in held.items() if until <= now]:
-            del held[expired]
-        if len(held) >= size:
-            return False
-        held[lease] = now + ttl
-        return True
+        holders = self.holders.setdefault(key, {})
+        for table in (held, holders):
+            for expired in [name for name, until in table.items() if until <= now]:
+                del table[expired]
+        holders[holder] = now + ttl
+        granted = max(0, min(len(leases), size - len(held)))
+        for lease in leases[:granted]:
+            held[lease] = now + ttl
+        return granted, len(holders)
 
-    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None:
+    async def lease_renew(
+        self, key: str, holder: str, leases: list[str], ttl: float
+    ) -> tuple[int, list[str]]:
+        now = time.monotonic()
         held = self.leases.get(key, {})
+        lost = []
         for lease in leases:
-            if lease in held:
-                held[lease] = time.monotonic() + ttl
+            if held.get(lease, now) > now:
+                held[lease] = now + ttl
+            else:
+                lost.append(lease)
+        holders = self.holders.setdefault(key, {})
+        for expired in [name for name, until in holders.items() if until <= now]:
+            del holders[expired]
+        holders[holder] = now + ttl
+        return len(holders), lost
 
-    async def lease_drop(self, key: str, lease: str) -> None:
+    async def lease_drop(self, key: str, leases: list[str]) -> None:
         held = self.leases.get(key)
         if held is not None:
-            held.pop(lease, None)
+            for lease in leases:
+                held.pop(lease, None)
             if not held:
                 del self.leases[key]
+
+    async def lease_leave(self, key: str, holder: str, leases: list[str]) -> None:
+        await self.lease_drop(key, leases)
+        holders = self.holders.get(key)
+        if holders is not None:
+            holders.pop(holder, None)
+            if not holders:
+                del self.holders[key]
 
 
 # Shared by every run of this process (the embedded mode's "across runs"),
@@ -219,6 +252,7 @@ class PostgresStore:
         self.lease_take = database_sync_to_async(limits_store.lease_take)
         self.lease_renew = database_sync_to_async(limits_store.lease_renew)
         self.lease_drop = database_sync_to_async(limits_store.lease_drop)
+        self.lease_leave = database_sync_to_async(limits_store.lease_leave)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -241,6 +275,7 @@ class RedisStore:
         self._raise = self.client.register_script(BACKOFF_RAISE_LUA)
         self._take = self.client.register_script(LEASE_TAKE_LUA)
         self._renew = self.client.register_script(LEASE_RENEW_LUA)
+        self._leave = self.client.register_script(LEASE_LEAVE_LUA)
 
     async def reserve(
         self, key: str, interval: float, window: float
@@ -262,15 +297,31 @@ class RedisStore:
         level = await self.client.hget(REDIS_PREFIX + key + ":backoff", "level")
         return int(level) if level is not None else 0
 
-    async def lease_take(self, key: str, lease: str, size: int, ttl: float) -> bool:
-        keys = [REDIS_PREFIX + key + ":leases"]
-        return bool(await self._take(keys=keys, args=[lease, size, ttl]))
+    def lease_keys(self, key: str) -> list[str]:
+        return [REDIS_PREFIX + key + ":leases", REDIS_PREFIX + key + ":holders"]
 
-    async def lease_renew(self, key: str, leases: list[str], ttl: float) -> None:
-        await self._renew(keys=[REDIS_PREFIX + key + ":leases"], args=[ttl, *leases])
+    async def lease_take(
+        self, key: str, holder: str, leases: list[str], size: int, ttl: float
+    ) -> tuple[int, int]:
+        granted, holders = await self._take(
+            keys=self.lease_keys(key), args=[holder, size, ttl, *leases]
+        )
+        return int(granted), int(holders)
 
-    async def lease_drop(self, key: str, lease: str) -> None:
-        await self.client.zrem(REDIS_PREFIX + key + ":leases", lease)
+    async def lease_renew(
+        self, key: str, holder: str, leases: list[str], ttl: float
+    ) -> tuple[int, list[str]]:
+        holders, *lost = await self._renew(
+            keys=self.lease_keys(key), args=[holder, ttl, *leases]
+        )
+        return int(holders), [lease.decode() for lease in lost]
+
+    async def lease_drop(self, key: str, leases: list[str]) -> None:
+        if leases:
+            await self.client.zrem(REDIS_PREFIX + key + ":leases", *leases)
+
+    async def lease_leave(self, key: str, holder: str, leases: list[str]) -> None:
+        await self._leave(keys=self.lease_keys(key), args=[holder, *leases])
 
     async def aclose(self) -> None:
         await self.client.aclose()
@@ -350,15 +401,6 @@ class Degrading:
                 logger.warning("closing the shared limits' store: %s", exc)
 
 
-async def settle(pending: set[asyncio.Task[Any]]) -> None:
-    """Let calls sent to the store in the background arrive, for a while."""
-    if pending:
-        await asyncio.wait(set(pending), timeout=ANNOUNCE_GRACE)
-    for task in pending:
-        task.cancel()
-    await asyncio.gather(*pending, return_exceptions=True)
-
-
 class SharedRateLimiter:
     """At most ``rpm`` calls a minute to the target, with every other caller."""
 
@@ -420,63 +462,6 @@ class SharedConcurrency(AdaptiveConcurrency):
         # A burst announced as the run ends still slows the others: let its
         # announcement reach the store (the stores' calls have timeouts).
         await settle(self.pending)
-
-
-class RunLeases:
-    """At most ``size`` calls of one run in flight, over all its executors."""
-
-    POLL_FIRST = 0.01  # seconds: how soon a caller asks again for a place ...
-    POLL_MAX = 0.2  # ... at most, doubling while the run's places are all held
-
-    def __init__(self, store: Degrading, key: str, size: int, ttl: float) -> None:
-        self.store = store
-        self.key = key
-        self.size = size
-        self.ttl = ttl
-        self.held: set[str] = set()
-        self.renewed = time.monotonic()
-        # One caller of this execution asks the store at a time; the others
-        # wait their turn here rather than poll it too.
-        self.turn = asyncio.Lock()
-        self.pending: set[asyncio.Task[Any]] = set()
-
-    async def take(self) -> str:
-        lease = uuid.uuid4().hex
-        try:
-            async with self.turn:
-                wait = self.POLL_FIRST
-                while not await self.store.call(
-                    "lease_take", self.key, lease, self.size, self.ttl
-                ):
-                    await asyncio.sleep(wait)
-                    wait = min(wait * 2, self.POLL_MAX)
-        except asyncio.CancelledError:
-            self.later("lease_drop", self.key, lease)  # taken as it was cancelled?
-            raise
-        self.held.add(lease)
-        return lease
-
-    def give_back(self, lease: str) -> None:
-        """Without waiting for the store: a call that ends (or is cancelled)
-        must not wait on it; a lease not given back expires."""
-        self.held.discard(lease)
-        self.later("lease_drop", self.key, lease)
-
-    def later(self, method: str, *args: Any) -> None:
-        task = asyncio.ensure_future(self.store.call(method, *args))
-        self.pending.add(task)
-        task.add_done_callback(self.pending.discard)
-
-    async def renew(self) -> None:
-        """Renew the leases held, a few times per their lifetime."""
-        if time.monotonic() - self.renewed < self.ttl / 3:
-            return
-        self.renewed = time.monotonic()
-        if self.held:
-            await self.store.call("lease_renew", self.key, sorted(self.held), self.ttl)
-
-    async def aclose(self) -> None:
-        await settle(self.pending)  # leases given back as the shard ends
 
 
 class LeasedConcurrency(SharedConcurrency):
