@@ -76,7 +76,9 @@ def calls_and_queries(client: Any, url: str, top: int) -> tuple[int, int, str]:
     text = ""
     if top:
         out = io.StringIO()
-        pstats.Stats(profile, stream=out).sort_stats(os.environ.get("SORT", "cumulative")).print_stats(top)
+        pstats.Stats(profile, stream=out).sort_stats(
+            os.environ.get("SORT", "cumulative")
+        ).print_stats(top)
         text = out.getvalue()
     return stats.total_calls, len(queries), text  # type: ignore[attr-defined]
 
@@ -99,7 +101,9 @@ def run(args: argparse.Namespace) -> None:
     for label, template in URLS:
         url = template.format(**ids)
         first_view(client, url)  # warm-up: imports, compiled templates
-        cpu, size = zip(*(first_view(client, url) for _ in range(args.repeat)))
+        cpu, size = zip(
+            *(first_view(client, url) for _ in range(args.repeat)), strict=True
+        )
         calls, queries, text = calls_and_queries(client, url, args.profile)
         print(
             f"{label:26} cpu ms median {1000 * statistics.median(cpu):7.2f} "

@@ -31,6 +31,7 @@ from runs.models import (
 from runs.projects.services import API_KEY_PREFIX, api_key_create
 from runs.records import cache_keys, compiled, reads
 from runs.records.versions import results_changed
+from runs.records.visible_run import run_visible
 from runs.results.selectors import run_list
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
@@ -337,6 +338,29 @@ def test_run_page_state_holds_every_column_of_the_run_and_its_passes(
         f"{f.attname}_json" if isinstance(f, JSONField) else f.attname
         for f in ScoringPass._meta.concrete_fields
     } <= set(scoring)
+
+
+@pytest.mark.django_db
+def test_run_visible_reads_every_column_of_the_run_as_the_orm_does(
+    alice: User, mallory: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(
+        finished_at=timezone.now(), cost=1.25, options={"b": [1, 2], "a": "é"}
+    )
+
+    read = run_visible(user_id=alice.pk, run_id=run.pk)
+
+    orm = run_list(user=alice).get(pk=run.pk)
+    assert read is not None
+    for field in Run._meta.concrete_fields:
+        value = getattr(read, field.attname)
+        assert value == getattr(orm, field.attname), field.attname
+        assert type(value) is type(getattr(orm, field.attname)), field.attname
+    assert read.results_version == orm.results_version
+    assert run_visible(user_id=mallory.pk, run_id=run.pk) is None
+    assert run_visible(user_id=alice.pk, run_id=run.pk + 1000) is None
 
 
 def test_a_compiled_read_refuses_an_argument_it_did_not_compile() -> None:

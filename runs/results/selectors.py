@@ -42,6 +42,7 @@ from runs.plugins.scorers import SCORERS
 from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput, get_target_class
 from runs.records.trajectories import stored_steps
+from runs.records.visible_run import run_visible
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -58,6 +59,14 @@ def run_get(*, user: User, run_id: int) -> Run:
         return run_list(user=user).select_related("created_by").get(pk=run_id)
     except Run.DoesNotExist:
         raise NotFound(f"no run {run_id}") from None
+
+
+def run_for_figures(*, user: User, run_id: int) -> Run:
+    """``run_get`` without the run's related rows: what its figures read."""
+    run = run_visible(user_id=user.pk, run_id=run_id) if user.is_authenticated else None
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
 
 
 def result_list(*, run: Run, status: str | None = None) -> QuerySet[Result]:

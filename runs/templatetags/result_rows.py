@@ -42,7 +42,7 @@ _ROW = (
     "</tr>\n"
 )
 _EPOCH = ' <span class="muted">e{}</span>'
-_NO_EXPECTED = '<span class="muted">–</span>'
+_NO_EXPECTED = '<span class="muted">\u2013</span>'
 _TRUNCATED = '<span class="badge warn" title="Cut at max_tokens">truncated</span> '
 _ERROR = '<span class="{}">{}{}</span>'
 _SCORE = '<span class="score{}" title="{}">{} {}{}</span>'
@@ -104,7 +104,7 @@ def _row(result: Result, url: str, query: str, show_epoch: bool) -> str:
         output_title=_text(ends(result.output)),
         output=_output(result),
         scores="".join(map(_score, result.scores.all())),
-        latency=f"{floatformat(latency, 0)} ms" if latency is not None else "–",
+        latency=f"{floatformat(latency, 0)} ms" if latency is not None else "\u2013",
         attempts=_text(result.attempt_count),
     )
 
