@@ -43,9 +43,7 @@ def _templates_rendered(client: Client, run: Run) -> list[str]:
     return [template.name for template in response.templates]
 
 
-def test_results_table_renders_no_template_per_row(
-    bob_client: Client, project
-) -> None:
+def test_results_table_renders_no_template_per_row(bob_client: Client, project) -> None:
     few = _ended_run(make_dataset(project, arithmetic_items(3), name="few"), 3)
     many = _ended_run(make_dataset(project, arithmetic_items(60), name="many"), 60)
 

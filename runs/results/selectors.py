@@ -42,7 +42,7 @@ from runs.plugins.scorers import SCORERS
 from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput, get_target_class
 from runs.records.trajectories import stored_steps
-from runs.records.visible_run import run_visible
+from runs.records.visible_run import run_visible, run_visible_with_related
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -55,10 +55,16 @@ def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
 
 
 def run_get(*, user: User, run_id: int) -> Run:
-    try:
-        return run_list(user=user).select_related("created_by").get(pk=run_id)
-    except Run.DoesNotExist:
-        raise NotFound(f"no run {run_id}") from None
+    """The run with its project, dataset and creator, if the user may see it
+    (``run_list``'s scope; one compiled statement, records/visible_run.py)."""
+    run = (
+        run_visible_with_related(user_id=user.pk, run_id=int(run_id))
+        if user.is_authenticated
+        else None
+    )
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
 
 
 def run_for_figures(*, user: User, run_id: int) -> Run:
