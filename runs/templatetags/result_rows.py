@@ -113,10 +113,11 @@ def _row(result: Result, url: str, query: str, show_epoch: bool) -> str:
 def result_rows(context: template.Context, results: Iterable[Result]) -> str:
     """The rows of ``results`` (their items and scores read with them), links
     keeping the page's ``filters``, epochs shown when ``show_epoch``."""
-    url = conditional_escape(
-        reverse("runs:result_detail", args=[_PK_MARK, _PK_MARK + 1])
+    # Reversed once, then each row's ids formatted in.
+    reversed_url = str(
+        conditional_escape(reverse("runs:result_detail", args=[_PK_MARK, _PK_MARK + 1]))
     )
-    url = url.replace(str(_PK_MARK + 1), "{1}").replace(str(_PK_MARK), "{0}")
+    url = reversed_url.replace(str(_PK_MARK + 1), "{1}").replace(str(_PK_MARK), "{0}")
     query = _text(getattr(context.get("filters"), "query_string", ""))
     show_epoch = bool(context.get("show_epoch"))
     return mark_safe(
