@@ -91,9 +91,11 @@ def result_list(*, run: Run, status: str | None = None) -> QuerySet[Result]:
 def result_get(*, user: User, run_id: int, result_id: int) -> Result:
     run = run_get(user=user, run_id=run_id)
     try:
-        return result_list(run=run).get(pk=result_id)
+        result = result_list(run=run).get(pk=result_id)
     except Result.DoesNotExist:
         raise NotFound(f"no result {result_id} in run {run_id}") from None
+    result.run = run  # read already, with its project, dataset and creator
+    return result
 
 
 @dataclass(frozen=True, slots=True)
