@@ -1,4 +1,4 @@
-"""The rows of a run's results table, rendered in Python.
+"""Rows of the results table and the comparison's items, rendered in Python.
 
 A run's page shows 50 results of nine cells, each with its scores: through
 the template language (an include per row and per status badge, some forty
@@ -109,17 +109,119 @@ def _row(result: Result, url: str, query: str, show_epoch: bool) -> str:
     )
 
 
+def _result_url() -> str:
+    """A result's URL as a format string of its run's id and its own."""
+    # Reversed once a table, then each row's ids formatted in.
+    url = str(
+        conditional_escape(reverse("runs:result_detail", args=[_PK_MARK, _PK_MARK + 1]))
+    )
+    return url.replace(str(_PK_MARK + 1), "{1}").replace(str(_PK_MARK), "{0}")
+
+
 @register.simple_tag(takes_context=True)
 def result_rows(context: template.Context, results: Iterable[Result]) -> str:
     """The rows of ``results`` (their items and scores read with them), links
     keeping the page's ``filters``, epochs shown when ``show_epoch``."""
-    # Reversed once, then each row's ids formatted in.
-    reversed_url = str(
-        conditional_escape(reverse("runs:result_detail", args=[_PK_MARK, _PK_MARK + 1]))
-    )
-    url = reversed_url.replace(str(_PK_MARK + 1), "{1}").replace(str(_PK_MARK), "{0}")
+    url = _result_url()
     query = _text(getattr(context.get("filters"), "query_string", ""))
     show_epoch = bool(context.get("show_epoch"))
     return mark_safe(
         "".join(_row(result, url, query, show_epoch) for result in results)
     )
+
+
+# -- the comparison's item table ----------------------------------------------------
+# The comparison page lists 50 items of two runs, eight cells each with three
+# links: rendered in Python as the results table is.
+
+_ITEM_ROW = (
+    '\n        <tr class="change-{change}">'
+    "\n          <td><code>{external_id}</code>"
+    ' <a class="small trajectory-diff-link" href="{diff_url}?item={item}'
+    '&amp;runs={baseline},{candidate}" title="The two runs\' trajectories of'
+    ' this item, side by side">steps</a></td>'
+    '\n          <td class="cell-text item-input" title="{input_title}">{input}</td>'
+    '\n          <td class="cell-text item-expected" title="{expected_title}">'
+    "{expected}</td>"
+    '\n          <td class="cell-text"><a href="{baseline_url}"'
+    ' title="{baseline_title}">{baseline_output}</a></td>'
+    '\n          <td class="cell-text"><a href="{candidate_url}"'
+    ' title="{candidate_title}">{candidate_output}</a></td>'
+    '\n          <td class="num">{baseline_score}{baseline_epochs}</td>'
+    '\n          <td class="num">{candidate_score}{candidate_epochs}</td>'
+    '\n          <td><span class="change {change}">{change_label}</span></td>'
+    "\n        </tr>\n        "
+)
+_EPOCHS = ' <span class="muted">({} epochs)</span>'
+_CHANGE_LABELS = {
+    "both_passed": "both passed",
+    "both_failed": "both failed",
+    "regressions": "regression",
+}
+
+
+def _epochs(value: Any) -> str:
+    try:
+        return _EPOCHS.format(_text(value)) if value > 1 else ""
+    except TypeError:  # as the template's comparison of a missing value
+        return ""
+
+
+def _output_cell(output: Any, title: str) -> tuple[str, str]:
+    """A cell's title and text: the output's ends and its end, else defaults."""
+    return _text(ends(output) or title), _text(tail(output, 120) or "(no output)")
+
+
+def _item_row(row: dict[str, Any], urls: tuple[str, str], pks: tuple[str, str]) -> str:
+    diff_url, result_url = urls
+    expected = row.get("expected")
+    baseline_title, baseline_output = _output_cell(
+        row.get("baseline_output"), "Baseline result"
+    )
+    candidate_title, candidate_output = _output_cell(
+        row.get("candidate_output"), "Candidate result"
+    )
+    change = row.get("change")
+    return _ITEM_ROW.format(
+        change=_text(change),
+        external_id=_text(row.get("external_id")),
+        diff_url=diff_url,
+        item=_text(row.get("baseline_item")),
+        baseline=pks[0],
+        candidate=pks[1],
+        input_title=_text(ends(row.get("input"))),
+        input=_text(compact(row.get("input"), 120)),
+        expected_title=_text(ends(expected)),
+        expected=_NO_EXPECTED if expected is None else _text(compact(expected, 40)),
+        baseline_url=result_url.format(
+            row.get("baseline_run"), row.get("baseline_result")
+        ),
+        baseline_title=baseline_title,
+        baseline_output=baseline_output,
+        candidate_url=result_url.format(
+            row.get("candidate_run"), row.get("candidate_result")
+        ),
+        candidate_title=candidate_title,
+        candidate_output=candidate_output,
+        baseline_score=floatformat(row.get("baseline_score"), "-2"),
+        baseline_epochs=_epochs(row.get("baseline_epochs")),
+        candidate_score=floatformat(row.get("candidate_score"), "-2"),
+        candidate_epochs=_epochs(row.get("candidate_epochs")),
+        change_label=_CHANGE_LABELS.get(str(change), "improvement"),
+    )
+
+
+@register.simple_tag(takes_context=True)
+def comparison_rows(context: template.Context, rows: Iterable[dict[str, Any]]) -> str:
+    """The rows of the comparison's item table (``ComparisonItems``), each
+    as the loop of compare.html wrote it, between the page's ``baseline``
+    and ``candidate``."""
+    urls = (
+        str(conditional_escape(reverse("runs:trajectory_diff"))),
+        _result_url(),
+    )
+    pks = (
+        str(_text(getattr(context.get("baseline"), "pk", ""))),
+        str(_text(getattr(context.get("candidate"), "pk", ""))),
+    )
+    return mark_safe("".join(_item_row(row, urls, pks) for row in rows))
