@@ -11,7 +11,10 @@ which no other load on the machine moves).
     .venv/bin/python bench/page_cost.py --profile 25          # top functions
 
 ``--source`` measures another checkout's code with this script, as
-``analysis_bench.py`` does; alternate sources to compare them.
+``analysis_bench.py`` does; alternate sources to compare them. Environment:
+``SORT`` orders ``--profile``'s functions (``tottime``; default cumulative),
+``PSTATS_DIR`` keeps each URL's profile there (to compare two checkouts
+function by function), ``SHOW_SQL=1`` prints each statement.
 """
 
 from __future__ import annotations
