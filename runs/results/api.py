@@ -27,6 +27,7 @@ from runs.results.schemas import (
 )
 from runs.results.selectors import (
     ResultFilters,
+    run_for_figures,
     run_get,
     run_list,
 )
@@ -177,5 +178,5 @@ def get_run_summary(request: ApiRequest, run_id: DbId) -> RunSummary:
     with its 95% interval (Wilson's; with several epochs, clustered by item)
     and, with several epochs, pass@k and pass^k;
     latency percentiles, tokens, cost, counts per status and error kind."""
-    run = run_get(user=request.auth, run_id=run_id)
+    run = run_for_figures(user=request.auth, run_id=run_id)
     return run_figures(run=run)[0]

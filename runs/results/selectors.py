@@ -42,6 +42,7 @@ from runs.plugins.scorers import SCORERS
 from runs.plugins.steps import Step
 from runs.plugins.targets import TargetError, TargetInput, get_target_class
 from runs.records.trajectories import stored_steps
+from runs.records.visible_run import run_visible, run_visible_with_related
 
 
 def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
@@ -54,10 +55,24 @@ def run_list(*, user: User, project_id: int | None = None) -> QuerySet[Run]:
 
 
 def run_get(*, user: User, run_id: int) -> Run:
-    try:
-        return run_list(user=user).select_related("created_by").get(pk=run_id)
-    except Run.DoesNotExist:
-        raise NotFound(f"no run {run_id}") from None
+    """The run with its project, dataset and creator, if the user may see it
+    (``run_list``'s scope; one compiled statement, records/visible_run.py)."""
+    run = (
+        run_visible_with_related(user_id=user.pk, run_id=int(run_id))
+        if user.is_authenticated
+        else None
+    )
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
+
+
+def run_for_figures(*, user: User, run_id: int) -> Run:
+    """``run_get`` without the run's related rows: what its figures read."""
+    run = run_visible(user_id=user.pk, run_id=run_id) if user.is_authenticated else None
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
 
 
 def result_list(*, run: Run, status: str | None = None) -> QuerySet[Result]:
@@ -76,9 +91,11 @@ def result_list(*, run: Run, status: str | None = None) -> QuerySet[Result]:
 def result_get(*, user: User, run_id: int, result_id: int) -> Result:
     run = run_get(user=user, run_id=run_id)
     try:
-        return result_list(run=run).get(pk=result_id)
+        result = result_list(run=run).get(pk=result_id)
     except Result.DoesNotExist:
         raise NotFound(f"no result {result_id} in run {run_id}") from None
+    result.run = run  # read already, with its project, dataset and creator
+    return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,5 +175,7 @@ def trajectory_page(*, result: Result, number: str | int | None) -> TrajectoryPa
 
 def trajectory_section(result: Result, number: str | None) -> TrajectoryPage | None:
     """The trajectory section of a result's page (None: the result has no steps)."""
+    if not result.run.has_steps:  # its run never stored a step: nothing to read
+        return None
     trajectory = trajectory_page(result=result, number=number)
     return trajectory if trajectory.totals.steps else None
