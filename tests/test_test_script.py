@@ -207,3 +207,38 @@ def test_the_count_left_out_is_said_once_over_several_workers() -> None:
         "1 tests that run their programs on a SQLite database of their own ran "
         "in the SQLite pass and were left out of this one"
     ], out
+
+
+def test_each_pass_runs_over_workers_and_takes_the_developers_arguments(
+    tmp_path: Path,
+) -> None:
+    bin_dir = fake_bin(tmp_path)
+    (bin_dir / "pytest").write_text('#!/bin/sh\necho "pytest $*"\n')
+    with socket.socket() as services:  # PostgreSQL and Redis "answer"
+        services.bind(("127.0.0.1", 0))
+        services.listen()
+        port = str(services.getsockname()[1])
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "EVALSITE_TEST_WORKERS"},
+            "BIN": str(bin_dir),
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PG_PORT": port,
+            "REDIS_PORT": port,
+            "EVALSITE_TEST_SERIAL": "true",
+        }
+        default, chosen = (
+            subprocess.run(
+                ["scripts/test.sh", "-x", "tests/test_one.py"],
+                cwd=ROOT,
+                env=env | more,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            for more in ({}, {"EVALSITE_TEST_WORKERS": "0"})
+        )
+
+    ran = [line for line in default.stdout.splitlines() if line.startswith("pytest")]
+    assert ran == ["pytest -n 2 -x tests/test_one.py"] * 2, default.stdout
+    ran = [line for line in chosen.stdout.splitlines() if line.startswith("pytest")]
+    assert ran == ["pytest -n 0 -x tests/test_one.py"] * 2, chosen.stdout
