@@ -40,8 +40,14 @@ fi
 # .mypy_cache, so a run after a small change checks little again.
 "$BIN/mypy"
 
+# Each pass runs over EVALSITE_TEST_WORKERS pytest-xdist processes (2 unless
+# set; 0: in one process): its tests mostly wait on programs they start, so two
+# processes a pass keep the cores busy. Each worker has a test database and a
+# Redis database of its own (tests/conftest.py). Arguments given to this script
+# come after, so a -n of one's own wins.
+workers=(-n "${EVALSITE_TEST_WORKERS:-2}")
 sqlite_suite() {
-    env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "$@"
+    env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "${workers[@]}" "$@"
 }
 # The PostgreSQL pass leaves out the tests whose programs run on a SQLite
 # database of their own (browser pages, evalrun, Daphne in a subprocess):
@@ -50,7 +56,7 @@ postgres_suite() {
     DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/evalsite" \
     REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" \
     EVALSITE_TEST_PASS=postgres \
-        "$BIN/pytest" "$@"
+        "$BIN/pytest" "${workers[@]}" "$@"
 }
 
 if ! { answers "$PG_HOST" "$PG_PORT" && answers "$REDIS_HOST" "$REDIS_PORT"; }; then

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import pytest_django
@@ -195,6 +197,46 @@ def pytest_collection_modifyitems(
         config.hook.pytest_deselected(items=same)
         items[:] = kept
         config.stash[SAME_IN_BOTH] = len(same)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A pytest-xdist worker hands its count of the tests left out to the
+    process that prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["same_in_both"] = session.config.stash.get(SAME_IN_BOTH, 0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Every worker collects the whole suite and leaves out the same tests:
+    the summary says how many once, not once a worker."""
+    same = getattr(node, "workeroutput", {}).get("same_in_both", 0)
+    if same:
+        node.config.stash[SAME_IN_BOTH] = same
+
+
+def worker_redis_url(url: str, worker: int) -> str:
+    """The Redis database of the ``worker``-th pytest-xdist worker: the one
+    ``url`` names, plus the worker's number."""
+    parts = urlsplit(url)
+    database = int(parts.path.strip("/") or 0) + worker
+    return urlunsplit(parts._replace(path=f"/{database}"))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config: pytest.Config, specs: list[Any]) -> None:
+    """Each pytest-xdist worker of a pass starts with a Redis database of its
+    own in REDIS_URL: workers on one database would count each other's tries,
+    leases and limits (run and user ids repeat from one test database to
+    another) and delete each other's keys between tests. Set in the worker's
+    environment before it starts, it is what the settings, the tests and every
+    program a test starts read."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        return
+    for spec in specs:
+        spec.env["REDIS_URL"] = worker_redis_url(url, int(spec.id.removeprefix("gw")))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import execnet
+import pytest
+
 from evalsite.settings import checkout_test_database
+from tests.conftest import pytest_xdist_setupnodes, worker_redis_url
 from tests.processes import ROOT
 
 # Stands in for pytest: says which pass it is, then waits until the test has
@@ -149,3 +153,92 @@ def test_the_postgres_pass_leaves_out_only_tests_of_their_own_sqlite() -> None:
     assert "test_api_runs.py::test_results_filter_by_status" in out, out
     assert "test_browser_compare.py" not in out.split("\n\n")[0], out
     assert "1 deselected" in out, out
+
+
+def test_each_xdist_worker_has_a_redis_database_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/3")
+    specs = [execnet.XSpec("popen"), execnet.XSpec("popen")]
+    specs[0].id, specs[1].id = "gw0", "gw1"
+
+    pytest_xdist_setupnodes(None, specs)
+
+    assert [spec.env["REDIS_URL"] for spec in specs] == [
+        "redis://127.0.0.1:6379/3",
+        "redis://127.0.0.1:6379/4",
+    ]
+    assert worker_redis_url("redis://:secret@redis.example:6380", 2) == (
+        "redis://:secret@redis.example:6380/2"
+    )
+
+
+def test_the_count_left_out_is_said_once_over_several_workers() -> None:
+    """Under pytest-xdist the workers collect and leave tests out; the summary,
+    which the controller prints, still says how many, once."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL") and not k.startswith("PYTEST_XDIST")
+    }
+    env["EVALSITE_TEST_PASS"] = "postgres"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_browser_compare.py",
+            "tests/test_test_script.py::test_each_checkout_tests_on_a_postgresql_database_of_its_own",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+    out = done.stdout
+    assert done.returncode == 0, out
+    left_out = [line for line in out.splitlines() if "were left out" in line]
+    assert left_out == [
+        "1 tests that run their programs on a SQLite database of their own ran "
+        "in the SQLite pass and were left out of this one"
+    ], out
+
+
+def test_each_pass_runs_over_workers_and_takes_the_developers_arguments(
+    tmp_path: Path,
+) -> None:
+    bin_dir = fake_bin(tmp_path)
+    (bin_dir / "pytest").write_text('#!/bin/sh\necho "pytest $*"\n')
+    with socket.socket() as services:  # PostgreSQL and Redis "answer"
+        services.bind(("127.0.0.1", 0))
+        services.listen()
+        port = str(services.getsockname()[1])
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "EVALSITE_TEST_WORKERS"},
+            "BIN": str(bin_dir),
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "PG_PORT": port,
+            "REDIS_PORT": port,
+            "EVALSITE_TEST_SERIAL": "true",
+        }
+        default, chosen = (
+            subprocess.run(
+                ["scripts/test.sh", "-x", "tests/test_one.py"],
+                cwd=ROOT,
+                env=env | more,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            for more in ({}, {"EVALSITE_TEST_WORKERS": "0"})
+        )
+
+    ran = [line for line in default.stdout.splitlines() if line.startswith("pytest")]
+    assert ran == ["pytest -n 2 -x tests/test_one.py"] * 2, default.stdout
+    ran = [line for line in chosen.stdout.splitlines() if line.startswith("pytest")]
+    assert ran == ["pytest -n 0 -x tests/test_one.py"] * 2, chosen.stdout
