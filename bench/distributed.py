@@ -180,7 +180,12 @@ def stop(workers: list[subprocess.Popen]) -> None:
 
 # The offline demo target at no latency (--demo): answers at once, in the
 # worker's own process, 80% right; no call fails.
-DEMO = {"min_latency_ms": 0, "max_latency_ms": 0, "accuracy": 0.8}
+DEMO = {
+    "min_latency_ms": 0,
+    "max_latency_ms": 0,
+    "accuracy": 0.8,
+    "transient_error_rate": 0,
+}
 
 
 def evalrun(env: dict[str, str], data: Path, base_url: str, concurrency: int) -> int:
