@@ -142,7 +142,9 @@ def _quick_flush(
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _close_executor_connections(django_db_setup: None) -> Iterator[None]:
+def _close_executor_connections(
+    django_db_setup: None, django_db_blocker: pytest_django.DjangoDbBlocker
+) -> Iterator[None]:
     """Close the connections that executor threads opened, before the test
     database is dropped (PostgreSQL refuses to drop a database in use)."""
     yield
@@ -153,6 +155,17 @@ def _close_executor_connections(django_db_setup: None) -> Iterator[None]:
 
     # Thread-sensitive calls made outside async_to_sync share one thread.
     asyncio.run(sync_to_async(connections.close_all)())
+    connection = connections["default"]
+    if connection.vendor == "postgresql":
+        # Threads of the server's pools (the API keys' usage writer, the
+        # scorers' threads) keep their connections for CONN_MAX_AGE, beyond
+        # any test: they would keep the test database from being dropped.
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        connection.close()
 
 
 def pytest_configure(config: pytest.Config) -> None:
