@@ -23,8 +23,7 @@ from typing import Any, overload
 from django.contrib.auth import get_user_model
 from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.core.exceptions import ValidationError
-from django.db import connection
-from django.db.models import F, JSONField, Model, QuerySet, TextField
+from django.db.models import F, JSONField, QuerySet, TextField
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast
 from django.utils import timezone
@@ -45,6 +44,7 @@ from runs.models import (
 )
 from runs.records import compiled
 from runs.records.compiled import Args
+from runs.records.instances import attnames, model_instance
 
 _STATUS_LABELS = dict(RunStatus.choices)
 
@@ -353,28 +353,6 @@ def project_choices(*, user_id: int) -> list[ProjectChoice]:
 _USER = "user__"
 
 
-@functools.cache
-def _attnames(model: type[Model]) -> tuple[str, ...]:
-    return tuple(field.attname for field in model._meta.concrete_fields)
-
-
-@functools.cache
-def _model_columns(
-    model: type[Model], names: tuple[str, ...], prefix: str
-) -> operator.itemgetter[Any]:
-    """A getter of the values of the model's columns, in the model's order,
-    from rows with these column names (the model's under ``prefix``)."""
-    return operator.itemgetter(*(names.index(prefix + n) for n in _attnames(model)))
-
-
-def _instance(
-    model: type[Model], names: tuple[str, ...], row: tuple[Any, ...], prefix: str = ""
-) -> Any:
-    """``model.from_db`` on the row's values of the model's columns."""
-    values = _model_columns(model, names, prefix)(row)
-    return model.from_db(connection.alias, _attnames(model), values)
-
-
 def user_by_id(user_id: Any) -> Any | None:
     """The user with this id, or None: what every signed-in request reads."""
     user_model = get_user_model()
@@ -383,7 +361,7 @@ def user_by_id(user_id: Any) -> Any | None:
         lambda args: (
             user_model._default_manager.filter(pk=args.integer("user_id"))
             .order_by()
-            .values(*_attnames(user_model))
+            .values(*attnames(user_model))
         ),
     )
     try:
@@ -391,7 +369,7 @@ def user_by_id(user_id: Any) -> Any | None:
     except ValidationError:
         return None
     names, found = compiled.fetch(read, {"user_id": user_pk})
-    return _instance(user_model, names, found[0]) if found else None
+    return model_instance(user_model, names, found[0]) if found else None
 
 
 def _key_with_user(args: Args) -> QuerySet[ApiKey, dict[str, Any]]:
@@ -415,8 +393,8 @@ def api_key_with_user(prefix: str) -> ApiKey | None:
     names, found = compiled.fetch(read, {"prefix": prefix})
     if not found:
         return None
-    key = _instance(ApiKey, names, found[0])
-    key.user = _instance(get_user_model(), names, found[0], _USER)
+    key = model_instance(ApiKey, names, found[0])
+    key.user = model_instance(get_user_model(), names, found[0], _USER)
     return key
 
 
@@ -432,7 +410,7 @@ def _run_retry_passes(args: Args) -> QuerySet[RetryPass, dict[str, Any]]:
         # The model's ordering, less its run (one run here), which joins runs.
         .order_by("created_at", "id")
         .values(
-            *_attnames(RetryPass),
+            *attnames(RetryPass),
             **{
                 _CREATED_BY + f.attname: F(f"created_by__{f.attname}")
                 for f in user_fields
@@ -451,11 +429,11 @@ def retry_passes(*, run_id: int) -> list[RetryPass]:
     user_model = get_user_model()
     passes = []
     for row in found:
-        retry = _instance(RetryPass, names, row)
+        retry = model_instance(RetryPass, names, row)
         retry.created_by = (
             None
             if retry.created_by_id is None
-            else _instance(user_model, names, row, _CREATED_BY)
+            else model_instance(user_model, names, row, _CREATED_BY)
         )
         passes.append(retry)
     return passes

@@ -12,53 +12,31 @@ each read against its ORM twin.
 
 from __future__ import annotations
 
-import functools
-import operator
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db import connection
-from django.db.models import F, Model, QuerySet
+from django.db.models import F, QuerySet
 
 from runs.models import Dataset, Membership, Project, Run
 from runs.records import compiled
 from runs.records.compiled import Args
+from runs.records.instances import attnames, model_instance
 
 # The creator's columns in the read with related rows: under names no
 # column of the run has (as the project's and the dataset's).
 _CREATOR = "created_by__"
 
 
-@functools.cache
-def _attnames(model: type[Model] = Run) -> tuple[str, ...]:
-    return tuple(field.attname for field in model._meta.concrete_fields)
-
-
-@functools.cache
-def _in_model_order(
-    names: tuple[str, ...], model: type[Model] = Run, prefix: str = ""
-) -> operator.itemgetter[Any]:
-    """A getter of a row's values in the model's column order, by name."""
-    return operator.itemgetter(*(names.index(prefix + n) for n in _attnames(model)))
-
-
-def _instance(
-    model: type[Model], names: tuple[str, ...], row: tuple[Any, ...], prefix: str = ""
-) -> Any:
-    values = _in_model_order(names, model, prefix)(row)
-    return model.from_db(connection.alias, _attnames(model), values)
-
-
 def _visible_run_with_related(args: Args) -> QuerySet[Run, dict[str, Any]]:
     related = {
         prefix + name: F(prefix + name)
         for model, prefix in ((Project, "project__"), (Dataset, "dataset__"))
-        for name in _attnames(model)
+        for name in attnames(model)
     }
     creator = {
-        _CREATOR + name: F(_CREATOR + name) for name in _attnames(get_user_model())
+        _CREATOR + name: F(_CREATOR + name) for name in attnames(get_user_model())
     }
-    return _visible(args).values(*_attnames(), **related, **creator)
+    return _visible(args).values(*attnames(Run), **related, **creator)
 
 
 def run_visible_with_related(*, user_id: int, run_id: int) -> Run | None:
@@ -69,13 +47,13 @@ def run_visible_with_related(*, user_id: int, run_id: int) -> Run | None:
     if not found:
         return None
     row = found[0]
-    run = _instance(Run, names, row)
-    run.project = _instance(Project, names, row, "project__")
-    run.dataset = _instance(Dataset, names, row, "dataset__")
+    run = model_instance(Run, names, row)
+    run.project = model_instance(Project, names, row, "project__")
+    run.dataset = model_instance(Dataset, names, row, "dataset__")
     user_model = get_user_model()
     creator = row[names.index(_CREATOR + user_model._meta.pk.attname)]
     run.created_by = (
-        None if creator is None else _instance(user_model, names, row, _CREATOR)
+        None if creator is None else model_instance(user_model, names, row, _CREATOR)
     )
     return run
 
@@ -88,7 +66,7 @@ def _visible(args: Args) -> QuerySet[Run]:
 
 
 def _visible_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
-    return _visible(args).values(*_attnames())
+    return _visible(args).values(*attnames(Run))
 
 
 def run_visible(*, user_id: int, run_id: int) -> Run | None:
@@ -98,4 +76,4 @@ def run_visible(*, user_id: int, run_id: int) -> Run | None:
     names, found = compiled.fetch(read, {"user_id": user_id, "run_id": run_id})
     if not found:
         return None
-    return _instance(Run, names, found[0])
+    return model_instance(Run, names, found[0])
