@@ -6,6 +6,8 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import execnet
@@ -42,23 +44,31 @@ def fake_bin(tmp_path: Path) -> Path:
     return bin_dir
 
 
-def test_make_test_shows_each_pass_by_name_while_it_runs(tmp_path: Path) -> None:
-    bin_dir = fake_bin(tmp_path)
-    release = tmp_path / "release"
-    release.mkdir()
-    with socket.socket() as services:  # PostgreSQL and Redis "answer"
+@contextmanager
+def services_answering(bin_dir: Path) -> Iterator[dict[str, str]]:
+    """An environment for scripts/test.sh with the tools of ``bin_dir``, in
+    which PostgreSQL and Redis "answer" (a socket listens on their port), and
+    no choice of the developer's (serial passes, workers) is inherited."""
+    with socket.socket() as services:
         services.bind(("127.0.0.1", 0))
         services.listen()
         port = str(services.getsockname()[1])
-        env = {
-            **os.environ,
+        chosen = ("EVALSITE_TEST_SERIAL", "EVALSITE_TEST_WORKERS")
+        yield {
+            **{k: v for k, v in os.environ.items() if k not in chosen},
             "BIN": str(bin_dir),
             "PATH": f"{bin_dir}:{os.environ['PATH']}",
             "PG_PORT": port,
             "REDIS_PORT": port,
-            "RELEASE_DIR": str(release),
         }
-        env.pop("EVALSITE_TEST_SERIAL", None)
+
+
+def test_make_test_shows_each_pass_by_name_while_it_runs(tmp_path: Path) -> None:
+    bin_dir = fake_bin(tmp_path)
+    release = tmp_path / "release"
+    release.mkdir()
+    with services_answering(bin_dir) as env:
+        env["RELEASE_DIR"] = str(release)
         script = subprocess.Popen(
             ["scripts/test.sh"],
             cwd=ROOT,
@@ -214,18 +224,8 @@ def test_each_pass_runs_over_workers_and_takes_the_developers_arguments(
 ) -> None:
     bin_dir = fake_bin(tmp_path)
     (bin_dir / "pytest").write_text('#!/bin/sh\necho "pytest $*"\n')
-    with socket.socket() as services:  # PostgreSQL and Redis "answer"
-        services.bind(("127.0.0.1", 0))
-        services.listen()
-        port = str(services.getsockname()[1])
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "EVALSITE_TEST_WORKERS"},
-            "BIN": str(bin_dir),
-            "PATH": f"{bin_dir}:{os.environ['PATH']}",
-            "PG_PORT": port,
-            "REDIS_PORT": port,
-            "EVALSITE_TEST_SERIAL": "true",
-        }
+    with services_answering(bin_dir) as env:
+        env["EVALSITE_TEST_SERIAL"] = "true"
         default, chosen = (
             subprocess.run(
                 ["scripts/test.sh", "-x", "tests/test_one.py"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -109,18 +110,21 @@ def test_the_iso_clock_writes_what_isoformat_writes():
     assert [clock() for _ in moments] == [m.isoformat() for m in moments]
 
 
-def test_an_attempt_log_formats_a_date_once_a_second_not_twice_an_attempt():
-    runner = ItemRunner(target=Instant(), scorers=[], options=RunOptions())  # type: ignore[arg-type]
+def run_counting(
+    runner: ItemRunner, counts: Callable[[Any, str, Any], bool]
+) -> tuple[list[Any], int]:
+    """``ITEMS`` items run one after the other; how many profiler events
+    ``counts`` (frame, event, arg) picked out while they ran."""
     works = [
         WorkItem(ItemData(i, i, f"q{i}", "What is 1 + 2?", "3", {}), epoch=1)
         for i in range(ITEMS)
     ]
-    formatted = 0
+    counted = 0
 
     def count(frame: Any, event: str, arg: Any) -> None:
-        nonlocal formatted
-        if event == "c_call" and getattr(arg, "__name__", "") == "isoformat":
-            formatted += 1
+        nonlocal counted
+        if counts(frame, event, arg):
+            counted += 1
 
     async def run_all() -> list[Any]:
         records = [work.new_record() for work in works]
@@ -132,7 +136,17 @@ def test_an_attempt_log_formats_a_date_once_a_second_not_twice_an_attempt():
             sys.setprofile(None)
         return records
 
-    records = asyncio.run(run_all())
+    return asyncio.run(run_all()), counted
+
+
+def test_an_attempt_log_formats_a_date_once_a_second_not_twice_an_attempt():
+    runner = ItemRunner(target=Instant(), scorers=[], options=RunOptions())  # type: ignore[arg-type]
+    records, formatted = run_counting(
+        runner,
+        lambda frame, event, arg: (
+            event == "c_call" and getattr(arg, "__name__", "") == "isoformat"
+        ),
+    )
     for record in records:
         (attempt,) = record.attempts
         started = datetime.fromisoformat(attempt["started_at"])
@@ -146,27 +160,9 @@ def test_a_workers_attempts_share_one_timer_not_one_each():
     # asyncio.timeout made a timer for every attempt (loop.call_at), and
     # cancelled it when the attempt ended, long before it would fire.
     runner = ItemRunner(target=Instant(), scorers=[], options=RunOptions())  # type: ignore[arg-type]
-    works = [
-        WorkItem(ItemData(i, i, f"q{i}", "What is 1 + 2?", "3", {}), epoch=1)
-        for i in range(ITEMS)
-    ]
-    timers = 0
-
-    def count(frame: Any, event: str, arg: Any) -> None:
-        nonlocal timers
-        if event == "call" and frame.f_code.co_name == "call_at":
-            timers += 1
-
-    async def run_all() -> list[Any]:
-        records = [work.new_record() for work in works]
-        sys.setprofile(count)
-        try:
-            for work, record in zip(works, records, strict=True):
-                await runner.run(work, record)
-        finally:
-            sys.setprofile(None)
-        return records
-
-    records = asyncio.run(run_all())
+    records, timers = run_counting(
+        runner,
+        lambda frame, event, arg: event == "call" and frame.f_code.co_name == "call_at",
+    )
     assert all(r.status == "succeeded" for r in records)
     assert timers == 1  # the worker's one timer, far from due

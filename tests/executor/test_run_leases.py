@@ -124,25 +124,35 @@ def test_a_holder_that_leaves_or_expires_is_no_longer_counted(make_store) -> Non
     assert asyncio.run(scenario()) == [3, 2, 1, 3]
 
 
+async def calls_holding(
+    holders: list[RunLeases], count: int, *, pause: float
+) -> tuple[int, int]:
+    """``count`` calls at once, the n-th through holder n (round the list),
+    each holding a lease for ``pause`` seconds: the most held at once, and
+    how many calls ended."""
+    active = peak = calls = 0
+
+    async def call(number: int) -> None:
+        nonlocal active, peak, calls
+        holder = holders[number % len(holders)]
+        lease = await holder.take()
+        active += 1
+        peak = max(peak, active)
+        await asyncio.sleep(pause)
+        active -= 1
+        calls += 1
+        holder.give_back(lease)
+
+    await asyncio.gather(*(call(n) for n in range(count)))
+    return peak, calls
+
+
 def test_callers_wait_for_a_lease_given_back(make_store) -> None:
     key = f"test:{uuid.uuid4().hex}"
 
     async def scenario() -> tuple[int, int, int]:
         leases = [RunLeases(Degrading(make_store(), 1), key, 2, 60.0) for _ in range(2)]
-        active = peak = calls = 0
-
-        async def call(number: int) -> None:
-            nonlocal active, peak, calls
-            holder = leases[number % 2]
-            lease = await holder.take()
-            active += 1
-            peak = max(peak, active)
-            await asyncio.sleep(0)
-            active -= 1
-            calls += 1
-            holder.give_back(lease)
-
-        await asyncio.gather(*(call(n) for n in range(12)))
+        peak, calls = await calls_holding(leases, 12, pause=0)
         for holder in leases:
             await holder.aclose()
             await holder.store.aclose()
@@ -177,19 +187,7 @@ def test_an_executors_calls_reuse_its_leases_without_asking_the_store(
     async def scenario() -> tuple[int, int, Counter[str]]:
         store = Counting(Degrading(make_store(), 1))
         leases = RunLeases(store, key, 8, 60.0)
-        active = peak = calls = 0
-
-        async def call() -> None:
-            nonlocal active, peak, calls
-            lease = await leases.take()
-            active += 1
-            peak = max(peak, active)
-            await asyncio.sleep(0.001)
-            active -= 1
-            calls += 1
-            leases.give_back(lease)
-
-        await asyncio.gather(*(call() for _ in range(64)))
+        peak, calls = await calls_holding([leases], 64, pause=0.001)
         await leases.aclose()
         await store.aclose()
         return peak, calls, store.calls
