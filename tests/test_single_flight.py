@@ -191,36 +191,102 @@ def _results_table(client: Client, run: Run) -> str:
     return response.content.decode().split('id="results"', 1)[1]
 
 
-def test_a_running_runs_page_is_rendered_once_per_stored_batch(
-    alice_client: Client, running: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    now = timezone.now()
-    monkeypatch.setattr(timezone, "now", lambda: now)  # one second of the clock
-    first = _results_table(alice_client, running)
-
-    with CaptureQueriesContext(connection) as again:
-        second = _results_table(alice_client, running)
-    store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 2, offset=5)
-    after = _results_table(alice_client, running)
-
-    assert second == first
-    # The session's user, the page's key (the run, its scoring passes): the
-    # page itself from the cache.
-    assert len(again.captured_queries) <= 3
-    assert first.count("data-result-id=") == 5
-    assert after.count("data-result-id=") == 7
-
-
-def test_a_running_runs_page_key_moves_with_every_stored_batch(
-    alice: User, running: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _one_second(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Hold the clock a going run's keys count by (``cache_keys.going_second``)
+    at one second; the returned list's one item is that second, to move."""
+    second = [cache_keys.going_second()]
+    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     now = timezone.now()
     monkeypatch.setattr(timezone, "now", lambda: now)
+    return second
+
+
+def test_a_running_runs_page_is_rendered_once_a_second(
+    alice_client: Client, running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    second = _one_second(monkeypatch)
+    first = _results_table(alice_client, running)
+
+    store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 2, offset=5)
+    with CaptureQueriesContext(connection) as again:
+        same_second = _results_table(alice_client, running)
+    second[0] += 1
+    next_second = _results_table(alice_client, running)
+
+    # Within the second the batch stored since is not shown: the page is the
+    # one rendering of that second, from the cache. The session's user and
+    # the page's key (the run, its scoring passes) are all it reads.
+    assert same_second == first
+    assert len(again.captured_queries) <= 3
+    assert first.count("data-result-id=") == 5
+    # The next second shows every result stored.
+    assert next_second.count("data-result-id=") == 7
+
+
+def test_a_running_runs_page_key_moves_with_the_second_not_with_each_batch(
+    alice: User, running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    second = _one_second(monkeypatch)
     before = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
 
     store_outcomes(Run.objects.get(pk=running.pk), [PASSED], offset=5)
+    after_a_batch = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    second[0] += 1
+    next_second = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
 
     assert before is not None
-    assert reads.run_page_key(user_id=alice.pk, run_id=running.pk) != before
+    assert after_a_batch == before
+    assert next_second != before
     # The key of finished pages alone still leaves a running run out.
     assert reads.run_page_state(user_id=alice.pk, run_id=running.pk) is None
+
+
+def test_a_running_runs_page_key_moves_at_once_with_its_status_or_name(
+    alice: User, running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _one_second(monkeypatch)
+    before = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    Run.objects.filter(pk=running.pk).update(name="renamed")
+    renamed = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    Run.objects.filter(pk=running.pk).update(cancel_requested=True)
+    cancelling = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+
+    assert len({before, renamed, cancelling}) == 3
+
+
+def test_a_running_runs_figures_are_computed_once_a_second(
+    running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every batch moved a going run's figures' key: each was computed again
+    for the next reader, up to four times a second."""
+    second = _one_second(monkeypatch)
+    computed: list[int] = []
+    original = summary.run_summary
+
+    def counted(*, run: Run) -> Any:
+        computed.append(run.pk)
+        return original(run=run)
+
+    monkeypatch.setattr(summary, "run_summary", counted)
+    first = summary.run_summary_cached(run=Run.objects.get(pk=running.pk))
+    store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 2, offset=5)
+    same_second = summary.run_summary_cached(run=Run.objects.get(pk=running.pk))
+    second[0] += 1
+    next_second = summary.run_summary_cached(run=Run.objects.get(pk=running.pk))
+
+    assert len(computed) == 2
+    assert same_second == first
+    assert next_second != first
+
+
+def test_an_ended_runs_figures_are_keyed_by_its_exact_results(
+    running: Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _one_second(monkeypatch)
+    run = Run.objects.get(pk=running.pk)
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.COMPLETED, finished_at=timezone.now()
+    )
+    ended = Run.objects.get(pk=run.pk)
+    assert cache_keys.results_version(ended) == ended.results_version
+    assert cache_keys.results_version(run) != run.results_version

@@ -160,7 +160,9 @@ def key_of(result_ids: Iterable[int]) -> str:
 
 def _version(run: Run, vectoriser: str) -> str:
     label = hashlib.blake2b(vectoriser.encode(), digest_size=6).hexdigest()
-    return f"{FORMAT}:{label}:{run.results_version}"
+    # A finished run's exact results_version (its clusters are stored under
+    # it); a going run's second (cache_keys.results_version).
+    return f"{FORMAT}:{label}:{cache_keys.results_version(run)}"
 
 
 def compute(run: Run) -> dict[str, Any]:

@@ -6,7 +6,8 @@ generation moves on every deploy that changes what a cached value holds
 migration (the newest migration of the app is part of it), so a cache shared
 by processes of two versions never hands one a value of the other. What is
 cached from a run's results is keyed by its ``results_version``, which every
-writer of results moves (``versions.py``).
+writer of results moves (``versions.py``); while the run goes, by the second
+instead of its counts (``results_version`` below).
 
 Parts are str, int, float, bool, None, datetimes, and tuples of these: the
 digest is of their pickle, which holds each of them whole, with its exact
@@ -27,6 +28,7 @@ import hashlib
 import operator
 import pickle
 import re
+import time
 from collections.abc import Callable
 from importlib import resources
 from itertools import chain
@@ -107,30 +109,68 @@ def key(kind: str, *parts: Any) -> str:
 
 # -- a run's figures, under its results_version ------------------------------------
 
+# A run still going stores a batch up to four times a second (the executor's
+# FLUSH_INTERVAL), each moving its results_version. Keyed by that version,
+# every figure, cluster, comparison and page of it would be computed again
+# after each batch by the next reader, and a busy run page would spend most
+# of its time recomputing (bench/README.md, the mixed load). While a run
+# goes, what is cached from its results is keyed by the second instead: at
+# most one computation of each a second, never more than a second behind the
+# results the run has stored, and every part of a key still moves with a
+# retry (the revision) or a change of status. An ended run's key is its exact
+# results_version, as stored figures and verdicts are.
+GOING_REFRESH_SECONDS = 1
+
+
+def going_second() -> int:
+    """The current second as a going run's keys count it (a new one every
+    ``GOING_REFRESH_SECONDS``)."""
+    return int(time.time()) // GOING_REFRESH_SECONDS
+
+
+def results_version(run: Run) -> str:
+    """What keys the values cached from ``run``'s results: its
+    ``results_version`` once it has ended; while it goes, its identity,
+    revision, status and ``going_second()``."""
+    if run.is_final:
+        return run.results_version
+    return ":".join(
+        str(part)
+        for part in (
+            run.pk,
+            run.created_at.timestamp(),
+            run.revision,
+            run.status,
+            "going",
+            going_second(),
+        )
+    )
+
 
 def run_summary(run: Run) -> str:
-    return key("run-summary", run.results_version)
+    return key("run-summary", results_version(run))
 
 
 def run_scorers(run: Run) -> str:
-    return key("run-scorers", run.results_version)
+    return key("run-scorers", results_version(run))
 
 
 def run_charts(run: Run) -> str:
-    return key("run-charts", run.results_version)
+    return key("run-charts", results_version(run))
 
 
 def run_figures(run: Run, figures_format: int) -> str:
-    return key("run-figures", figures_format, run.results_version)
+    return key("run-figures", figures_format, results_version(run))
 
 
 def run_cluster_groups(family: str, run: Run) -> str:
-    return key("run-cluster-groups", family, run.results_version)
+    return key("run-cluster-groups", family, results_version(run))
 
 
 def run_clusters(run: Run, baseline: Run | None, items_per_cluster: int) -> str:
-    baseline_version = baseline.results_version if baseline is not None else None
-    return key("run-clusters", run.results_version, baseline_version, items_per_cluster)
+    baseline_version = results_version(baseline) if baseline is not None else None
+    version = results_version(run)
+    return key("run-clusters", version, baseline_version, items_per_cluster)
 
 
 def run_content_clusters(run: Run, version: str) -> str:
@@ -139,11 +179,11 @@ def run_content_clusters(run: Run, version: str) -> str:
 
 
 def comparison(runs: tuple[Run, ...]) -> str:
-    return key("compare", tuple(run.results_version for run in runs))
+    return key("compare", tuple(results_version(run) for run in runs))
 
 
 def leaderboard(runs: tuple[Run, ...], scorer: str | None) -> str:
-    return key("leaderboard", tuple(run.results_version for run in runs), scorer)
+    return key("leaderboard", tuple(results_version(run) for run in runs), scorer)
 
 
 def comparison_items(
@@ -151,8 +191,8 @@ def comparison_items(
 ) -> str:
     return key(
         "compare-items",
-        baseline.results_version,
-        candidate.results_version,
+        results_version(baseline),
+        results_version(candidate),
         scorer,
         change or "",
     )

@@ -42,7 +42,7 @@ from runs.models import (
     RunStatus,
     ScoringPass,
 )
-from runs.records import compiled
+from runs.records import cache_keys, compiled
 from runs.records.compiled import Args
 from runs.records.instances import attnames, model_instance
 
@@ -485,6 +485,24 @@ def run_records(
 
 
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
+# Columns of a run that its executor moves with each batch it stores or each
+# heartbeat: left out of a going run's page key, which holds the second.
+_BATCH_COLUMNS = frozenset(
+    {
+        "succeeded",
+        "failed",
+        "timed_out",
+        "cancelled",
+        "prompt_tokens",
+        "completion_tokens",
+        "cost",
+        "unpriced",
+        "heartbeat_at",
+        "in_flight",
+        "throttle_limit",
+        "call_latency",
+    }
+)
 
 
 def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
@@ -534,13 +552,16 @@ def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
 
 
 def run_page_key(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
-    """``run_page_state``, and for a run still going its row, passes and the
-    current second.
+    """``run_page_state``, and for a run still going its row without what
+    moves with each batch (its counts, tokens, cost, heartbeat), its passes
+    and the current second (``cache_keys.going_second``).
 
-    A run still going moves its counts with every batch it stores: its page
-    is never older than its last batch, and readers of one batch share one
-    rendering. It also shows what moves with the clock (whether its executor
-    is alive, its ETA), hence the second.
+    A run still going stores a batch up to four times a second: keyed by its
+    counts, its page would be rendered again for each. Keyed by the second,
+    readers share one rendering a second, never more than a second behind
+    what the run stored; a change of its status, name or revision, or of the
+    reader's role, still makes another key at once. The page also shows
+    what moves with the clock (whether its executor is alive, its ETA).
     """
     return _page_state(user_id=user_id, run_id=run_id, going=True)
 
@@ -563,5 +584,14 @@ def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | 
     status = pass_names.index("status")
     if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
         return None
-    state = (names, found[0]), (pass_names, tuple(passes))
-    return state if final else (*state, int(timezone.now().timestamp()))
+    if final:
+        return (names, found[0]), (pass_names, tuple(passes))
+    # A going run's page: rendered at most once a second, never more than a
+    # second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
+    kept = [n for n, name in enumerate(names) if name not in _BATCH_COLUMNS]
+    row = tuple(found[0][n] for n in kept)
+    return (
+        (tuple(names[n] for n in kept), row),
+        (pass_names, tuple(passes)),
+        cache_keys.going_second(),
+    )
