@@ -9,7 +9,7 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.catalogue.schemas import kinds_schema
 from runs.models import Evaluation, Schedule
-from runs.results.schemas import ScorerSpecIn, run_options_schema
+from runs.results.schemas import RunSpecOut, ScorerSpecIn, run_options_schema
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId
 
@@ -81,18 +81,9 @@ class ScheduleOut(Schema):
     last_tick_at: datetime
 
 
-class EvaluationOut(Schema):
-    id: int
-    project: int = Field(alias="project_id")
-    name: str
+class EvaluationOut(RunSpecOut):
     description: str
-    dataset: int = Field(alias="dataset_id")
     dataset_policy: str
-    target: int | None = Field(alias="target_id")
-    target_kind: str
-    target_config: dict[str, Any]
-    scorers: list[dict[str, Any]]
-    options: dict[str, Any]
     baseline_policy: str
     baseline_run: int | None = Field(alias="baseline_run_id")
     pass_rate_floors: dict[str, float]
