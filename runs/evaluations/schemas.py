@@ -9,7 +9,12 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.catalogue.schemas import kinds_schema
 from runs.models import Evaluation, Schedule
-from runs.results.schemas import RunSpecOut, ScorerSpecIn, run_options_schema
+from runs.results.schemas import (
+    RunSpecOut,
+    ScorerSpecIn,
+    given_specs,
+    run_options_schema,
+)
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId
 
@@ -45,12 +50,7 @@ class EvaluationFields(BodyIn):
 
     def scorer_specs(self) -> list[str | dict[str, Any]] | None:
         scorers: list[str | ScorerSpecIn] | None = getattr(self, "scorers", None)
-        if scorers is None:
-            return None
-        return [
-            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
-            for spec in scorers
-        ]
+        return None if scorers is None else given_specs(scorers)
 
 
 class EvaluationIn(EvaluationFields):

@@ -72,6 +72,15 @@ class ScorerSpecIn(BodyIn):
     )
 
 
+def given_specs(scorers: list[str | ScorerSpecIn]) -> list[str | dict[str, Any]]:
+    """Scorers as a body gives them, as the services take them: a kind by its
+    name, or a spec with only the fields given."""
+    return [
+        spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
+        for spec in scorers
+    ]
+
+
 class RunIn(BodyIn):
     dataset: DbId
     target: DbId | None = Field(None, description="a stored target's id, or ...")
@@ -90,10 +99,7 @@ class RunIn(BodyIn):
     name: str = ""
 
     def scorer_specs(self) -> list[str | dict[str, Any]]:
-        return [
-            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
-            for spec in self.scorers
-        ]
+        return given_specs(self.scorers)
 
 
 class RunCounts(Schema):
