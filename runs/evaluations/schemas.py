@@ -9,7 +9,12 @@ from ninja import Field, FilterLookup, FilterSchema, Schema
 
 from runs.catalogue.schemas import kinds_schema
 from runs.models import Evaluation, Schedule
-from runs.results.schemas import ScorerSpecIn, run_options_schema
+from runs.results.schemas import (
+    RunSpecOut,
+    ScorerSpecIn,
+    given_specs,
+    run_options_schema,
+)
 from runs.targets.schemas import TARGET_CONFIG_HELP
 from runs.web.schemas import BodyIn, DbId
 
@@ -45,12 +50,7 @@ class EvaluationFields(BodyIn):
 
     def scorer_specs(self) -> list[str | dict[str, Any]] | None:
         scorers: list[str | ScorerSpecIn] | None = getattr(self, "scorers", None)
-        if scorers is None:
-            return None
-        return [
-            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
-            for spec in scorers
-        ]
+        return None if scorers is None else given_specs(scorers)
 
 
 class EvaluationIn(EvaluationFields):
@@ -81,18 +81,9 @@ class ScheduleOut(Schema):
     last_tick_at: datetime
 
 
-class EvaluationOut(Schema):
-    id: int
-    project: int = Field(alias="project_id")
-    name: str
+class EvaluationOut(RunSpecOut):
     description: str
-    dataset: int = Field(alias="dataset_id")
     dataset_policy: str
-    target: int | None = Field(alias="target_id")
-    target_kind: str
-    target_config: dict[str, Any]
-    scorers: list[dict[str, Any]]
-    options: dict[str, Any]
     baseline_policy: str
     baseline_run: int | None = Field(alias="baseline_run_id")
     pass_rate_floors: dict[str, float]

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from ninja import Field, Schema
 
 from runs.models import ScoringPass
-from runs.results.schemas import RunDetailOut, ScorerSpecIn
+from runs.results.schemas import RunDetailOut, ScorerSpecIn, given_specs
 from runs.web.schemas import BodyIn
 
 
@@ -22,10 +22,7 @@ class RescoreIn(BodyIn):
     dry_run: bool = Field(False, description="say what would be scored; change nothing")
 
     def scorer_specs(self) -> list[str | dict[str, Any]]:
-        return [
-            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
-            for spec in self.scorers
-        ]
+        return given_specs(self.scorers)
 
 
 class ScoringPassOut(Schema):

@@ -72,6 +72,15 @@ class ScorerSpecIn(BodyIn):
     )
 
 
+def given_specs(scorers: list[str | ScorerSpecIn]) -> list[str | dict[str, Any]]:
+    """Scorers as a body gives them, as the services take them: a kind by its
+    name, or a spec with only the fields given."""
+    return [
+        spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
+        for spec in scorers
+    ]
+
+
 class RunIn(BodyIn):
     dataset: DbId
     target: DbId | None = Field(None, description="a stored target's id, or ...")
@@ -90,10 +99,7 @@ class RunIn(BodyIn):
     name: str = ""
 
     def scorer_specs(self) -> list[str | dict[str, Any]]:
-        return [
-            spec if isinstance(spec, str) else spec.model_dump(exclude_none=True)
-            for spec in self.scorers
-        ]
+        return given_specs(self.scorers)
 
 
 class RunCounts(Schema):
@@ -107,24 +113,31 @@ class RunCounts(Schema):
     processed: int
 
 
-class RunOut(Schema):
-    # Only the run's own columns: the API's run list is cached under them
-    # (runs/records/reads.py run_records); a field read from another table would
-    # need that key to read it too.
+class RunSpecOut(Schema):
+    """What a run runs, as a run records it and an evaluation saves it: the
+    dataset, the target (stored, or a kind and its configuration), the
+    scorers and the options."""
+
     id: int
     project: int = Field(alias="project_id")
     name: str
-    status: RunStatus
-    cancel_requested: bool
-    error: str
     dataset: int = Field(alias="dataset_id")
-    dataset_hash: str
     target: int | None = Field(alias="target_id")
     target_kind: str
-    target_name: str
     target_config: dict[str, Any]
     scorers: list[dict[str, Any]]
     options: dict[str, Any]
+
+
+class RunOut(RunSpecOut):
+    # Only the run's own columns: the API's run list is cached under them
+    # (runs/records/reads.py run_records); a field read from another table would
+    # need that key to read it too.
+    status: RunStatus
+    cancel_requested: bool
+    error: str
+    dataset_hash: str
+    target_name: str
     parent: int | None = Field(alias="parent_id")
     item_limit: int | None = Field(
         description="the run's items are only its dataset's first item_limit "
