@@ -25,6 +25,7 @@ from django.utils import timezone
 from runs.executor.store import ResultRecord, ScoreRecord, results_write
 from runs.models import Dataset, Item, Project, Run, RunStatus
 from runs.projects.services import api_key_create
+from runs.records import cache_keys
 from runs.results.selectors import run_overview
 from runs.results.services import run_create
 from tests.factories import arithmetic_items, make_dataset
@@ -290,9 +291,12 @@ def test_finished_run_page_renders_its_results_table_once(
 
 
 @pytest.mark.django_db
-def test_run_page_shows_results_stored_since_the_last_view(
-    alice_client: Client, project: Project
+def test_run_page_shows_results_stored_since_the_last_view_the_next_second(
+    alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # A going run's page is keyed by the second (cache_keys.going_second).
+    second = [cache_keys.going_second()]
+    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     dataset = make_dataset(project, arithmetic_items(3))
     run = _run(dataset)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
@@ -301,6 +305,7 @@ def test_run_page_shows_results_stored_since_the_last_view(
     before = _results_table(alice_client, run)
 
     _store_results(run, items[1:])
+    second[0] += 1
 
     assert before.count("data-result-id=") == 1
     assert _results_table(alice_client, run).count("data-result-id=") == 3
@@ -308,8 +313,11 @@ def test_run_page_shows_results_stored_since_the_last_view(
 
 @pytest.mark.django_db
 def test_scorer_figures_follow_every_stored_score(
-    alice: User, project: Project
+    alice: User, project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Within one second too: the live progress block shows them beside the
+    # run's processed count, and "scored" must add up to it.
+    monkeypatch.setattr(cache_keys, "going_second", lambda: 0)
     dataset = make_dataset(project, arithmetic_items(3))
     run = _run(dataset)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)

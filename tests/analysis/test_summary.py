@@ -12,6 +12,7 @@ from scipy.special import comb
 
 from runs.analysis.summary import run_summary, run_summary_cached
 from runs.models import Dataset, Item, Project, Result, Run, RunStatus, Score
+from runs.records import cache_keys
 from tests.analysis.clustered_reference import clustered_wilson
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import SCORERS, Stored, stored_run
@@ -225,7 +226,12 @@ def test_a_run_without_results_has_no_rates(dataset: Dataset) -> None:
     assert summary.cost is None
 
 
-def test_the_cached_summary_follows_newly_stored_results(dataset: Dataset) -> None:
+def test_the_cached_summary_follows_newly_stored_results_the_next_second(
+    dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A going run's figures are keyed by the second (cache_keys.going_second).
+    second = [cache_keys.going_second()]
+    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     run, stored = stored_run(dataset, seed=14, missing=0.5, status=RunStatus.RUNNING)
     before = run_summary_cached(run=run)
     index = next(i for i in range(10) if i not in {s.item_index for s in stored})
@@ -242,7 +248,10 @@ def test_the_cached_summary_follows_newly_stored_results(dataset: Dataset) -> No
     Run.objects.filter(pk=run.pk).update(succeeded=run.succeeded + 1)
     run.refresh_from_db()
 
+    same_second = run_summary_cached(run=run)
+    second[0] += 1
     after = run_summary_cached(run=run)
 
+    assert same_second == before
     assert after.scorers[0].passed == before.scorers[0].passed + 1
     assert after.counts["processed"] == before.counts["processed"] + 1
