@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import re
 
 import pytest
 from django.core.cache import caches
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from runs.models import Dataset, Project, Run
+from runs.records.versions import results_changed
 from tests.comparisons import add_result, finish, make_run, paired_runs
 from tests.factories import arithmetic_items, make_dataset
 
@@ -310,3 +314,32 @@ def test_item_table_rows_cost_few_python_calls_each(
     # calls; rendered through the template language it cost about 1,360.
     per_row = (fifty - ten) / 40
     assert per_row < 800, per_row
+
+
+def test_a_second_view_of_the_same_comparison_is_the_cached_page(
+    alice_client: Client, runs: tuple[Run, Run]
+) -> None:
+    """The page was computed and rendered for every request (a fifth of the
+    server's time under a mixed load): now once per state of its runs."""
+    first = _get(alice_client, *runs).content.decode()
+    with CaptureQueriesContext(connection) as again:
+        second = _get(alice_client, *runs).content.decode()
+
+    # The session's user and, per run, its row and scoring passes.
+    assert len(again.captured_queries) <= 1 + 2 * len(runs)
+    # The same page but its CSRF token (64 letters and digits, masked anew).
+    token = re.compile(r"[A-Za-z0-9]{64}")
+    assert token.sub("", second) == token.sub("", first)
+
+
+def test_a_comparison_page_follows_a_renamed_run_and_stored_results(
+    alice_client: Client, runs: tuple[Run, Run]
+) -> None:
+    candidate = runs[1]
+    _get(alice_client, *runs)
+    Run.objects.filter(pk=candidate.pk).update(name="renamed candidate")
+    assert "renamed candidate" in _get(alice_client, *runs).content.decode()
+
+    assert _get(alice_client, *runs).context is None  # from the cache
+    results_changed(candidate)  # a re-score, a retry, a review's label
+    assert _get(alice_client, *runs).context is not None  # rendered again

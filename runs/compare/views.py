@@ -19,6 +19,7 @@ from runs.compare.selectors import (
     run_ids_parse,
 )
 from runs.errors import InvalidInput
+from runs.records import pagecache, reads
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
 from runs.review.calibration import uncalibrated_judges
@@ -40,10 +41,36 @@ def compare(request: AuthedRequest) -> HttpResponse:
     try:
         if "run" in request.GET:  # ticked in the runs list or on a run's page
             return redirect(_ticked_url(request))
-        context = _comparison_context(request)
+
+        def state() -> tuple[Any, ...] | None:
+            return _runs_state(request)
+
+        # From the cache while nothing it shows has moved: the page shows the
+        # runs' rows, and what it computes (verdicts, items, steps, the
+        # judges' calibration) comes from their results, which their rows'
+        # versions key (reads.run_page_key; a going run's by the second).
+        return pagecache.render_cached(
+            request,
+            "runs/compare/compare.html",
+            lambda: (_comparison_context(request), 200),
+            key_data=state(),
+            still_current=state,
+        )
     except InvalidInput as exc:
         return render(request, "runs/compare/compare.html", {"error": exc}, status=400)
-    return render(request, "runs/compare/compare.html", context)
+
+
+def _runs_state(request: AuthedRequest) -> tuple[Any, ...] | None:
+    """Each compared run's page state for this user; None (not cached) when
+    one of them is not the user's to see, or is being re-scored."""
+    ids = [
+        *run_ids_parse(request.GET.get("baseline"), field="baseline"),
+        *run_ids_parse(request.GET.get("candidates"), field="candidates"),
+    ]
+    states = tuple(
+        reads.run_page_key(user_id=request.user.pk, run_id=run_id) for run_id in ids
+    )
+    return None if any(state is None for state in states) else states
 
 
 def _ticked_url(request: AuthedRequest) -> str:
