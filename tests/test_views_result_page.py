@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import Dataset, Item, Project, Result, Run, RunStatus, Score
+from runs.records.versions import results_changed
 from runs.results.services import run_create
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.factories import make_dataset
@@ -256,3 +257,30 @@ def test_the_result_page_of_a_run_without_steps_reads_no_steps_nor_the_run_again
     statements = [q["sql"] for q in queries]
     assert not [sql for sql in statements if '"runs_step"' in sql]
     assert len([sql for sql in statements if 'FROM "runs_run"' in sql]) == 1
+
+
+def test_a_second_view_of_a_result_is_the_cached_page_until_its_run_moves(
+    bob_client: Client, chat_run: Run
+) -> None:
+    """A result's page was read and rendered for every request: now once per
+    state of its run (its row and scoring passes, which its results_version
+    is made of)."""
+    result = Result.objects.get(run=chat_run, item_index=1)
+    first = _page(bob_client, "result_detail", chat_run.pk, result.pk)
+
+    url = reverse("runs:result_detail", args=(chat_run.pk, result.pk))
+    with CaptureQueriesContext(connection) as again:
+        cached = bob_client.get(url)
+    second = cached.content.decode()
+    Score.objects.filter(result=result).update(reason="judged again")
+    results_changed(chat_run)  # as a re-score does, in its transaction
+    third = _page(bob_client, "result_detail", chat_run.pk, result.pk)
+
+    # No template rendered; read: the session's user, the run's row and its
+    # scoring passes.
+    assert cached.context is None
+    assert len(again.captured_queries) <= 3
+    token = re.compile(r"[A-Za-z0-9]{64}")
+    assert token.sub("", second) == token.sub("", first)
+    assert "judged again" not in first
+    assert "judged again" in third

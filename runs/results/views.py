@@ -207,14 +207,27 @@ def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
-    view = result_view(
-        user=request.user, run_id=run_id, result_id=result_id, params=request.GET
-    )
-    trajectory = trajectory_section(view.result, request.GET.get("steps"))
-    return render(
+    # From the cache while its run's page state holds (reads.run_page_key): a
+    # result, its scores and its neighbours change only with its run's
+    # results_version (a retry, a re-score, a review's label, a new batch);
+    # its request and judges' prompts come from the run's row.
+    def state() -> tuple[Any, ...] | None:
+        run_state = reads.run_page_key(user_id=request.user.pk, run_id=run_id)
+        return None if run_state is None else (run_state, result_id)
+
+    def build() -> tuple[dict[str, Any], int]:
+        view = result_view(
+            user=request.user, run_id=run_id, result_id=result_id, params=request.GET
+        )
+        trajectory = trajectory_section(view.result, request.GET.get("steps"))
+        return {"result": view.result, "view": view, "trajectory": trajectory}, 200
+
+    return pagecache.render_cached(
         request,
         "runs/results/result_detail.html",
-        {"result": view.result, "view": view, "trajectory": trajectory},
+        build,
+        key_data=state(),
+        still_current=state,
     )
 
 
