@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from runs.analysis.charts import run_charts_cached
-from runs.analysis.result_table import run_result_table
+from runs.analysis.result_table import run_tables_store
 from runs.analysis.summary import (
     FINAL_CACHE_SECONDS,
     RunSummary,
@@ -27,7 +27,6 @@ from runs.analysis.summary import (
     run_summary_cached,
     store_for_run,
 )
-from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
 from runs.records import cache_keys, single_flight
 
@@ -122,8 +121,8 @@ def run_figures_store(run_id: int) -> None:
     try:
         run_figures(run=run)
         # Its verdicts too, for comparisons (single-epoch runs), and its
-        # result table, for its results filters and clusters.
-        run_verdicts(run=run)
-        run_result_table(run=run)
+        # result table, for its results filters and clusters: both from one
+        # read of its results and scores.
+        run_tables_store(run=run)
     except Exception:  # the run has ended and is stored: its figures can wait
         logger.exception("could not store the figures of run %s", run_id)
