@@ -31,6 +31,7 @@ from django.db import connection
 
 from runs.analysis import verdicts
 from runs.analysis.cluster_keys import parse_cluster_key
+from runs.analysis.stored_arrays import npz_bytes
 from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
 from runs.analysis.verdicts import (
     JOINED_SCORERS,
@@ -414,11 +415,7 @@ def _encode(arrays: Mapping[str, np.ndarray]) -> bytes:
         stored[f"{name}_start"] = arrays[name][:1]
         stored[name] = _narrow(np.diff(arrays[name]))
     stored["epochs"] = _narrow(arrays["epochs"])
-    buffer = io.BytesIO()
-    # Its stubs read any keyword as its allow_pickle; these are arrays' names.
-    save: Any = np.savez_compressed
-    save(buffer, **stored)
-    return buffer.getvalue()
+    return npz_bytes(stored)
 
 
 def decode(data: bytes, scorers: Sequence[str]) -> ResultTable | None:

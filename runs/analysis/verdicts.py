@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 
+from runs.analysis.stored_arrays import npz_bytes
 from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
 from runs.models import Result, Run, RunVerdicts, Score
 
@@ -132,11 +133,9 @@ def compute(run: Run) -> Verdicts:
 
 
 def _encode(verdicts: Verdicts) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(
-        buffer, items=verdicts.items, states=verdicts.states, values=verdicts.values
+    return npz_bytes(
+        {"items": verdicts.items, "states": verdicts.states, "values": verdicts.values}
     )
-    return buffer.getvalue()
 
 
 def _decode(data: bytes | memoryview, scorers: Sequence[str]) -> Verdicts | None:

@@ -5,6 +5,7 @@ the results joined with their scores are read once for both."""
 from __future__ import annotations
 
 import gc
+import io
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from runs.analysis import result_table, verdicts
 from runs.analysis.figures import run_figures_store
+from runs.analysis.stored_arrays import npz_bytes
 from runs.models import (
     DEADLINE_ERROR_TYPE,
     Result,
@@ -258,3 +260,18 @@ def test_the_results_are_joined_with_their_scores_once_when_a_run_ends(dataset):
     assert len(reads) == 1, reads
     assert RunVerdicts.objects.filter(run=run).exists()
     assert RunResultTable.objects.filter(run=run).exists()
+
+
+def test_stored_arrays_read_back_as_numpy_writes_them():
+    arrays = {
+        "ids": np.array([3, 1, 2], dtype=np.int64),
+        "marks": np.array([[1, 2], [4, 8]], dtype=np.uint8),
+        "values": np.array([0.25, np.nan, -1.0]),
+        "words": np.array(["", "timed out", "é"], dtype=str),
+        "none": np.zeros(0, dtype=np.int8),
+    }
+    with np.load(io.BytesIO(npz_bytes(arrays)), allow_pickle=False) as read:
+        assert sorted(read.files) == sorted(arrays)
+        for name, array in arrays.items():
+            assert read[name].dtype == array.dtype
+            np.testing.assert_array_equal(read[name], array)
