@@ -54,6 +54,8 @@ PASSED = 2
 FAILED = 4
 ERRORED = 8
 SKIPPED = 16
+# Read at a run's end, not stored: the score has a value.
+_VALUED = 32
 # What a failing-score cluster holds (records.signatures.FAILING_SCORE): a
 # score not passed, or errored.
 FAILING = FAILED | ERRORED
@@ -205,21 +207,27 @@ def _groups(codes: np.ndarray, words: list[str]) -> dict[str, np.ndarray]:
 # -- computing ---------------------------------------------------------------------
 
 
-def _state_columns(s: str) -> str:
+def _state_columns(s: str, *, valued: bool = False) -> str:
+    has_value = (
+        f" + CASE WHEN {s}.value IS NOT NULL THEN {_VALUED} ELSE 0 END"
+        if valued
+        else ""
+    )
     return (
         f"CASE WHEN {s}.id IS NULL THEN 0 ELSE {SCORED}"
         f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END"
         f" + CASE WHEN {s}.passed = FALSE AND {s}.error = '' THEN {FAILED}"
         " ELSE 0 END"
         f" + CASE WHEN {s}.error <> '' THEN {ERRORED} ELSE 0 END"
-        f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END END,"
+        f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END{has_value} END,"
         f" COALESCE({s}.reason_signature, '')"
     )
 
 
-def _verdict_columns(s: str) -> str:
-    # The value a stored verdict keeps (0 without one), after the marks.
-    return f"{_state_columns(s)}, COALESCE({s}.value, 0)"
+def _full_columns(s: str) -> str:
+    # With the mark of a value (not stored), the value a stored verdict
+    # keeps (0 without one).
+    return f"{_state_columns(s, valued=True)}, COALESCE({s}.value, 0)"
 
 
 _RESULT_COLUMNS = (
@@ -227,15 +235,15 @@ _RESULT_COLUMNS = (
 )
 
 
-def _sql(scorers: int, *, with_verdicts: bool) -> str:
+def _sql(scorers: int, *, full: bool) -> str:
     """The rows of a run and the scores of ``scorers`` scorers, in dataset
-    order; with the verdicts, also whether each result was stopped in flight
-    and each score's value. Its parameters: ``STOPPED_PARAMS`` (with the
-    verdicts), the scorers' names, the run's id."""
-    if with_verdicts:
+    order; ``full``, also whether each result was stopped in flight and each
+    score's value, for the verdicts and the charts. Its parameters:
+    ``STOPPED_PARAMS`` (``full``), the scorers' names, the run's id."""
+    if full:
         return scores_joined_sql(
             f"{_RESULT_COLUMNS}, CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END",
-            _verdict_columns,
+            _full_columns,
             scorers,
             "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
         )  # table names from the models, values as parameters
@@ -284,29 +292,38 @@ class _Vocabulary(dict[str | None, int]):
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Scan:
+class Scan:
     """What one read of a run's results joined with their scores gives: the
-    table's arrays (as stored), and with the verdicts, in the same rows,
-    whether each result was stopped in flight and each score's value."""
+    table's arrays (as stored), and read in full (at a run's end), in the
+    same rows, whether each result was stopped in flight, each score's value
+    (0 without one) and whether it has one."""
 
     arrays: dict[str, np.ndarray]
     stopped: np.ndarray | None = None  # (rows,) bool
     values: np.ndarray | None = None  # (rows, scorers) float64
+    valued: np.ndarray | None = None  # (rows, scorers) bool
+
+    def score_values(self, scorers: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each scorer's score values, in dataset order (read in full only)."""
+        assert self.values is not None and self.valued is not None
+        return {
+            name: self.values[self.valued[:, j], j] for j, name in enumerate(scorers)
+        }
 
 
 def compute(run: Run) -> dict[str, np.ndarray]:
     """The run's result table as the arrays stored (``_encode``)."""
-    return _scan(run, with_verdicts=False).arrays
+    return _scan(run, full=False).arrays
 
 
-def _scan(run: Run, *, with_verdicts: bool) -> _Scan:
+def _scan(run: Run, *, full: bool) -> Scan:
     scorers = run.scorer_names
     groups = [
         scorers[start : start + JOINED_SCORERS]
         for start in range(0, len(scorers), JOINED_SCORERS)
     ] or [[]]
     # Where the scores' columns start in a row, and how many each scorer has.
-    first, width = (8, 3) if with_verdicts else (7, 2)
+    first, width = (8, 3) if full else (7, 2)
     base: dict[str, list[np.ndarray]] = {
         name: [] for name in ("ids", "items", "indexes", "epochs", *_TEXTS)
     }
@@ -318,8 +335,8 @@ def _scan(run: Run, *, with_verdicts: bool) -> _Scan:
     values: list[list[np.ndarray]] = []
     for number, group in enumerate(groups):
         group_marks, group_reasons, group_values = [], [], []
-        params = [*(STOPPED_PARAMS if with_verdicts else ()), *group, run.pk]
-        for rows in _chunks(_sql(len(group), with_verdicts=with_verdicts), params):
+        params = [*(STOPPED_PARAMS if full else ()), *group, run.pk]
+        for rows in _chunks(_sql(len(group), full=full), params):
             columns = list(zip(*rows, strict=True))
             if number == 0:
                 for name, column in zip(
@@ -328,7 +345,7 @@ def _scan(run: Run, *, with_verdicts: bool) -> _Scan:
                     base[name].append(np.array(column, dtype=np.int64))
                 for name, column in zip(_TEXTS, columns[4:7], strict=True):
                     base[name].append(texts[name].encode(column))
-                if with_verdicts:
+                if full:
                     stopped.append(np.array(columns[7], dtype=bool))
             if group:
                 group_marks.append(np.array(columns[first::width], dtype=np.uint8).T)
@@ -338,7 +355,7 @@ def _scan(run: Run, *, with_verdicts: bool) -> _Scan:
                         axis=1,
                     )
                 )
-                if with_verdicts:
+                if full:
                     group_values.append(
                         np.array(columns[first + 2 :: width], dtype=float).T
                     )
@@ -353,19 +370,21 @@ def _scan(run: Run, *, with_verdicts: bool) -> _Scan:
         arrays[name] = texts[name].narrow(arrays[name])
         arrays[f"{name}_vocabulary"] = texts[name].words()
     count = len(arrays["ids"])
-    arrays["marks"] = _columns(marks, groups, count).astype(np.uint8)
+    marks_read = _columns(marks, groups, count).astype(np.uint8)
+    arrays["marks"] = marks_read & ~np.uint8(_VALUED)
     arrays["reason"] = reasons.narrow(_columns(reason_codes, groups, count))
     arrays["reason_vocabulary"] = reasons.words()
-    if not with_verdicts:
-        return _Scan(arrays)
-    return _Scan(
+    if not full:
+        return Scan(arrays)
+    return Scan(
         arrays,
         stopped=np.concatenate(stopped) if stopped else np.zeros(0, dtype=bool),
         values=_columns(values, groups, count).astype(float),
+        valued=(marks_read & _VALUED) != 0,
     )
 
 
-def _verdicts(scan: _Scan, scorers: Sequence[str]) -> Verdicts:
+def _verdicts(scan: Scan, scorers: Sequence[str]) -> Verdicts:
     """The run's verdicts (``verdicts.compute``) from the scan's rows: in
     item order, each scorer's state made of the same facts as there."""
     assert scan.stopped is not None and scan.values is not None
@@ -488,22 +507,32 @@ def run_result_table(*, run: Run) -> ResultTable | None:
     return table
 
 
-def run_tables_store(*, run: Run) -> None:
+def run_end_scan(run: Run) -> Scan | None:
+    """The one read of an ended run's results joined with their scores that
+    gives its result table, its verdicts and its scores' values (for its
+    charts); None when its table is current already or not kept."""
+    if not keeps_table(run):
+        return None
+    data = _stored(run)
+    if data is not None and decode(data, run.scorer_names) is not None:
+        return None
+    return _scan(run, full=True)
+
+
+def run_tables_store(*, run: Run, scan: Scan | None = None) -> None:
     """Store what a run keeps of its results when it ends: its result table
     and, for a single-epoch run, its verdicts (``verdicts.run_verdicts``).
 
     Both are read from the same rows: the run's results joined with their
-    scores. When both are missing they come from one read of those rows,
-    not one each; one already stored is read back, not computed again.
+    scores. ``scan`` (``run_end_scan``) gives both when both are missing;
+    one already stored is read back, not computed again.
     """
     wants_verdicts = stores_verdicts(run) and stored_verdicts(run) is None
-    if wants_verdicts and keeps_table(run):
-        data = _stored(run)
-        if data is None or decode(data, run.scorer_names) is None:
-            scan = _scan(run, with_verdicts=True)
+    if scan is not None:
+        if wants_verdicts:
             verdicts.store_verdicts(run, _verdicts(scan, run.scorer_names))
-            _KEPT[run] = (_version(run), _store(run, scan.arrays))
-            return
+        _KEPT[run] = (_version(run), _store(run, scan.arrays))
+        return
     if wants_verdicts:
         verdicts.store_verdicts(run, verdicts.compute(run))
     run_result_table(run=run)

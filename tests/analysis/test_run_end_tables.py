@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import io
+import json
 from typing import Any
 
 import numpy as np
@@ -15,13 +16,16 @@ from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 
 from runs.analysis import result_table, verdicts
+from runs.analysis.charts import run_charts
 from runs.analysis.figures import run_figures_store
 from runs.analysis.stored_arrays import npz_bytes
+from runs.analysis.summary import run_summary
 from runs.models import (
     DEADLINE_ERROR_TYPE,
     Result,
     ResultStatus,
     Run,
+    RunFigures,
     RunResultTable,
     RunVerdicts,
     Score,
@@ -47,12 +51,12 @@ def _stopped(result: Result) -> bool:
     )
 
 
-def _more_varied(run: Run) -> Run:
+def _more_varied(run: Run, *, foreign: bool = True) -> Run:
     """``run`` with what its results go through after they are stored:
     results stopped in flight (a cancel, the deadline), retried (rewritten
     to succeed), re-scored values, a third scorer of fractional values and
     a score of a scorer the run does not name; dataset order unlike item
-    order."""
+    order. ``foreign``: with the scores of a scorer the run does not name."""
     results = Result.objects.filter(run=run)
     results.filter(item_index__in=[0, 14, 40]).update(
         status=ResultStatus.CANCELLED, error_type="Cancelled"
@@ -89,10 +93,11 @@ def _more_varied(run: Run) -> Run:
         for r in results.filter(status=ResultStatus.SUCCEEDED)
         if r.item_index % 5 != 2
     )
-    Score.objects.bulk_create(
-        Score(result=r, scorer="gone", value=1.0, passed=True)
-        for r in results.filter(item_index__lt=20)
-    )
+    if foreign:
+        Score.objects.bulk_create(
+            Score(result=r, scorer="gone", value=1.0, passed=True)
+            for r in results.filter(item_index__lt=20)
+        )
     # Dataset order backwards: the table reads in it, the verdicts by item.
     results.update(item_index=1000 - F("item_index"))
     Run.objects.filter(pk=run.pk).update(
@@ -275,3 +280,22 @@ def test_stored_arrays_read_back_as_numpy_writes_them():
         for name, array in arrays.items():
             assert read[name].dtype == array.dtype
             np.testing.assert_array_equal(read[name], array)
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_the_charts_stored_at_a_runs_end_are_those_the_database_bins(dataset, epochs):
+    run = _more_varied(varied_run(dataset, epochs=epochs), foreign=False)
+    value = f'"{Score._meta.db_table}"."value"'
+
+    with CaptureQueriesContext(connection) as queries:
+        run_figures_store(run.pk)
+
+    summary = run_summary(run=run)
+    in_sql = json.loads(json.dumps(run_charts(run=run, summary=summary)))
+    stored = RunFigures.objects.get(run=run).data["charts"]
+    assert stored == in_sql
+    assert {c["scorer"] for c in stored["scores"]} == set(run.scorer_names)
+    assert any("bins" in c for c in stored["scores"])  # a histogram, not values
+    # The scores' values came with the result table: not binned in the database.
+    binned = [q["sql"] for q in queries.captured_queries if "FLOOR" in q["sql"]]
+    assert binned and not [sql for sql in binned if value in sql]
