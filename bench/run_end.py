@@ -30,6 +30,7 @@ from analysis_bench import run_in_scratch, seed_analysis
 # The parts of ``run_figures_store``, by the name the figures module calls
 # them, whichever of them the measured code has.
 PARTS = {
+    "run_end_scan": "one read of results, scores",
     "run_figures": "summary and charts",
     "run_verdicts": "verdicts",
     "run_result_table": "result table",
