@@ -5,9 +5,11 @@ completion timeline, each binned in the database so only a few rows come back.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.db.models import (
     Case,
     Count,
@@ -30,6 +32,9 @@ from runs.analysis.summary import (
 )
 from runs.models import Result, ResultStatus, Run, Score
 from runs.records import cache_keys
+
+# A bin of a scorer's scores: its index, how many, the lowest and highest value.
+BinRow = tuple[int, int, float, float]
 
 LATENCY_BINS = 20
 SCORE_BINS = 10
@@ -91,12 +96,20 @@ def pass_rate_chart(summary: RunSummary) -> list[dict[str, Any]]:
     ]
 
 
-def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]]:
+def score_distributions(
+    *,
+    run: Run,
+    summary: RunSummary,
+    values: Mapping[str, np.ndarray] | None = None,
+) -> list[dict[str, Any]]:
     """Per scorer, how many scores fall in each of SCORE_BINS equal bins from
     its lowest value to its highest, or have each value when there are so few
     distinct values that each bin holds only one.
 
     One query for every scorer: the bin of a score depends on its scorer.
+    ``values``, each scorer's score values read already (a run's end reads
+    them with its result table), are binned in memory instead when they hold
+    every scorer with a value.
     """
     ranges = {
         s.scorer: (s.low, s.high)
@@ -106,24 +119,13 @@ def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]
     if not ranges:
         return []
     widths = {name: (high - low) / SCORE_BINS for name, (low, high) in ranges.items()}
-    bin_of = Case(
-        *(
-            When(scorer=name, then=_bin(F("value"), low, widths[name] or 1.0))
+    if values is not None and _complete(values, ranges):
+        bins = {
+            name: _bins(values[name], low, widths[name] or 1.0)
             for name, (low, _high) in ranges.items()
-        ),
-        default=Value(0),
-        output_field=IntegerField(),
-    )
-    rows = (
-        Score.objects.filter(result__run=run, value__isnull=False)
-        .annotate(bin=bin_of)
-        .values_list("scorer", "bin")
-        .annotate(n=Count("id"), low=Min("value"), high=Max("value"))
-        .order_by()
-    )
-    bins: dict[str, list[tuple[int, int, float, float]]] = {}
-    for name, index, count, low, high in rows:
-        bins.setdefault(name, []).append((index, count, low, high))
+        }
+    else:
+        bins = _bins_in_sql(run, ranges, widths)
     charts: list[dict[str, Any]] = []
     for name in ranges:
         mine = sorted(bins.get(name, []))
@@ -147,6 +149,58 @@ def score_distributions(*, run: Run, summary: RunSummary) -> list[dict[str, Any]
             {"scorer": name, "bins": starts, "width": width, "counts": counts}
         )
     return charts
+
+
+def _complete(
+    values: Mapping[str, np.ndarray], ranges: Mapping[str, tuple[float, float]]
+) -> bool:
+    """Whether ``values`` hold every scorer of ``ranges``, and only numbers
+    the database bins alike (a NaN it cannot)."""
+    return all(name in values and not np.isnan(values[name]).any() for name in ranges)
+
+
+def _bins(values: np.ndarray, low: float, width: float) -> list[BinRow]:
+    """``_bins_in_sql``'s rows of one scorer from its values: the same
+    arithmetic (``_bin``) in the same double precision."""
+    if not len(values):
+        return []
+    index = np.floor((values - low) / width).astype(np.int64)
+    order = np.argsort(index, kind="stable")
+    index, ordered = index[order], values[order]
+    found, starts, counts = np.unique(index, return_index=True, return_counts=True)
+    lows = np.minimum.reduceat(ordered, starts)
+    highs = np.maximum.reduceat(ordered, starts)
+    return list(
+        zip(found.tolist(), counts.tolist(), lows.tolist(), highs.tolist(), strict=True)
+    )
+
+
+def _bins_in_sql(
+    run: Run,
+    ranges: Mapping[str, tuple[float, float]],
+    widths: Mapping[str, float],
+) -> dict[str, list[BinRow]]:
+    """Each scorer's (bin, scores, lowest, highest value) rows, binned in the
+    database."""
+    bin_of = Case(
+        *(
+            When(scorer=name, then=_bin(F("value"), low, widths[name] or 1.0))
+            for name, (low, _high) in ranges.items()
+        ),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    rows = (
+        Score.objects.filter(result__run=run, value__isnull=False)
+        .annotate(bin=bin_of)
+        .values_list("scorer", "bin")
+        .annotate(n=Count("id"), low=Min("value"), high=Max("value"))
+        .order_by()
+    )
+    bins: dict[str, list[BinRow]] = {}
+    for name, index, count, low, high in rows:
+        bins.setdefault(name, []).append((index, count, low, high))
+    return bins
 
 
 def latency_histogram(*, run: Run, summary: RunSummary) -> dict[str, Any] | None:
@@ -212,18 +266,31 @@ def completion_timeline(*, run: Run, summary: RunSummary) -> dict[str, Any] | No
     }
 
 
-def run_charts(*, run: Run, summary: RunSummary) -> dict[str, Any]:
-    """Everything the run page's charts draw, as plain JSON-ready data."""
+def run_charts(
+    *,
+    run: Run,
+    summary: RunSummary,
+    values: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """Everything the run page's charts draw, as plain JSON-ready data
+    (``values``: see ``score_distributions``)."""
     return {
         "pass_rate": pass_rate_chart(summary),
-        "scores": score_distributions(run=run, summary=summary),
+        "scores": score_distributions(run=run, summary=summary, values=values),
         "latency": latency_histogram(run=run, summary=summary),
         "timeline": completion_timeline(run=run, summary=summary),
     }
 
 
-def run_charts_cached(*, run: Run, summary: RunSummary) -> dict[str, Any]:
+def run_charts_cached(
+    *,
+    run: Run,
+    summary: RunSummary,
+    values: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, Any]:
     """``run_charts``, kept under the run's ``results_version``."""
     return cached_for_run(
-        run, cache_keys.run_charts(run), lambda: run_charts(run=run, summary=summary)
+        run,
+        cache_keys.run_charts(run),
+        lambda: run_charts(run=run, summary=summary, values=values),
     )

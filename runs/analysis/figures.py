@@ -15,11 +15,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from runs.analysis.charts import run_charts_cached
-from runs.analysis.result_table import run_result_table
+from runs.analysis.result_table import run_end_scan, run_tables_store
 from runs.analysis.summary import (
     FINAL_CACHE_SECONDS,
     RunSummary,
@@ -27,7 +30,6 @@ from runs.analysis.summary import (
     run_summary_cached,
     store_for_run,
 )
-from runs.analysis.verdicts import run_verdicts
 from runs.models import Run, RunFigures
 from runs.records import cache_keys, single_flight
 
@@ -78,9 +80,12 @@ def _decode(data: dict[str, Any]) -> tuple[RunSummary, dict[str, Any]] | None:
         return None
 
 
-def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
+def run_figures(
+    *, run: Run, values: Mapping[str, np.ndarray] | None = None
+) -> tuple[RunSummary, dict[str, Any]]:
     """The run's summary and chart data: stored ones when current, else
-    computed (and stored, once the run has ended)."""
+    computed (and stored, once the run has ended); ``values``, each scorer's
+    score values read already, spare the charts a read of the scores."""
     if not run.is_final:
         summary = run_summary_cached(run=run)
         return summary, run_charts_cached(run=run, summary=summary)
@@ -88,11 +93,13 @@ def run_figures(*, run: Run) -> tuple[RunSummary, dict[str, Any]]:
     # once for concurrent misses.
     key = cache_keys.run_figures(run, FORMAT)
     return single_flight.cached(
-        key, lambda: _stored_or_computed(run), FINAL_CACHE_SECONDS
+        key, lambda: _stored_or_computed(run, values), FINAL_CACHE_SECONDS
     )
 
 
-def _stored_or_computed(run: Run) -> tuple[RunSummary, dict[str, Any]]:
+def _stored_or_computed(
+    run: Run, values: Mapping[str, np.ndarray] | None
+) -> tuple[RunSummary, dict[str, Any]]:
     stored = (
         RunFigures.objects.filter(run=run, version=_version(run))
         .values_list("data", flat=True)
@@ -102,7 +109,7 @@ def _stored_or_computed(run: Run) -> tuple[RunSummary, dict[str, Any]]:
     if figures is None:
         began = time.perf_counter()
         summary = run_summary_cached(run=run)
-        figures = summary, run_charts_cached(run=run, summary=summary)
+        figures = summary, run_charts_cached(run=run, summary=summary, values=values)
         store_for_run(
             RunFigures,
             run,
@@ -120,10 +127,12 @@ def run_figures_store(run_id: int) -> None:
     if run is None or not run.is_final:
         return
     try:
-        run_figures(run=run)
-        # Its verdicts too, for comparisons (single-epoch runs), and its
-        # result table, for its results filters and clusters.
-        run_verdicts(run=run)
-        run_result_table(run=run)
+        # One read of its results joined with their scores gives its result
+        # table (for its results filters and clusters), its verdicts (for
+        # comparisons, single-epoch runs) and its score values (the charts).
+        scan = run_end_scan(run)
+        values = scan.score_values(run.scorer_names) if scan is not None else None
+        run_figures(run=run, values=values)
+        run_tables_store(run=run, scan=scan)
     except Exception:  # the run has ended and is stored: its figures can wait
         logger.exception("could not store the figures of run %s", run_id)

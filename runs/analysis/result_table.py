@@ -20,6 +20,7 @@ None).
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,9 +29,17 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
+from runs.analysis import verdicts
 from runs.analysis.cluster_keys import parse_cluster_key
-from runs.analysis.summary import store_for_run
-from runs.analysis.verdicts import JOINED_SCORERS, scores_joined_sql
+from runs.analysis.stored_arrays import npz_bytes
+from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
+from runs.analysis.verdicts import (
+    JOINED_SCORERS,
+    Verdicts,
+    scores_joined_sql,
+    stored_verdicts,
+    stores_verdicts,
+)
 from runs.models import Run, RunResultTable, ScoringPass
 
 # Raise when the arrays change meaning: stored ones of another format are
@@ -45,6 +54,8 @@ PASSED = 2
 FAILED = 4
 ERRORED = 8
 SKIPPED = 16
+# Read at a run's end, not stored: the score has a value.
+_VALUED = 32
 # What a failing-score cluster holds (records.signatures.FAILING_SCORE): a
 # score not passed, or errored.
 FAILING = FAILED | ERRORED
@@ -196,23 +207,48 @@ def _groups(codes: np.ndarray, words: list[str]) -> dict[str, np.ndarray]:
 # -- computing ---------------------------------------------------------------------
 
 
-def _state_columns(s: str) -> str:
+def _state_columns(s: str, *, valued: bool = False) -> str:
+    has_value = (
+        f" + CASE WHEN {s}.value IS NOT NULL THEN {_VALUED} ELSE 0 END"
+        if valued
+        else ""
+    )
     return (
         f"CASE WHEN {s}.id IS NULL THEN 0 ELSE {SCORED}"
         f" + CASE WHEN {s}.passed THEN {PASSED} ELSE 0 END"
         f" + CASE WHEN {s}.passed = FALSE AND {s}.error = '' THEN {FAILED}"
         " ELSE 0 END"
         f" + CASE WHEN {s}.error <> '' THEN {ERRORED} ELSE 0 END"
-        f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END END,"
+        f" + CASE WHEN {s}.skipped THEN {SKIPPED} ELSE 0 END{has_value} END,"
         f" COALESCE({s}.reason_signature, '')"
     )
 
 
-def _sql(scorers: int) -> str:
-    """The rows of a run and the scores of ``scorers`` scorers, in dataset order."""
+def _full_columns(s: str) -> str:
+    # With the mark of a value (not stored), the value a stored verdict
+    # keeps (0 without one).
+    return f"{_state_columns(s, valued=True)}, COALESCE({s}.value, 0)"
+
+
+_RESULT_COLUMNS = (
+    "r.id, r.item_id, r.item_index, r.epoch, r.status, r.error_kind, r.error_signature"
+)
+
+
+def _sql(scorers: int, *, full: bool) -> str:
+    """The rows of a run and the scores of ``scorers`` scorers, in dataset
+    order; ``full``, also whether each result was stopped in flight and each
+    score's value, for the verdicts and the charts. Its parameters:
+    ``STOPPED_PARAMS`` (``full``), the scorers' names, the run's id."""
+    if full:
+        return scores_joined_sql(
+            f"{_RESULT_COLUMNS}, CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END",
+            _full_columns,
+            scorers,
+            "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
+        )  # table names from the models, values as parameters
     return scores_joined_sql(
-        "r.id, r.item_id, r.item_index, r.epoch, r.status, r.error_kind,"
-        " r.error_signature",
+        _RESULT_COLUMNS,
         _state_columns,
         scorers,
         "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
@@ -227,59 +263,105 @@ def _chunks(sql: str, params: list[Any]) -> Iterator[list[tuple[Any, ...]]]:
             yield rows
 
 
-class _Vocabulary:
-    """Codes of words in the order first met, "" always 0."""
+class _Vocabulary(dict[str | None, int]):
+    """Codes of words in the order first met, "" (and NULL) always 0.
+
+    A word is coded by a dictionary lookup, its code made only the first
+    time it is met (``__missing__``): a column of a million rows is coded
+    without a Python call per row."""
 
     def __init__(self) -> None:
-        self.codes: dict[str, int] = {"": 0}
+        super().__init__({"": 0, None: 0})
+        self.found = [""]
+
+    def __missing__(self, word: str | None) -> int:
+        code = self[word] = len(self.found)
+        self.found.append(word or "")
+        return code
 
     def encode(self, words: Sequence[str | None]) -> np.ndarray:
-        codes = self.codes
         return np.fromiter(
-            (codes.setdefault(word or "", len(codes)) for word in words),
-            dtype=np.int64,
-            count=len(words),
+            map(self.__getitem__, words), dtype=np.int64, count=len(words)
         )
 
     def words(self) -> np.ndarray:
-        return np.array(list(self.codes), dtype=str)
+        return np.array(self.found, dtype=str)
 
     def narrow(self, codes: np.ndarray) -> np.ndarray:
-        return codes.astype(_codes_dtype(len(self.codes)))
+        return codes.astype(_codes_dtype(len(self.found)))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Scan:
+    """What one read of a run's results joined with their scores gives: the
+    table's arrays (as stored), and read in full (at a run's end), in the
+    same rows, whether each result was stopped in flight, each score's value
+    (0 without one) and whether it has one."""
+
+    arrays: dict[str, np.ndarray]
+    stopped: np.ndarray | None = None  # (rows,) bool
+    values: np.ndarray | None = None  # (rows, scorers) float64
+    valued: np.ndarray | None = None  # (rows, scorers) bool
+
+    def score_values(self, scorers: Sequence[str]) -> dict[str, np.ndarray]:
+        """Each scorer's score values, in dataset order (read in full only)."""
+        assert self.values is not None and self.valued is not None
+        return {
+            name: self.values[self.valued[:, j], j] for j, name in enumerate(scorers)
+        }
 
 
 def compute(run: Run) -> dict[str, np.ndarray]:
     """The run's result table as the arrays stored (``_encode``)."""
+    return _scan(run, full=False).arrays
+
+
+def _scan(run: Run, *, full: bool) -> Scan:
     scorers = run.scorer_names
     groups = [
         scorers[start : start + JOINED_SCORERS]
         for start in range(0, len(scorers), JOINED_SCORERS)
     ] or [[]]
+    # Where the scores' columns start in a row, and how many each scorer has.
+    first, width = (8, 3) if full else (7, 2)
     base: dict[str, list[np.ndarray]] = {
         name: [] for name in ("ids", "items", "indexes", "epochs", *_TEXTS)
     }
     texts = {name: _Vocabulary() for name in _TEXTS}
     reasons = _Vocabulary()
+    stopped: list[np.ndarray] = []
     marks: list[list[np.ndarray]] = []
     reason_codes: list[list[np.ndarray]] = []
+    values: list[list[np.ndarray]] = []
     for number, group in enumerate(groups):
-        group_marks, group_reasons = [], []
-        for rows in _chunks(_sql(len(group)), [*group, run.pk]):
+        group_marks, group_reasons, group_values = [], [], []
+        params = [*(STOPPED_PARAMS if full else ()), *group, run.pk]
+        for rows in _chunks(_sql(len(group), full=full), params):
             columns = list(zip(*rows, strict=True))
             if number == 0:
-                for name, values in zip(
+                for name, column in zip(
                     ("ids", "items", "indexes", "epochs"), columns, strict=False
                 ):
-                    base[name].append(np.array(values, dtype=np.int64))
-                for name, values in zip(_TEXTS, columns[4:7], strict=True):
-                    base[name].append(texts[name].encode(values))
+                    base[name].append(np.array(column, dtype=np.int64))
+                for name, column in zip(_TEXTS, columns[4:7], strict=True):
+                    base[name].append(texts[name].encode(column))
+                if full:
+                    stopped.append(np.array(columns[7], dtype=bool))
             if group:
-                group_marks.append(np.array(columns[7::2], dtype=np.uint8).T)
+                group_marks.append(np.array(columns[first::width], dtype=np.uint8).T)
                 group_reasons.append(
-                    np.stack([reasons.encode(c) for c in columns[8::2]], axis=1)
+                    np.stack(
+                        [reasons.encode(c) for c in columns[first + 1 :: width]],
+                        axis=1,
+                    )
                 )
+                if full:
+                    group_values.append(
+                        np.array(columns[first + 2 :: width], dtype=float).T
+                    )
         marks.append(group_marks)
         reason_codes.append(group_reasons)
+        values.append(group_values)
     arrays = {
         name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         for name, parts in base.items()
@@ -288,10 +370,36 @@ def compute(run: Run) -> dict[str, np.ndarray]:
         arrays[name] = texts[name].narrow(arrays[name])
         arrays[f"{name}_vocabulary"] = texts[name].words()
     count = len(arrays["ids"])
-    arrays["marks"] = _columns(marks, groups, count).astype(np.uint8)
+    marks_read = _columns(marks, groups, count).astype(np.uint8)
+    arrays["marks"] = marks_read & ~np.uint8(_VALUED)
     arrays["reason"] = reasons.narrow(_columns(reason_codes, groups, count))
     arrays["reason_vocabulary"] = reasons.words()
-    return arrays
+    if not full:
+        return Scan(arrays)
+    return Scan(
+        arrays,
+        stopped=np.concatenate(stopped) if stopped else np.zeros(0, dtype=bool),
+        values=_columns(values, groups, count).astype(float),
+        valued=(marks_read & _VALUED) != 0,
+    )
+
+
+def _verdicts(scan: Scan, scorers: Sequence[str]) -> Verdicts:
+    """The run's verdicts (``verdicts.compute``) from the scan's rows: in
+    item order, each scorer's state made of the same facts as there."""
+    assert scan.stopped is not None and scan.values is not None
+    order = np.argsort(scan.arrays["items"], kind="stable")
+    marks = scan.arrays["marks"][order]
+    stopped = scan.stopped[order][:, None]
+    skipped = np.where((marks & SKIPPED) != 0, verdicts.SKIPPED, 0)
+    passed = np.where((marks & PASSED) != 0, verdicts.PASSED, 0)
+    states = np.where(stopped, verdicts.STOPPED, skipped) + passed
+    return Verdicts(
+        items=scan.arrays["items"][order].astype(np.int64),
+        scorers=tuple(scorers),
+        states=states.astype(np.uint8),
+        values=scan.values[order].astype(np.float64),
+    )
 
 
 def _columns(
@@ -326,11 +434,7 @@ def _encode(arrays: Mapping[str, np.ndarray]) -> bytes:
         stored[f"{name}_start"] = arrays[name][:1]
         stored[name] = _narrow(np.diff(arrays[name]))
     stored["epochs"] = _narrow(arrays["epochs"])
-    buffer = io.BytesIO()
-    # Its stubs read any keyword as its allow_pickle; these are arrays' names.
-    save: Any = np.savez_compressed
-    save(buffer, **stored)
-    return buffer.getvalue()
+    return npz_bytes(stored)
 
 
 def decode(data: bytes, scorers: Sequence[str]) -> ResultTable | None:
@@ -366,6 +470,20 @@ def _stored(run: Run) -> bytes | None:
     return bytes(found[0])
 
 
+def _store(run: Run, arrays: Mapping[str, np.ndarray]) -> ResultTable | None:
+    """Keep the table's ``arrays``, computed now of ``run``, under its
+    version; the table as read back."""
+    data = _encode(arrays)
+    store_for_run(
+        RunResultTable,
+        run,
+        version=_version(run),
+        scorers=run.scorer_names,
+        data=data,
+    )
+    return decode(data, run.scorer_names)
+
+
 def run_result_table(*, run: Run) -> ResultTable | None:
     """The run's result table when its results stay (``keeps_table``): the
     stored one while current, else computed and stored. None for a run still
@@ -384,14 +502,37 @@ def run_result_table(*, run: Run) -> ResultTable | None:
         data = _stored(run)
         table = decode(data, run.scorer_names) if data is not None else None
         if table is None:
-            data = _encode(compute(run))
-            store_for_run(
-                RunResultTable,
-                run,
-                version=_version(run),
-                scorers=run.scorer_names,
-                data=data,
-            )
-            table = decode(data, run.scorer_names)
+            table = _store(run, compute(run))
     _KEPT[run] = (version, table)
     return table
+
+
+def run_end_scan(run: Run) -> Scan | None:
+    """The one read of an ended run's results joined with their scores that
+    gives its result table, its verdicts and its scores' values (for its
+    charts); None when its table is current already or not kept."""
+    if not keeps_table(run):
+        return None
+    data = _stored(run)
+    if data is not None and decode(data, run.scorer_names) is not None:
+        return None
+    return _scan(run, full=True)
+
+
+def run_tables_store(*, run: Run, scan: Scan | None = None) -> None:
+    """Store what a run keeps of its results when it ends: its result table
+    and, for a single-epoch run, its verdicts (``verdicts.run_verdicts``).
+
+    Both are read from the same rows: the run's results joined with their
+    scores. ``scan`` (``run_end_scan``) gives both when both are missing;
+    one already stored is read back, not computed again.
+    """
+    wants_verdicts = stores_verdicts(run) and stored_verdicts(run) is None
+    if scan is not None:
+        if wants_verdicts:
+            verdicts.store_verdicts(run, _verdicts(scan, run.scorer_names))
+        _KEPT[run] = (_version(run), _store(run, scan.arrays))
+        return
+    if wants_verdicts:
+        verdicts.store_verdicts(run, verdicts.compute(run))
+    run_result_table(run=run)

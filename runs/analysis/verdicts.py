@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 from django.db import connection
 
+from runs.analysis.stored_arrays import npz_bytes
 from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
 from runs.models import Result, Run, RunVerdicts, Score
 
@@ -132,11 +133,9 @@ def compute(run: Run) -> Verdicts:
 
 
 def _encode(verdicts: Verdicts) -> bytes:
-    buffer = io.BytesIO()
-    np.savez_compressed(
-        buffer, items=verdicts.items, states=verdicts.states, values=verdicts.values
+    return npz_bytes(
+        {"items": verdicts.items, "states": verdicts.states, "values": verdicts.values}
     )
-    return buffer.getvalue()
 
 
 def _decode(data: bytes | memoryview, scorers: Sequence[str]) -> Verdicts | None:
@@ -152,21 +151,23 @@ def _decode(data: bytes | memoryview, scorers: Sequence[str]) -> Verdicts | None
     return Verdicts(items, tuple(scorers), states, values)
 
 
-def run_verdicts(*, run: Run) -> Verdicts | None:
-    """The run's stored verdicts when current, else computed and stored;
-    None for runs whose verdicts are not stored (``stores_verdicts``)."""
-    if not stores_verdicts(run):
-        return None
+def stored_verdicts(run: Run) -> Verdicts | None:
+    """The run's stored verdicts while current, else None."""
     stored = (
         RunVerdicts.objects.filter(run=run, version=_version(run))
         .values_list("data", "scorers")
         .first()
     )
-    if stored is not None:
-        verdicts = _decode(*stored)
-        if verdicts is not None and list(verdicts.scorers) == run.scorer_names:
-            return verdicts
-    verdicts = compute(run)
+    if stored is None:
+        return None
+    verdicts = _decode(*stored)
+    if verdicts is not None and list(verdicts.scorers) == run.scorer_names:
+        return verdicts
+    return None
+
+
+def store_verdicts(run: Run, verdicts: Verdicts) -> None:
+    """Keep ``verdicts``, computed now of ``run``, under its version."""
     store_for_run(
         RunVerdicts,
         run,
@@ -174,6 +175,17 @@ def run_verdicts(*, run: Run) -> Verdicts | None:
         scorers=list(verdicts.scorers),
         data=_encode(verdicts),
     )
+
+
+def run_verdicts(*, run: Run) -> Verdicts | None:
+    """The run's stored verdicts when current, else computed and stored;
+    None for runs whose verdicts are not stored (``stores_verdicts``)."""
+    if not stores_verdicts(run):
+        return None
+    verdicts = stored_verdicts(run)
+    if verdicts is None:
+        verdicts = compute(run)
+        store_verdicts(run, verdicts)
     return verdicts
 
 
