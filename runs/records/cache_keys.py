@@ -134,17 +134,8 @@ def results_version(run: Run) -> str:
     revision, status and ``going_second()``."""
     if run.is_final:
         return run.results_version
-    return ":".join(
-        str(part)
-        for part in (
-            run.pk,
-            run.created_at.timestamp(),
-            run.revision,
-            run.status,
-            "going",
-            going_second(),
-        )
-    )
+    created = run.created_at.timestamp()
+    return f"{run.pk}:{created}:{run.revision}:{run.status}:going:{going_second()}"
 
 
 def run_summary(run: Run) -> str:
