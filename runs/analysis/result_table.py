@@ -240,16 +240,10 @@ def _sql(scorers: int, *, full: bool) -> str:
     order; ``full``, also whether each result was stopped in flight and each
     score's value, for the verdicts and the charts. Its parameters:
     ``STOPPED_PARAMS`` (``full``), the scorers' names, the run's id."""
-    if full:
-        return scores_joined_sql(
-            f"{_RESULT_COLUMNS}, CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END",
-            _full_columns,
-            scorers,
-            "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
-        )  # table names from the models, values as parameters
+    stopped = f", CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END" if full else ""
     return scores_joined_sql(
-        _RESULT_COLUMNS,
-        _state_columns,
+        _RESULT_COLUMNS + stopped,
+        _full_columns if full else _state_columns,
         scorers,
         "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
     )  # table names from the models, values as parameters
