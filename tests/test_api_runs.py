@@ -25,6 +25,7 @@ from runs.models import (
     Score,
 )
 from runs.projects.services import project_create
+from runs.records.versions import results_changed
 from runs.results.services import run_create
 from runs.targets.services import target_create
 from runs.testing.fake_openai import FakeOpenAIServer
@@ -488,6 +489,39 @@ def test_results_read_their_items_in_the_same_query(
         alice_client.get(f"{url}?page_size=10")
 
     assert len(ten) == len(two)
+
+
+@db
+def test_a_page_of_results_read_again_is_the_cached_answer_until_its_run_moves(
+    victor_client: Client, mallory_client: Client, finished_run: Run
+) -> None:
+    """The results API read and built its page of rows and scores for every
+    request: now once per state of its run (its row and scoring passes, which
+    its results_version is made of) and query."""
+    url = f"{API}/runs/{finished_run.pk}/results?status=failed&page_size=3"
+    first = victor_client.get(url).json()
+    with CaptureQueriesContext(connection) as again:
+        cached = victor_client.get(url).json()
+    # Now: the next request empties the connection's log.
+    read_again = [query["sql"] for query in again.captured_queries]
+    Result.objects.filter(run=finished_run, item_index=6).update(
+        error_message="HTTP 503"
+    )
+    results_changed(finished_run)  # as a retry or re-score does
+    third = victor_client.get(url).json()
+    second_page = victor_client.get(f"{url}&page=2").json()
+
+    assert cached == first
+    # Read: the session's user, the run's row and its scoring passes; no
+    # result nor score.
+    assert read_again
+    assert not [sql for sql in read_again if '"runs_result"' in sql]
+    assert not [sql for sql in read_again if '"runs_score"' in sql]
+    assert [r["error_message"] for r in first["items"]] == ["HTTP 400"] * 3
+    assert third["items"][0]["error_message"] == "HTTP 503"
+    assert [r["index"] for r in second_page["items"]] == [9]
+    # Not a member: not found, never another user's cached answer.
+    assert mallory_client.get(url).status_code == 404
 
 
 @db

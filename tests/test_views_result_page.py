@@ -271,6 +271,8 @@ def test_a_second_view_of_a_result_is_the_cached_page_until_its_run_moves(
     url = reverse("runs:result_detail", args=(chat_run.pk, result.pk))
     with CaptureQueriesContext(connection) as again:
         cached = bob_client.get(url)
+    # Now: the next request empties the connection's log.
+    read_again = len(again.captured_queries)
     second = cached.content.decode()
     Score.objects.filter(result=result).update(reason="judged again")
     results_changed(chat_run)  # as a re-score does, in its transaction
@@ -279,7 +281,7 @@ def test_a_second_view_of_a_result_is_the_cached_page_until_its_run_moves(
     # No template rendered; read: the session's user, the run's row and its
     # scoring passes.
     assert cached.context is None
-    assert len(again.captured_queries) <= 3
+    assert 0 < read_again <= 3
     token = re.compile(r"[A-Za-z0-9]{64}")
     assert token.sub("", second) == token.sub("", first)
     assert "judged again" not in first

@@ -122,11 +122,7 @@ def json_cached(
     body = cache.get(key)
 
     def rendered() -> str:
-        context = {"request": request, "response_status": 200}
-        valid = schema.model_validate(build(), context=context)
-        content: str = _JSON.render(
-            request, valid.model_dump(context=context), response_status=200
-        )
+        content = _json_body(request, schema, build)
         if still_current is None or still_current() == key_data:
             cache.set(key, content, PAGE_CACHE_SECONDS)
         return content
@@ -134,3 +130,24 @@ def json_cached(
     if body is None:
         body = single_flight.shared(key, rendered)
     return HttpResponse(body, content_type=JSON_CONTENT_TYPE)
+
+
+def json_uncached(
+    request: HttpRequest, *, schema: type[Schema], build: Callable[[], Any]
+) -> HttpResponse:
+    """``json_cached``'s answer, built for this request alone."""
+    return HttpResponse(
+        _json_body(request, schema, build), content_type=JSON_CONTENT_TYPE
+    )
+
+
+def _json_body(
+    request: HttpRequest, schema: type[Schema], build: Callable[[], Any]
+) -> str:
+    # As django-ninja validates and renders a 200 answer.
+    context = {"request": request, "response_status": 200}
+    valid = schema.model_validate(build(), context=context)
+    content: str = _JSON.render(
+        request, valid.model_dump(context=context), response_status=200
+    )
+    return content

@@ -40,7 +40,6 @@ from runs.web.api import (
     PAGE_SIZE,
     READ_ERRORS,
     BoundedPageNumberPagination,
-    paginated,
 )
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
@@ -124,23 +123,65 @@ def cancel_run(request: ApiRequest, run_id: DbId) -> Run:
     return run_cancel(run=run, user=request.auth)
 
 
-@run_router.get(
-    "/{run_id}/results", response={200: list[ResultRowOut], **ERRORS_READ_FILTERED}
+# What ``@paginated`` would make of list[ResultRowOut]; the results page
+# themselves so that they can answer from a cache.
+PagedResultRowOut = type(
+    "PagedResultRowOut",
+    (BoundedPageNumberPagination.Output,),
+    {"__annotations__": {"items": list[ResultRowOut]}},
 )
-@paginated
+
+
+@run_router.get(
+    "/{run_id}/results", response={200: PagedResultRowOut, **ERRORS_READ_FILTERED}
+)
 def list_results(
-    request: ApiRequest, run_id: DbId, filters: Query[ResultFilterIn]
-) -> Rows | PendingRows:
+    request: ApiRequest,
+    run_id: DbId,
+    filters: Query[ResultFilterIn],
+    ninja_pagination: Query[BoundedPageNumberPagination.Input],
+) -> HttpResponse:
     """A run's results in dataset order, filtered (the filters combine).
 
     With status pending or skipped: the items that have no result, one row each.
     """
-    run = run_get(user=request.auth, run_id=run_id)
-    chosen = ResultFilters.parse(filters.model_dump(), run=run)
-    rows = result_rows(run=run, filters=chosen)
-    if chosen.lists_items and chosen.status is not None:
-        return PendingRows(rows, chosen.status)
-    return rows
+    page_size = min(ninja_pagination.page_size or PAGE_SIZE, MAX_PAGE_SIZE)
+    offset = (ninja_pagination.page - 1) * page_size
+    asked = filters.model_dump()
+
+    def build() -> dict[str, Any]:
+        run = run_get(user=request.auth, run_id=run_id)
+        chosen = ResultFilters.parse(asked, run=run)
+        rows: Rows | PendingRows = result_rows(run=run, filters=chosen)
+        if chosen.lists_items and chosen.status is not None:
+            rows = PendingRows(rows, chosen.status)
+        # Counted first: a page past the end is not read (a filter that
+        # matches nothing would otherwise walk the whole run to fill it).
+        count = len(rows)
+        return {
+            "items": rows[offset : offset + page_size] if offset < count else [],
+            "count": count,
+        }
+
+    def read_state() -> tuple[Any, ...] | None:
+        # The run's page state: its row and scoring passes, a going run's by
+        # the second (what its results and scores are, and who reads them).
+        state = reads.run_page_key(user_id=request.auth.pk, run_id=run_id)
+        filtered = tuple(sorted(filters.model_dump(mode="json").items()))
+        return None if state is None else (state, filtered, offset, page_size)
+
+    key_data = read_state()
+    if key_data is None:
+        # Not a member (404), queued, or a scoring pass at work: not cached.
+        return pagecache.json_uncached(request, schema=PagedResultRowOut, build=build)
+    return pagecache.json_cached(
+        request,
+        name="results",
+        key_data=key_data,
+        schema=PagedResultRowOut,
+        build=build,
+        still_current=read_state,
+    )
 
 
 EXPORT_RESPONSES: dict[str, Any] = {
