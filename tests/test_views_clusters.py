@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
@@ -118,6 +120,42 @@ def test_a_baseline_of_another_project_is_404(
 ) -> None:
     theirs = _run(make_dataset(other_project, [{"input": "x", "expected": "x"}]), [])
     assert _page(alice_client, run, baseline=theirs.pk).status_code == 404
+
+
+def test_the_page_read_again_is_the_cached_one_until_what_it_shows_moves(
+    alice_client: Client,
+    victor_client: Client,
+    project: Project,
+    source: Dataset,
+    run: Run,
+) -> None:
+    """The clusters page was read and rendered for every request: now once per
+    state of what it shows (its run's row and scoring passes, the runs offered
+    as baselines, the project's dataset names) and user."""
+    first = _page(alice_client, run)
+    again = _page(alice_client, run)
+    same = _run(source, [_timeout(5)])
+    offered = _page(alice_client, run)
+    make_dataset(project, [{"input": "x", "expected": "x"}], name="zebra sums")
+    named = _page(alice_client, run)
+    Run.objects.filter(pk=same.pk).update(name="last week's run")
+    renamed_baseline = _page(alice_client, run)
+    Run.objects.filter(pk=run.pk).update(name="tonight's run")
+    renamed = _page(alice_client, run)
+    viewer = _page(victor_client, run)
+
+    assert first.context is not None
+    assert again.context is None  # no template rendered
+    token = re.compile(r"[A-Za-z0-9]{64}")  # each response's own CSRF token
+    assert token.sub("", again.content.decode()) == token.sub(
+        "", first.content.decode()
+    )
+    assert f'<option value="{same.pk}"' in offered.content.decode()
+    assert '<option value="zebra sums">' in named.content.decode()
+    assert "last week&#x27;s run" in renamed_baseline.content.decode()
+    assert "tonight&#x27;s run" in renamed.content.decode()
+    assert viewer.context is not None  # another user, another role
+    assert "dataset-names" not in viewer.content.decode()
 
 
 def test_the_run_page_links_to_its_clusters(alice_client: Client, run: Run) -> None:

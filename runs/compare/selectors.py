@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
+from django.db.models import F, QuerySet, Subquery
 from django.urls import reverse
 from django.utils.http import urlencode
 
@@ -21,7 +22,9 @@ from runs.compare.planner import (
     plan_compute,
 )
 from runs.errors import InvalidInput
-from runs.models import Run
+from runs.models import Membership, Run
+from runs.records import compiled
+from runs.records.compiled import Args
 from runs.results.selectors import run_get, run_list
 
 MAX_COMPARED_CANDIDATES = 10
@@ -82,7 +85,8 @@ def comparison_pair(
 
 
 def run_compare_choices(*, user: User, run: Run, limit: int = 20) -> list[Run]:
-    """Other runs over the run's dataset (any version), newest first."""
+    """Other runs over the run's dataset (any version), newest first
+    (``run_compare_choices_key``: what a page shows of them)."""
     return list(
         run_list(user=user, project_id=run.project_id)
         .filter(dataset__name=run.dataset.name)
@@ -252,3 +256,41 @@ def plan_asked_parse(params: Mapping[str, str]) -> PlanAsked:
             raise InvalidInput(f"must lie in [{low}, {high}]", field=name)
         values[field] = value
     return PlanAsked(**values)
+
+
+def _compare_choices(args: Args) -> QuerySet[Run, Any]:
+    # run_compare_choices, as the columns a page shows of each run.
+    run_id = args.integer("run_id")
+    run = Run.objects.filter(pk=run_id)
+    members = Membership.objects.filter(user_id=args.integer("user_id"))
+    return (
+        Run.objects.filter(project_id__in=members.values("project_id"))
+        .filter(
+            project_id=Subquery(run.values("project_id")[:1]),
+            dataset__name=Subquery(run.values("dataset__name")[:1]),
+        )
+        .exclude(pk=run_id)
+        .order_by("-created_at", "-id")
+        .values(
+            "id",
+            "name",
+            "status",
+            "target_name",
+            "created_at",
+            dataset_name=F("dataset__name"),
+            dataset_version=F("dataset__version"),
+        )
+    )
+
+
+def run_compare_choices_key(*, user_id: int, run_id: int, limit: int) -> Any:
+    """What ``run_compare_choices`` gives a page to show (each run's id, name,
+    status, target, creation and dataset), as the database hands it: a part of
+    a cached page's key, read in one compiled statement."""
+    names, rows = compiled.fetch(
+        compiled.statement("compare-choices", _compare_choices, sliced=True),
+        {"user_id": user_id, "run_id": run_id},
+        limit=limit,
+        convert=False,
+    )
+    return names, tuple(rows)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from django.contrib.auth.models import User
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Subquery
 
-from runs.models import Dataset, Item
+from runs.models import Dataset, Item, Run
+from runs.records import compiled
+from runs.records.compiled import Args
 from runs.web.selectors import row_get, visible_rows
 
 
@@ -29,11 +31,27 @@ def dataset_versions(*, dataset: Dataset) -> QuerySet[Dataset]:
     ).order_by("-version")
 
 
+def _names(datasets: QuerySet[Dataset]) -> QuerySet[Dataset, str]:
+    return datasets.order_by("name").values_list("name", flat=True).distinct()
+
+
 def dataset_names(*, project_id: int) -> list[str]:
     """The names of a project's datasets, each once, in order."""
-    return list(
-        Dataset.objects.filter(project_id=project_id)
-        .order_by("name")
-        .values_list("name", flat=True)
-        .distinct()
+    return list(_names(Dataset.objects.filter(project_id=project_id)))
+
+
+def _run_project_dataset_names(args: Args) -> QuerySet[Dataset, str]:
+    run = Run.objects.filter(pk=args.integer("run_id"))
+    project = run.values("project_id")[:1]
+    return _names(Dataset.objects.filter(project_id=Subquery(project)))
+
+
+def run_dataset_names_key(*, run_id: int) -> tuple[str, ...]:
+    """``dataset_names`` of the run's project, read in one compiled statement:
+    a part of a cached page's key."""
+    _names_read, rows = compiled.fetch(
+        compiled.statement("run-dataset-names", _run_project_dataset_names),
+        {"run_id": run_id},
+        convert=False,
     )
+    return tuple(row[0] for row in rows)

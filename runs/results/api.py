@@ -152,9 +152,10 @@ def list_results(
     def build() -> dict[str, Any]:
         run = run_get(user=request.auth, run_id=run_id)
         chosen = ResultFilters.parse(asked, run=run)
-        rows: Rows | PendingRows = result_rows(run=run, filters=chosen)
+        found = result_rows(run=run, filters=chosen)
+        rows: Rows | PendingRows = found
         if chosen.lists_items and chosen.status is not None:
-            rows = PendingRows(rows, chosen.status)
+            rows = PendingRows(found, chosen.status)
         # Counted first: a page past the end is not read (a filter that
         # matches nothing would otherwise walk the whole run to fill it).
         count = len(rows)
