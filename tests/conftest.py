@@ -26,6 +26,7 @@ from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
 from tests.flush import quick_flush
 from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
+from tests.queries import guard_captured_queries
 
 PASSWORD = "correct-horse-battery-staple"
 
@@ -173,6 +174,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # Hashing a password properly takes a good part of a second; tests make many.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    # A count of queries read after a later request emptied the log fails.
+    guard_captured_queries()
 
 
 # Fixtures whose tests run their programs (a Daphne server, manage.py,

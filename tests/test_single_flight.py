@@ -210,6 +210,8 @@ def test_a_running_runs_page_is_rendered_once_a_second(
     store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 2, offset=5)
     with CaptureQueriesContext(connection) as again:
         same_second = _results_table(alice_client, running)
+    # Now: the next request empties the connection's log.
+    read_again = len(again.captured_queries)
     second[0] += 1
     next_second = _results_table(alice_client, running)
 
@@ -217,7 +219,7 @@ def test_a_running_runs_page_is_rendered_once_a_second(
     # one rendering of that second, from the cache. The session's user and
     # the page's key (the run, its scoring passes) are all it reads.
     assert same_second == first
-    assert len(again.captured_queries) <= 3
+    assert 0 < read_again <= 3
     assert first.count("data-result-id=") == 5
     # The next second shows every result stored.
     assert next_second.count("data-result-id=") == 7
