@@ -3,6 +3,8 @@ member forms (add, change role, remove, leave)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
@@ -46,9 +48,36 @@ def test_projects_page_lists_the_users_projects_with_their_role(
     response = victor_client.get(reverse("runs:project_list"))
 
     assert response.status_code == 200
-    rows = [(p.name, p.role, p.member_count) for p in response.context["projects"]]
+    projects = response.context["projects"]
+    rows = [(p["name"], p["role"], p["member_count"]) for p in projects]
     assert rows == [("Research", "viewer", 3)]
     assert "Elsewhere" not in response.content.decode()
+
+
+def test_the_projects_page_read_again_is_the_cached_one_until_a_row_moves(
+    victor_client: Client, alice_client: Client, project: Project, mallory: User
+) -> None:
+    """The projects page was read and rendered for every request: now once per
+    state of its rows (every column it shows) and user."""
+    url = reverse("runs:project_list")
+    first = victor_client.get(url)
+    again = victor_client.get(url)
+    Membership.objects.create(project=project, user=mallory, role="viewer")
+    joined = victor_client.get(url)
+    Project.objects.filter(pk=project.pk).update(description="Sums, nightly")
+    described = victor_client.get(url)
+    alice = alice_client.get(url)
+
+    assert first.context is not None
+    assert again.context is None  # no template rendered
+    token = re.compile(r"[A-Za-z0-9]{64}")  # each response's own CSRF token
+    assert token.sub("", again.content.decode()) == token.sub(
+        "", first.content.decode()
+    )
+    assert '<td class="num">4</td>' in joined.content.decode()
+    assert "Sums, nightly" in described.content.decode()
+    assert alice.context is not None
+    assert ">admin<" in alice.content.decode()
 
 
 def test_nav_links_to_projects_and_api_keys(alice_client: Client) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db.models import (
@@ -18,6 +19,8 @@ from django.db.models import (
 
 from runs.access import ROLE_RANK, Action, allows, require, visible_projects
 from runs.models import ApiKey, Dataset, Membership, Project, Run, Target
+from runs.records import compiled
+from runs.records.compiled import Args
 from runs.web.selectors import row_get
 
 # The user of a request: signed in or anonymous.
@@ -39,17 +42,46 @@ def project_list(*, user: AnyUser) -> QuerySet[Project]:
     """The user's projects, each with ``role`` (the user's) and ``member_count``."""
     if not user.is_authenticated:
         return Project.objects.none()
-    role = Membership.objects.filter(project=OuterRef("pk"), user=user).values("role")
+    return _with_role(visible_projects(user), user_id=user.pk)
+
+
+def _with_role(projects: QuerySet[Project], *, user_id: int) -> QuerySet[Project]:
+    role = Membership.objects.filter(project=OuterRef("pk"), user_id=user_id)
     members = (
         Membership.objects.filter(project=OuterRef("pk"))
         .values("project")
         .annotate(n=Count("pk"))
         .values("n")
     )
-    return (
-        visible_projects(user)
-        .annotate(role=Subquery(role[:1]), member_count=Subquery(members[:1]))
-        .order_by("name")
+    return projects.annotate(
+        role=Subquery(role.values("role")[:1]), member_count=Subquery(members[:1])
+    ).order_by("name")
+
+
+def _project_rows(args: Args) -> QuerySet[Project, Any]:
+    user_id = args.integer("user_id")
+    projects = Project.objects.filter(memberships__user_id=user_id)
+    return _with_role(projects, user_id=user_id).values(*PROJECT_ROW_COLUMNS)
+
+
+# What the projects page shows of each: ``project_list``'s columns.
+PROJECT_ROW_COLUMNS = (
+    "pk",
+    "name",
+    "role",
+    "member_count",
+    "description",
+    "created_at",
+)
+
+
+def project_rows(*, user_id: int) -> tuple[dict[str, Any], ...]:
+    """``project_list`` as rows of ``PROJECT_ROW_COLUMNS`` (what its page
+    shows, and a cache key of it), read in one compiled statement."""
+    return tuple(
+        compiled.rows(
+            compiled.statement("project-rows", _project_rows), {"user_id": user_id}
+        )
     )
 
 

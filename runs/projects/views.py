@@ -20,6 +20,7 @@ from runs.projects.forms import (
     SecretForm,
 )
 from runs.projects.selectors import api_key_list, project_get, project_overview
+from runs.records import pagecache
 from runs.secrets import store
 from runs.web.forms import add_domain_error, form_saved, submitted
 from runs.web.pages import posted
@@ -67,8 +68,17 @@ def project_list(request: AuthedRequest) -> HttpResponse:
     )
     if project is not None:
         return redirect("runs:project_detail", project_id=project.pk)
-    context = {"form": form, "projects": selectors.project_list(user=request.user)}
-    return render(request, "runs/projects/project_list.html", context)
+    if form.is_bound:
+        context = {"form": form, "projects": selectors.project_list(user=request.user)}
+        return render(request, "runs/projects/project_list.html", context)
+    # A plain view: its rows (every column it shows) are its cache key.
+    projects = selectors.project_rows(user_id=request.user.pk)
+    return pagecache.render_cached(
+        request,
+        "runs/projects/project_list.html",
+        lambda: ({"form": form, "projects": projects}, 200),
+        key_data=tuple(tuple(row.values()) for row in projects),
+    )
 
 
 def _project_page(
