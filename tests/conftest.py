@@ -178,7 +178,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # Fixtures whose tests run their programs (a Daphne server, manage.py,
 # evalrun) on a SQLite database of their own, with DATABASE_URL and REDIS_URL
 # taken out of the programs' environment: what they check does not depend on
-# the pass's database or channel layer.
+# the pass's database or channel layer. The own_sqlite marker says so of a
+# test that makes such a database itself (tests.processes.env_for on a
+# directory of its own).
 OWN_SQLITE_FIXTURES = {"server", "data_dir", "migrated_db"}
 # Fixtures (and the marker below) that reach the pass's database in process.
 PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
@@ -187,7 +189,7 @@ PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
 def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     return (
-        bool(names & OWN_SQLITE_FIXTURES)
+        bool(names & OWN_SQLITE_FIXTURES or item.get_closest_marker("own_sqlite"))
         and not names & PASS_DATABASE_FIXTURES
         and item.get_closest_marker("django_db") is None
     )

@@ -33,6 +33,9 @@ from runs.testing.fake_openai import FakeOpenAIServer
 from tests.processes import ROOT, env_for
 from tests.test_readme_commands import COMMANDS
 
+# Every program runs on the SQLite file of its data directory.
+pytestmark = pytest.mark.own_sqlite
+
 MANAGE = ".venv/bin/python manage.py"
 PREFIX = MANAGE + " evalrun"
 README_ENDPOINT = "http://127.0.0.1:8765/v1"

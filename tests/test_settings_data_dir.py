@@ -17,6 +17,8 @@ import pytest
 
 from tests.processes import ROOT, env_for
 
+pytestmark = pytest.mark.own_sqlite
+
 KEY_FILES = ("secret_key", "secrets_key")
 
 
