@@ -25,7 +25,7 @@ from runs.testing.fake_openai import FakeOpenAIServer
 from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
 from tests.flush import quick_flush
-from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
+from tests.processes import data_dir, migrated_db, migrated_site  # noqa: F401
 
 PASSWORD = "correct-horse-battery-staple"
 
