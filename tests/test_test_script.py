@@ -188,6 +188,7 @@ def test_each_xdist_worker_has_a_redis_database_of_its_own(
     )
 
 
+@pytest.mark.own_sqlite  # its pytest runs without DATABASE_URL, whatever the pass
 def test_the_count_left_out_is_said_once_over_several_workers() -> None:
     """Under pytest-xdist the workers collect and leave tests out; the summary,
     which the controller prints, still says how many, once."""
