@@ -119,7 +119,8 @@ def installs(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[[tuple[str, ...]], Installed]:
     """The data directory of a fresh install after ``run_for`` made a run for
-    each of ``commands`` in turn, and the runs' ids: made once a module."""
+    each of ``commands`` in turn, and the runs' ids: made once a module, the
+    runs of all but the last command on a copy of the install made for them."""
     made: dict[tuple[str, ...], Installed] = {}
 
     def install(commands: tuple[str, ...]) -> Installed:
@@ -128,8 +129,9 @@ def installs(
             cwd, data_dir = base / "work", base / "data"
             cwd.mkdir()
             write_files(cwd)
-            runs = [run_for(command, cwd, data_dir) for command in commands]
-            made[commands] = data_dir, [run for run in runs if run is not None]
+            runs = copy_of(install(commands[:-1]), data_dir) if commands[:-1] else []
+            run = run_for(commands[-1], cwd, data_dir)
+            made[commands] = data_dir, [*runs, *([] if run is None else [run])]
         return made[commands]
 
     return install
