@@ -195,7 +195,19 @@ def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
     )
 
 
+def uses_no_database(item: pytest.Item) -> bool:
+    """Marked no_database (a sandbox's programs, say): no database, no
+    channel layer, in the test or in what it starts."""
+    names = set(getattr(item, "fixturenames", ()))
+    return (
+        item.get_closest_marker("no_database") is not None
+        and not names & PASS_DATABASE_FIXTURES
+        and item.get_closest_marker("django_db") is None
+    )
+
+
 SAME_IN_BOTH = pytest.StashKey[int]()
+NO_DATABASE = pytest.StashKey[int]()
 
 
 def pytest_collection_modifyitems(
@@ -205,13 +217,19 @@ def pytest_collection_modifyitems(
     pass, leave out the tests that would run exactly as they do there."""
     if os.environ.get("EVALSITE_TEST_PASS") != "postgres":
         return
-    kept, same = [], []
+    kept, same, free = [], [], []
     for item in items:
-        (same if runs_on_its_own_sqlite(item) else kept).append(item)
-    if same:
-        config.hook.pytest_deselected(items=same)
+        if runs_on_its_own_sqlite(item):
+            same.append(item)
+        elif uses_no_database(item):
+            free.append(item)
+        else:
+            kept.append(item)
+    if same or free:
+        config.hook.pytest_deselected(items=same + free)
         items[:] = kept
         config.stash[SAME_IN_BOTH] = len(same)
+        config.stash[NO_DATABASE] = len(free)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -220,6 +238,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["same_in_both"] = session.config.stash.get(SAME_IN_BOTH, 0)
+        workeroutput["no_database"] = session.config.stash.get(NO_DATABASE, 0)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -229,6 +248,9 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     same = getattr(node, "workeroutput", {}).get("same_in_both", 0)
     if same:
         node.config.stash[SAME_IN_BOTH] = same
+    free = getattr(node, "workeroutput", {}).get("no_database", 0)
+    if free:
+        node.config.stash[NO_DATABASE] = free
 
 
 def worker_redis_url(url: str, worker: int) -> str:
@@ -260,6 +282,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"{same} tests that run their programs on a SQLite database of their "
             "own ran in the SQLite pass and were left out of this one"
+        )
+    free = terminalreporter.config.stash.get(NO_DATABASE, 0)
+    if free:
+        terminalreporter.write_line(
+            f"{free} tests that use no database ran in the SQLite pass and were "
+            "left out of this one"
         )
 
 
