@@ -50,8 +50,9 @@ sqlite_suite() {
     env -u DATABASE_URL -u REDIS_URL "$BIN/pytest" "${workers[@]}" "$@"
 }
 # The PostgreSQL pass leaves out the tests whose programs run on a SQLite
-# database of their own (browser pages, evalrun, Daphne in a subprocess):
-# they ran, exactly so, in the SQLite pass (tests/conftest.py says how many).
+# database of their own (browser pages, evalrun, Daphne in a subprocess) and
+# those that use no database (the sandbox's): they ran, exactly so, in the
+# SQLite pass (tests/conftest.py says how many).
 postgres_suite() {
     DATABASE_URL="postgres://postgres@$PG_HOST:$PG_PORT/evalsite" \
     REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/0" \

@@ -124,11 +124,11 @@ def manage_shell(tmp_path: Path, code: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def seeded_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data directory migrated and seeded once (two Django start-ups and
-    every migration); each server starts on a copy of it."""
+def seeded_site(tmp_path_factory: pytest.TempPathFactory, migrated_site: Path) -> Path:
+    """A data directory migrated (a copy of the session's) and seeded once;
+    each server starts on a copy of it."""
     site = tmp_path_factory.mktemp("browser-site")
-    manage(site, "migrate", "--no-input", "-v", "0")
+    shutil.copytree(migrated_site, site / "data")
     manage_shell(site, SEED)
     return site / "data"
 

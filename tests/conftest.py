@@ -25,7 +25,7 @@ from runs.testing.fake_openai import FakeOpenAIServer
 from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
 from tests.flush import quick_flush
-from tests.processes import data_dir, migrated_db  # noqa: F401  (fixtures)
+from tests.processes import data_dir, migrated_db, migrated_site  # noqa: F401
 from tests.queries import guard_captured_queries
 
 PASSWORD = "correct-horse-battery-staple"
@@ -181,7 +181,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # Fixtures whose tests run their programs (a Daphne server, manage.py,
 # evalrun) on a SQLite database of their own, with DATABASE_URL and REDIS_URL
 # taken out of the programs' environment: what they check does not depend on
-# the pass's database or channel layer.
+# the pass's database or channel layer. The own_sqlite marker says so of a
+# test that makes such a database itself (tests.processes.env_for on a
+# directory of its own).
 OWN_SQLITE_FIXTURES = {"server", "data_dir", "migrated_db"}
 # Fixtures (and the marker below) that reach the pass's database in process.
 PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
@@ -190,13 +192,25 @@ PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
 def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
     return (
-        bool(names & OWN_SQLITE_FIXTURES)
+        bool(names & OWN_SQLITE_FIXTURES or item.get_closest_marker("own_sqlite"))
+        and not names & PASS_DATABASE_FIXTURES
+        and item.get_closest_marker("django_db") is None
+    )
+
+
+def uses_no_database(item: pytest.Item) -> bool:
+    """Marked no_database (a sandbox's programs, say): no database, no
+    channel layer, in the test or in what it starts."""
+    names = set(getattr(item, "fixturenames", ()))
+    return (
+        item.get_closest_marker("no_database") is not None
         and not names & PASS_DATABASE_FIXTURES
         and item.get_closest_marker("django_db") is None
     )
 
 
 SAME_IN_BOTH = pytest.StashKey[int]()
+NO_DATABASE = pytest.StashKey[int]()
 
 
 def pytest_collection_modifyitems(
@@ -206,13 +220,19 @@ def pytest_collection_modifyitems(
     pass, leave out the tests that would run exactly as they do there."""
     if os.environ.get("EVALSITE_TEST_PASS") != "postgres":
         return
-    kept, same = [], []
+    kept, same, free = [], [], []
     for item in items:
-        (same if runs_on_its_own_sqlite(item) else kept).append(item)
-    if same:
-        config.hook.pytest_deselected(items=same)
+        if runs_on_its_own_sqlite(item):
+            same.append(item)
+        elif uses_no_database(item):
+            free.append(item)
+        else:
+            kept.append(item)
+    if same or free:
+        config.hook.pytest_deselected(items=same + free)
         items[:] = kept
         config.stash[SAME_IN_BOTH] = len(same)
+        config.stash[NO_DATABASE] = len(free)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -221,6 +241,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     workeroutput = getattr(session.config, "workeroutput", None)
     if workeroutput is not None:
         workeroutput["same_in_both"] = session.config.stash.get(SAME_IN_BOTH, 0)
+        workeroutput["no_database"] = session.config.stash.get(NO_DATABASE, 0)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -230,6 +251,9 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     same = getattr(node, "workeroutput", {}).get("same_in_both", 0)
     if same:
         node.config.stash[SAME_IN_BOTH] = same
+    free = getattr(node, "workeroutput", {}).get("no_database", 0)
+    if free:
+        node.config.stash[NO_DATABASE] = free
 
 
 def worker_redis_url(url: str, worker: int) -> str:
@@ -261,6 +285,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(
             f"{same} tests that run their programs on a SQLite database of their "
             "own ran in the SQLite pass and were left out of this one"
+        )
+    free = terminalreporter.config.stash.get(NO_DATABASE, 0)
+    if free:
+        terminalreporter.write_line(
+            f"{free} tests that use no database ran in the SQLite pass and were "
+            "left out of this one"
         )
 
 

@@ -15,14 +15,24 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
-def migrated_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data_dir = tmp_path_factory.mktemp("template")
+def migrated_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data directory every migration was run in, once: the templates of
+    the tests' data directories and of the browser tests' site start from
+    copies of it."""
+    data_dir = tmp_path_factory.mktemp("migrated") / "data"
     subprocess.run(
         [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
         cwd=ROOT,
         env=env_for(data_dir),
         check=True,
     )
+    return data_dir
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory: pytest.TempPathFactory, migrated_site: Path) -> Path:
+    data_dir = tmp_path_factory.mktemp("template")
+    shutil.copy(migrated_site / "evalsite.sqlite3", data_dir / "evalsite.sqlite3")
     # The command line acts as a user: the only one, unless --user names one.
     subprocess.run(
         [

@@ -6,10 +6,13 @@ import gc
 import subprocess
 import sys
 
+import pytest
+
 from evalsite.collector import collector_release
 from tests.processes import ROOT, env_for
 
 
+@pytest.mark.own_sqlite
 def test_a_command_runs_with_the_collector_on(tmp_path):
     done = subprocess.run(
         [

@@ -29,6 +29,7 @@ def evalrun_demo(dataset: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.own_sqlite
 def test_evalrun_on_a_fresh_install_sets_it_up_and_says_so_in_one_line(tmp_path):
     data_dir = tmp_path / "data"  # not even the directory exists
     dataset = write_items(tmp_path / "items.jsonl", 2)

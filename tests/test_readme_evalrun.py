@@ -11,7 +11,9 @@ USERNAME]`` an account). A command on a run (``RUN_ID``) gets one made by
 ``evalrun`` first: a run its cost budget stopped for ``--resume``, a finished
 run otherwise (the baseline of ``--baseline``, which the run of the demo
 model over the same items ties with). ``evalcompare BASELINE CANDIDATE``
-gets two such runs.
+gets two such runs. Those runs are made once a module, each on a fresh install
+of its own, and each test acting on them gets its own copy of that data
+directory.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +32,9 @@ import pytest
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.processes import ROOT, env_for
 from tests.test_readme_commands import COMMANDS
+
+# Every program runs on the SQLite file of its data directory.
+pytestmark = pytest.mark.own_sqlite
 
 MANAGE = ".venv/bin/python manage.py"
 PREFIX = MANAGE + " evalrun"
@@ -103,6 +110,52 @@ def run_for(command: str, cwd: Path, data_dir: Path) -> int | None:
     return summary["run_id"]
 
 
+# An install, from fresh, with the runs that ``run_for`` made for these commands.
+Installed = tuple[Path, list[int]]
+
+
+@pytest.fixture(scope="module")
+def installs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[tuple[str, ...]], Installed]:
+    """The data directory of a fresh install after ``run_for`` made a run for
+    each of ``commands`` in turn, and the runs' ids: made once a module, the
+    runs of all but the last command on a copy of the install made for them."""
+    made: dict[tuple[str, ...], Installed] = {}
+
+    def install(commands: tuple[str, ...]) -> Installed:
+        if commands not in made:
+            base = tmp_path_factory.mktemp("install")
+            cwd, data_dir = base / "work", base / "data"
+            cwd.mkdir()
+            write_files(cwd)
+            runs = copy_of(install(commands[:-1]), data_dir) if commands[:-1] else []
+            run = run_for(commands[-1], cwd, data_dir)
+            made[commands] = data_dir, [*runs, *([] if run is None else [run])]
+        return made[commands]
+
+    return install
+
+
+def copy_of(installed: Installed, data_dir: Path) -> list[int]:
+    """A data directory of the test's own, a copy of ``installed``'s."""
+    shutil.copytree(installed[0], data_dir)
+    return installed[1]
+
+
+def made_for(
+    command: str,
+    installs: Callable[[tuple[str, ...]], Installed],
+    data_dir: Path,
+) -> int | None:
+    """``run_for(command, ...)`` on a fresh install at ``data_dir``."""
+    if "RUN_ID" not in command:
+        return None
+    shape = "RUN_ID --resume" if "--resume" in command else "RUN_ID"
+    [run_id] = copy_of(installs((shape,)), data_dir)
+    return run_id
+
+
 def test_the_readme_shows_the_evalrun_commands() -> None:
     assert len(EVALRUNS) >= 6
     assert any("--resume" in c for c in EVALRUNS)
@@ -113,12 +166,15 @@ def test_the_readme_shows_the_evalrun_commands() -> None:
 
 @pytest.mark.parametrize("command", EVALRUNS)
 def test_a_readme_evalrun_command_runs_as_written_on_a_fresh_install(
-    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+    command: str,
+    tmp_path: Path,
+    fake_openai: FakeOpenAIServer,
+    installs: Callable[[tuple[str, ...]], Installed],
 ) -> None:
     cwd, data_dir = tmp_path / "work", tmp_path / "data"
     cwd.mkdir()
     write_files(cwd)
-    run_id = run_for(command, cwd, data_dir)
+    run_id = made_for(command, installs, data_dir)
 
     done = evalrun(
         as_written(command, run_id=run_id, base_url=fake_openai.base_url),
@@ -153,12 +209,15 @@ def assert_gate_passed(
 
 @pytest.mark.parametrize("command", [c for c in EVALRUNS if "--baseline" in c])
 def test_a_readme_gate_passes_a_run_that_ties_with_its_baseline(
-    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+    command: str,
+    tmp_path: Path,
+    fake_openai: FakeOpenAIServer,
+    installs: Callable[[tuple[str, ...]], Installed],
 ) -> None:
     cwd, data_dir = tmp_path / "work", tmp_path / "data"
     cwd.mkdir()
     write_files(cwd)
-    run_id = run_for(command, cwd, data_dir)
+    run_id = made_for(command, installs, data_dir)
 
     done = evalrun(
         as_written(command, run_id=run_id, base_url=fake_openai.base_url),
@@ -171,14 +230,15 @@ def test_a_readme_gate_passes_a_run_that_ties_with_its_baseline(
 
 @pytest.mark.parametrize("command", EVALCOMPARES)
 def test_a_readme_evalcompare_command_runs_as_written(
-    command: str, tmp_path: Path, fake_openai: FakeOpenAIServer
+    command: str,
+    tmp_path: Path,
+    fake_openai: FakeOpenAIServer,
+    installs: Callable[[tuple[str, ...]], Installed],
 ) -> None:
     cwd, data_dir = tmp_path / "work", tmp_path / "data"
     cwd.mkdir()
     write_files(cwd)
-    baseline = run_for("RUN_ID", cwd, data_dir)
-    candidate = run_for("RUN_ID", cwd, data_dir)
-    assert baseline is not None and candidate is not None
+    baseline, candidate = copy_of(installs(("RUN_ID", "RUN_ID")), data_dir)
 
     done = evalrun(
         as_written(

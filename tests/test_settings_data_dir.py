@@ -17,7 +17,13 @@ import pytest
 
 from tests.processes import ROOT, env_for
 
+pytestmark = pytest.mark.own_sqlite
+
 KEY_FILES = ("secret_key", "secrets_key")
+# Starts the settings and Django's apps, as any command does, and runs no
+# check (database checks need --database): what makes a data directory whose
+# modes a test then changes. The checks whose output a test reads run whole.
+START = ("check", "--tag", "database")
 
 
 def mode(path: Path) -> int:
@@ -57,7 +63,7 @@ def test_a_fresh_data_directory_is_owner_only(tmp_path: Path) -> None:
 
 
 def test_sqlite_gives_its_log_files_the_database_files_mode(tmp_path: Path) -> None:
-    manage(tmp_path, "check")
+    manage(tmp_path, *START)
     old = os.umask(0)
     try:
         db = sqlite3.connect(tmp_path / "evalsite.sqlite3")
@@ -75,7 +81,7 @@ def test_sqlite_gives_its_log_files_the_database_files_mode(tmp_path: Path) -> N
 
 
 def test_an_open_data_directory_is_tightened_and_said_so(tmp_path: Path) -> None:
-    manage(tmp_path, "check")
+    manage(tmp_path, *START)
     opened = [tmp_path / "evalsite.sqlite3", *(tmp_path / n for n in KEY_FILES)]
     tmp_path.chmod(0o755)
     for path in opened:
@@ -99,7 +105,7 @@ def test_a_data_directory_of_another_account_is_left_with_a_warning(
 ) -> None:
     if os.geteuid() != 0:
         pytest.skip("giving a directory to another account needs root")
-    manage(tmp_path, "check")
+    manage(tmp_path, *START)
     tmp_path.chmod(0o755)
     os.chown(tmp_path, 65534, 65534)  # nobody
 

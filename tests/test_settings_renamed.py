@@ -4,7 +4,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.processes import ROOT, env_for
+
+pytestmark = pytest.mark.own_sqlite
 
 SHOW = (
     "from django.conf import settings; from django.core import checks; "

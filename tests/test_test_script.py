@@ -138,8 +138,9 @@ def test_the_postgresql_test_database_is_this_checkouts(tmp_path: Path) -> None:
 
 
 def test_the_postgres_pass_leaves_out_only_tests_of_their_own_sqlite() -> None:
-    """A browser test (its server on a SQLite file of its own) is left out of
-    the PostgreSQL pass; a test of the pass's database is not."""
+    """A browser test (its server on a SQLite file of its own), a test marked
+    own_sqlite and one marked no_database are left out of the PostgreSQL pass;
+    a test of the pass's database is not."""
     env = {**os.environ, "EVALSITE_TEST_PASS": "postgres"}
     collected = subprocess.run(
         [
@@ -151,7 +152,9 @@ def test_the_postgres_pass_leaves_out_only_tests_of_their_own_sqlite() -> None:
             "-p",
             "no:cacheprovider",
             "tests/test_browser_compare.py",
+            "tests/test_collector.py",
             "tests/test_api_runs.py::test_results_filter_by_status",
+            "tests/sandbox/test_hostile.py::test_sys_exit_before_the_tests_fails",
         ],
         cwd=ROOT,
         env=env,
@@ -160,9 +163,14 @@ def test_the_postgres_pass_leaves_out_only_tests_of_their_own_sqlite() -> None:
     )
 
     out = collected.stdout
-    assert "test_api_runs.py::test_results_filter_by_status" in out, out
-    assert "test_browser_compare.py" not in out.split("\n\n")[0], out
-    assert "1 deselected" in out, out
+    kept = out.split("\n\n")[0]
+    assert "test_api_runs.py::test_results_filter_by_status" in kept, out
+    assert "test_browser_compare.py" not in kept, out
+    assert "test_collector.py::test_a_command_runs_with_the_collector_on" not in kept
+    assert "test_collector.py::test_a_collector_turned_off" in kept, out
+    assert "test_hostile.py" not in kept, out
+    assert "3 deselected" in out, out
+    assert "1 tests that use no database ran in the SQLite pass" in out, out
 
 
 def test_each_xdist_worker_has_a_redis_database_of_its_own(
@@ -183,6 +191,7 @@ def test_each_xdist_worker_has_a_redis_database_of_its_own(
     )
 
 
+@pytest.mark.own_sqlite  # its pytest runs without DATABASE_URL, whatever the pass
 def test_the_count_left_out_is_said_once_over_several_workers() -> None:
     """Under pytest-xdist the workers collect and leave tests out; the summary,
     which the controller prints, still says how many, once."""

@@ -17,7 +17,7 @@ from tests.sandboxes import (  # noqa: F401  (fixtures)
     work_directories,
 )
 
-pytestmark = pytest.mark.usefixtures("bubblewrap")
+pytestmark = [pytest.mark.usefixtures("bubblewrap"), pytest.mark.no_database]
 
 # Each at column 0 runs when the program is loaded, before the tests.
 EXIT_EARLY = CORRECT + "import sys\nsys.exit(0)\n"

@@ -22,7 +22,7 @@ from tests.sandboxes import (  # noqa: F401  (fixtures)
     work_directories,
 )
 
-pytestmark = pytest.mark.usefixtures("limits_only")
+pytestmark = [pytest.mark.usefixtures("limits_only"), pytest.mark.no_database]
 
 
 @pytest.fixture

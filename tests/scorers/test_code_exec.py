@@ -217,6 +217,7 @@ def test_code_exec_does_not_need_an_expected_answer():
     assert REGISTRY["code_exec"].requires_expected({}) is False
 
 
+@pytest.mark.no_database
 async def test_humaneval_canonical_solutions_pass_and_pass_bodies_fail():
     """Acceptance: 164 of 164 canonical solutions, 0 of 164 bodies of ``pass``."""
     items = humaneval_items()
