@@ -1,16 +1,10 @@
-"""Two reviewers label 20 items each in a real browser, with the keyboard alone.
+"""Two reviewers label 100 items each in a real browser, with the keyboard alone.
 
 Each reviewer signs in in a browser context of their own, follows the queue's
 link, and then only presses keys: ``p`` or ``f`` for each item (the label is
 saved and the next item opens), ``n`` and typing for a note. No page they see
 names the run, its target or its model. What they labelled is then read back
 as the queue's label matrix and as the run's ``human:`` scorer.
-
-Twenty items take the queue past item 9, where an order of the ids as text
-("r10" before "r2") would part from the queue's, and give each reviewer both
-verdicts and items on which the two disagree.
-The time of the next-item request on a queue of 10,000 items is measured by
-``bench/review_next.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +26,7 @@ from tests.browser import (
 
 pytestmark = pytest.mark.browser
 
-ITEMS = 20
+ITEMS = 100
 RUN_NAME = "Zephyr-run-name"
 MODEL = "narwhal-model-7b"
 TARGET = "Quokka-target-name"
@@ -134,7 +128,7 @@ def review_with_keys(page, server: str, queue: int, reviewer: str) -> list[int]:
     return seen
 
 
-def test_two_reviewers_label_20_items_with_the_keyboard(
+def test_two_reviewers_label_100_items_with_the_keyboard(
     server: str, tmp_path: Path
 ) -> None:
     queue, run = map(int, manage_shell(tmp_path, SEED).split()[-2:])
