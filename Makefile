@@ -38,8 +38,9 @@ run: demo
 	$(BIN)/python manage.py collectstatic --no-input --verbosity 0
 	$(BIN)/daphne -b $(HOST) -p $(PORT) $(DAPHNE_ARGS) evalsite.asgi:application
 
-# The distributed mode on this machine's PostgreSQL and Redis: a web server and
-# two workers (WORKERS=N for more; DATABASE_URL, REDIS_URL to choose others).
+# The distributed mode on this machine's PostgreSQL and Redis: two web server
+# processes on one address and two workers (WEB=N, WORKERS=N for others;
+# DATABASE_URL, REDIS_URL to choose others).
 # Without DATABASE_URL it runs as a PostgreSQL role of its own, with a password
 # kept in the data directory; the local superuser only creates it.
 distributed: install

@@ -146,13 +146,24 @@ def prepare(python: str, source: Path, data_dir: Path, env: dict[str, str]) -> d
 
 @contextlib.contextmanager
 def daphne(
-    python: str, source: Path, env: dict[str, str], log: Path
+    python: str,
+    source: Path,
+    env: dict[str, str],
+    log: Path,
+    *,
+    processes: int | None = None,
 ) -> Iterator[tuple[subprocess.Popen, str]]:
+    """Daphne on a free port, or with ``processes`` the source's
+    ``manage.py serve --processes N`` (N Daphne processes on one socket)."""
     port = free_port()
     argv = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    argv += ["evalsite.asgi:application"]
+    if processes is not None:
+        argv = [python, "manage.py", "serve", "--port", str(port)]
+        argv += ["--processes", str(processes)]
     with log.open("ab") as out:
         proc = subprocess.Popen(
-            [*argv, "evalsite.asgi:application"],
+            argv,
             cwd=source,
             env=env,
             stdin=subprocess.DEVNULL,

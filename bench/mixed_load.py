@@ -8,7 +8,10 @@ checkout) with Daphne, as ``make run`` does, in either mode (``--mode``):
 - ``distributed``: a scratch PostgreSQL database on ``DATABASE_URL``'s server
   (dropped at the end), ``REDIS_URL`` for sessions and live progress,
   ``EVALSITE_EXECUTOR=procrastinate`` and ``--workers`` ``evalworker``
-  processes (``--shards 2`` each, as ``make distributed`` starts them).
+  processes (``--shards 2`` each, as ``make distributed`` starts them); with
+  ``--web-processes N`` the site is served by ``manage.py serve --processes
+  N`` (N Daphne processes on one socket) instead of one Daphne, and the
+  server's CPU is that of them all.
 
 It seeds the site as ``http_bench.py`` does (a user, a bearer key, a run of
 300 results, 24 small runs) and adds a dataset of ``--items`` items and an
@@ -219,14 +222,18 @@ class Site:
     workers: list[subprocess.Popen] = field(default_factory=list)
     poll_errors: int = 0
     log: Path | None = None
-    computations_file: Path | None = None
+    computations_dir: Path | None = None
 
     def computations(self) -> dict[str, int]:
-        """Values the server's cache stored so far, by key kind."""
-        assert self.computations_file is not None
-        with contextlib.suppress(OSError, ValueError):
-            return json.loads(self.computations_file.read_text())
-        return {}
+        """Values the server's caches stored so far, by key kind."""
+        assert self.computations_dir is not None
+        counts: dict[str, int] = {}
+        for pid in self.pids["server"]:
+            with contextlib.suppress(OSError, ValueError):
+                text = (self.computations_dir / f"{pid}.json").read_text()
+                for kind, count in json.loads(text).items():
+                    counts[kind] = counts.get(kind, 0) + count
+        return counts
 
     def served(self) -> int:
         """GETs in the server's access log so far."""
@@ -251,6 +258,9 @@ class Site:
             role: sum(cpu_ticks(pid) for pid in pids) / CLOCK_TICKS
             for role, pids in self.pids.items()
         }
+
+    def server_cpu_each(self) -> list[float]:
+        return [cpu_ticks(pid) / CLOCK_TICKS for pid in self.pids["server"]]
 
 
 def start_run(site: Site, concurrency: int, name: str) -> int:
@@ -305,6 +315,8 @@ class Phase:
     # whose client had given up waiting; and its CPU seconds in the window.
     served: int = 0
     window_server_cpu: float = 0.0
+    # The same by server process (the Daphne processes, then ``serve``).
+    window_server_cpu_each: list[float] = field(default_factory=list)
     # Values the server computed and cached in the window, by key kind.
     computed: dict[str, int] = field(default_factory=dict)
     run_finished: float = 0.0  # time.time() of the run's end
@@ -316,6 +328,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
     run_id = start_run(site, args.concurrency, "loaded" if loaded else "alone")
     samples: list[Sample] = []
     client_cpu = window_cpu = 0.0
+    window_each: list[float] = []
     served = 0
     computed: dict[str, int] = {}
     if loaded:
@@ -324,12 +337,16 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         paths = kind_paths(site, run_id, first["items"][0]["id"], meta["baseline"])
         clock = time.process_time()
         served_before, window_cpu = site.served(), site.cpu()["server"]
+        each_before = site.server_cpu_each()
         computed_before = site.computations()
         with profiling(args.profile, site, meta):
             samples = load(site.port, paths, args.clients, args.seconds)
         client_cpu = time.process_time() - clock
         served = site.served() - served_before
         window_cpu = site.cpu()["server"] - window_cpu
+        window_each = [
+            b - a for a, b in zip(each_before, site.server_cpu_each(), strict=True)
+        ]
         computed = {
             kind: count - computed_before.get(kind, 0)
             for kind, count in sorted(site.computations().items())
@@ -356,6 +373,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         client_cpu=client_cpu,
         served=served,
         window_server_cpu=window_cpu,
+        window_server_cpu_each=window_each,
         computed=computed,
         run_finished=datetime.fromisoformat(run["finished_at"]).timestamp(),
     )
@@ -445,7 +463,9 @@ def serving(
                         stderr=subprocess.STDOUT,
                     )
                 )
-        with daphne(python, source, env, data_dir / "daphne.log") as (proc, base):
+        web = args.web_processes if mode == "distributed" else None
+        server_log = data_dir / "daphne.log"
+        with daphne(python, source, env, server_log, processes=web) as (proc, base):
             # The first request loads what the server loads lazily: on a
             # busy machine it may take longer than the login's own timeout.
             import httpx
@@ -456,15 +476,16 @@ def serving(
                 base=base,
                 port=int(base.rsplit(":", 1)[1]),
                 pids={
-                    "server": [proc.pid],
+                    # serve's Daphne processes: all started once one answered.
+                    "server": [*children(proc.pid), proc.pid] if web else [proc.pid],
                     "workers": [w.pid for w in workers],
                     "fake": [fake.pid],
                 },
                 seeded=seeded,
                 session=session,
                 workers=workers,
-                log=data_dir / "daphne.log",
-                computations_file=data_dir / f"{proc.pid}.json",
+                log=server_log,
+                computations_dir=data_dir,
             )
     finally:
         for worker in workers:
@@ -478,6 +499,11 @@ def serving(
         fake.wait(10)
         if scratch is not None:
             scratch.drop()
+
+
+def children(pid: int) -> list[int]:
+    text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(child) for child in text.split()]
 
 
 # -- report ---------------------------------------------------------------------------
@@ -530,6 +556,9 @@ def report_phase(phase: Phase, args: argparse.Namespace) -> None:
         f"the run's share included if embedded); client CPU "
         f"{1000 * phase.client_cpu / total:.3f} ms a request"
     )
+    if len(phase.window_server_cpu_each) > 1:
+        each = ", ".join(f"{cpu:.1f}" for cpu in phase.window_server_cpu_each)
+        print(f"server CPU by process (the Daphne processes, then serve): {each} s")
     computed = ", ".join(
         f"{kind} {count / args.seconds:.1f}"
         for kind, count in phase.computed.items()
@@ -581,6 +610,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--latency-ms", type=float, default=500.0)
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--web-processes",
+        type=int,
+        metavar="N",
+        help="distributed: serve with manage.py serve --processes N",
+    )
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--json-out", type=Path)
     parser.add_argument(
@@ -614,6 +649,8 @@ def main() -> int:
         and os.environ.get("REDIS_URL")
     ):
         raise SystemExit("distributed: DATABASE_URL (PostgreSQL) and REDIS_URL needed")
+    if args.web_processes is not None and args.mode != "distributed":
+        raise SystemExit("--web-processes: only with --mode distributed")
     sources = [path.resolve() for path in (args.source or [ROOT])]
     workdir = Path(tempfile.mkdtemp(prefix="evalsite-mixed-load-"))
     phases: list[Phase] = []

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make distributed`: the distributed mode on this machine, as a working
-# example: a web server and $WORKERS workers (default 2) on PostgreSQL and
-# Redis ($REDIS_URL). Ctrl-C stops them all, the workers gracefully.
+# example: $WEB web server processes (default 2, `manage.py serve`: Daphne
+# processes sharing one listening socket) and $WORKERS workers (default 2) on
+# PostgreSQL and Redis ($REDIS_URL). Ctrl-C stops them all, the workers
+# gracefully.
 #
 # Without $DATABASE_URL it runs as a PostgreSQL role of its own, not as a
 # superuser: the role $PG_NAME (default evalsite), with a password made once
@@ -15,6 +17,7 @@ BIN=${BIN:-.venv/bin}
 HOST=${HOST:-127.0.0.1}
 PORT=${PORT:-8000}
 WORKERS=${WORKERS:-2}
+WEB=${WEB:-2}
 export REDIS_URL=${REDIS_URL:-redis://127.0.0.1:6379/0}
 export EVALSITE_EXECUTOR=procrastinate
 
@@ -49,7 +52,10 @@ for _ in $(seq "$WORKERS"); do
     setsid "$BIN/python" manage.py evalworker --shards 2 &
     pids+=($!)
 done
-"$BIN/daphne" -b "$HOST" -p "$PORT" evalsite.asgi:application &
+# serve passes the one SIGTERM (or the terminal's SIGINT) on to each of its
+# Daphne processes, and ends when they have.
+"$BIN/python" manage.py serve --host "$HOST" --port "$PORT" --processes "$WEB" &
 pids+=($!)
-echo "web server on http://$HOST:$PORT/ with $WORKERS workers (Ctrl-C stops them)"
+echo "web server on http://$HOST:$PORT/ ($WEB processes) with $WORKERS workers" \
+    "(Ctrl-C stops them)"
 wait
