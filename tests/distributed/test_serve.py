@@ -129,6 +129,20 @@ def test_a_daphne_that_dies_stops_the_other_and_fails_the_command(
     wait_for(lambda: not alive(second), what=f"the other Daphne, {second}, ended")
 
 
+def test_serve_killed_takes_its_daphnes_with_it(serve: Served) -> None:
+    """Killed with SIGKILL, serve passes nothing on: each Daphne is told by
+    the kernel (its parent-death signal) and ends, freeing the address."""
+    daphnes = serve.wait_listening(2)
+
+    serve.process.kill()
+    serve.process.wait(120)
+
+    for pid in daphnes:
+        wait_for(lambda pid=pid: not alive(pid), what=f"Daphne process {pid} ended")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", serve.port), timeout=10).close()
+
+
 def test_several_processes_are_refused_in_the_embedded_mode(tmp_path: Path) -> None:
     env = worker_env(EVALSITE_DATA_DIR=str(tmp_path))
     for name in ("DATABASE_URL", "REDIS_URL", "EVALSITE_EXECUTOR"):

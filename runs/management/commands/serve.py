@@ -18,6 +18,7 @@ are in its memory.
 
 from __future__ import annotations
 
+import ctypes
 import signal
 import socket
 import subprocess
@@ -30,6 +31,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 # Daphne's own listen backlog (Twisted's TCP default).
 BACKLOG = 50
+# prctl's option to be sent a signal when the parent process ends (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 
 
 class Command(BaseCommand):
@@ -108,7 +111,11 @@ class Command(BaseCommand):
             # process alone, which passes one SIGINT on to each.
             children.append(
                 subprocess.Popen(
-                    argv, cwd=settings.BASE_DIR, pass_fds=(fd,), process_group=0
+                    argv,
+                    cwd=settings.BASE_DIR,
+                    pass_fds=(fd,),
+                    process_group=0,
+                    preexec_fn=end_with_parent,
                 )
             )
         name, bound = listener.getsockname()[:2]
@@ -133,6 +140,15 @@ class Command(BaseCommand):
                 f"{ended(failed.returncode)}; the others were stopped"
             )
         self.stderr.write("serve: stopped")
+
+
+def end_with_parent() -> None:
+    """In the child before it runs Daphne: a SIGTERM when ``serve`` ends,
+    however it ends (killed with SIGKILL too), so that no Daphne outlives it
+    holding the address (Linux's PR_SET_PDEATHSIG; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def bind(host: str, port: int) -> socket.socket:
