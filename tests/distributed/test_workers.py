@@ -190,9 +190,15 @@ def test_a_shard_failing_fast_stops_every_shard_of_the_run(
         fail_fast_error_rate=0.5,
         fail_fast_min_items=10,
     )
-    # The first shard is under way on one worker; a second worker takes the
-    # failing shard, the others wait in the queue.
-    wait_for(lambda: fake_openai.stats.in_flight >= 2, what="the first shard busy")
+    # The first shard holds all its calls on one worker (20 of the run's 21
+    # slots); then a second worker takes the failing shard, the others wait
+    # in the queue. Started while the first shard was still taking its
+    # slots, the failing shard could take them instead and make its 20 calls
+    # at once, before the fail-fast rate saw 10 of them.
+    wait_for(
+        lambda: fake_openai.stats.in_flight >= SHARD_SIZE,
+        what=f"the first shard's {SHARD_SIZE} calls in flight",
+    )
     workers.start(1)
 
     wait_final(run)
