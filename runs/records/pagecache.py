@@ -111,43 +111,31 @@ def json_cached(
     """A 200 JSON answer: ``build()`` validated by ``schema`` and rendered as
     django-ninja renders it, from the cache when the same ``key_data`` was
     answered to this user before (``key_data``: typed parts, as for
-    ``render_cached``).
+    ``render_cached``; None: not cached).
 
     ``still_current()`` re-reads the key's data after a build: if a write
     came in between, the answer (which may show it) is sent but not cached
     under the older key.
     """
     cache = caches["default"]
-    key = cache_keys.api_answer(name=name, user_id=request.user.pk, data=key_data)
-    body = cache.get(key)
+    cacheable = key_data is not None
+    key = (
+        cache_keys.api_answer(name=name, user_id=request.user.pk, data=key_data)
+        if cacheable
+        else ""
+    )
+    body = cache.get(key) if cacheable else None
 
     def rendered() -> str:
-        content = _json_body(request, schema, build)
-        if still_current is None or still_current() == key_data:
+        context = {"request": request, "response_status": 200}
+        valid = schema.model_validate(build(), context=context)
+        content: str = _JSON.render(
+            request, valid.model_dump(context=context), response_status=200
+        )
+        if cacheable and (still_current is None or still_current() == key_data):
             cache.set(key, content, PAGE_CACHE_SECONDS)
         return content
 
     if body is None:
-        body = single_flight.shared(key, rendered)
+        body = single_flight.shared(key, rendered) if cacheable else rendered()
     return HttpResponse(body, content_type=JSON_CONTENT_TYPE)
-
-
-def json_uncached(
-    request: HttpRequest, *, schema: type[Schema], build: Callable[[], Any]
-) -> HttpResponse:
-    """``json_cached``'s answer, built for this request alone."""
-    return HttpResponse(
-        _json_body(request, schema, build), content_type=JSON_CONTENT_TYPE
-    )
-
-
-def _json_body(
-    request: HttpRequest, schema: type[Schema], build: Callable[[], Any]
-) -> str:
-    # As django-ninja validates and renders a 200 answer.
-    context = {"request": request, "response_status": 200}
-    valid = schema.model_validate(build(), context=context)
-    content: str = _JSON.render(
-        request, valid.model_dump(context=context), response_status=200
-    )
-    return content

@@ -36,10 +36,10 @@ from runs.targets.selectors import target_get
 from runs.web.api import (
     ERRORS,
     ERRORS_READ_FILTERED,
-    MAX_PAGE_SIZE,
-    PAGE_SIZE,
+    PAGES,
     READ_ERRORS,
     BoundedPageNumberPagination,
+    paged_output,
 )
 from runs.web.requests import ApiRequest
 from runs.web.schemas import DbId
@@ -67,13 +67,9 @@ def create_run(request: ApiRequest, payload: RunIn) -> Status[Run]:
     return Status(201, run)
 
 
-# What ``@paginated`` would make of list[RunOut]; the run list pages itself so
-# that it can answer from a cache.
-PagedRunOut = type(
-    "PagedRunOut",
-    (BoundedPageNumberPagination.Output,),
-    {"__annotations__": {"items": list[RunOut]}},
-)
+# The run list and the results page themselves, to answer from a cache.
+PagedRunOut = paged_output("PagedRunOut", RunOut)
+PagedResultRowOut = paged_output("PagedResultRowOut", ResultRowOut)
 
 
 @run_router.get("", response={200: PagedRunOut, **READ_ERRORS})
@@ -83,8 +79,7 @@ def list_runs(
     ninja_pagination: Query[BoundedPageNumberPagination.Input],
 ) -> HttpResponse:
     """Runs, newest first."""
-    page_size = min(ninja_pagination.page_size or PAGE_SIZE, MAX_PAGE_SIZE)
-    offset = (ninja_pagination.page - 1) * page_size
+    offset, page_size = PAGES.bounds(ninja_pagination)
 
     def read_rows() -> tuple[int, reads.KeyRows]:
         # Every column of the page's runs: the answer shows nothing else.
@@ -123,15 +118,6 @@ def cancel_run(request: ApiRequest, run_id: DbId) -> Run:
     return run_cancel(run=run, user=request.auth)
 
 
-# What ``@paginated`` would make of list[ResultRowOut]; the results page
-# themselves so that they can answer from a cache.
-PagedResultRowOut = type(
-    "PagedResultRowOut",
-    (BoundedPageNumberPagination.Output,),
-    {"__annotations__": {"items": list[ResultRowOut]}},
-)
-
-
 @run_router.get(
     "/{run_id}/results", response={200: PagedResultRowOut, **ERRORS_READ_FILTERED}
 )
@@ -145,40 +131,34 @@ def list_results(
 
     With status pending or skipped: the items that have no result, one row each.
     """
-    page_size = min(ninja_pagination.page_size or PAGE_SIZE, MAX_PAGE_SIZE)
-    offset = (ninja_pagination.page - 1) * page_size
     asked = filters.model_dump()
+    # What the page is keyed by besides its run: the filters and the page.
+    query = (
+        tuple(sorted(filters.model_dump(mode="json").items())),
+        PAGES.bounds(ninja_pagination),
+    )
 
-    def build() -> dict[str, Any]:
+    def build() -> Any:
         run = run_get(user=request.auth, run_id=run_id)
         chosen = ResultFilters.parse(asked, run=run)
         found = result_rows(run=run, filters=chosen)
         rows: Rows | PendingRows = found
         if chosen.lists_items and chosen.status is not None:
             rows = PendingRows(found, chosen.status)
-        # Counted first: a page past the end is not read (a filter that
-        # matches nothing would otherwise walk the whole run to fill it).
-        count = len(rows)
-        return {
-            "items": rows[offset : offset + page_size] if offset < count else [],
-            "count": count,
-        }
+        return PAGES.paginate_queryset(rows, ninja_pagination, request)
 
     def read_state() -> tuple[Any, ...] | None:
         # The run's page state: its row and scoring passes, a going run's by
         # the second (what its results and scores are, and who reads them).
+        # None (not cached): not a member (404), queued, or a scoring pass
+        # at work.
         state = reads.run_page_key(user_id=request.auth.pk, run_id=run_id)
-        filtered = tuple(sorted(filters.model_dump(mode="json").items()))
-        return None if state is None else (state, filtered, offset, page_size)
+        return None if state is None else (state, query)
 
-    key_data = read_state()
-    if key_data is None:
-        # Not a member (404), queued, or a scoring pass at work: not cached.
-        return pagecache.json_uncached(request, schema=PagedResultRowOut, build=build)
     return pagecache.json_cached(
         request,
         name="results",
-        key_data=key_data,
+        key_data=read_state(),
         schema=PagedResultRowOut,
         build=build,
         still_current=read_state,

@@ -51,6 +51,11 @@ class BoundedPageNumberPagination(PageNumberPagination):
         page: int = Field(1, ge=1, le=MAX_PAGE)
         page_size: Annotated[int, Field(ge=1, le=MAX_PAGE_SIZE)] | None = None
 
+    def bounds(self, pagination: Any) -> tuple[int, int]:
+        """The offset and the size of the page asked for."""
+        page_size = self._get_page_size(pagination.page_size)
+        return (pagination.page - 1) * page_size, page_size
+
     def paginate_queryset(
         self, queryset: Any, pagination: Any, request: Any, **params: Any
     ) -> Any:
@@ -58,15 +63,27 @@ class BoundedPageNumberPagination(PageNumberPagination):
         matches nothing would otherwise walk a whole run in dataset order
         (the order an index gives) to fill its page."""
         count = self._items_count(queryset)
-        page_size = self._get_page_size(pagination.page_size)
-        offset = (pagination.page - 1) * page_size
+        offset, page_size = self.bounds(pagination)
         items = queryset[offset : offset + page_size] if offset < count else []
         return {self.items_attribute: items, "count": count}
 
 
+# This API's pages, for the views that page themselves (to answer from a
+# cache) as ``@paginated`` pages the others.
+PAGES = BoundedPageNumberPagination(page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE)
 _paginate = paginate(
     BoundedPageNumberPagination, page_size=PAGE_SIZE, max_page_size=MAX_PAGE_SIZE
 )
+
+
+def paged_output(name: str, item: Any) -> type[Schema]:
+    """The schema ``@paginated`` makes of ``list[item]``, under the name ninja
+    gives it (``Paged<item>``), for a view that pages itself."""
+    return type(
+        name,
+        (BoundedPageNumberPagination.Output,),
+        {"__annotations__": {"items": list[item]}},
+    )
 
 
 def paginated[View: Callable[..., Any]](view: View) -> View:
