@@ -68,16 +68,16 @@ def project_list(request: AuthedRequest) -> HttpResponse:
     )
     if project is not None:
         return redirect("runs:project_detail", project_id=project.pk)
-    if form.is_bound:
-        context = {"form": form, "projects": selectors.project_list(user=request.user)}
-        return render(request, "runs/projects/project_list.html", context)
-    # A plain view: its rows (every column it shows) are its cache key.
     projects = selectors.project_rows(user_id=request.user.pk)
+    # A plain view is cached under its rows (every column it shows); a form
+    # sent back with its errors is not.
     return pagecache.render_cached(
         request,
         "runs/projects/project_list.html",
         lambda: ({"form": form, "projects": projects}, 200),
-        key_data=tuple(tuple(row.values()) for row in projects),
+        key_data=None
+        if form.is_bound
+        else tuple(tuple(row.values()) for row in projects),
     )
 
 
