@@ -189,24 +189,25 @@ OWN_SQLITE_FIXTURES = {"server", "data_dir", "migrated_db"}
 PASS_DATABASE_FIXTURES = {"db", "transactional_db"}
 
 
+def reaches_pass_database(item: pytest.Item) -> bool:
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(names & PASS_DATABASE_FIXTURES) or (
+        item.get_closest_marker("django_db") is not None
+    )
+
+
 def runs_on_its_own_sqlite(item: pytest.Item) -> bool:
     names = set(getattr(item, "fixturenames", ()))
-    return (
-        bool(names & OWN_SQLITE_FIXTURES or item.get_closest_marker("own_sqlite"))
-        and not names & PASS_DATABASE_FIXTURES
-        and item.get_closest_marker("django_db") is None
-    )
+    return bool(
+        names & OWN_SQLITE_FIXTURES or item.get_closest_marker("own_sqlite")
+    ) and not reaches_pass_database(item)
 
 
 def uses_no_database(item: pytest.Item) -> bool:
     """Marked no_database (a sandbox's programs, say): no database, no
     channel layer, in the test or in what it starts."""
-    names = set(getattr(item, "fixturenames", ()))
-    return (
-        item.get_closest_marker("no_database") is not None
-        and not names & PASS_DATABASE_FIXTURES
-        and item.get_closest_marker("django_db") is None
-    )
+    marked = item.get_closest_marker("no_database") is not None
+    return marked and not reaches_pass_database(item)
 
 
 SAME_IN_BOTH = pytest.StashKey[int]()
