@@ -329,8 +329,6 @@ class Execution:
                     await self.stop_event.wait()
             if self.stop_event.is_set():
                 return
-            if self.pacing is not None:
-                await self.pacing.sync()
             limit = self.throttle_limit()
             due = time.monotonic() - last_beat >= HEARTBEAT_INTERVAL
             try:
@@ -354,6 +352,21 @@ class Execution:
                 self.request_stop(Stop.CANCEL)
             elif signal.stopped:
                 self.request_stop(Stop.OTHER_SHARD, signal.stopped)
+
+    async def keep_pace(self) -> None:
+        """Renew the run's leases and take up the back-off other workers
+        announced, each watch tick, on a clock of its own.
+
+        Not in ``watch``: its reads of the database may wait seconds (a lock,
+        a database under load), and leases left unrenewed for
+        ``EVALSITE_STALL_SECONDS`` lapse; other shards would take their places
+        while this one's calls still hold them, over the run's concurrency.
+        """
+        pacing = self.pacing
+        assert pacing is not None
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL)
+            await pacing.sync()
 
     async def beat(self, limit: int | None) -> RunSignal:
         concurrency = self.runner.concurrency if self.runner else None
@@ -464,6 +477,7 @@ class Execution:
         producer = asyncio.create_task(self.produce())
         everything = asyncio.gather(producer, *workers)
         watcher = asyncio.create_task(self.watch())
+        pace = asyncio.create_task(self.keep_pace())
         flusher = asyncio.create_task(self.flush_forever())
         timer = asyncio.create_task(self.enforce_deadline())
         tasks: tuple[asyncio.Future[Any], ...] = (
@@ -471,9 +485,10 @@ class Execution:
             *workers,
             everything,
             watcher,
+            pace,
             timer,
         )
-        first: set[asyncio.Future[Any]] = {everything, watcher, flusher}
+        first: set[asyncio.Future[Any]] = {everything, watcher, pace, flusher}
         error = ""
         try:
             await asyncio.wait(first, return_when=asyncio.FIRST_COMPLETED)
@@ -483,7 +498,7 @@ class Execution:
             await self.stop(tasks)
             await self.close_writer(flusher)
             raise
-        for task in (everything, watcher):
+        for task in (everything, watcher, pace):
             exc = task.exception() if task.done() else None
             if exc is not None:
                 error = f"executor error: {type(exc).__name__}: {exc}"

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
+import psycopg
 import pytest
 import redis
+from django.db import connection
 
 from runs.models import Project, RunShard, RunStatus
 from runs.results.services import run_cancel
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.distributed.test_workers import distributed_run
-from tests.distributed.workers import SHARD_SIZE, Workers, wait_final, wait_for
+from tests.distributed.workers import (
+    SHARD_SIZE,
+    STALL_SECONDS,
+    Workers,
+    wait_final,
+    wait_for,
+)
 from tests.factories import arithmetic_items
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,6 +82,46 @@ def test_a_killed_workers_leases_come_back_to_the_run(
         lambda: fake_openai.stats.requests >= requests + 4 and leases_held(run.pk) == 4,
         what="the shard's calls on the other worker",
     )
+
+    run_cancel(run=run)
+    assert wait_final(run).status == RunStatus.CANCELLED
+
+
+def waiting_on_a_lock(conn: psycopg.Connection[Any]) -> int:
+    """Statements of other sessions that wait for a lock."""
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_worker_whose_database_reads_wait_keeps_its_runs_leases(
+    workers: Workers, project: Project, fake_openai: FakeOpenAIServer, distributed: None
+) -> None:
+    # Found on a busy machine: a worker's watch waited on a database read
+    # for longer than a lease lives, its leases lapsed unrenewed, and another
+    # worker took the run's places while its calls still held them (the run
+    # went over its concurrency: 40 calls at once where it allows 21).
+    items = arithmetic_items(SHARD_SIZE, marker="[[hang]]")
+    workers.start(1)
+    run = distributed_run(project, fake_openai, items, concurrency=4)
+    wait_for(lambda: fake_openai.stats.in_flight >= 4, what="the run's calls hanging")
+    assert leases_held(run.pk) == 4
+
+    where = connection.settings_dict
+    with psycopg.connect(
+        host=where["HOST"], port=where["PORT"], user=where["USER"], dbname=where["NAME"]
+    ) as lock:
+        lock.execute("LOCK TABLE runs_run IN ACCESS EXCLUSIVE MODE")
+        # The worker's watch reads the run each tick: it now waits.
+        wait_for(lambda: waiting_on_a_lock(lock) >= 1, what="the watch waiting")
+        # Longer than a lease lives unrenewed.
+        time.sleep(STALL_SECONDS + 1.5)
+        held = leases_held(run.pk)
+        lock.rollback()
+    assert held == 4, f"{held} of the 4 leases left while the watch waited"
 
     run_cancel(run=run)
     assert wait_final(run).status == RunStatus.CANCELLED
