@@ -26,7 +26,7 @@ from runs.calls.endpoint import EndpointURL, SecretParams
 from runs.calls.http_client import Answer, PolicyClient, malformed, status_error
 from runs.calls.netpolicy import endpoint_url
 from runs.plugins import SecretRef, TargetContext
-from runs.plugins.params import EnvName, SecretName
+from runs.plugins.params import EnvName, SecretName, env_name, secret_name
 from runs.plugins.targets import TargetOutput
 
 PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)\}")
@@ -124,19 +124,8 @@ class EndpointParams(SecretParams):
         examples=["https://api.openai.com/v1"],
     )
     model: ModelName
-    api_key_secret: SecretName = Field(
-        "",
-        title="API key secret",
-        description="Name of the project secret that holds the API key.",
-    )
-    api_key_env: EnvName = Field(
-        "",
-        title="API key environment variable",
-        description=(
-            "Name of an environment variable that holds the API key (only "
-            "those the operator allows)."
-        ),
-    )
+    api_key_secret: SecretName = secret_name("that holds the API key", label="API key")
+    api_key_env: EnvName = env_name("that holds the API key", label="API key")
 
     @field_validator("model")
     @classmethod

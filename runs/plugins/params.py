@@ -80,6 +80,9 @@ def _a_name(value: str) -> str:
 # allows, that holds a credential: a name, never the credential itself.
 SecretName = Annotated[str, Field(max_length=100), AfterValidator(_a_name)]
 EnvName = Annotated[str, Field(max_length=100), AfterValidator(_a_name)]
+# Which environment variables a plug-in may name (``EVALSITE_ENV_SECRETS``).
+ENV_ALLOWED = "only those the operator allows"
+ENV_ALLOWED_TO_HOSTS = f"{ENV_ALLOWED}, to the hosts they are bound to"
 # The key of a field in a JSON object (an item's metadata, a model's reply).
 JsonKey = Annotated[str, Field(min_length=1, max_length=100)]
 # A pass threshold on a score from 0 to 1.
@@ -103,6 +106,27 @@ BackoffCapSeconds = Annotated[
         description="Longest wait before a retry.",
     ),
 ]
+
+
+def secret_name(use: str, *, label: str = "") -> Any:
+    """The field of a ``SecretName`` parameter: empty (none) unless given.
+    ``use`` says what the secret is for ("that holds the API key"), ``label``
+    titles it ("API key" secret)."""
+    return Field(
+        "",
+        title=f"{label} secret" if label else None,
+        description=f"Name of the project secret {use}.",
+    )
+
+
+def env_name(use: str, *, label: str = "", allowed: str = ENV_ALLOWED) -> Any:
+    """The field of an ``EnvName`` parameter, the environment variable that
+    may stand for a secret (``secret_name``): said as that one is."""
+    return Field(
+        "",
+        title=f"{label} environment variable" if label else None,
+        description=f"Name of an environment variable {use} ({allowed}).",
+    )
 
 
 class NoParams(Params):

@@ -26,11 +26,15 @@ class Sets:
     limit: str
 
 
+# The parameters' defaults: the limits a program runs under unless told.
+DEFAULTS = Limits()
+
+
 class SandboxLimits(Params):
     """The limits a program runs under, one parameter each."""
 
     timeout_seconds: Annotated[float, Sets("wall_seconds")] = Field(
-        10.0,
+        DEFAULTS.wall_seconds,
         ge=0.1,
         le=300,
         allow_inf_nan=False,
@@ -38,34 +42,42 @@ class SandboxLimits(Params):
         description="The program and its processes are killed after this long.",
     )
     cpu_seconds: Annotated[int, Sets("cpu_seconds")] = Field(
-        10, ge=1, le=600, title="CPU limit (seconds)", description="CPU time."
+        DEFAULTS.cpu_seconds,
+        ge=1,
+        le=600,
+        title="CPU limit (seconds)",
+        description="CPU time.",
     )
     memory_mb: Annotated[int, Sets("memory_mb")] = Field(
-        512,
+        DEFAULTS.memory_mb,
         ge=64,
         le=16384,
         title="Memory limit (MB)",
         description="Address space of each of its processes.",
     )
     processes: Annotated[int, Sets("processes")] = Field(
-        32,
+        DEFAULTS.processes,
         ge=1,
         le=1024,
         title="Process limit",
         description="Processes and threads it may start (running at once).",
     )
     file_size_mb: Annotated[int, Sets("file_size_mb")] = Field(
-        10,
+        DEFAULTS.file_size_mb,
         ge=1,
         le=1024,
         title="File size limit (MB)",
         description="Largest file it may write.",
     )
     open_files: Annotated[int, Sets("open_files")] = Field(
-        64, ge=16, le=4096, title="Open files limit", description="Open files."
+        DEFAULTS.open_files,
+        ge=16,
+        le=4096,
+        title="Open files limit",
+        description="Open files.",
     )
     max_output_kb: Annotated[int, Sets("output_kb")] = Field(
-        64,
+        DEFAULTS.output_kb,
         ge=1,
         le=10240,
         title="Output cap (KB)",

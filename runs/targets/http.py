@@ -14,7 +14,13 @@ from runs.calls.endpoint import EndpointURL, UrlAuthParams, url_auth
 from runs.calls.http_client import Answer, PolicyClient, malformed, status_error
 from runs.models import ErrorKind
 from runs.plugins import FieldError, SecretRef, TargetContext
-from runs.plugins.params import EnvName, SecretName
+from runs.plugins.params import (
+    ENV_ALLOWED_TO_HOSTS,
+    EnvName,
+    SecretName,
+    env_name,
+    secret_name,
+)
 from runs.plugins.step_shapes import ShapeError, read_steps
 from runs.plugins.targets import (
     TargetError,
@@ -101,18 +107,9 @@ class HttpParams(UrlAuthParams):
             "use auth_secret)."
         ),
     )
-    auth_secret: SecretName = Field(
-        "",
-        title="Auth secret",
-        description="Name of the project secret sent in auth_header.",
-    )
-    auth_env: EnvName = Field(
-        "",
-        title="Auth environment variable",
-        description=(
-            "Name of an environment variable sent in auth_header (only those "
-            "the operator allows, to the hosts they are bound to)."
-        ),
+    auth_secret: SecretName = secret_name("sent in auth_header", label="Auth")
+    auth_env: EnvName = env_name(
+        "sent in auth_header", label="Auth", allowed=ENV_ALLOWED_TO_HOSTS
     )
     auth_header: str = Field(
         "Authorization",

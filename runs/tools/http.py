@@ -17,7 +17,13 @@ from runs.calls.netpolicy import current_policy, refusal_in
 from runs.calls.sessions import network_error_message, policy_session
 from runs.errors import ConfigError
 from runs.plugins import FieldError, SecretRef
-from runs.plugins.params import EnvName, SecretName
+from runs.plugins.params import (
+    ENV_ALLOWED_TO_HOSTS,
+    EnvName,
+    SecretName,
+    env_name,
+    secret_name,
+)
 from runs.plugins.tools import ToolError, ToolPlugin, ToolTimeout, register
 
 SECRETS = (url_auth("sent in the Authorization header (after auth_prefix) to url"),)
@@ -50,14 +56,8 @@ class HttpToolParams(UrlAuthParams):
             "required string per placeholder of the body."
         ),
     )
-    auth_secret: SecretName = Field(
-        "", description="Name of the project secret sent in the Authorization header."
-    )
-    auth_env: EnvName = Field(
-        "",
-        description="Name of an environment variable sent instead (only those "
-        "the operator allows, to the hosts they are bound to).",
-    )
+    auth_secret: SecretName = secret_name("sent in the Authorization header")
+    auth_env: EnvName = env_name("sent instead", allowed=ENV_ALLOWED_TO_HOSTS)
     auth_prefix: str = Field("Bearer ", max_length=50)
     max_response_bytes: int = Field(
         1_000_000,
