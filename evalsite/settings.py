@@ -245,7 +245,7 @@ CACHES = {
     "default": {"BACKEND": _LOCAL_CACHE},
     "sessions": (
         {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "evalsite.signed_cache.PooledRedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "evalsite-session",
             # Signed JSON under keyed names, never pickles: whatever else

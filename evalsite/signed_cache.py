@@ -13,6 +13,7 @@ cache key holds the session's id, which signs its owner in).
 
 Set in ``CACHES`` (settings.py) for every Redis cache:
 
+    "BACKEND": "evalsite.signed_cache.PooledRedisCache",
     "KEY_FUNCTION": "evalsite.signed_cache.hashed_key",
     "OPTIONS": {"serializer": "evalsite.signed_cache.SessionCacheSerializer"},
 
@@ -23,10 +24,14 @@ not supported: a signed number is not a Redis integer.
 from __future__ import annotations
 
 import logging
+import re
+import threading
 from typing import Any
 
 from django.core import signing
+from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django.utils.crypto import salted_hmac
+from django.utils.functional import cached_property
 
 logger = logging.getLogger("evalsite")
 
@@ -70,3 +75,36 @@ def hashed_key(key: str, key_prefix: str, version: int | str) -> str:
         "evalsite.signed_cache.key", f"{version}:{key}", algorithm="sha256"
     ).hexdigest()
     return f"{key_prefix}:{version}:{digest}"
+
+
+# One client, holding one pool of connections, per Redis cache of this
+# process (its servers and options).
+_CLIENTS: dict[tuple[tuple[str, ...], str], RedisCacheClient] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+class PooledRedisCache(RedisCache):
+    """Django's Redis cache, with one pool of connections per process.
+
+    Django keeps a cache object per request (``caches`` is local to each
+    request's context), and each made a pool of its own: every request that
+    read a session opened a new connection to Redis and said hello on it, a
+    fifth of a distributed web server's CPU under load (bench/README.md). A
+    pool is safe to share between threads.
+    """
+
+    def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
+        super().__init__(server, params)
+        # As Django's RedisCache reads them, kept here for the pool's key.
+        self.servers = re.split("[;,]", server) if isinstance(server, str) else server
+        self.options: dict[str, Any] = params.get("OPTIONS", {})
+
+    @cached_property
+    def _cache(self) -> RedisCacheClient:
+        key = (tuple(self.servers), repr(sorted(self.options.items())))
+        with _CLIENTS_LOCK:
+            client = _CLIENTS.get(key)
+            if client is None:
+                client = RedisCacheClient(self.servers, **self.options)
+                _CLIENTS[key] = client
+        return client

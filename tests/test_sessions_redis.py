@@ -7,6 +7,7 @@ in Redis; without it the cache is the test process's own memory.
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from tests.test_signed_cache import Planted
 
 
 @pytest.fixture
-def server() -> Iterator[redis.Redis]:
+def redis_server() -> Iterator[redis.Redis]:
     """The Redis server itself, as anything that reaches it sees it."""
     if "redis" not in settings.CACHES["sessions"]["BACKEND"].lower():
         pytest.skip("the sessions cache is in Redis only with REDIS_URL")
@@ -48,12 +49,12 @@ def logged_in(user: User) -> Client:
 
 
 def test_a_pickle_planted_under_a_session_runs_nothing(
-    server: redis.Redis, bob: User, tmp_path: Path
+    redis_server: redis.Redis, bob: User, tmp_path: Path
 ) -> None:
     client = logged_in(bob)
     session_key = client.cookies[settings.SESSION_COOKIE_NAME].value
     marker = tmp_path / "ran"
-    server.set(entry_name(session_key), pickle.dumps(Planted(marker)))
+    redis_server.set(entry_name(session_key), pickle.dumps(Planted(marker)))
 
     response = client.get(reverse("runs:run_list"))
 
@@ -66,13 +67,13 @@ def test_a_pickle_planted_under_a_session_runs_nothing(
 
 
 def test_a_pickle_planted_for_an_unknown_session_leaves_it_signed_out(
-    server: redis.Redis, db: None, tmp_path: Path
+    redis_server: redis.Redis, db: None, tmp_path: Path
 ) -> None:
     client = Client()
     session_key = "p" * 32
     client.cookies[settings.SESSION_COOKIE_NAME] = session_key
     marker = tmp_path / "ran"
-    server.set(entry_name(session_key), pickle.dumps(Planted(marker)))
+    redis_server.set(entry_name(session_key), pickle.dumps(Planted(marker)))
 
     response = client.get(reverse("runs:run_list"))
 
@@ -82,7 +83,7 @@ def test_a_pickle_planted_for_an_unknown_session_leaves_it_signed_out(
 
 
 def test_a_signed_in_session_lasts_across_requests_as_signed_json(
-    server: redis.Redis, bob: User
+    redis_server: redis.Redis, bob: User
 ) -> None:
     client = logged_in(bob)
     session_key = client.cookies[settings.SESSION_COOKIE_NAME].value
@@ -91,6 +92,27 @@ def test_a_signed_in_session_lasts_across_requests_as_signed_json(
 
     assert [page.status_code for page in pages] == [200, 200, 200]
     assert all(page.wsgi_request.user == bob for page in pages)
-    stored = server.get(entry_name(session_key))
+    stored = redis_server.get(entry_name(session_key))
     assert stored is not None and not stored.startswith(b"\x80")  # no pickle
-    assert not any(session_key.encode() in name for name in server.keys("*"))
+    assert not any(session_key.encode() in name for name in redis_server.keys("*"))
+
+
+def test_requests_share_one_pool_of_connections_to_redis(
+    redis_server: redis.Redis,
+) -> None:
+    # Each request has a cache object of its own (``caches`` is local to the
+    # request's context; a thread has one of its own too). Each made a pool
+    # of its own: one more connection to Redis, and its hello, per request.
+    def connection_id() -> int:
+        cache = caches["sessions"]
+        cache.get("anything")
+        return int(cache._cache.get_client().client_id())
+
+    seen: list[int] = []
+    for _ in range(5):  # one request after another, each in its own thread
+        thread = threading.Thread(target=lambda: seen.append(connection_id()))
+        thread.start()
+        thread.join()
+
+    assert len(seen) == 5
+    assert len(set(seen)) == 1, f"{len(set(seen))} connections for 5 requests"
