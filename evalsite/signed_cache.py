@@ -32,6 +32,7 @@ from django.core import signing
 from django.core.cache.backends.redis import RedisCache, RedisCacheClient
 from django.utils.crypto import salted_hmac
 from django.utils.functional import cached_property
+from redis import Redis
 
 logger = logging.getLogger("evalsite")
 
@@ -77,6 +78,26 @@ def hashed_key(key: str, key_prefix: str, version: int | str) -> str:
     return f"{key_prefix}:{version}:{digest}"
 
 
+class OneClientPerPool(RedisCacheClient):
+    """Django's Redis cache client, making one redis-py client per pool
+    (one for reads, one for writes), not one per call: making one (its table
+    of reply handlers) cost as much CPU as the call it made. A client over a
+    pool is safe to share between threads.
+
+    With several servers, reads stay on the one first picked.
+    """
+
+    def __init__(self, servers: list[str], **options: Any) -> None:
+        super().__init__(servers, **options)
+        self.clients: dict[bool, Redis] = {}
+
+    def get_client(self, key: Any = None, *, write: bool = False) -> Redis:
+        client = self.clients.get(write)
+        if client is None:
+            client = self.clients[write] = super().get_client(key, write=write)
+        return client
+
+
 # One client, holding one pool of connections, per Redis cache of this
 # process (its servers and options).
 _CLIENTS: dict[tuple[tuple[str, ...], str], RedisCacheClient] = {}
@@ -105,6 +126,6 @@ class PooledRedisCache(RedisCache):
         with _CLIENTS_LOCK:
             client = _CLIENTS.get(key)
             if client is None:
-                client = RedisCacheClient(self.servers, **self.options)
+                client = OneClientPerPool(self.servers, **self.options)
                 _CLIENTS[key] = client
         return client

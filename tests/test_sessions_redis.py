@@ -102,17 +102,21 @@ def test_requests_share_one_pool_of_connections_to_redis(
 ) -> None:
     # Each request has a cache object of its own (``caches`` is local to the
     # request's context; a thread has one of its own too). Each made a pool
-    # of its own: one more connection to Redis, and its hello, per request.
-    def connection_id() -> int:
+    # of its own: one more connection to Redis, and its hello, per request;
+    # and a redis-py client for each call.
+    def connection() -> tuple[int, int]:
         cache = caches["sessions"]
         cache.get("anything")
-        return int(cache._cache.get_client().client_id())
+        client = cache._cache.get_client()
+        return int(client.client_id()), id(client)
 
-    seen: list[int] = []
+    seen: list[tuple[int, int]] = []
     for _ in range(5):  # one request after another, each in its own thread
-        thread = threading.Thread(target=lambda: seen.append(connection_id()))
+        thread = threading.Thread(target=lambda: seen.append(connection()))
         thread.start()
         thread.join()
 
     assert len(seen) == 5
-    assert len(set(seen)) == 1, f"{len(set(seen))} connections for 5 requests"
+    connections, clients = ({one[i] for one in seen} for i in (0, 1))
+    assert len(connections) == 1, f"{len(connections)} connections for 5 requests"
+    assert len(clients) == 1, f"{len(clients)} clients for 5 requests"
