@@ -67,6 +67,34 @@ def test_runs_page_is_rendered_once_then_served_until_a_run_moves(
 
 
 @pytest.mark.django_db
+def test_runs_page_with_a_going_run_is_rendered_once_a_second_not_once_a_batch(
+    alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every worker of a going run stores batches several times a second: a
+    # table keyed by its counts was rendered again for each (8.7 times a
+    # second under the mixed load with two workers).
+    second = [cache_keys.going_second()]
+    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
+    run = _finished_run(project)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, succeeded=1)
+    first = alice_client.get("/")
+
+    Run.objects.filter(pk=run.pk).update(succeeded=2)  # a batch, same second
+    same_second = alice_client.get("/")
+    second[0] += 1
+    next_second = alice_client.get("/")
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED, succeeded=3)
+    finished = alice_client.get("/")
+
+    assert first.templates and not same_second.templates
+    assert next_second.templates
+    assert '<td class="num">2</td>' in next_second.content.decode()
+    # Its end shows at once, whatever the second.
+    assert finished.templates
+    assert '<td class="num">3</td>' in finished.content.decode()
+
+
+@pytest.mark.django_db
 def test_runs_page_is_rendered_again_under_a_new_cache_generation(
     alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -49,4 +49,17 @@ if _PATH:
                 os.replace(f"{path}.tmp", path)
 
     locmem.LocMemCache.set = _counted_set
+
+    # Whole pages rendered, by template (``render:runs/results/run_list.html``):
+    # patched before any module imports the function by name.
+    from django.template import loader
+
+    _render_to_string = loader.render_to_string
+
+    def _counted_render(template_name: object, *args: object, **kwargs: object) -> str:
+        with _lock:
+            _counts[f"render:{template_name}"] += 1
+        return _render_to_string(template_name, *args, **kwargs)  # type: ignore[arg-type]
+
+    loader.render_to_string = _counted_render  # type: ignore[assignment]
     threading.Thread(target=_write, daemon=True, name="computations").start()

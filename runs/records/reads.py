@@ -487,7 +487,7 @@ def run_records(
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
 # Columns of a run that its executor moves with each batch it stores or each
 # heartbeat: left out of a going run's page key, which holds the second.
-_BATCH_COLUMNS = frozenset(
+BATCH_COLUMNS = frozenset(
     {
         "succeeded",
         "failed",
@@ -588,7 +588,7 @@ def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | 
         return (names, found[0]), (pass_names, tuple(passes))
     # A going run's page: rendered at most once a second, never more than a
     # second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
-    kept = [n for n, name in enumerate(names) if name not in _BATCH_COLUMNS]
+    kept = [n for n, name in enumerate(names) if name not in BATCH_COLUMNS]
     row = tuple(found[0][n] for n in kept)
     return (
         (tuple(names[n] for n in kept), row),

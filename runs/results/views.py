@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.http import Http404, HttpResponse, HttpResponseBase
@@ -12,7 +13,14 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from runs.access import Action, projects_where
 from runs.analysis.export import EXPORT_FORMATS
 from runs.errors import InvalidInput
-from runs.models import ErrorKind, Result, Run, RunStatus, call_status_label
+from runs.models import (
+    FINAL_RUN_STATUSES,
+    ErrorKind,
+    Result,
+    Run,
+    RunStatus,
+    call_status_label,
+)
 from runs.records import cache_keys, pagecache, reads
 from runs.results import services
 from runs.results.demo_offer import (
@@ -44,6 +52,24 @@ from runs.web.requests import AuthedRequest
 RUNS_PER_PAGE = 50
 RESULTS_PER_PAGE = 50
 LIVE_SNAPSHOT_ROWS = 20
+# Of a row of the runs table, the fields that stay as a run's batches come in.
+_STEADY_FIELDS = tuple(
+    n
+    for n, field in enumerate(dataclasses.fields(reads.RunRow))
+    if field.name not in reads.BATCH_COLUMNS
+)
+
+
+def run_row_key(row: reads.RunRow) -> tuple[Any, ...]:
+    """A row of the runs table as a key part: a finished run's every value;
+    a going run's without its counts, which move with each batch it stores
+    (every worker's, several a second), and with the current second, as its
+    page is keyed (``reads.run_page_key``): the table is rendered at most
+    once a second while runs go, never more than a second behind them."""
+    values = cache_keys.record(row)
+    if row.status in FINAL_RUN_STATUSES:
+        return values
+    return (*(values[n] for n in _STEADY_FIELDS), cache_keys.going_second())
 
 
 @require_GET
@@ -66,7 +92,7 @@ def run_list(request: AuthedRequest) -> HttpResponse:
     key_data = (
         page.number,
         page.paginator.count,
-        tuple(map(cache_keys.record, page.object_list)),
+        tuple(map(run_row_key, page.object_list)),
         tuple(map(cache_keys.record, projects)),
         cache_keys.record(offer) if offer is not None else None,
     )
