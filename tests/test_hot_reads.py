@@ -15,6 +15,7 @@ from django.db.backends.sqlite3.base import SQLiteCursorWrapper
 from django.db.models import JSONField
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from psycopg import ClientCursor
 
 from runs.access import visible_projects
 from runs.analysis.figures import run_figures, run_figures_store
@@ -450,6 +451,41 @@ def test_a_compiled_read_on_sqlite_skips_the_placeholder_rewrite_of_every_call(
 
     assert (table.count(), table[0:10]) == expected
     assert rewrites == []
+
+
+@pytest.mark.django_db
+def test_a_compiled_read_on_postgresql_is_bound_by_the_server(
+    alice: User, project: Project, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Django's cursors on PostgreSQL bind in the client: every parameter
+    # written into the text of every statement (psycopg's ClientCursor), 3 %
+    # of a distributed web server's CPU under load.
+    if connection.vendor != "postgresql":
+        pytest.skip("binding by the PostgreSQL server")
+    dataset = make_dataset(project, arithmetic_items(2))
+    _runs(dataset, [RunStatus.COMPLETED, RunStatus.RUNNING])
+    table = reads.RunTable(user_id=alice.pk, status=RunStatus.COMPLETED)
+    with connection.cursor() as cursor:  # as Django reads: the reference
+        cursor.execute(
+            "SELECT count(*) FROM runs_run r JOIN runs_membership m"
+            " ON m.project_id = r.project_id WHERE m.user_id = %s"
+            " AND r.status = %s",
+            [alice.pk, RunStatus.COMPLETED],
+        )
+        (expected,) = cursor.fetchone()
+    client_bound = []
+    bind = ClientCursor.execute
+
+    def counted(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        client_bound.append(query)
+        return bind(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(ClientCursor, "execute", counted)
+
+    counts = [table.count() for _ in range(8)]
+
+    assert counts == [expected] * 8 and expected == 1
+    assert client_bound == []
 
 
 @pytest.mark.django_db

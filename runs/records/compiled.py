@@ -17,11 +17,14 @@ sliced read (the ORM writes a slice's bounds into the SQL as numbers).
 Each call costs only what it must. On SQLite the SQL is rewritten for the
 driver once, at compile time, and run on the driver's connection (Django's
 cursor rewrites a statement's placeholders with a regular expression on
-every execution, and an ORM statement is long); a query Django logs or wraps
-(DEBUG, a test counting queries) goes through Django's cursor as on every
-other vendor. The arguments' positions among the parameters are found once,
-and so are, for each set of column names a cursor describes, the positions
-and converters of the columns to convert.
+every execution, and an ORM statement is long). On PostgreSQL the
+parameters are bound by the server, on a psycopg cursor of Django's
+connection: Django's cursors bind them in the client, writing every value
+into the text of every statement. A query Django logs or wraps (DEBUG, a
+test counting queries) goes through Django's cursor. The arguments'
+positions among the parameters are found once, and so are, for each set of
+column names a cursor describes, the positions and converters of the
+columns to convert.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.sqlite3.base import FORMAT_QMARK_REGEX
 from django.db.models import Count, QuerySet, Value
+from psycopg import Cursor as ServerBindingCursor
 
 # Markers: inside every database's integer range (a value outside it makes
 # the ORM compile an empty result) and far from any id a caller passes.
@@ -80,10 +84,25 @@ def _sqlite_sql(sql: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
-# The SQL each vendor's DB-API driver takes, for the vendors whose reads go
-# to the driver directly (the others go through Django's cursor, which hands
-# the SQL on as it is).
-_DRIVER_SQL: dict[str, Callable[[str], str]] = {"sqlite": _sqlite_sql}
+def _sqlite_execute(driver: Any, sql: str, params: list[Any]) -> Any:
+    return driver.execute(sql, params)
+
+
+def _postgresql_execute(driver: Any, sql: str, params: list[Any]) -> Any:
+    return ServerBindingCursor(driver).execute(sql, params)
+
+
+# The SQL each vendor's DB-API driver takes, and how its connection runs it,
+# for the vendors whose reads go to the driver directly (the others go
+# through Django's cursor, which hands the SQL on as it is).
+_DRIVER_SQL: dict[str, Callable[[str], str]] = {
+    "sqlite": _sqlite_sql,
+    "postgresql": str,
+}
+_DRIVER_EXECUTE: dict[str, Callable[[Any, str, list[Any]], Any]] = {
+    "sqlite": _sqlite_execute,
+    "postgresql": _postgresql_execute,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +228,7 @@ def _execute(
         db.validate_thread_sharing()
         db.validate_no_broken_transaction()
         with db.wrap_database_errors:
-            cursor = db.connection.execute(read.driver_sql, params)
+            cursor = _DRIVER_EXECUTE[db.vendor](db.connection, read.driver_sql, params)
             try:
                 description, fetched = cursor.description, cursor.fetchall()
             finally:
