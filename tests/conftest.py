@@ -21,6 +21,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 
 from runs.models import Membership, Project
+from runs.records import cache_keys
 from runs.testing.fake_openai import FakeOpenAIServer
 from tests.browser import seeded_site, server  # noqa: F401  (fixtures)
 from tests.factories import arithmetic_items, make_dataset
@@ -70,6 +71,15 @@ def project(alice: User, bob: User, victor: User) -> Project:
     Membership.objects.create(project=project, user=bob, role=Membership.Role.EDITOR)
     Membership.objects.create(project=project, user=victor, role=Membership.Role.VIEWER)
     return project
+
+
+@pytest.fixture
+def held_second(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Hold the second a going run's keys count by
+    (``cache_keys.going_second``); move it with ``held_second[0] += 1``."""
+    second = [cache_keys.going_second()]
+    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
+    return second
 
 
 @pytest.fixture

@@ -292,11 +292,9 @@ def test_finished_run_page_renders_its_results_table_once(
 
 @pytest.mark.django_db
 def test_run_page_shows_results_stored_since_the_last_view_the_next_second(
-    alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
+    alice_client: Client, project: Project, held_second: list[int]
 ) -> None:
     # A going run's page is keyed by the second (cache_keys.going_second).
-    second = [cache_keys.going_second()]
-    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     dataset = make_dataset(project, arithmetic_items(3))
     run = _run(dataset)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
@@ -305,7 +303,7 @@ def test_run_page_shows_results_stored_since_the_last_view_the_next_second(
     before = _results_table(alice_client, run)
 
     _store_results(run, items[1:])
-    second[0] += 1
+    held_second[0] += 1
 
     assert before.count("data-result-id=") == 1
     assert _results_table(alice_client, run).count("data-result-id=") == 3

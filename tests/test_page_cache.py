@@ -68,20 +68,18 @@ def test_runs_page_is_rendered_once_then_served_until_a_run_moves(
 
 @pytest.mark.django_db
 def test_runs_page_with_a_going_run_is_rendered_once_a_second_not_once_a_batch(
-    alice_client: Client, project: Project, monkeypatch: pytest.MonkeyPatch
+    alice_client: Client, project: Project, held_second: list[int]
 ) -> None:
     # Every worker of a going run stores batches several times a second: a
     # table keyed by its counts was rendered again for each (8.7 times a
     # second under the mixed load with two workers).
-    second = [cache_keys.going_second()]
-    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     run = _finished_run(project)
     Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING, succeeded=1)
     first = alice_client.get("/")
 
     Run.objects.filter(pk=run.pk).update(succeeded=2)  # a batch, same second
     same_second = alice_client.get("/")
-    second[0] += 1
+    held_second[0] += 1
     next_second = alice_client.get("/")
     Run.objects.filter(pk=run.pk).update(status=RunStatus.COMPLETED, succeeded=3)
     finished = alice_client.get("/")

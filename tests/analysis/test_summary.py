@@ -12,7 +12,6 @@ from scipy.special import comb
 
 from runs.analysis.summary import run_summary, run_summary_cached
 from runs.models import Dataset, Item, Project, Result, Run, RunStatus, Score
-from runs.records import cache_keys
 from tests.analysis.clustered_reference import clustered_wilson
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import SCORERS, Stored, stored_run
@@ -227,11 +226,9 @@ def test_a_run_without_results_has_no_rates(dataset: Dataset) -> None:
 
 
 def test_the_cached_summary_follows_newly_stored_results_the_next_second(
-    dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+    dataset: Dataset, held_second: list[int]
 ) -> None:
     # A going run's figures are keyed by the second (cache_keys.going_second).
-    second = [cache_keys.going_second()]
-    monkeypatch.setattr(cache_keys, "going_second", lambda: second[0])
     run, stored = stored_run(dataset, seed=14, missing=0.5, status=RunStatus.RUNNING)
     before = run_summary_cached(run=run)
     index = next(i for i in range(10) if i not in {s.item_index for s in stored})
@@ -249,7 +246,7 @@ def test_the_cached_summary_follows_newly_stored_results_the_next_second(
     run.refresh_from_db()
 
     same_second = run_summary_cached(run=run)
-    second[0] += 1
+    held_second[0] += 1
     after = run_summary_cached(run=run)
 
     assert same_second == before
