@@ -84,24 +84,26 @@ def _sqlite_sql(sql: str) -> str:
     return FORMAT_QMARK_REGEX.sub("?", sql).replace("%%", "%")
 
 
-def _sqlite_execute(driver: Any, sql: str, params: list[Any]) -> Any:
-    return driver.execute(sql, params)
+@dataclass(frozen=True, slots=True)
+class _Driver:
+    """How a vendor's reads go to its DB-API driver directly."""
+
+    # The SQL the driver takes, from the SQL Django's cursor takes.
+    sql: Callable[[str], str]
+    # A cursor of the driver's connection that ran the SQL with parameters.
+    execute: Callable[[Any, str, list[Any]], Any]
 
 
-def _postgresql_execute(driver: Any, sql: str, params: list[Any]) -> Any:
-    return ServerBindingCursor(driver).execute(sql, params)
-
-
-# The SQL each vendor's DB-API driver takes, and how its connection runs it,
-# for the vendors whose reads go to the driver directly (the others go
-# through Django's cursor, which hands the SQL on as it is).
-_DRIVER_SQL: dict[str, Callable[[str], str]] = {
-    "sqlite": _sqlite_sql,
-    "postgresql": str,
-}
-_DRIVER_EXECUTE: dict[str, Callable[[Any, str, list[Any]], Any]] = {
-    "sqlite": _sqlite_execute,
-    "postgresql": _postgresql_execute,
+# The vendors whose reads go to the driver directly (the others go through
+# Django's cursor, which hands the SQL on as it is).
+_DRIVERS: dict[str, _Driver] = {
+    "sqlite": _Driver(
+        _sqlite_sql, lambda driver, sql, params: driver.execute(sql, params)
+    ),
+    "postgresql": _Driver(
+        str,
+        lambda driver, sql, params: ServerBindingCursor(driver).execute(sql, params),
+    ),
 }
 
 
@@ -117,7 +119,7 @@ class _Layout:
 class Statement:
     # As the ORM wrote it, for Django's cursor.
     sql: str
-    # As the driver takes it, for a vendor in ``_DRIVER_SQL``; else None.
+    # As the driver takes it, for a vendor in ``_DRIVERS``; else None.
     driver_sql: str | None
     # The compiled parameters: constants, and an ``_Arg`` where a call's
     # argument goes.
@@ -182,10 +184,10 @@ def _compile(build: Callable[[Args], QuerySet[Any]], *, sliced: bool) -> Stateme
     }
     if sliced:
         sql += _SLICE
-    to_driver = _DRIVER_SQL.get(connection.vendor)
+    driver = _DRIVERS.get(connection.vendor)
     return Statement(
         sql=sql,
-        driver_sql=to_driver(sql) if to_driver is not None else None,
+        driver_sql=driver.sql(sql) if driver is not None else None,
         params=params,
         slots=slots,
         arguments=arguments,
@@ -216,7 +218,7 @@ def _execute(
     """The column names and the rows of the read run with these parameters."""
     if (
         read.driver_sql is not None
-        and db.vendor in _DRIVER_SQL
+        and db.vendor in _DRIVERS
         and not db.queries_logged
         and not db.execute_wrappers
     ):
@@ -228,7 +230,8 @@ def _execute(
         db.validate_thread_sharing()
         db.validate_no_broken_transaction()
         with db.wrap_database_errors:
-            cursor = _DRIVER_EXECUTE[db.vendor](db.connection, read.driver_sql, params)
+            execute = _DRIVERS[db.vendor].execute
+            cursor = execute(db.connection, read.driver_sql, params)
             try:
                 description, fetched = cursor.description, cursor.fetchall()
             finally:
