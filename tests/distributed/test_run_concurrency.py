@@ -88,10 +88,11 @@ def test_a_killed_workers_leases_come_back_to_the_run(
 
 
 def waiting_on_a_lock(conn: psycopg.Connection[Any]) -> int:
-    """Statements of other sessions that wait for a lock."""
+    """Statements of other sessions of this test's database that wait for a
+    lock (another test process's database has sessions of its own)."""
     row = conn.execute(
-        "SELECT count(*) FROM pg_stat_activity "
-        "WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND pid <> pg_backend_pid() AND datname = current_database()"
     ).fetchone()
     assert row is not None
     return int(row[0])
