@@ -11,7 +11,9 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from runs.models import Membership, Project, Run, RunStatus, ScoringPass
@@ -233,6 +235,45 @@ def _same_but_token(first: object, second: object) -> bool:
         return re.sub(r"[A-Za-z0-9]{64}", "TOKEN", html)
 
     return strip(first) == strip(second)
+
+
+@pytest.mark.django_db
+def test_cached_run_page_reads_the_run_and_its_passes_in_one_statement(
+    alice_client: Client, project: Project
+) -> None:
+    # Every cached page of a run (its page, results, live figures, clusters)
+    # read the run's row, then its scoring passes: two statements, besides
+    # the signed-in user's, where one join gives both.
+    run = _finished_run(project)
+    for _ in range(2):
+        ScoringPass.objects.create(run=run, status=ScoringPass.Status.COMPLETED)
+    url = f"/runs/{run.pk}/"
+    alice_client.get(url)
+
+    with CaptureQueriesContext(connection) as queries:
+        cached = alice_client.get(url)
+
+    assert cached.status_code == 200 and not cached.templates
+    tables = [
+        "runs_run" in q["sql"] or "runs_scoringpass" in q["sql"]
+        for q in queries.captured_queries
+    ]
+    assert tables.count(True) == 1, [q["sql"] for q in queries.captured_queries]
+
+
+@pytest.mark.django_db
+def test_run_page_is_rendered_again_when_a_scoring_pass_ends(
+    alice_client: Client, project: Project
+) -> None:
+    run = _finished_run(project)
+    ScoringPass.objects.create(run=run, status=ScoringPass.Status.COMPLETED)
+    url = f"/runs/{run.pk}/"
+    alice_client.get(url)
+    assert not alice_client.get(url).templates
+
+    ScoringPass.objects.create(run=run, status=ScoringPass.Status.FAILED)
+
+    assert alice_client.get(url).templates
 
 
 @pytest.mark.django_db

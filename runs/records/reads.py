@@ -485,6 +485,8 @@ def run_records(
 
 
 _ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
+# The names of a scoring pass's columns in the run page's read.
+PASS_PREFIX = "pass_"
 # Columns of a run that its executor moves with each batch it stores or each
 # heartbeat: left out of a going run's page key, which holds the second.
 BATCH_COLUMNS = frozenset(
@@ -505,15 +507,26 @@ BATCH_COLUMNS = frozenset(
 )
 
 
-def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
+def _run_page(args: Args) -> QuerySet[Run, dict[str, Any]]:
+    # The run's row once for each of its scoring passes, with the pass's
+    # columns (PASS_PREFIX), or once with those NULL: one statement on every
+    # cached page of a run, where the run and its passes were two.
     username = get_user_model().USERNAME_FIELD
     names, texts = _columns(Run)
+    pass_names, pass_texts = _columns(ScoringPass)
+    passes: dict[str, Any] = {
+        PASS_PREFIX + name: F(f"passes__{name}") for name in pass_names
+    }
+    passes[f"{PASS_PREFIX}username"] = F(f"passes__user__{username}")
+    for name in pass_texts:
+        field = name.removesuffix("_json")
+        passes[PASS_PREFIX + name] = Cast(f"passes__{field}", TextField())
     return (
         Run.objects.filter(
             pk=args.integer("run_id"),
             project__memberships__user_id=args.integer("user_id"),
         )
-        .order_by()
+        .order_by("passes__created_at", "passes__id")
         .values(
             *names,
             **texts,
@@ -524,17 +537,8 @@ def _run_page_run(args: Args) -> QuerySet[Run, dict[str, Any]]:
             creator=F(f"created_by__{username}"),
             # The membership the filter joined: the user's role.
             role=F("project__memberships__role"),
+            **passes,
         )
-    )
-
-
-def _run_page_passes(args: Args) -> QuerySet[ScoringPass, dict[str, Any]]:
-    username = get_user_model().USERNAME_FIELD
-    names, texts = _columns(ScoringPass)
-    return (
-        ScoringPass.objects.filter(run_id=args.integer("run_id"))
-        .order_by("created_at", "id")
-        .values(*names, **texts, username=F(f"user__{username}"))
     )
 
 
@@ -569,29 +573,28 @@ def run_page_key(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
 def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | None:
     # As the database hands them: values to key a cache, not to show.
     names, found = compiled.fetch(
-        compiled.statement("run-page", _run_page_run),
+        compiled.statement("run-page", _run_page),
         {"user_id": user_id, "run_id": run_id},
         convert=False,
     )
-    final = bool(found) and found[0][names.index("status")] in FINAL_RUN_STATUSES
-    if not found or not (final or going):
+    if not found:
         return None
-    pass_names, passes = compiled.fetch(
-        compiled.statement("run-page-passes", _run_page_passes),
-        {"run_id": run_id},
-        convert=False,
-    )
-    status = pass_names.index("status")
-    if any(row[status] in _ACTIVE_PASS_STATUSES for row in passes):
+    own = [n for n, name in enumerate(names) if not name.startswith(PASS_PREFIX)]
+    joined = [n for n, name in enumerate(names) if name.startswith(PASS_PREFIX)]
+    status = found[0][names.index("status")]
+    final = status in FINAL_RUN_STATUSES
+    if not (final or going):
         return None
-    if final:
-        return (names, found[0]), (pass_names, tuple(passes))
-    # A going run's page: rendered at most once a second, never more than a
-    # second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
-    kept = [n for n, name in enumerate(names) if name not in BATCH_COLUMNS]
-    row = tuple(found[0][n] for n in kept)
-    return (
-        (tuple(names[n] for n in kept), row),
-        (pass_names, tuple(passes)),
-        cache_keys.going_second(),
+    pass_id, pass_status = names.index("pass_id"), names.index("pass_status")
+    if any(row[pass_status] in _ACTIVE_PASS_STATUSES for row in found):
+        return None
+    passes = (
+        tuple(names[n].removeprefix(PASS_PREFIX) for n in joined),
+        tuple(tuple(row[n] for n in joined) for row in found if row[pass_id]),
     )
+    if not final:
+        # A going run's page: rendered at most once a second, never more than
+        # a second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
+        own = [n for n in own if names[n] not in BATCH_COLUMNS]
+    run = tuple(names[n] for n in own), tuple(found[0][n] for n in own)
+    return (run, passes) if final else (run, passes, cache_keys.going_second())
