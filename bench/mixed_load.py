@@ -35,7 +35,8 @@ the run page fetches while the run goes).
 Per kind and overall: requests a second, p50/p95/p99, errors (non-2xx answers,
 failed connections and answers slower than 30 s), the same percentiles for
 the requests started before the run ended; the CPU seconds of the server, the
-workers, the fake server and this client over the window; the load average;
+workers, the fake server and this client over the window (distributed, also
+of the database's processes serving the site); the load average;
 the run's efficiency alone and under load. The client is a small asyncio
 HTTP/1.1 client in this process (about 0.1 ms of CPU a request, printed).
 
@@ -223,6 +224,7 @@ class Site:
     poll_errors: int = 0
     log: Path | None = None
     computations_dir: Path | None = None
+    database: str | None = None  # distributed: the scratch database's name
 
     def computations(self) -> dict[str, int]:
         """Values the server's caches stored so far, by key kind."""
@@ -261,6 +263,22 @@ class Site:
 
     def server_cpu_each(self) -> list[float]:
         return [cpu_ticks(pid) / CLOCK_TICKS for pid in self.pids["server"]]
+
+    def database_cpu(self) -> float:
+        """CPU seconds so far of the PostgreSQL processes serving the site's
+        database (the server's and the workers' sessions, which it keeps open:
+        one that ended in between is not counted)."""
+        if self.database is None:
+            return 0.0
+        ticks = 0
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            with contextlib.suppress(OSError):
+                title = (entry / "cmdline").read_bytes().decode(errors="replace")
+                if title.startswith("postgres: ") and f" {self.database} " in title:
+                    ticks += cpu_ticks(int(entry.name))
+        return ticks / CLOCK_TICKS
 
 
 def start_run(site: Site, concurrency: int, name: str) -> int:
@@ -317,6 +335,7 @@ class Phase:
     window_server_cpu: float = 0.0
     # The same by server process (the Daphne processes, then ``serve``).
     window_server_cpu_each: list[float] = field(default_factory=list)
+    window_database_cpu: float = 0.0
     # Values the server computed and cached in the window, by key kind.
     computed: dict[str, int] = field(default_factory=dict)
     run_finished: float = 0.0  # time.time() of the run's end
@@ -327,7 +346,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
     cpu_before = site.cpu()
     run_id = start_run(site, args.concurrency, "loaded" if loaded else "alone")
     samples: list[Sample] = []
-    client_cpu = window_cpu = 0.0
+    client_cpu = window_cpu = window_database = 0.0
     window_each: list[float] = []
     served = 0
     computed: dict[str, int] = {}
@@ -338,6 +357,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         clock = time.process_time()
         served_before, window_cpu = site.served(), site.cpu()["server"]
         each_before = site.server_cpu_each()
+        database_before = site.database_cpu()
         computed_before = site.computations()
         with profiling(args.profile, site, meta):
             samples = load(site.port, paths, args.clients, args.seconds)
@@ -347,6 +367,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         window_each = [
             b - a for a, b in zip(each_before, site.server_cpu_each(), strict=True)
         ]
+        window_database = site.database_cpu() - database_before
         computed = {
             kind: count - computed_before.get(kind, 0)
             for kind, count in sorted(site.computations().items())
@@ -374,6 +395,7 @@ def run_phase(site: Site, args: argparse.Namespace, *, loaded: bool, **meta) -> 
         served=served,
         window_server_cpu=window_cpu,
         window_server_cpu_each=window_each,
+        window_database_cpu=window_database,
         computed=computed,
         run_finished=datetime.fromisoformat(run["finished_at"]).timestamp(),
     )
@@ -486,6 +508,7 @@ def serving(
                 workers=workers,
                 log=server_log,
                 computations_dir=data_dir,
+                database=scratch.name if scratch is not None else None,
             )
     finally:
         for worker in workers:
@@ -556,6 +579,13 @@ def report_phase(phase: Phase, args: argparse.Namespace) -> None:
         f"the run's share included if embedded); client CPU "
         f"{1000 * phase.client_cpu / total:.3f} ms a request"
     )
+    if phase.window_database_cpu:
+        print(
+            f"the database's processes over the window: "
+            f"{phase.window_database_cpu:.1f} s of CPU "
+            f"({1000 * phase.window_database_cpu / max(phase.served, 1):.2f} ms "
+            "a GET, the workers' writes included)"
+        )
     if len(phase.window_server_cpu_each) > 1:
         each = ", ".join(f"{cpu:.1f}" for cpu in phase.window_server_cpu_each)
         print(f"server CPU by process (the Daphne processes, then serve): {each} s")

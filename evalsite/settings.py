@@ -181,6 +181,16 @@ if DATABASE_URL:
         # is retried, rather than outlasting a run's storage timeout. A
         # connect_timeout in the URL wins.
         DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
+        # The hot reads (runs.records.compiled), bound by the server, are
+        # prepared once per connection: planning their joins cost the server
+        # more than running them. Django's own queries are bound in the client
+        # and never prepared (5 is psycopg's own threshold, for any other
+        # statement bound by the server). Off for a pooler that cannot keep
+        # prepared statements (PgBouncer in transaction mode before 1.21).
+        DATABASES["default"]["OPTIONS"].setdefault(
+            "prepare_threshold",
+            5 if env_bool("EVALSITE_DB_PREPARED", default=True) else None,
+        )
         # Django's test database would be test_<name> for every checkout: two
         # checkouts testing on one server would drop each other's.
         DATABASES["default"]["TEST"] = {

@@ -100,9 +100,13 @@ _DRIVERS: dict[str, _Driver] = {
     "sqlite": _Driver(
         _sqlite_sql, lambda driver, sql, params: driver.execute(sql, params)
     ),
+    # Prepared once per connection, unless the connection prepares nothing
+    # (settings: EVALSITE_DB_PREPARED).
     "postgresql": _Driver(
         str,
-        lambda driver, sql, params: ServerBindingCursor(driver).execute(sql, params),
+        lambda driver, sql, params: ServerBindingCursor(driver).execute(
+            sql, params, prepare=True
+        ),
     ),
 }
 
@@ -133,6 +137,12 @@ class Statement:
     # By (column names, columns to convert), found on first use.
     layouts: dict[tuple[tuple[str, ...], Hashable], _Layout] = field(
         default_factory=dict, compare=False, repr=False
+    )
+    # The column names its cursor described, once (the same SQL describes
+    # the same columns): psycopg makes an object of each column for every
+    # ``cursor.description``, a cost per column on every read.
+    described: list[tuple[str, ...]] = field(
+        default_factory=list, compare=False, repr=False
     )
 
 
@@ -233,14 +243,22 @@ def _execute(
             execute = _DRIVERS[db.vendor].execute
             cursor = execute(db.connection, read.driver_sql, params)
             try:
-                description, fetched = cursor.description, cursor.fetchall()
+                names = read.described[0] if read.described else _names(cursor)
+                fetched = cursor.fetchall()
             finally:
                 cursor.close()
     else:
         with db.cursor() as cursor:
             cursor.execute(read.sql, params)
-            description, fetched = cursor.description, cursor.fetchall()
-    return tuple(column[0] for column in description), fetched
+            names = read.described[0] if read.described else _names(cursor)
+            fetched = cursor.fetchall()
+    if not read.described:
+        read.described.append(names)
+    return names, fetched
+
+
+def _names(cursor: Any) -> tuple[str, ...]:
+    return tuple(column[0] for column in cursor.description)
 
 
 def _layout(
