@@ -253,10 +253,12 @@ def _discordant_counts(paired: int, psi: float) -> tuple[int, int, np.ndarray]:
     (those left out weigh less than 1e-12 together)."""
     from scipy import stats
 
-    counts = stats.binom(paired, psi)
-    first = max(int(counts.ppf(1e-13)) - 1, 1)
-    last = min(int(counts.isf(1e-13)) + 1, paired)
-    return first, last, counts.pmf(np.arange(first, last + 1))
+    # Not a frozen distribution: freezing one costs more than these three
+    # calls, and a going run's comparison asks with a new count every second.
+    binom = stats.binom
+    first = max(int(binom.ppf(1e-13, paired, psi)) - 1, 1)
+    last = min(int(binom.isf(1e-13, paired, psi)) + 1, paired)
+    return first, last, binom.pmf(np.arange(first, last + 1), paired, psi)
 
 
 @functools.lru_cache(maxsize=64)
