@@ -8,7 +8,6 @@ used to find the failures.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -24,6 +23,7 @@ from runs.analysis.agreement import (
     cohen_from,
     kappa_weights,
 )
+from runs.analysis.compare.significance import mcnemar_exact
 
 Direction = Literal["stricter", "laxer", "even"]
 # The significance under which an asymmetry is called stricter or laxer.
@@ -72,19 +72,6 @@ class JudgeAgreement:
     p_value: float
 
 
-def mcnemar_exact(stricter: int, laxer: int) -> float:
-    """Two-sided exact McNemar p-value: the binomial test of ``stricter`` out
-    of ``stricter + laxer`` discordant pairs at one half (scipy's
-    ``binomtest(...).pvalue``, which for p = 1/2 is twice the smaller tail)."""
-    n = stricter + laxer
-    if n == 0:
-        return 1.0
-    low = min(stricter, laxer)
-    # Exact integer arithmetic, then one division: no underflow at large n.
-    tail = sum(math.comb(n, i) for i in range(low + 1))
-    return min(1.0, 2 * tail / 2**n)
-
-
 def judge_against_people(
     judge: Sequence[bool | None],
     people: Sequence[bool | None],
@@ -125,7 +112,8 @@ def judge_against_people(
     n = len(pairs)
     judge_fails = both_fail + stricter
     people_fail = both_fail + laxer
-    p_value = mcnemar_exact(stricter, laxer)
+    # Symmetric at one half: which side counts as improvements is no matter.
+    p_value = mcnemar_exact(regressions=stricter, improvements=laxer)
     leaning: Direction = (
         "stricter" if stricter > laxer else "laxer" if laxer > stricter else "even"
     )

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.stats import binomtest
 from statsmodels.stats.inter_rater import cohens_kappa, to_table
 
+from runs.analysis.compare import mcnemar_exact
 from runs.analysis.judge_agreement import (
     calibrated,
     calibration_gap,
     judge_against_people,
-    mcnemar_exact,
 )
 
 
@@ -31,11 +33,23 @@ def verdicts(seed: int, n: int, *, strict: float = 0.0) -> tuple[list, list]:
 @pytest.mark.parametrize(
     ("stricter", "laxer"), [(0, 0), (3, 0), (7, 2), (20, 31), (500, 430), (1, 1)]
 )
-def test_mcnemar_exact_matches_scipy(stricter: int, laxer: int) -> None:
-    expected = (
-        1.0 if stricter + laxer == 0 else binomtest(stricter, stricter + laxer).pvalue
-    )
-    assert mcnemar_exact(stricter, laxer) == pytest.approx(expected, rel=1e-9)
+def test_mcnemar_exact_matches_scipy_and_exact_enumeration(
+    stricter: int, laxer: int
+) -> None:
+    # The judge's test is the comparisons' (it was written twice): scipy's
+    # binomial test, and twice the smaller tail summed in exact integers.
+    n = stricter + laxer
+    expected = 1.0 if n == 0 else binomtest(stricter, n).pvalue
+    tail = sum(math.comb(n, i) for i in range(min(stricter, laxer) + 1))
+    enumerated = min(1.0, 2 * tail / 2**n)
+    found = mcnemar_exact(regressions=stricter, improvements=laxer)
+    assert found == pytest.approx(expected, rel=1e-9)
+    assert found == pytest.approx(enumerated, rel=1e-9)
+    assert judge_against_people(
+        [False] * stricter + [True] * laxer,
+        [True] * stricter + [False] * laxer,
+        replicates=10,
+    ).p_value == pytest.approx(enumerated, rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(5))
