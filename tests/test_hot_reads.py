@@ -488,6 +488,15 @@ def test_a_compiled_read_on_postgresql_is_bound_by_the_server(
     assert client_bound == []
 
 
+def _page_keys_read_thrice(user: User, project: Project) -> list[Any]:
+    """A finished run's page key, read three times (on PostgreSQL only)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("statements prepared by the PostgreSQL server")
+    dataset = make_dataset(project, arithmetic_items(2))
+    (run,) = _runs(dataset, [RunStatus.COMPLETED])
+    return [reads.run_page_key(user_id=user.pk, run_id=run.pk) for _ in range(3)]
+
+
 @pytest.mark.django_db
 def test_a_compiled_read_on_postgresql_is_prepared_once_per_connection(
     alice: User, project: Project
@@ -495,11 +504,7 @@ def test_a_compiled_read_on_postgresql_is_prepared_once_per_connection(
     # Unprepared, the server planned the run page's read (seven tables
     # joined) on every cached page: 1.7 to 2.5 ms of its CPU, where running
     # it took 0.3 ms.
-    if connection.vendor != "postgresql":
-        pytest.skip("statements prepared by the PostgreSQL server")
-    dataset = make_dataset(project, arithmetic_items(2))
-    (run,) = _runs(dataset, [RunStatus.COMPLETED])
-    states = [reads.run_page_key(user_id=alice.pk, run_id=run.pk) for _ in range(3)]
+    states = _page_keys_read_thrice(alice, project)
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [row[0] for row in cursor.fetchall()]
@@ -512,15 +517,12 @@ def test_a_compiled_read_on_postgresql_is_prepared_once_per_connection(
 def test_a_connection_that_prepares_nothing_reads_alike_unprepared(
     alice: User, project: Project
 ) -> None:
-    if connection.vendor != "postgresql":
-        pytest.skip("statements prepared by the PostgreSQL server")
-    dataset = make_dataset(project, arithmetic_items(2))
-    (run,) = _runs(dataset, [RunStatus.COMPLETED])
-    connection.close()  # a new session: none of its statements prepared yet
-    connection.ensure_connection()
-    connection.connection.prepare_threshold = None  # EVALSITE_DB_PREPARED=false
+    if connection.vendor == "postgresql":
+        connection.close()  # a new session: none of its statements prepared yet
+        connection.ensure_connection()
+        connection.connection.prepare_threshold = None  # EVALSITE_DB_PREPARED=false
     try:
-        states = [reads.run_page_key(user_id=alice.pk, run_id=run.pk) for _ in range(3)]
+        states = _page_keys_read_thrice(alice, project)
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_prepared_statements")
             (prepared,) = cursor.fetchone()

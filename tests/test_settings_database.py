@@ -11,6 +11,27 @@ from pathlib import Path
 from tests.processes import ROOT
 
 
+def _shell(
+    tmp_path: Path, database_url: str, code: str, *, timeout: float, **env_vars: str
+) -> subprocess.CompletedProcess[str]:
+    """``manage.py shell -c code`` with this database URL and a data
+    directory of its own."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
+    }
+    env.update(EVALSITE_DATA_DIR=str(tmp_path), DATABASE_URL=database_url, **env_vars)
+    return subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def test_a_connection_the_server_never_answers_fails_instead_of_hanging(
     tmp_path: Path,
 ) -> None:
@@ -20,24 +41,10 @@ def test_a_connection_the_server_never_answers_fails_instead_of_hanging(
         silent.bind(("127.0.0.1", 0))
         silent.listen()
         port = silent.getsockname()[1]
-        env = {
-            k: v
-            for k, v in os.environ.items()
-            if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
-        }
-        env.update(
-            EVALSITE_DATA_DIR=str(tmp_path),
-            DATABASE_URL=f"postgres://postgres@127.0.0.1:{port}/evalsite",
-        )
-        done = subprocess.run(
-            [
-                *(sys.executable, "manage.py", "shell", "-c"),
-                "from django.db import connection; connection.ensure_connection()",
-            ],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
+        done = _shell(
+            tmp_path,
+            f"postgres://postgres@127.0.0.1:{port}/evalsite",
+            "from django.db import connection; connection.ensure_connection()",
             # Bounded: without a connect timeout the attempt never ends.
             timeout=90,
         )
@@ -47,27 +54,13 @@ def test_a_connection_the_server_never_answers_fails_instead_of_hanging(
 
 
 def _database_options(tmp_path: Path, **env_vars: str) -> str:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")
-    }
-    env.update(
-        EVALSITE_DATA_DIR=str(tmp_path),
-        DATABASE_URL="postgres://postgres@127.0.0.1:5432/evalsite",
-        **env_vars,
-    )
-    done = subprocess.run(
-        [
-            *(sys.executable, "manage.py", "shell", "-c"),
-            "from django.conf import settings;"
-            " print(settings.DATABASES['default']['OPTIONS'])",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
+    done = _shell(
+        tmp_path,
+        "postgres://postgres@127.0.0.1:5432/evalsite",
+        "from django.conf import settings;"
+        " print(settings.DATABASES['default']['OPTIONS'])",
         timeout=120,
+        **env_vars,
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
