@@ -236,19 +236,7 @@ def test_the_cached_summary_follows_newly_stored_results_the_next_second(
     # A going run's figures are keyed by the second (cache_keys.going_second).
     run, stored = stored_run(dataset, seed=14, missing=0.5, status=RunStatus.RUNNING)
     before = run_summary_cached(run=run)
-    index = next(i for i in range(10) if i not in {s.item_index for s in stored})
-    now = timezone.now()
-    result = Result.objects.create(
-        run=run,
-        item=Item.objects.get(dataset=dataset, index=index),
-        item_index=index,
-        status=Result.Status.SUCCEEDED,
-        started_at=now,
-        finished_at=now,
-    )
-    Score.objects.create(result=result, scorer="exact_match", value=1, passed=True)
-    Run.objects.filter(pk=run.pk).update(succeeded=run.succeeded + 1)
-    run.refresh_from_db()
+    run = _one_more_result(run, stored)
 
     same_second = run_summary_cached(run=run)
     held_second[0] += 1
