@@ -185,7 +185,8 @@ if DATABASE_URL:
         # prepared once per connection: planning their joins cost the server
         # more than running them. Django's own queries are bound in the client
         # and never prepared (5 is psycopg's own threshold, for any other
-        # statement bound by the server). Off for a pooler that cannot keep
+        # statement bound by the server: procrastinate's, on the connections
+        # it makes from these settings). Off for a pooler that cannot keep
         # prepared statements (PgBouncer in transaction mode before 1.21).
         DATABASES["default"]["OPTIONS"].setdefault(
             "prepare_threshold",
