@@ -21,10 +21,11 @@ every execution, and an ORM statement is long). On PostgreSQL the
 parameters are bound by the server, on a psycopg cursor of Django's
 connection: Django's cursors bind them in the client, writing every value
 into the text of every statement. A query Django logs or wraps (DEBUG, a
-test counting queries) goes through Django's cursor. The arguments'
-positions among the parameters are found once, and so are, for each set of
-column names a cursor describes, the positions and converters of the
-columns to convert.
+test counting queries) goes through Django's cursor. The column names
+are the ORM's, found once with the SQL (never read from a cursor: psycopg
+makes an object of each column for every ``cursor.description``); so are
+the arguments' positions among the parameters and, for each set of columns
+to convert, their positions and converters.
 """
 
 from __future__ import annotations
@@ -123,6 +124,8 @@ class _Layout:
 class Statement:
     # As the ORM wrote it, for Django's cursor.
     sql: str
+    # Its columns' names, as the ORM aliased them in the SQL.
+    names: tuple[str, ...]
     # As the driver takes it, for a vendor in ``_DRIVERS``; else None.
     driver_sql: str | None
     # The compiled parameters: constants, and an ``_Arg`` where a call's
@@ -134,15 +137,9 @@ class Statement:
     # What the ORM applies to each column's raw value, by column name.
     converters: Mapping[str, Converters]
     sliced: bool
-    # By (column names, columns to convert), found on first use.
-    layouts: dict[tuple[tuple[str, ...], Hashable], _Layout] = field(
+    # By the columns to convert, found on first use.
+    layouts: dict[Hashable, _Layout] = field(
         default_factory=dict, compare=False, repr=False
-    )
-    # The column names its cursor described, once (the same SQL describes
-    # the same columns): psycopg makes an object of each column for every
-    # ``cursor.description``, a cost per column on every read.
-    described: list[tuple[str, ...]] = field(
-        default_factory=list, compare=False, repr=False
     )
 
 
@@ -197,6 +194,7 @@ def _compile(build: Callable[[Args], QuerySet[Any]], *, sliced: bool) -> Stateme
     driver = _DRIVERS.get(connection.vendor)
     return Statement(
         sql=sql,
+        names=tuple(names),
         driver_sql=driver.sql(sql) if driver is not None else None,
         params=params,
         slots=slots,
@@ -243,35 +241,30 @@ def _execute(
             execute = _DRIVERS[db.vendor].execute
             cursor = execute(db.connection, read.driver_sql, params)
             try:
-                names = read.described[0] if read.described else _names(cursor)
                 fetched = cursor.fetchall()
             finally:
                 cursor.close()
     else:
         with db.cursor() as cursor:
             cursor.execute(read.sql, params)
-            names = read.described[0] if read.described else _names(cursor)
+            # Logged or wrapped (DEBUG, a test counting queries): where the
+            # columns the database describes are checked against the ORM's.
+            described = tuple(column[0] for column in cursor.description)
+            if described != read.names:
+                raise ValueError(f"columns {described} are not {read.names}")
             fetched = cursor.fetchall()
-    if not read.described:
-        read.described.append(names)
-    return names, fetched
+    return read.names, fetched
 
 
-def _names(cursor: Any) -> tuple[str, ...]:
-    return tuple(column[0] for column in cursor.description)
-
-
-def _layout(
-    read: Statement, names: tuple[str, ...], convert: bool | Collection[str]
-) -> _Layout:
+def _layout(read: Statement, convert: bool | Collection[str]) -> _Layout:
     wanted = convert if isinstance(convert, bool) else tuple(convert)
-    found = read.layouts.get((names, wanted))
+    found = read.layouts.get(wanted)
     if found is None:
         columns = read.converters.keys() if wanted is True else wanted or ()
-        found = read.layouts[(names, wanted)] = _Layout(
+        found = read.layouts[wanted] = _Layout(
             tuple(
                 (position, tuple(read.converters[name][0]), read.converters[name][1])
-                for position, name in enumerate(names)
+                for position, name in enumerate(read.names)
                 if name in columns and name in read.converters
             )
         )
@@ -303,7 +296,7 @@ def fetch(
         params += (limit, offset)
     db = connections[DEFAULT_DB_ALIAS]
     names, fetched = _execute(db, read, params)
-    converting = _layout(read, names, convert).converting
+    converting = _layout(read, convert).converting
     if not converting:
         return names, fetched
     values = []
