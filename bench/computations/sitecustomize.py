@@ -4,7 +4,8 @@ On the server's ``PYTHONPATH`` when ``EVALSITE_BENCH_COMPUTATIONS`` names a
 directory: every value the default cache stores is one computation of its
 kind (``run-summary``, ``compare``, ``page`` ...: the part of its key before
 the first colon, ``cache_keys.py``; a template fragment's name), as a miss
-stores what it computed. The counts are written to ``<pid>.json`` there as
+stores what it computed (a going value's latest, stored beside it, is not
+counted again). The counts are written to ``<pid>.json`` there as
 JSON every half second, so the script reads the server's before and after
 its window, of old code as of new.
 """
@@ -30,6 +31,10 @@ if _PATH:
     def _counted_set(
         self: object, key: object, *args: object, **kwargs: object
     ) -> object:
+        if str(key).endswith(":latest"):
+            # A going value's lineage keeps its latest (cache_keys.lineage):
+            # the same computation stored a second time, not another.
+            return _set(self, key, *args, **kwargs)
         kind = str(key).split(":", 1)[0]
         if kind.startswith("template.cache."):  # a fragment: its name, no digest
             kind = kind.rsplit(".", 1)[0]

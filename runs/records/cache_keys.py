@@ -34,6 +34,8 @@ from importlib import resources
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
+from django.utils.crypto import salted_hmac
+
 if TYPE_CHECKING:
     from runs.models import Run
 
@@ -100,11 +102,20 @@ def _check(parts: tuple[Any, ...]) -> None:
 
 def key(kind: str, *parts: Any) -> str:
     """The key of ``kind`` for these parts (TypeError for a part of another
-    type than the module's docstring lists)."""
+    type than the module's docstring lists). Parts that hold a going run's
+    moment (``going_moment``) make a key of its lineage (``lineage``)."""
     _check(parts)
     pickled = pickle.dumps(parts, protocol=_PICKLE_PROTOCOL)
     digest = hashlib.blake2b(pickled, digest_size=20).hexdigest()
-    return f"{kind}:{generation()}:{digest}"
+    mark = _going_mark()
+    if mark.encode() not in pickled:
+        return f"{kind}:{generation()}:{digest}"
+    moments = _moment_pattern().findall(pickled)
+    window = max(int(found) for found in moments)
+    unmoved = hashlib.blake2b(
+        _moment_pattern().sub(b"", pickled), digest_size=20
+    ).hexdigest()
+    return f"{kind}:{generation()}:{unmoved}{_GOING}{window}:{digest}"
 
 
 # -- a run's figures, under its results_version ------------------------------------
@@ -140,6 +151,49 @@ def going_second() -> int:
 GOING_RESULTS_A_SECOND = 20_000
 
 
+# A going run's value is keyed by the window it was computed in, and all its
+# readers miss it at once when the next window starts: every figure and page
+# of the run, each computed again while its readers wait, holding the
+# server's threads (bench/README.md, the mixed load). Keys whose parts hold
+# a going moment also name their lineage, the same parts at any moment, and
+# the latest value of a lineage is kept beside them (single_flight.current):
+# a reader that misses while another thread refreshes a going value takes
+# the latest one of its lineage, at most LATEST_WINDOWS windows old, rather
+# than wait for or compute the new one. Nothing else differs between the
+# two: the run's revision, status, name, its reader, all make another lineage.
+LATEST_WINDOWS = 10
+_GOING = ":going-"
+
+
+@functools.cache
+def _going_mark() -> str:
+    # Keyed by the site's secret: no text a user writes (a run's name, say)
+    # can pass for a moment and join two lineages.
+    secret = salted_hmac("evalsite.cache_keys.going", "moment", algorithm="sha256")
+    return f"~going-{secret.hexdigest()[:16]}~"
+
+
+@functools.cache
+def _moment_pattern() -> re.Pattern[bytes]:
+    return re.compile(re.escape(_going_mark().encode()) + rb"(\d+):\d+~")
+
+
+def going_moment(window: int = GOING_REFRESH_SECONDS) -> str:
+    """The window of ``window`` seconds that the current second is in, as a
+    key part of a going run (marked for its lineage)."""
+    return f"{_going_mark()}{window}:{going_second() // window}~"
+
+
+def lineage(key: str) -> tuple[str, float] | None:
+    """For the key of a value computed from a going run: the key its
+    lineage's latest value is kept under, and for how long; else None."""
+    head, found, tail = key.rpartition(_GOING)
+    if not found:
+        return None
+    window = int(tail.partition(":")[0])
+    return f"{head}:latest", float(LATEST_WINDOWS * window)
+
+
 def going_window(run: Run) -> int:
     """How many seconds a going run's figures are kept."""
     return max(GOING_REFRESH_SECONDS, run.processed // GOING_RESULTS_A_SECOND)
@@ -152,11 +206,8 @@ def results_version(run: Run) -> str:
     if run.is_final:
         return run.results_version
     created = run.created_at.timestamp()
-    window = going_window(run)
-    return (
-        f"{run.pk}:{created}:{run.revision}:{run.status}"
-        f":going:{window}:{going_second() // window}"
-    )
+    moment = going_moment(going_window(run))
+    return f"{run.pk}:{created}:{run.revision}:{run.status}:{moment}"
 
 
 def run_summary(run: Run) -> str:

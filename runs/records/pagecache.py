@@ -5,7 +5,10 @@ reading its data (bench/README.md). A view that has read its data cheaply
 passes all of it as the key: two requests with the same key would render the
 same bytes, so the second takes them from the cache. Nothing is invalidated
 and nothing can be stale: data that changed makes another key. The time a
-cached entry lives only bounds the memory it holds.
+cached entry lives only bounds the memory it holds. The one exception is a
+going run's page, keyed by the window it is rendered in: while another
+thread refreshes a going value, a reader that misses takes the latest
+rendering of the same page instead (``single_flight.current``).
 
 What the key always holds besides the view's data: the template, the user's
 id and name (the page header), and the query string (pagination links repeat
@@ -88,8 +91,9 @@ def render_cached(
 
     if cached is None:
         # Requests that miss the same page at once share one rendering: the
-        # key holds what it shows, so theirs would be the same bytes.
-        cached = single_flight.shared(key, rendered) if cacheable else rendered()
+        # key holds what it shows, so theirs would be the same bytes (a going
+        # run's page may be its latest rendering: single_flight.current).
+        cached = single_flight.current(key, rendered) if cacheable else rendered()
     parts, status = cached
     return HttpResponse(get_token(request).join(parts), status=status)
 
@@ -137,5 +141,5 @@ def json_cached(
         return content
 
     if body is None:
-        body = single_flight.shared(key, rendered) if cacheable else rendered()
+        body = single_flight.current(key, rendered) if cacheable else rendered()
     return HttpResponse(body, content_type=JSON_CONTENT_TYPE)

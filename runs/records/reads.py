@@ -597,4 +597,4 @@ def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | 
         # a second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
         own = [n for n in own if names[n] not in BATCH_COLUMNS]
     run = tuple(names[n] for n in own), tuple(found[0][n] for n in own)
-    return (run, passes) if final else (run, passes, cache_keys.going_second())
+    return (run, passes) if final else (run, passes, cache_keys.going_moment())

@@ -15,6 +15,16 @@ does when the leader raised: a slow or failed computation never holds the
 others for long, nor hands them its error. A leader that needs the same key
 again (it cannot wait for itself) computes it directly. The flights are per
 process, as the cache they fill is (a ``LocMemCache``).
+
+A going run's values are keyed by the window they were computed in
+(``cache_keys.going_moment``), and every reader of every one of them misses
+when the next window starts. ``current`` refreshes them one at a time in
+a process: a reader that misses one while another thread is refreshing
+takes the latest value of its key's lineage (``cache_keys.lineage``) and
+goes on, rather than hold a thread while it waits or computes. Under a
+light load every miss finds the refresh free and computes the value of its
+window, as before; under a heavy one the refreshes take turns, and a going
+run's figures lag by what they cost, at most ``LATEST_WINDOWS`` windows.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from django.core.cache import cache
+
+from runs.records import cache_keys
 
 WAIT_SECONDS = 10.0
 
@@ -42,6 +54,9 @@ class _Flight:
 
 _guard = threading.Lock()
 _flights: dict[str, _Flight] = {}
+# Held by the thread refreshing a going run's value (current); reentrant,
+# for the values a refreshed page computes from.
+_refreshing = threading.RLock()
 
 
 def shared[T](key: str, compute: Callable[[], T]) -> T:
@@ -113,7 +128,30 @@ def cached[T](key: str, compute: Callable[[], T], seconds: float) -> T:
             cache.set(key, found, seconds)
         return cast(T, found)
 
-    return shared(key, computed)
+    return current(key, computed)
+
+
+def current[T](key: str, compute: Callable[[], T]) -> T:
+    """``shared(key, compute)`` for a key that missed the cache. For a going
+    run's key, when another thread of this process is refreshing a going
+    value, the latest value of the key's lineage instead, if one is kept
+    (the module's docstring)."""
+    lineage = cache_keys.lineage(key)
+    if lineage is None:
+        return shared(key, compute)
+    latest_key, seconds = lineage
+    if _refreshing.acquire(blocking=False):
+        try:
+            value = shared(key, compute)
+        finally:
+            _refreshing.release()
+    else:
+        latest = cache.get(latest_key)
+        if latest is not None:
+            return cast(T, latest)
+        value = shared(key, compute)
+    cache.set(latest_key, value, seconds)
+    return value
 
 
 def waiting(key: str) -> int:

@@ -69,7 +69,7 @@ def run_row_key(row: reads.RunRow) -> tuple[Any, ...]:
     values = cache_keys.record(row)
     if row.status in FINAL_RUN_STATUSES:
         return values
-    return (*(values[n] for n in _STEADY_FIELDS), cache_keys.going_second())
+    return (*(values[n] for n in _STEADY_FIELDS), cache_keys.going_moment())
 
 
 @require_GET
