@@ -108,7 +108,7 @@ def shards_replace(run_id: int, ranges: list[tuple[int, int]]) -> list[RunShard]
     are still pending or running (the run is being executed), or once the run
     has ended (a retry or a resume makes it pending first)."""
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         if run.is_final:
             return None
         if RunShard.objects.filter(run_id=run_id, status__in=ACTIVE).exists():
@@ -136,7 +136,7 @@ def shard_claim(shard_id: int, *, executor_id: str = EXECUTOR_ID) -> RunSpec | N
         shard = RunShard.objects.filter(pk=shard_id).first()
         if shard is None:
             return None
-        run = Run.objects.select_for_update().get(pk=shard.run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=shard.run_id)
         if run.is_final or run.cancel_requested or _stopped(run.pk):
             return None
         claimed = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).update(
@@ -219,7 +219,7 @@ def shard_finish(
     taken over (it was seen as stalled) leaves the end to the one that took it.
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         return _shard_end(
             run,
             shard_id,
@@ -302,7 +302,7 @@ def shards_cancel(run_id: int) -> tuple[list[int], str | None]:
     longer claim a shard of it, and a running shard stops by itself.
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         shards = RunShard.objects.filter(run_id=run_id, status__in=ACTIVE)
         jobs = [job for job in shards.values_list("job_id", flat=True) if job]
         shards.filter(status=RunShard.Status.PENDING).update(
@@ -333,7 +333,7 @@ def shard_settle(shard_id: int) -> str | None:
         shard = RunShard.objects.filter(pk=shard_id, status__in=ACTIVE).first()
         if shard is None:
             return None
-        run = Run.objects.select_for_update().get(pk=shard.run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=shard.run_id)
         cancelled = run.cancel_requested or run.status == RunStatus.CANCELLED
         stopped = not cancelled and _stopped(run.pk)
         if not (cancelled or stopped or run.is_final):

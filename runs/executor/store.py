@@ -488,7 +488,7 @@ def run_finish(
     as if it had not been.
     """
     with transaction.atomic():
-        run = Run.objects.select_for_update().get(pk=run_id)
+        run = Run.objects.select_for_update(no_key=True).get(pk=run_id)
         counts = run_counts(run_id)
         unfinished = sum(counts.values()) < run.total
         if shard and unfinished and not (cancelled or run.cancel_requested or error):

@@ -164,7 +164,7 @@ def run_rescore(
     require_expected_answers(run.dataset, specs)
     check_scorer_secrets(project=run.project, specs=specs)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         _check_not_busy(locked)
         plan = _plan(locked, specs)
         if dry_run:

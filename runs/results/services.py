@@ -179,7 +179,7 @@ def run_cancel(*, run: Run, user: User | None = None) -> Run:
                 Run.objects.filter(pk=run.pk).update(finished_at=kept)
         if unclaimed and retries_release(run.pk):
             # A retry no executor started: its results keep their outcome.
-            released = Run.objects.select_for_update().get(pk=run.pk)
+            released = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
             run_recount(released)
             released.save()
     get_launcher().cancel(run.pk)

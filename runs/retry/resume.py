@@ -46,7 +46,7 @@ def run_resume(
                 field=f"options.{key}",
             )
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         merged = RunOptions.from_dict({**locked.options, **changes}, path="options")
         budget = merged.cost_budget
         if changes and budget is not None and budget <= locked.cost:

@@ -172,7 +172,7 @@ def run_retry(
     cluster = (cluster or "").strip() or None
     statuses = _retry_statuses(statuses, cluster)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = Run.objects.select_for_update(no_key=True).get(pk=run.pk)
         if not locked.is_final:
             raise Conflict(
                 f"run {run.pk} is still {locked.status}: retry once it has "

@@ -45,7 +45,9 @@ def _spec(queue: ReviewQueue, name: str) -> dict[str, Any]:
 
 def _runs(queue: ReviewQueue) -> list[Run]:
     ids = [queue.run_id] + ([queue.other_run_id] if queue.other_run_id else [])
-    return list(Run.objects.select_for_update().filter(pk__in=ids).order_by("pk"))
+    return list(
+        Run.objects.select_for_update(no_key=True).filter(pk__in=ids).order_by("pk")
+    )
 
 
 def scorer_attach(*, queue: ReviewQueue, user: User | None) -> None:
