@@ -125,8 +125,10 @@ ASGI_APPLICATION = "evalsite.asgi.application"
 # database connection. Python runs one thread at a time, so more threads add
 # no speed (1, 2, 4 and 8 measured alike under bench/http_bench.py), but
 # enough of them keep pages answering while some requests wait on the
-# database's write lock or parse an upload.
-EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 8, minimum=1)
+# database's write lock or parse an upload. Under the mixed load with a run
+# going, 4 spent less CPU a page than 8 (threads contending for the
+# interpreter's lock) and left more of it to the run (bench/README.md).
+EVALSITE_HTTP_THREADS = env_int("EVALSITE_HTTP_THREADS", 4, minimum=1)
 # "Send one request" to a target, per user: at most this many waiting at a
 # time and this many a minute (runs/targets/try_throttle.py; shared through Redis).
 # EVALSITE_TRY_CONCURRENCY, the first name, is still read (a system check says
