@@ -33,8 +33,8 @@ def going_key(name: str) -> str:
 
 
 class Refreshing:
-    """Another thread refreshing a going value (``compare`` of ``run`` with
-    itself, which no run page reads) until ``done()``."""
+    """Another thread refreshing the going value of ``key`` while the block
+    runs (its computation ends as the block exits)."""
 
     def __init__(self, key: str) -> None:
         self.started = threading.Event()
@@ -78,8 +78,10 @@ def test_a_going_key_names_its_lineage_and_an_exact_one_none(
     assert cache_keys.lineage(cache_keys.key("lineage-test", "a")) is None
     # Kept at most LATEST_WINDOWS of the longest window among its parts.
     wide = cache_keys.key("lineage-test", "a", cache_keys.going_moment(5))
-    assert cache_keys.lineage(first)[1] == cache_keys.LATEST_WINDOWS  # type: ignore[index]
-    assert cache_keys.lineage(wide)[1] == 5 * cache_keys.LATEST_WINDOWS  # type: ignore[index]
+    narrow_lineage, wide_lineage = cache_keys.lineage(first), cache_keys.lineage(wide)
+    assert narrow_lineage is not None and wide_lineage is not None
+    assert narrow_lineage[1] == cache_keys.LATEST_WINDOWS
+    assert wide_lineage[1] == 5 * cache_keys.LATEST_WINDOWS
 
 
 def test_text_that_looks_like_a_moment_joins_no_lineage() -> None:
@@ -138,6 +140,7 @@ def test_a_going_runs_page_missed_while_another_refreshes_is_its_latest_renderin
     store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 2, offset=5)
     held_second[0] += 1
 
+    # The comparison of the run with itself: a going value no run page reads.
     with Refreshing(cache_keys.comparison((running, running))):
         while_refreshing = alice_client.get(path).content.decode()
     refreshed = alice_client.get(path).content.decode()
