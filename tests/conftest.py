@@ -361,7 +361,8 @@ def _runs_end_before_the_database_is_flushed(
 
     launcher = launchers._launcher
     deadline = time.monotonic() + 30
-    while launcher is not None and (launcher.tasks or launcher.passes):
+    # ``busy`` counts a run launched as the test ended, before its task exists.
+    while launcher is not None and launcher.busy:
         if time.monotonic() > deadline:
             break  # a run that never ends: the test itself says so
         time.sleep(0.02)

@@ -34,6 +34,8 @@ class LocalLauncher(LoopOwner):
         self.tasks: dict[int, asyncio.Task[Any]] = {}
         self.reaper: asyncio.Task[None] | None = None
         self.passes: dict[int, asyncio.Task[Any]] = {}
+        # Launches queued on the loop whose task does not exist yet.
+        self.starting = 0
 
     # -- the loop ------------------------------------------------------------
 
@@ -44,15 +46,34 @@ class LocalLauncher(LoopOwner):
         if resume:
             loop.call_soon_threadsafe(self._start_reaper)
 
+    @property
+    def busy(self) -> bool:
+        """Whether a run or a scoring pass executes here, or was launched and
+        is about to: a launch is queued on the loop before its task exists."""
+        return bool(self.starting or self.tasks or self.passes)
+
+    def _queue(self, start: Any, key: int) -> None:
+        loop = self._ensure_loop()
+        with self.lock:
+            self.starting += 1
+        # A fresh context: the run must not inherit the caller's (a request's
+        # thread-sensitive context would tie its database calls to that request).
+        loop.call_soon_threadsafe(start, key, context=contextvars.Context())
+
+    def _started(self) -> None:
+        with self.lock:
+            self.starting -= 1
+
     # -- executions ------------------------------------------------------------
 
     def launch(self, run_id: int) -> None:
-        loop = self._ensure_loop()
-        # A fresh context: the run must not inherit the caller's (a request's
-        # thread-sensitive context would tie its database calls to that request).
-        loop.call_soon_threadsafe(self._start, run_id, context=contextvars.Context())
+        self._queue(self._start, run_id)
 
     def _start(self, run_id: int) -> None:
+        self._started()
+        self._run(run_id)
+
+    def _run(self, run_id: int) -> None:
         if run_id in self.tasks:
             return
         task = asyncio.get_running_loop().create_task(
@@ -85,12 +106,10 @@ class LocalLauncher(LoopOwner):
     # -- scoring passes ------------------------------------------------------------
 
     def launch_scoring_pass(self, pass_id: int) -> None:
-        loop = self._ensure_loop()
-        loop.call_soon_threadsafe(
-            self._start_pass, pass_id, context=contextvars.Context()
-        )
+        self._queue(self._start_pass, pass_id)
 
     def _start_pass(self, pass_id: int) -> None:
+        self._started()
         if pass_id in self.passes:
             return
         task = asyncio.get_running_loop().create_task(
@@ -118,7 +137,7 @@ class LocalLauncher(LoopOwner):
                 for run_id in await orphaned_runs():
                     if run_id not in self.tasks:
                         logger.info("run %s: resuming", run_id)
-                        self._start(run_id)
+                        self._run(run_id)
             await asyncio.sleep(REAP_INTERVAL)
 
 
