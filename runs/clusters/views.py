@@ -83,12 +83,8 @@ def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
         return context, 200
 
     # The query string (by, baseline) is in the key: pagecache keys it.
-    return pagecache.render_cached(
-        request,
-        "runs/clusters/run_clusters.html",
-        build,
-        key_data=state(),
-        still_current=state,
+    return pagecache.render_current(
+        request, "runs/clusters/run_clusters.html", build, state=state
     )
 
 

@@ -49,12 +49,11 @@ def compare(request: AuthedRequest) -> HttpResponse:
         # runs' rows, and what it computes (verdicts, items, steps, the
         # judges' calibration) comes from their results, which their rows'
         # versions key (reads.run_page_key; a going run's by the second).
-        return pagecache.render_cached(
+        return pagecache.render_current(
             request,
             "runs/compare/compare.html",
             lambda: (_comparison_context(request), 200),
-            key_data=state(),
-            still_current=state,
+            state=state,
         )
     except InvalidInput as exc:
         return render(request, "runs/compare/compare.html", {"error": exc}, status=400)

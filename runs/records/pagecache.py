@@ -98,6 +98,20 @@ def render_cached(
     return HttpResponse(get_token(request).join(parts), status=status)
 
 
+def render_current(
+    request: HttpRequest,
+    template_name: str,
+    build: Callable[[], tuple[Mapping[str, Any], int]],
+    *,
+    state: Callable[[], Any],
+) -> HttpResponse:
+    """``render_cached`` keyed by what ``state()`` reads before the build, and
+    kept only if it reads the same after it (its ``still_current``)."""
+    return render_cached(
+        request, template_name, build, key_data=state(), still_current=state
+    )
+
+
 # What the API renders with (its default renderer), and its content type.
 _JSON = JSONRenderer()
 JSON_CONTENT_TYPE = f"{_JSON.media_type}; charset={_JSON.charset}"

@@ -144,12 +144,11 @@ def run_detail(request: AuthedRequest, run_id: int) -> HttpResponse:
     def state() -> tuple[Any, ...] | None:
         return reads.run_page_key(user_id=request.user.pk, run_id=run_id)
 
-    return pagecache.render_cached(
+    return pagecache.render_current(
         request,
         "runs/results/run_detail.html",
         lambda: _run_detail_context(request, run_id),
-        key_data=state(),
-        still_current=state,
+        state=state,
     )
 
 
@@ -212,12 +211,8 @@ def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
         report = run_report(run=overview.run)
         return {"overview": overview, "run": overview.run, "report": report}, 200
 
-    return pagecache.render_cached(
-        request,
-        "runs/results/_run_live_figures.html",
-        build,
-        key_data=state(),
-        still_current=state,
+    return pagecache.render_current(
+        request, "runs/results/_run_live_figures.html", build, state=state
     )
 
 
@@ -248,12 +243,8 @@ def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpRe
         trajectory = trajectory_section(view.result, request.GET.get("steps"))
         return {"result": view.result, "view": view, "trajectory": trajectory}, 200
 
-    return pagecache.render_cached(
-        request,
-        "runs/results/result_detail.html",
-        build,
-        key_data=state(),
-        still_current=state,
+    return pagecache.render_current(
+        request, "runs/results/result_detail.html", build, state=state
     )
 
 
