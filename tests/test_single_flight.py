@@ -82,11 +82,14 @@ def held_until_the_others_wait(
 )
 def test_concurrent_readers_of_a_running_runs_figures_compute_them_once(
     running: Run,
+    held_second: list[int],
     monkeypatch: pytest.MonkeyPatch,
     computed_name: str,
     cached: Callable[..., Any],
     key_of: Callable[[Run], str],
 ) -> None:
+    # The going run's key names the second: held, so that every reader
+    # misses the key read here, whenever a second starts during the test.
     # Read here, on the test's database connection; the readers' threads
     # then only count and wait.
     figures = getattr(summary, computed_name)(run=running)
