@@ -39,7 +39,7 @@ import socket
 import ssl
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import httptools
 
@@ -140,8 +140,8 @@ class Connection(asyncio.Protocol):
     # -- asyncio's side --------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # uvloop's transports are asyncio's in all but their classes.
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         if self.waiter is None:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import random
 import secrets
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from runs.datasets.importers import dataset_create_from_items, dataset_import
 from runs.errors import ConfigError, Conflict, Forbidden, NotFound
 from runs.executor.engine import execute_run
 from runs.models import Dataset, Project, Run, Target
+from runs.pools import loops
 from runs.projects.services import project_create
 from runs.results.demo_offer import (
     DEMO_RUN_CONCURRENCY,
@@ -310,7 +310,7 @@ def demo_agent_run_ensure(seed: DemoSeed) -> Run | None:
         name=DEMO_AGENT_RUN,
         launch=False,
     )
-    asyncio.run(execute_run(run.pk))
+    loops.run(execute_run(run.pk))
     run.refresh_from_db()
     return run
 

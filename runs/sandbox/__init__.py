@@ -2,7 +2,10 @@
 
 Model-generated code never runs in the web or executor process. Each program
 runs in its own process tree, started here with asyncio (the loop only waits),
-at most ``EVALSITE_SANDBOX_WORKERS`` at a time per process. Where the
+at most ``EVALSITE_SANDBOX_WORKERS`` at a time per process. Programs are
+started and awaited on one loop of the process's own, asyncio's, whatever
+loop the caller is on: uvloop (the executor's) cannot start a process as
+another user, which the sandbox does as root. Where the
 configured sandbox cannot run, nothing runs: ``mode()`` raises
 SandboxUnavailable saying how to enable it (never a quieter fallback).
 
@@ -78,6 +81,7 @@ from typing import Any
 
 from django.conf import settings
 
+from runs.pools.loops import LoopOwner, new_asyncio_loop
 from runs.sandbox.outcome import Limits, Outcome, Program
 
 __all__ = [
@@ -135,6 +139,8 @@ class Mode:
 
 
 _mode: Mode | None = None
+# Where every program of this process is started and awaited (and probed).
+_PROGRAMS = LoopOwner("evalsite-sandbox", new_asyncio_loop)
 _semaphores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
 _semaphores = weakref.WeakKeyDictionary()
 
@@ -241,6 +247,13 @@ async def mode() -> Mode:
     SandboxUnavailable, saying how to make it work, where the configured
     sandbox cannot run: code is never run less confined than configured.
     """
+    if _mode is not None:
+        return _mode
+    return await _PROGRAMS.run_here(_mode_probed())
+
+
+async def _mode_probed() -> Mode:
+    """``mode()``, on the programs' loop."""
     global _mode
     if _mode is not None:
         return _mode
@@ -334,7 +347,12 @@ def _outside_user() -> dict[str, Any]:
 
 async def run_program(program: Program, limits: Limits) -> Outcome:
     """Run ``program`` confined and bounded; never raises for what it does."""
-    current = await mode()
+    return await _PROGRAMS.run_here(_run_confined(program, limits))
+
+
+async def _run_confined(program: Program, limits: Limits) -> Outcome:
+    """``run_program``, on the programs' loop."""
+    current = await _mode_probed()
     async with _slots():
         return await _run(program, limits.within_ceilings(), current)
 

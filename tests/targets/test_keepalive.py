@@ -287,6 +287,7 @@ class _Twice(BaseHTTPRequestHandler):
 
 
 async def test_an_answer_nothing_asked_for_is_never_taken_for_the_next_one() -> None:
+    _Twice.calls = 0  # counted afresh on each loop
     client = PolicyClient()
     with serve(_Twice) as base_url:
         url = httpx.URL(f"{base_url}/chat/completions")

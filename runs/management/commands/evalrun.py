@@ -91,6 +91,7 @@ from runs.models import (
     RunShard,
     RunStatus,
 )
+from runs.pools import loops
 from runs.results.services import run_cancel, run_create, run_launch
 from runs.scorers import REGISTRY as SCORERS
 from runs.scorers import clean_scorer_specs
@@ -276,11 +277,11 @@ class Command(RunCommand):
                 return
             self.stderr.write(f"run {run.pk} started (deferred to workers)")
             self.stderr.flush()
-            status = asyncio.run(follow(run, quiet=quiet, say=self.stderr.write))
+            status = loops.run(follow(run, quiet=quiet, say=self.stderr.write))
         else:
             self.stderr.write(f"run {run.pk} started")
             self.stderr.flush()
-            status = asyncio.run(self.run_to_end(run, quiet=quiet))
+            status = loops.run(self.run_to_end(run, quiet=quiet))
         run.refresh_from_db()
         if status is None:
             raise CommandError(
@@ -369,7 +370,7 @@ class Command(RunCommand):
             f"(pass {plan.scoring_pass.pk})"
         )
         self.stderr.flush()
-        status = asyncio.run(execute_scoring_pass(plan.scoring_pass.pk))
+        status = loops.run(execute_scoring_pass(plan.scoring_pass.pk))
         plan.scoring_pass.refresh_from_db()
         run.refresh_from_db()
         scoring = plan.scoring_pass

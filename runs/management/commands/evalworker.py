@@ -10,12 +10,13 @@ after EVALSITE_WORKER_GRACE_SECONDS); a second signal hands them back at once.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from runs.pools import loops
 
 
 class Command(BaseCommand):
@@ -92,9 +93,7 @@ class Command(BaseCommand):
             f"{', '.join(names or [settings.EVALSITE_QUEUE])}"
         )
         self.stderr.flush()
-        asyncio.run(
-            run_worker(shards=shards, queues=names or [settings.EVALSITE_QUEUE])
-        )
+        loops.run(run_worker(shards=shards, queues=names or [settings.EVALSITE_QUEUE]))
         self.stderr.write("evalworker: stopped")
 
 
