@@ -21,8 +21,8 @@ import uvloop
 from runs import sandbox
 from runs.executor.launchers import LocalLauncher
 from runs.pools import loops
-from runs.pools.loops import LoopOwner
-from runs.sandbox.outcome import Limits, Program
+from runs.pools.loops import LoopOwner, to_the_end
+from runs.sandbox.outcome import Limits, Outcome, Program
 
 RUNS = Path(__file__).resolve().parents[1] / "runs"
 # The fake model server runs as its own program, on asyncio's loop.
@@ -124,3 +124,62 @@ def test_a_program_runs_confined_from_evalsites_own_loop(settings: Any) -> None:
     finally:
         sandbox.reset()
     assert outcome.passed, outcome.describe()
+
+
+def test_a_system_exit_in_the_work_comes_back_and_the_loop_goes_on(
+    owner: LoopOwner,
+) -> None:
+    async def exits() -> None:
+        raise SystemExit(3)
+
+    heard: list[object] = []
+
+    def call() -> None:
+        try:
+            loops.run(owner.run_here(exits()))
+        except SystemExit as exc:
+            heard.append(exc.code)
+
+    # In a thread of its own: a caller that never hears of it waits forever.
+    caller = threading.Thread(target=call, daemon=True)
+    caller.start()
+    caller.join(30)
+    assert heard == [3], "the caller never heard of the work's SystemExit"
+    assert loops.run(owner.run_here(running_loop())) is owner.loop
+
+
+async def test_to_the_end_finishes_the_work_then_passes_the_cancel_on() -> None:
+    began = asyncio.Event()
+    steps: list[str] = []
+
+    async def clean_up() -> None:
+        began.set()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        steps.append("cleaned up")
+
+    caller = asyncio.create_task(to_the_end(clean_up()))
+    await began.wait()
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert steps == ["cleaned up"]
+
+
+def test_programs_are_started_on_the_sandboxs_own_asyncio_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As any user, not only root (where uvloop would refuse the uid)."""
+    where: list[asyncio.AbstractEventLoop] = []
+
+    async def run(program: Program, limits: Limits, current: Any) -> Outcome:
+        where.append(asyncio.get_running_loop())
+        return Outcome(mode=current.name, limits=limits)
+
+    monkeypatch.setattr(sandbox, "_mode", sandbox.Mode("bubblewrap", "python3"))
+    monkeypatch.setattr(sandbox, "_run", run)
+    program = Program(candidate="", tests="", entry_point="f")
+    loops.run(sandbox.run_program(program, Limits(wall_seconds=5)))
+    assert len(where) == 1
+    assert not isinstance(where[0], uvloop.Loop)
+    assert where[0] is sandbox._PROGRAMS.loop

@@ -42,7 +42,7 @@ class LocalLauncher(LoopOwner):
     def bind(self, loop: asyncio.AbstractEventLoop, *, resume: bool = True) -> None:
         """Run executions on the server's loop from now on; resume orphaned runs."""
         with self.lock:
-            self.loop = loop
+            self.loop, self.thread = loop, None
         if resume:
             loop.call_soon_threadsafe(self._start_reaper)
 
@@ -56,9 +56,14 @@ class LocalLauncher(LoopOwner):
         loop = self._ensure_loop()
         with self.lock:
             self.starting += 1
-        # A fresh context: the run must not inherit the caller's (a request's
-        # thread-sensitive context would tie its database calls to that request).
-        loop.call_soon_threadsafe(start, key, context=contextvars.Context())
+        try:
+            # A fresh context: the run must not inherit the caller's (a
+            # request's thread-sensitive context would tie its database calls
+            # to that request).
+            loop.call_soon_threadsafe(start, key, context=contextvars.Context())
+        except BaseException:
+            self._started()  # never queued
+            raise
 
     def _started(self) -> None:
         with self.lock:
@@ -70,8 +75,10 @@ class LocalLauncher(LoopOwner):
         self._queue(self._start, run_id)
 
     def _start(self, run_id: int) -> None:
-        self._started()
-        self._run(run_id)
+        try:
+            self._run(run_id)
+        finally:
+            self._started()  # once its task is in the table: never idle between
 
     def _run(self, run_id: int) -> None:
         if run_id in self.tasks:
@@ -109,7 +116,12 @@ class LocalLauncher(LoopOwner):
         self._queue(self._start_pass, pass_id)
 
     def _start_pass(self, pass_id: int) -> None:
-        self._started()
+        try:
+            self._run_pass(pass_id)
+        finally:
+            self._started()  # once its task is in the table: never idle between
+
+    def _run_pass(self, pass_id: int) -> None:
         if pass_id in self.passes:
             return
         task = asyncio.get_running_loop().create_task(

@@ -53,17 +53,19 @@ class LoopOwner:
         self.thread_name = thread_name
         self.factory = factory
         self.loop: asyncio.AbstractEventLoop | None = None
+        # The loop's thread when the loop is this owner's own (None when bound).
+        self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 
     def _ensure_loop(self) -> asyncio.AbstractEventLoop:
         with self.lock:
-            if self.loop is None or self.loop.is_closed():
+            if self.loop is None or not self._alive(self.loop):
                 loop = self.factory()
                 thread = threading.Thread(
                     target=loop.run_forever, name=self.thread_name, daemon=True
                 )
                 thread.start()
-                self.loop = loop
+                self.loop, self.thread = loop, thread
             return self.loop
 
     async def run_here[T](self, work: Coroutine[Any, Any, T]) -> T:
@@ -72,28 +74,38 @@ class LoopOwner:
         A cancel of the caller cancels ``work`` and waits for its end (its
         ``finally`` blocks: a program's tree killed, a file removed) before
         the cancel goes on, as if ``work`` had run on the caller's loop.
+        Whatever ``work`` raises comes back to the caller, ``SystemExit``
+        and ``KeyboardInterrupt`` too, and the owner's loop goes on.
         """
         loop = self._ensure_loop()
         ended: concurrent.futures.Future[T] = concurrent.futures.Future()
-        started: list[asyncio.Task[T]] = []
+        started: list[asyncio.Task[None]] = []
 
-        def settle(task: asyncio.Task[T]) -> None:
-            if task.cancelled():
+        async def guarded() -> None:
+            try:
+                ended.set_result(await work)
+            except asyncio.CancelledError:
                 ended.cancel()
-            elif (error := task.exception()) is not None:
-                ended.set_exception(error)
-            else:
-                ended.set_result(task.result())
+                raise
+            except BaseException as exc:  # handed over; never out of the loop
+                ended.set_exception(exc)
 
         def start() -> None:
             # A fresh context: the work must not see the caller's variables.
-            task = loop.create_task(work, context=contextvars.Context())
-            task.add_done_callback(settle)
+            guard = guarded()
+            try:
+                task = loop.create_task(guard, context=contextvars.Context())
+            except BaseException as exc:  # the loop is closing
+                guard.close()
+                work.close()
+                ended.set_exception(exc)
+                return
             started.append(task)
 
         def cancel() -> None:
-            # Queued after start() on the same loop: the task exists.
-            started[0].cancel()
+            # Queued after start() on the same loop.
+            if started:
+                started[0].cancel()
 
         loop.call_soon_threadsafe(start)
         waiting = asyncio.wrap_future(ended)
@@ -101,7 +113,30 @@ class LoopOwner:
             return await asyncio.shield(waiting)
         except asyncio.CancelledError:
             loop.call_soon_threadsafe(cancel)
-            while not waiting.done():
+            while not waiting.done() and self._alive(loop):
                 with contextlib.suppress(BaseException):
                     await asyncio.shield(waiting)
             raise
+
+    def _alive(self, loop: asyncio.AbstractEventLoop) -> bool:
+        """Whether ``loop`` still runs (its thread, when it is this owner's)."""
+        return not loop.is_closed() and (self.thread is None or self.thread.is_alive())
+
+
+async def to_the_end[T](work: Coroutine[Any, Any, T]) -> T:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile;
+    the cancel goes on once ``work`` has ended (cleaning up after a program:
+    a cancel in the middle would leave part of it undone)."""
+    task = asyncio.ensure_future(work)
+    cancelled = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise  # the work itself was cancelled
+            cancelled = True
+            continue
+        if cancelled:
+            raise asyncio.CancelledError
+        return result

@@ -81,7 +81,7 @@ from typing import Any
 
 from django.conf import settings
 
-from runs.pools.loops import LoopOwner, new_asyncio_loop
+from runs.pools.loops import LoopOwner, new_asyncio_loop, to_the_end
 from runs.sandbox.outcome import Limits, Outcome, Program
 
 __all__ = [
@@ -418,16 +418,31 @@ async def _run(program: Program, limits: Limits, current: Mode) -> Outcome:
     finally:
         if write_end >= 0:
             os.close(write_end)
-        if process is not None:
-            await _kill_tree(process, identity, current)
-        outcome.output = b"".join(chunks)[: limits.output_kb * 1024]
-        outcome.verdict = _read_verdict(read_end) == nonce
-        os.close(read_end)
-        if workdir is not None:
-            shutil.rmtree(workdir, ignore_errors=True)
-        if limited:
-            await asyncio.to_thread(_sweep, identity["user"])
+        try:
+            # To its end even if a cancel comes meanwhile: cut short, it
+            # would leave processes, the directory or the uid's files behind.
+            await to_the_end(_clean_up(process, identity, current, workdir))
+        finally:
+            outcome.output = b"".join(chunks)[: limits.output_kb * 1024]
+            outcome.verdict = _read_verdict(read_end) == nonce
+            os.close(read_end)
     return outcome
+
+
+async def _clean_up(
+    process: asyncio.subprocess.Process | None,
+    identity: dict[str, Any],
+    current: Mode,
+    workdir: str | None,
+) -> None:
+    """Kill what the program left running, remove its directory and, in the
+    limits mode, whatever its uid left."""
+    if process is not None:
+        await _kill_tree(process, identity, current)
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if current.name == "limits":
+        await asyncio.to_thread(_sweep, identity["user"])
 
 
 def _environment(workdir: str | None) -> dict[str, str]:

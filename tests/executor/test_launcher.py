@@ -104,3 +104,26 @@ def test_a_run_launched_twice_executes_once_and_leaves_no_launch_counted(
     on_loop(launcher, finish.set)
     wait_for(lambda: not launcher.busy)
     assert started == [3]
+
+
+def test_a_launch_stays_counted_until_its_task_is_in_the_table(
+    launcher: LocalLauncher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No moment between the queued launch and its task reads idle."""
+    counted: list[int] = []
+    run = LocalLauncher._run
+
+    def counting(self: LocalLauncher, run_id: int) -> None:
+        counted.append(self.starting)
+        run(self, run_id)
+        counted.append(self.starting)
+
+    async def executes(run_id: int, **_: Any) -> None:
+        pass
+
+    monkeypatch.setattr(launchers, "execute_run", executes)
+    monkeypatch.setattr(LocalLauncher, "_run", counting)
+    launcher.launch(5)
+    wait_for(lambda: not launcher.busy)
+    # Still counted while the task is made, and once it is in the table.
+    assert counted == [1, 1]
