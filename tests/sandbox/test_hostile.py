@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from runs import sandbox
 from tests.sandboxes import (  # noqa: F401  (fixtures)
     CORRECT,
     bubblewrap,
@@ -243,6 +246,39 @@ async def test_cancelling_the_scorer_kills_the_program():
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert sandbox_processes() == []
+
+
+async def test_a_cancel_during_the_clean_up_lets_it_finish(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """A program that ended is being cleaned up (its tree killed) when its
+    caller is cancelled: the clean-up still ends, then the cancel goes on."""
+    cleaning = threading.Event()
+    release: list[asyncio.Event] = []  # made on the programs' loop
+    steps: list[str] = []
+    kill_tree = sandbox._kill_tree
+
+    async def slow_kill(*args: Any) -> None:
+        release.append(asyncio.Event())
+        cleaning.set()
+        await release[0].wait()  # as a kill that waits for the uid's processes
+        await kill_tree(*args)
+        steps.append("tree killed")
+
+    monkeypatch.setattr(sandbox, "_kill_tree", slow_kill)
+    caller = asyncio.create_task(score(CORRECT))
+    assert await asyncio.to_thread(cleaning.wait, 60), "the clean-up never began"
+    caller.cancel()
+    for _ in range(3):  # the caller hands its cancel to the programs' loop
+        await asyncio.sleep(0)
+    programs = sandbox._PROGRAMS.loop
+    assert programs is not None
+    # Queued after that cancel: the clean-up is cancelled while it waits.
+    programs.call_soon_threadsafe(release[0].set)
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    assert steps == ["tree killed"]
     assert sandbox_processes() == []
 
 
