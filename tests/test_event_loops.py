@@ -27,7 +27,7 @@ from runs.sandbox.outcome import Limits, Outcome, Program
 RUNS = Path(__file__).resolve().parents[1] / "runs"
 # The fake model server runs as its own program, on asyncio's loop.
 OWN_LOOPS = {RUNS / "pools" / "loops.py", RUNS / "testing" / "fake_openai.py"}
-MAKES_A_LOOP = re.compile(r"\basyncio\.(run|new_event_loop)\(")
+MAKES_A_LOOP = re.compile(r"\basyncio\.(run|new_event_loop|Runner)\(")
 
 
 async def running_loop() -> asyncio.AbstractEventLoop:

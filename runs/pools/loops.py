@@ -1,14 +1,17 @@
 """The event loops evalsite makes, and work run off the caller's event loop,
 on a loop of its own in a daemon thread.
 
-Every loop evalsite makes itself (``evalrun``, ``evalworker``, the loops of
-``LoopOwner``) is uvloop's: libuv's transports and callbacks in C spend about
-a sixth less CPU on an HTTP item than asyncio's own loop (bench/README.md,
-"CPU per item"). The server's loop is its own (Daphne's, through Twisted).
+The loops evalsite makes itself to run its work (``evalrun``, ``evalworker``,
+the demo's run, the launcher's and the alerts' sender's ``LoopOwner``) are
+uvloop's: libuv's transports and callbacks in C spend about a sixth less CPU
+on an HTTP item than asyncio's own loop (bench/README.md, "CPU per item").
+Three kinds are asyncio's: the server's (Daphne's, through Twisted), the
+sandbox's (``new_asyncio_loop``: uvloop cannot start a process as another
+user), and the short ones ``async_to_sync`` makes for a call from sync code.
 
-The executor's local launcher and the alerts' sender each keep one: work
-submitted from a request, a command or a test goes on there, never on the
-loop (or in the thread) of whoever submitted it.
+The executor's local launcher, the alerts' sender and the sandbox each keep
+one: work submitted from a request, a command or a test goes on there, never
+on the loop (or in the thread) of whoever submitted it.
 """
 
 from __future__ import annotations
