@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
@@ -52,7 +53,9 @@ class LocalLauncher(LoopOwner):
         is about to: a launch is queued on the loop before its task exists."""
         return bool(self.starting or self.tasks or self.passes)
 
-    def _queue(self, start: Any, key: int) -> None:
+    def _queue(self, start: Callable[[int], None], key: int) -> None:
+        """Have the loop call ``start(key)``, counted in ``starting`` until
+        ``start`` has put its task in the table."""
         loop = self._ensure_loop()
         with self.lock:
             self.starting += 1
@@ -60,10 +63,18 @@ class LocalLauncher(LoopOwner):
             # A fresh context: the run must not inherit the caller's (a
             # request's thread-sensitive context would tie its database calls
             # to that request).
-            loop.call_soon_threadsafe(start, key, context=contextvars.Context())
+            loop.call_soon_threadsafe(
+                self._begin, start, key, context=contextvars.Context()
+            )
         except BaseException:
             self._started()  # never queued
             raise
+
+    def _begin(self, start: Callable[[int], None], key: int) -> None:
+        try:
+            start(key)
+        finally:
+            self._started()  # once its task is in the table: never idle between
 
     def _started(self) -> None:
         with self.lock:
@@ -75,12 +86,6 @@ class LocalLauncher(LoopOwner):
         self._queue(self._start, run_id)
 
     def _start(self, run_id: int) -> None:
-        try:
-            self._run(run_id)
-        finally:
-            self._started()  # once its task is in the table: never idle between
-
-    def _run(self, run_id: int) -> None:
         if run_id in self.tasks:
             return
         task = asyncio.get_running_loop().create_task(
@@ -116,12 +121,6 @@ class LocalLauncher(LoopOwner):
         self._queue(self._start_pass, pass_id)
 
     def _start_pass(self, pass_id: int) -> None:
-        try:
-            self._run_pass(pass_id)
-        finally:
-            self._started()  # once its task is in the table: never idle between
-
-    def _run_pass(self, pass_id: int) -> None:
         if pass_id in self.passes:
             return
         task = asyncio.get_running_loop().create_task(
@@ -149,7 +148,7 @@ class LocalLauncher(LoopOwner):
                 for run_id in await orphaned_runs():
                     if run_id not in self.tasks:
                         logger.info("run %s: resuming", run_id)
-                        self._run(run_id)
+                        self._start(run_id)
             await asyncio.sleep(REAP_INTERVAL)
 
 

@@ -111,18 +111,18 @@ def test_a_launch_stays_counted_until_its_task_is_in_the_table(
 ) -> None:
     """No moment between the queued launch and its task reads idle."""
     counted: list[int] = []
-    run = LocalLauncher._run
+    start = LocalLauncher._start
 
     def counting(self: LocalLauncher, run_id: int) -> None:
         counted.append(self.starting)
-        run(self, run_id)
+        start(self, run_id)
         counted.append(self.starting)
 
     async def executes(run_id: int, **_: Any) -> None:
         pass
 
     monkeypatch.setattr(launchers, "execute_run", executes)
-    monkeypatch.setattr(LocalLauncher, "_run", counting)
+    monkeypatch.setattr(LocalLauncher, "_start", counting)
     launcher.launch(5)
     wait_for(lambda: not launcher.busy)
     # Still counted while the task is made, and once it is in the table.
