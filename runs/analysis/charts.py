@@ -26,11 +26,10 @@ from django.db.models import (
 from django.db.models.functions import Cast, Floor
 
 from runs.analysis.summary import (
-    JSONArrayLength,
     RunSummary,
     cached_for_run,
 )
-from runs.models import Result, ResultStatus, Run, Score
+from runs.models import ATTEMPTS_MADE, Result, ResultStatus, Run, Score
 from runs.records import cache_keys
 
 # A bin of a scorer's scores: its index, how many, the lowest and highest value.
@@ -242,7 +241,7 @@ def completion_timeline(*, run: Run, summary: RunSummary) -> dict[str, Any] | No
     rows = (
         results.annotate(
             bin=_bin(EpochSeconds("finished_at"), start.timestamp(), width),
-            attempt_total=JSONArrayLength(F("attempts")),
+            attempt_total=ATTEMPTS_MADE,
         )
         .values("bin")
         .annotate(

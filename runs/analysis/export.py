@@ -30,10 +30,10 @@ from dataclasses import dataclass
 from itertools import batched
 from typing import Any
 
-from django.db.models import Count, Func, IntegerField
+from django.db.models import Count
 from django.utils.text import slugify
 
-from runs.models import RESULT_OUTCOME, Result, Run, Score, Step
+from runs.models import ATTEMPTS_MADE, RESULT_OUTCOME, Result, Run, Score, Step
 from runs.plugins.scorers import SCORERS
 from runs.records.step_rows import STEP_DATA_FIELDS
 
@@ -60,7 +60,7 @@ EXPORT_FIELDS = (*ITEM_COLUMNS, *RESULT_COLUMNS)
 # Where a column's value is read from, when not from the result's field of its name.
 QUERY_FIELDS = {
     **{column: f"item__{column}" for column in ITEM_COLUMNS[1:]},
-    "attempts": "attempts_made",
+    "attempts": "attempt_total",
 }
 SCORE_FIELDS = ("value", "passed", "error", "reason")
 USAGE_FIELDS = ("prompt_tokens", "completion_tokens", "cost")
@@ -85,16 +85,6 @@ EXPORT_FORMATS = {
     "jsonl": ExportFormat("application/x-ndjson; charset=utf-8", "jsonl"),
     "csv": ExportFormat("text/csv; charset=utf-8", "csv"),
 }
-
-
-class _JSONArrayLength(Func):
-    """The length of a JSON array column, computed by the database."""
-
-    function = "JSON_ARRAY_LENGTH"
-    output_field = IntegerField()
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, function="JSONB_ARRAY_LENGTH", **extra)
 
 
 def _text(value: object) -> str:
@@ -241,7 +231,7 @@ def run_export_rows(
         Result.objects.filter(run=run)
         .order_by("item_index", "epoch")
         # Not Result.attempt_count's name: that property counts in Python.
-        .annotate(attempts_made=_JSONArrayLength("attempts"))
+        .annotate(attempt_total=ATTEMPTS_MADE)
         .values_list("pk", *(QUERY_FIELDS.get(c, c) for c in EXPORT_FIELDS))
     )
     for chunk in batched(results.iterator(chunk_size=chunk_size), chunk_size):

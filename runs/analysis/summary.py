@@ -23,9 +23,6 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import (
     Avg,
     Count,
-    F,
-    Func,
-    IntegerField,
     Max,
     Min,
     Model,
@@ -38,6 +35,7 @@ from django.utils import timezone
 from runs.analysis import stats
 from runs.analysis.steps import StepSummary, step_summary
 from runs.models import (
+    ATTEMPTS_MADE,
     DEADLINE_ERROR_TYPE,
     STOPPED_IN_FLIGHT,
     ErrorKind,
@@ -72,17 +70,6 @@ PASS_RATE_DEFINITION = (
     "both leave the denominator, which is results - skipped - stopped. The "
     "mean is over the scores that have a value."
 )
-
-
-class JSONArrayLength(Func):
-    """How many elements a JSON array holds (attempts of a result)."""
-
-    function = "json_array_length"
-    arity = 1
-    output_field = IntegerField()
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, function="jsonb_array_length", **extra)
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +454,7 @@ def _totals(run: Run) -> dict[str, Any]:
     timed = Q(status=ResultStatus.SUCCEEDED, time_to_result_ms__isnull=False)
     return (
         Result.objects.filter(run=run)
-        .annotate(attempt_total=JSONArrayLength(F("attempts")))
+        .annotate(attempt_total=ATTEMPTS_MADE)
         .aggregate(
             results=Count("id"),
             stopped=Count("id", filter=STOPPED_IN_FLIGHT),

@@ -13,6 +13,7 @@ from runs.models.evaluations import (
 from runs.models.prices import ModelPrice, RateBucket
 from runs.models.projects import ApiKey, Membership, Project, ProjectSecret, Target
 from runs.models.results import (
+    ATTEMPTS_MADE,
     CALL_STATUS_LABELS,
     DEADLINE_ERROR_TYPE,
     RESULT_OUTCOME,
@@ -50,6 +51,7 @@ from runs.models.runs import (
 from runs.models.steps import Step, StepKind
 
 __all__ = [
+    "ATTEMPTS_MADE",
     "CALL_STATUS_LABELS",
     "DEADLINE_ERROR_TYPE",
     "FINAL_RUN_STATUSES",
