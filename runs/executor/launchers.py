@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import contextvars
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from channels.db import database_sync_to_async
@@ -88,20 +88,11 @@ class LocalLauncher(LoopOwner):
     def _start(self, run_id: int) -> None:
         if run_id in self.tasks:
             return
-        task = asyncio.get_running_loop().create_task(
-            execute_run(
-                run_id, on_start=lambda ex: self.executions.__setitem__(run_id, ex)
-            ),
-            name=f"run-{run_id}",
+        execution = execute_run(
+            run_id, on_start=lambda ex: self.executions.__setitem__(run_id, ex)
         )
-        self.tasks[run_id] = task
-        task.add_done_callback(lambda t: self._done(run_id, t))
-
-    def _done(self, run_id: int, task: asyncio.Task[Any]) -> None:
-        self.tasks.pop(run_id, None)
-        self.executions.pop(run_id, None)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            logger.error("run %s: execution crashed: %s", run_id, exc, exc_info=exc)
+        task = self._hold(self.tasks, run_id, execution, name=f"run-{run_id}")
+        task.add_done_callback(lambda _: self.executions.pop(run_id, None))
 
     def cancel(self, run_id: int) -> None:
         """Fast path for a run executing in this process; others see the flag."""
@@ -123,18 +114,31 @@ class LocalLauncher(LoopOwner):
     def _start_pass(self, pass_id: int) -> None:
         if pass_id in self.passes:
             return
-        task = asyncio.get_running_loop().create_task(
-            execute_scoring_pass(pass_id), name=f"scoring-pass-{pass_id}"
-        )
-        self.passes[pass_id] = task
-        task.add_done_callback(lambda t: self._pass_done(pass_id, t))
+        scoring = execute_scoring_pass(pass_id)
+        self._hold(self.passes, pass_id, scoring, name=f"scoring-pass-{pass_id}")
 
-    def _pass_done(self, pass_id: int, task: asyncio.Task[Any]) -> None:
-        self.passes.pop(pass_id, None)
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            logger.error(
-                "scoring pass %s: execution crashed: %s", pass_id, exc, exc_info=exc
-            )
+    # -- the tasks' tables ---------------------------------------------------------
+
+    @staticmethod
+    def _hold(
+        table: dict[int, asyncio.Task[Any]],
+        key: int,
+        work: Coroutine[Any, Any, Any],
+        *,
+        name: str,
+    ) -> asyncio.Task[Any]:
+        """Run ``work`` as a task named ``name``, held in ``table`` under
+        ``key`` until it ends; a crash is logged."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        table[key] = task
+
+        def ended(task: asyncio.Task[Any]) -> None:
+            table.pop(key, None)
+            if not task.cancelled() and (exc := task.exception()) is not None:
+                logger.error("%s: execution crashed: %s", name, exc, exc_info=exc)
+
+        task.add_done_callback(ended)
+        return task
 
     # -- orphans -----------------------------------------------------------------
 
