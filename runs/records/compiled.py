@@ -319,16 +319,10 @@ def converted(read: Statement, name: str, value: Any) -> Any:
     return value
 
 
-def rows(
-    read: Statement,
-    arguments: Mapping[str, Any],
-    *,
-    offset: int = 0,
-    limit: int | None = None,
-) -> list[dict[str, Any]]:
+def rows(read: Statement, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The read's rows for these arguments, each a dict by column name, with
-    the values the ORM would return."""
-    names, values = fetch(read, arguments, offset=offset, limit=limit)
+    the values the ORM would return (a sliced read's page: ``fetch``)."""
+    names, values = fetch(read, arguments)
     return [dict(zip(names, row, strict=True)) for row in values]
 
 
