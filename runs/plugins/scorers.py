@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, ClassVar, Protocol
 
 from django.conf import settings
@@ -51,6 +51,8 @@ class ScoreOutcome:
     model: str = ""
 
 
+# Compared and shown as any exception is (by identity; by its message).
+@dataclass(eq=False, repr=False)
 class ScorerError(Exception):
     """A scorer could not judge; what it has to show stays with the error.
 
@@ -58,23 +60,16 @@ class ScorerError(Exception):
     the tokens that reply cost, so that both are stored with the score error.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        reason: str = "",
-        prompt_tokens: int | None = None,
-        completion_tokens: int | None = None,
-        cost: float | None = None,
-        model: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.reason = reason
-        self.prompt_tokens = prompt_tokens
-        self.completion_tokens = completion_tokens
-        self.cost = cost
-        self.model = model
+    message: str
+    _: KW_ONLY
+    reason: str = ""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    cost: float | None = None
+    model: str = ""
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 @dataclass(frozen=True, slots=True)
