@@ -5,7 +5,7 @@ was kept)."""
 
 from __future__ import annotations
 
-import json
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -103,23 +103,32 @@ def test_rows_stored_before_the_count_are_counted_from_their_logs(
 def json_array_length_calls() -> Iterator[Callable[[], int]]:
     """Count the calls of the database's JSON array length function on this
     connection, by a function of the same name that stands in for it: on
-    SQLite an application-defined one, on PostgreSQL one in a schema searched
+    SQLite an application-defined one (left in place, no longer counting: a
+    built-in one cannot be put back), on PostgreSQL one in a schema searched
     before pg_catalog (rolled back with the test's transaction). Yields
     how many calls so far."""
     if connection.vendor == "sqlite":
         calls: list[str] = []
+        # SQLite's own function, on a connection of its own: once shadowed, a
+        # built-in function does not come back on this one (removing the
+        # stand-in leaves a name that fails every call), and the connection
+        # serves the worker's later tests.
+        builtin = sqlite3.connect(":memory:", check_same_thread=False)
 
         def length(text: str | None) -> int | None:
+            return builtin.execute("SELECT json_array_length(?)", [text]).fetchone()[0]
+
+        def counting(text: str | None) -> int | None:
             calls.append(text or "")
-            return None if text is None else len(json.loads(text))
+            return length(text)
 
         connection.ensure_connection()
         raw = connection.connection
-        raw.create_function("json_array_length", 1, length, deterministic=True)
+        raw.create_function("json_array_length", 1, counting, deterministic=True)
         try:
             yield lambda: len(calls)
         finally:
-            raw.create_function("json_array_length", 1, None)
+            raw.create_function("json_array_length", 1, length, deterministic=True)
         return
     with connection.cursor() as cursor:
         cursor.execute("CREATE SCHEMA IF NOT EXISTS counting")
@@ -159,3 +168,16 @@ def test_a_counted_rows_log_is_never_parsed(dataset: Dataset) -> None:
         # Each of the three reads parses each of the six logs once.
         assert calls() == 3 * 6
     assert counted == from_logs
+
+
+def test_counting_leaves_the_databases_function_working(dataset: Dataset) -> None:
+    # The connection outlives the test: a later test of the same worker that
+    # counts a row from its log must find the database's own function.
+    run = finished_run(dataset, [SLOW, RETRIED, *QUICK])
+    counted = figures(run)
+    with json_array_length_calls():
+        pass
+
+    Result.objects.filter(run=run).update(attempts_made=None)
+
+    assert figures(run) == counted
