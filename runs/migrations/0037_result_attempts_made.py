@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='result',
             name='attempts_made',
-            field=models.PositiveIntegerField(blank=True, null=True),
+            field=models.IntegerField(blank=True, null=True),
         ),
     ]

@@ -124,8 +124,11 @@ class Result(Usage):
     # How many attempts its log holds (``len(attempts)``), kept by the rows'
     # writer: a run's summary, charts and export count its retried results
     # without parsing every log (json_array_length was a fifth of a run's
-    # end). NULL in rows stored before it was kept: read ATTEMPTS_MADE.
-    attempts_made = models.PositiveIntegerField(null=True, blank=True)
+    # end). NULL in rows stored before it was kept: read ATTEMPTS_MADE. Not a
+    # PositiveIntegerField: its CHECK would have the column's ADD COLUMN test
+    # every stored result (SQLite parses each log then, PostgreSQL scans the
+    # table under its exclusive lock).
+    attempts_made = models.IntegerField(null=True, blank=True)
     started_at = models.DateTimeField()
     finished_at = models.DateTimeField()
     # Chosen for a retry that has not rewritten it yet: out of the run's

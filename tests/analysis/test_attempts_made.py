@@ -5,11 +5,13 @@ was kept)."""
 
 from __future__ import annotations
 
+import io
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from django.core.management import call_command
 from django.db import connection
 
 from runs.analysis.charts import completion_timeline
@@ -181,3 +183,16 @@ def test_counting_leaves_the_databases_function_working(dataset: Dataset) -> Non
     Result.objects.filter(run=run).update(attempts_made=None)
 
     assert figures(run) == counted
+
+
+def test_adding_the_count_reads_no_stored_row(transactional_db: None) -> None:
+    # A CHECK on the new column has ADD COLUMN test every stored result:
+    # PostgreSQL scans the table under its exclusive lock, SQLite checks each
+    # row against every CHECK of the table (each log's and output's
+    # JSON_VALID too). Without one, the column is added without reading a row.
+    # (Out of the test's transaction: SQLite's schema editor refuses one.)
+    out = io.StringIO()
+    call_command("sqlmigrate", "runs", "0037", stdout=out)
+
+    assert '"attempts_made"' in out.getvalue()
+    assert "CHECK" not in out.getvalue()
