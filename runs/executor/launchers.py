@@ -91,7 +91,7 @@ class LocalLauncher(LoopOwner):
         execution = execute_run(
             run_id, on_start=lambda ex: self.executions.__setitem__(run_id, ex)
         )
-        task = self._hold(self.tasks, run_id, execution, name=f"run-{run_id}")
+        task = self._hold(self.tasks, run_id, execution, what="run")
         task.add_done_callback(lambda _: self.executions.pop(run_id, None))
 
     def cancel(self, run_id: int) -> None:
@@ -115,7 +115,7 @@ class LocalLauncher(LoopOwner):
         if pass_id in self.passes:
             return
         scoring = execute_scoring_pass(pass_id)
-        self._hold(self.passes, pass_id, scoring, name=f"scoring-pass-{pass_id}")
+        self._hold(self.passes, pass_id, scoring, what="scoring pass")
 
     # -- the tasks' tables ---------------------------------------------------------
 
@@ -125,17 +125,21 @@ class LocalLauncher(LoopOwner):
         key: int,
         work: Coroutine[Any, Any, Any],
         *,
-        name: str,
+        what: str,
     ) -> asyncio.Task[Any]:
-        """Run ``work`` as a task named ``name``, held in ``table`` under
-        ``key`` until it ends; a crash is logged."""
+        """Run ``work`` (of the ``what`` numbered ``key``: a run, a scoring
+        pass) as a task, held in ``table`` under ``key`` until it ends; a crash
+        is logged as the executor's other lines name it ("run 7: ...")."""
+        name = f"{what.replace(' ', '-')}-{key}"
         task = asyncio.get_running_loop().create_task(work, name=name)
         table[key] = task
 
         def ended(task: asyncio.Task[Any]) -> None:
             table.pop(key, None)
             if not task.cancelled() and (exc := task.exception()) is not None:
-                logger.error("%s: execution crashed: %s", name, exc, exc_info=exc)
+                logger.error(
+                    "%s %s: execution crashed: %s", what, key, exc, exc_info=exc
+                )
 
         task.add_done_callback(ended)
         return task

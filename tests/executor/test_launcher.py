@@ -127,3 +127,32 @@ def test_a_launch_stays_counted_until_its_task_is_in_the_table(
     wait_for(lambda: not launcher.busy)
     # Still counted while the task is made, and once it is in the table.
     assert counted == [1, 1]
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"), [("run", "run 7"), ("scoring pass", "scoring pass 7")]
+)
+def test_a_crashed_execution_is_logged_under_its_run_or_pass(
+    launcher: LocalLauncher,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    kind: str,
+    said: str,
+) -> None:
+    # As every other line of the executor's log names them ("run 7: ..."),
+    # so that a search for the run finds its crash.
+    async def crashes(key: int, **_: Any) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(launchers, "execute_run", crashes)
+    monkeypatch.setattr(launchers, "execute_scoring_pass", crashes)
+    launch = launcher.launch if kind == "run" else launcher.launch_scoring_pass
+
+    with caplog.at_level("ERROR", logger=launchers.__name__):
+        launch(7)
+        wait_for(lambda: not launcher.busy)
+        wait_for(lambda: bool(caplog.records))
+
+    (record,) = caplog.records
+    assert record.getMessage() == f"{said}: execution crashed: boom"
+    assert record.exc_info is not None and record.exc_info[0] is RuntimeError
