@@ -84,6 +84,7 @@ def build(items: int, epochs: int, seed: int) -> tuple[Any, Any]:
                     output="out" if ok else None,
                     error_kind="" if ok else rng.choice(["transient", "permanent"]),
                     attempts=[{"number": n + 1} for n in range(tries)],
+                    attempts_made=tries,  # as the rows' writer keeps it
                     latency_ms=latency,
                     # a failed attempt (a timeout) and its back-off before the last
                     time_to_result_ms=None
