@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from runs.consumers import SNAPSHOT_ROWS
 from tests.browser import FINAL_STATUSES, signed_in_page, watch_progress
 
 pytestmark = pytest.mark.browser
@@ -54,11 +55,21 @@ def test_a_run_started_from_the_form_progresses_live(
         assert seen[-1][1] in FINAL_STATUSES
         status_text = page.inner_text("#run-status")
         assert status_text.strip().lower().startswith(("completed", "failed"))
+        ids = "rows => rows.map(row => Number(row.dataset.resultId))"
+        stored = page.eval_on_selector_all("#results tbody tr", ids)
+        live = page.eval_on_selector_all("#live-rows > tr", ids)
+        assert len(set(stored)) == 40
+        # The socket's first message holds the newest SNAPSHOT_ROWS results
+        # stored when it connected, and every result stored after it comes on
+        # top: all 40 when it connected before 20 were stored; on a slower
+        # machine, the newest of them, never fewer than 20, with no gap and
+        # no repeat, newest first.
+        assert SNAPSHOT_ROWS <= len(live) <= 40
+        assert live == sorted(stored, reverse=True)[: len(live)]
         live_rows = page.locator("#live-rows > tr")
-        assert live_rows.count() == 40  # every item, each a whole row
         assert (
             live_rows.first.locator("td").count() == 9
-        )  # with the input and expected answer
+        )  # a whole row, with the input and expected answer
         assert problems == []
 
 
