@@ -236,11 +236,26 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
+# A live page's socket waits for its run's events in BZPOPMIN calls that
+# block for 5 s on the server (channels_redis' brpop_timeout), while redis-py
+# gives up on any read after 5 s (its default socket timeout): an answer a
+# moment late on a loaded machine raised TimeoutError in the consumer and
+# closed the page's socket. Reads wait longer than the server blocks.
+CHANNEL_LAYER_READ_SECONDS = 15
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": CHANNEL_LAYER_READ_SECONDS,
+                    }
+                ],
+                "capacity": 1000,
+                "expiry": 30,
+            },
         }
     }
 else:

@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from evalsite.asgi import application
+from runs import consumers
 from runs.consumers import RunConsumer
 from runs.events import RUN_UPDATE, publish_run_update, run_group
 from runs.executor import store
@@ -96,7 +97,15 @@ async def _connect(headers: Headers, run: Run) -> WebsocketCommunicator:
     return communicator
 
 
-async def _receive(communicator: WebsocketCommunicator, wait: float = 5) -> str:
+# How long a test waits for a message it expects. A ceiling on waiting for
+# state, not a figure under test: the first snapshot of a process compiles
+# its templates, which took about 10 s on a machine loaded by other work.
+MESSAGE_WAIT = 30
+
+
+async def _receive(
+    communicator: WebsocketCommunicator, wait: float = MESSAGE_WAIT
+) -> str:
     """The next update: a progress message and the rows message that follows it."""
     messages = [await communicator.receive_from(timeout=wait)]
     while not await communicator.receive_nothing(timeout=0.3):
@@ -169,8 +178,8 @@ async def test_an_event_brings_new_counts_and_only_new_rows(
 
     await store_results(run, [1, 2])
     await publish_run_update(run.pk)
-    progress = await communicator.receive_from(timeout=5)
-    rows = await communicator.receive_from(timeout=5)
+    progress = await communicator.receive_from(timeout=MESSAGE_WAIT)
+    rows = await communicator.receive_from(timeout=MESSAGE_WAIT)
     update = progress + rows
 
     assert _processed(update) == 3
@@ -184,6 +193,33 @@ async def test_an_event_brings_new_counts_and_only_new_rows(
     await communicator.disconnect()
 
 
+async def test_a_late_page_gets_the_newest_rows_then_every_later_one(
+    headers_for: Callable[[User | None], Headers],
+    bob: User,
+    run: Run,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A page that connects after more results than a snapshot holds gets the
+    # newest of them, then each later one: the rows it shows are the run's
+    # newest, with none missing between them and none twice.
+    monkeypatch.setattr(consumers, "SNAPSHOT_ROWS", 3)
+    await store_results(run, [0, 1, 2, 3, 4])
+    headers = await database_sync_to_async(headers_for)(bob)
+    communicator = await _connect(headers, run)
+    snapshot = _row_ids(await _receive(communicator))
+
+    await store_results(run, [5, 6, 7])
+    await publish_run_update(run.pk)
+    later = _row_ids(await _receive(communicator))
+
+    stored = await database_sync_to_async(
+        lambda: list(Result.objects.filter(run=run).values_list("pk", flat=True))
+    )()
+    assert len(snapshot) == 3
+    assert later + snapshot == sorted(stored, reverse=True)[:6]
+    await communicator.disconnect()
+
+
 async def test_polling_brings_changes_made_without_an_event(
     headers_for: Callable[[User | None], Headers], bob: User, run: Run
 ) -> None:
@@ -192,7 +228,7 @@ async def test_polling_brings_changes_made_without_an_event(
     assert _processed(await _receive(communicator)) == 0
 
     await store_results(run, [4, 5])  # as an executor in another process would
-    update = await _receive(communicator, wait=10)
+    update = await _receive(communicator)
 
     assert _processed(update) == 2
     assert len(_row_ids(update)) == 2
@@ -240,7 +276,7 @@ async def test_a_real_run_is_followed_to_its_final_status(
     deadline = loop.time() + 30
     while 'data-final="true"' not in seen[-1]:
         assert loop.time() < deadline, "no final update"
-        seen.append(await _receive(communicator, wait=10))
+        seen.append(await _receive(communicator))
 
     final = seen[-1]
     assert _processed(final) == 10
