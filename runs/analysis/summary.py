@@ -45,6 +45,7 @@ from runs.models import (
     Score,
 )
 from runs.records import cache_keys, single_flight
+from runs.records.tallies import tallied_figures
 
 CACHE_SECONDS = 600
 # A finished run's results change only by what changes its results_version
@@ -233,7 +234,7 @@ def _scorer_summaries(
 
 
 def run_epochs(run: Run) -> int:
-    return int(run.options.get("epochs", 1) or 1)
+    return run.epochs
 
 
 def _pass_rate_interval(
@@ -513,6 +514,10 @@ def run_summary_cached(*, run: Run) -> RunSummary:
 def run_scorer_summaries(*, run: Run) -> list[ScorerSummary]:
     """Counts, mean and pass rate per scorer, without pass@k: cheap enough for
     the live progress block of a running run."""
+    tallied = tallied_figures(run)
+    if tallied is not None:
+        figures, results, stopped = tallied
+        return _scorer_summaries(run, figures, results=results, stopped=stopped, ks=[])
     score_rows = _score_rows(run)  # before the results: see _scorer_summaries
     counts = Result.objects.filter(run=run).aggregate(
         results=Count("id"), stopped=Count("id", filter=STOPPED_IN_FLIGHT)

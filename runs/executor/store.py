@@ -15,13 +15,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, F, OuterRef, Q, Sum
+from django.db.models import Case, Count, Exists, F, OuterRef, Q, Sum, Value, When
 from django.utils import timezone
 
 from runs.calls.pricing import price_table
-from runs.models import HEARTBEAT_STALE_SECONDS, Item, Result, Run, RunStatus, Score
+from runs.models import (
+    HEARTBEAT_STALE_SECONDS,
+    RUN_COUNTS,
+    Item,
+    Result,
+    Run,
+    RunStatus,
+    Score,
+)
 from runs.plugins.steps import Step
-from runs.records import compiled, retries, rows
+from runs.records import compiled, retries, rows, tallies
 from runs.records.plain_rows import json_value
 
 ITEM_PAGE_SIZE = 500
@@ -395,6 +403,22 @@ def _stored_in_range() -> compiled.Statement:
     )
 
 
+# A run's score tallies (runs/records/tallies.py) begin with the first batch
+# stored of a run that has none: nothing counted and nothing ever taken back
+# (revision 0; results waiting for a retry are out of the counts). Every
+# later batch goes through here and adds its tallies. Results written
+# otherwise (a fixture, an import of rows) never begin them: their run's
+# figures come from its rows. The values are the row's before the update.
+TALLY_BEGINS = Case(
+    When(
+        Q(tally_revision__isnull=True, revision=0)
+        & Q(**{count: 0 for count in RUN_COUNTS[1:]}),
+        then=Value(0),
+    ),
+    default=F("tally_revision"),
+)
+
+
 def results_write(run_id: int, records: list[ResultRecord]) -> int:
     """Store a batch of results with their scores and counts in one transaction.
 
@@ -426,7 +450,10 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             cost=F("cost") + sum(r.cost or 0.0 for r in counted),
             unpriced=F("unpriced") + sum(r.unpriced for r in counted),
             heartbeat_at=timezone.now(),
+            tally_revision=TALLY_BEGINS,
         )
+        # After the run's row: its lock is what a fold of the tallies needs.
+        tallies.batch_stored(run_id)
     return len(counted)
 
 

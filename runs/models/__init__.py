@@ -26,6 +26,7 @@ from runs.models.results import (
     RunResultTable,
     RunVerdicts,
     Score,
+    ScoreTally,
     ScoringPass,
     call_status_label,
 )
@@ -95,6 +96,7 @@ __all__ = [
     "Schedule",
     "ScheduleTick",
     "Score",
+    "ScoreTally",
     "ScoringPass",
     "Step",
     "StepKind",

@@ -228,6 +228,33 @@ class Score(Usage):
         return f"{self.scorer}={self.value}"
 
 
+class ScoreTally(models.Model):
+    """What one batch of a run's stored results adds to its scorers' figures
+    (runs/records/tallies.py): a row per scorer, and one (``scorer`` "") of
+    the batch's results. Written only with the batch; a run's figures are the
+    sum of its rows while ``Run.tally_revision`` is its revision."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    scorer = models.CharField(max_length=100, blank=True)
+    # The results row's: results stored, and those a stop cut short.
+    results = models.IntegerField(default=0)
+    stopped = models.IntegerField(default=0)
+    # A scorer's: its scores, those with a value, passed, errored, skipped.
+    rows = models.IntegerField(default=0)
+    scored = models.IntegerField(default=0)
+    passed = models.IntegerField(default=0)
+    errored = models.IntegerField(default=0)
+    skipped = models.IntegerField(default=0)
+    value_sum = models.FloatField(null=True)
+    low = models.FloatField(null=True)
+    high = models.FloatField(null=True)
+    prompt_tokens = models.BigIntegerField(null=True)
+    completion_tokens = models.BigIntegerField(null=True)
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} {self.scorer or 'results'}"
+
+
 class ScoringPass(models.Model):
     """One pass of scorers over a run's stored outputs: the first, or a re-score.
 

@@ -105,6 +105,12 @@ class Run(RunCounts, Authored):
     in_flight = models.PositiveIntegerField(default=0)
     # Moves each time stored results are taken back for a retry in the run.
     revision = models.PositiveIntegerField(default=0)
+    # The revision the run's score tallies (ScoreTally) add up at: its
+    # scorers' figures are their sum while it is the run's revision. Set by
+    # the first batch the writer stores of a run with nothing stored
+    # (executor/store.py); NULL for others, as for runs stored before
+    # tallies were kept.
+    tally_revision = models.IntegerField(null=True, blank=True)
     # Retries spent out of the run's retry budget, by every executor of the
     # run (its shards): counted here so that the budget is the run's.
     retries_used = models.PositiveIntegerField(default=0)
@@ -145,6 +151,24 @@ class Run(RunCounts, Authored):
         """The run's scorers by the name their scores carry, in its order."""
         names = [spec.get("name") or spec.get("kind") for spec in self.scorers]
         return names + [name for name in self.human_scorers if name not in names]
+
+    @property
+    def epochs(self) -> int:
+        """How many times each item runs (the run's ``epochs`` option)."""
+        return max(int(self.options.get("epochs", 1) or 1), 1)
+
+    @property
+    def tallied(self) -> bool:
+        """Whether the going run's scorers' figures are the sums of its score
+        tallies (runs/records/tallies.py): nothing has rewritten its results
+        since they began (``tally_revision``), and it has one epoch (with
+        several, the pass rate's interval is clustered by item, which sums
+        cannot give)."""
+        return (
+            not self.is_final
+            and self.tally_revision == self.revision
+            and self.epochs == 1
+        )
 
     @property
     def errored(self) -> int:

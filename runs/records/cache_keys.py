@@ -219,8 +219,9 @@ def run_scorers(run: Run) -> str:
     # block shows these beside the counts of the run's row, and each scorer's
     # "scored" adds up to what it says was processed. A large run keeps them
     # for its window (going_window), and the block says how many results
-    # they are of.
-    if run.is_final or going_window(run) == GOING_REFRESH_SECONDS:
+    # they are of; unless its figures are the sums of its tallies
+    # (runs/records/tallies.py), read in milliseconds at any size.
+    if run.is_final or going_window(run) == GOING_REFRESH_SECONDS or run.tallied:
         return key("run-scorers", run.results_version)
     return key("run-scorers", results_version(run))
 
