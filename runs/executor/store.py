@@ -452,8 +452,8 @@ def results_write(run_id: int, records: list[ResultRecord]) -> int:
             heartbeat_at=timezone.now(),
             tally_revision=TALLY_BEGINS,
         )
-        # After the run's row: its lock is what a fold of the tallies needs.
-        tallies.batch_stored(run_id)
+        # After the run's row, under its lock (tallies.py says why).
+        tallies.batch_stored(run_id, counted)
     return len(counted)
 
 
@@ -547,6 +547,7 @@ def run_finish(
         run.heartbeat_at = now
         run.throttle_limit = None
         run.in_flight = 0
+        tallies.tallies_end(run)
         run.save()
     return run.status
 

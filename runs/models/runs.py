@@ -158,17 +158,17 @@ class Run(RunCounts, Authored):
         return max(int(self.options.get("epochs", 1) or 1), 1)
 
     @property
+    def tallying(self) -> bool:
+        """Whether its batches keep score tallies (runs/records/tallies.py):
+        they began and nothing has rewritten its results since
+        (``tally_revision``), and it has one epoch (with several, the pass
+        rate's interval is clustered by item, which sums cannot give)."""
+        return self.tally_revision == self.revision and self.epochs == 1
+
+    @property
     def tallied(self) -> bool:
-        """Whether the going run's scorers' figures are the sums of its score
-        tallies (runs/records/tallies.py): nothing has rewritten its results
-        since they began (``tally_revision``), and it has one epoch (with
-        several, the pass rate's interval is clustered by item, which sums
-        cannot give)."""
-        return (
-            not self.is_final
-            and self.tally_revision == self.revision
-            and self.epochs == 1
-        )
+        """Whether the going run's scorers' figures are read from its tallies."""
+        return not self.is_final and self.tallying
 
     @property
     def errored(self) -> int:

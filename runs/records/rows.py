@@ -29,7 +29,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 
 from runs.models import RESULT_OUTCOME, Result, Score
-from runs.records import retries, signatures, step_rows, tallies
+from runs.records import retries, signatures, step_rows
 from runs.records.plain_rows import (
     datetime_adapter,
     insert,
@@ -277,7 +277,6 @@ def results_store(run_id: int, records: list[Any]) -> list[tuple[int, Any]]:
         ids = insert_results(run_id, records)
     stored = [*zip(ids, records, strict=True), *replaced]
     insert_scores([(pk, s) for pk, record in stored for s in record.scores])
-    tallies.tallies_add(run_id, records)
     step_rows.steps_insert((pk, record.steps) for pk, record in stored if record.steps)
     return stored
 

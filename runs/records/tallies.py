@@ -4,27 +4,30 @@ A going run's progress block shows each scorer's passed / judged, pass rate,
 mean, scored and errored. Computed from the run's score rows, that is a pass
 over every score so far: seconds at a million results, so a large run's
 figures were kept for a window of seconds (``cache_keys.going_window``) and
-said to be over fewer results than the run had stored. Instead the one
-writer of results (``rows.results_store``) adds, in each batch's
-transaction, a ``ScoreTally`` row per scorer of what the batch's scores add,
-and one of its results; a run's figures are the sum of its rows, exact at
-any size and read in milliseconds.
+said to be over fewer results than the run had stored. Instead the writer of
+results (``store.results_write``) adds, in each batch's transaction, a
+``ScoreTally`` row per scorer of what the batch's scores add, and one of its
+results; a run's figures are the sum of its rows, exact at any size and read
+in milliseconds.
 
-The sum holds while the run's results are only added to. Whatever rewrites
-or deletes them (a retry, a re-score, a review's scores, a trace's steps,
-the admin) moves the run's revision (``versions.results_changed``), and its
-tallies count only at the revision they began at (``Run.tallied``). Past
-it, and once the run has ended, the figures come from the score rows, as
-for a run whose tallies never began (``tally_revision`` NULL): they begin
-with the first batch stored of a run with nothing stored
-(``store.TALLY_BEGINS``), so a run stored before tallies were kept, or
-whose results were written otherwise, has none.
+The sum holds while the run's results are only added to. A run's tallies
+begin with the first batch stored of a run with nothing stored
+(``store.TALLY_BEGINS``): a run stored before tallies were kept, or whose
+results were written otherwise, has none (``tally_revision`` NULL).
+Whatever rewrites or deletes its results (a retry, a re-score, a review's
+scores, a trace's steps, the admin) moves its revision
+(``versions.results_changed``), and its tallies count only at the revision
+they began at (``Run.tallying``); they end with the run (``tallies_end``).
+Past them, the figures come from the score rows. So that a writer that
+keeps none (an executor of an older release, say) cannot go unseen, a read
+of the tallies also reads the counts on the run's row, in the same
+statement: they must be the tallies' results, else the rows are read.
 
 Each batch adds rows, and a run stored in small batches would have many:
 each process folds a run's rows into one per scorer every ``FOLD_EVERY``
-batches it stores of the run, after the batch has added its counts to the
-run's row. Every batch's transaction updates that row, and holds its lock to
-the end: while a fold runs, no other batch's rows can be committed, so the
+batches it stores of the run. Tallies are added and folded after the batch
+has added its counts to the run's row, whose lock its transaction then holds
+to its end: no other batch's tallies are written while a fold runs, so the
 fold's read and its delete see the same rows.
 """
 
@@ -36,9 +39,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, Max, Min, Sum
+from django.db.models import Count, F, Max, Min, Subquery, Sum
 
-from runs.models import DEADLINE_ERROR_TYPE, Result, Run, ScoreTally
+from runs.models import DEADLINE_ERROR_TYPE, RUN_COUNTS, Result, Run, ScoreTally
 from runs.records.plain_rows import insert, table
 
 RESULTS = ""  # the scorer name of a batch's results row
@@ -79,6 +82,15 @@ def stopped_in_flight(record: Any) -> bool:
     )
 
 
+def _add_nan(t: list[Any]) -> None:
+    """A NaN value, as PostgreSQL keeps it: scored, its sum NaN, above every
+    number (the highest, never the lowest but of NaNs alone)."""
+    t[1] += 1
+    t[5] = math.nan
+    t[6] = math.nan if t[6] is None else t[6]
+    t[7] = math.nan
+
+
 def tally_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
     """The ``ScoreTally`` rows (``FIELDS``) of result records stored together."""
     # SQLite stores a NaN as NULL: no value, as the score row has.
@@ -93,31 +105,22 @@ def tally_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
         for score in record.scores:
             t = scorers.get(score.scorer)
             if t is None:
-                t = scorers[score.scorer] = [
-                    0,
-                    0,
-                    0,
-                    0,
-                    0,
-                    None,
-                    None,
-                    None,
-                    None,
-                    None,
-                ]
+                t = scorers[score.scorer] = [0] * 5 + [None] * 5
             t[0] += 1
             t[2] += score.passed is True
             t[3] += score.error != ""
             t[4] += score.skipped
             value = score.value
-            if value is not None and not (nan_is_null and math.isnan(value)):
+            if value is not None and value == value:
                 t[1] += 1
                 if t[5] is None:
                     t[5] = t[6] = t[7] = value
                 else:
                     t[5] += value
-                    t[6] = min(t[6], value)
-                    t[7] = max(t[7], value)
+                    t[6] = value if t[6] != t[6] else min(t[6], value)
+                    t[7] = max(t[7], value) if t[7] == t[7] else t[7]
+            elif value is not None and not nan_is_null:
+                _add_nan(t)
             if score.prompt_tokens is not None:
                 t[8] = _plus(t[8], score.prompt_tokens)
             if score.completion_tokens is not None:
@@ -130,14 +133,12 @@ def tally_rows(run_id: int, records: Iterable[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
-def tallies_add(run_id: int, records: Iterable[Any]) -> None:
-    """Add the tally of result records just inserted, in their transaction."""
-    rows = tally_rows(run_id, records)
-    if rows:
-        insert(table(ScoreTally, FIELDS), rows)
-
-
 def _sums(run_id: int) -> list[Mapping[str, Any]]:
+    """Per scorer, the sums of the run's tallies, how many rows and the
+    last; each with the run's processed count, read in the same statement."""
+    counted = Run.objects.filter(pk=run_id).values(
+        processed=sum((F(name) for name in RUN_COUNTS[2:]), F(RUN_COUNTS[1]))
+    )
     return list(
         ScoreTally.objects.filter(run_id=run_id)
         .values("scorer")
@@ -150,14 +151,25 @@ def _sums(run_id: int) -> list[Mapping[str, Any]]:
             high=Max("high"),
             prompt_tokens=Sum("prompt_tokens"),
             completion_tokens=Sum("completion_tokens"),
+            processed=Subquery(counted),
         )
         .order_by()
     )
 
 
-def batch_stored(run_id: int) -> None:
-    """A batch of the run was stored (with its counts, in this transaction):
-    every ``FOLD_EVERY`` of this process's, its rows are folded."""
+def batch_stored(run_id: int, records: list[Any]) -> None:
+    """Add the tallies of a batch of the run's results just stored, in the
+    transaction that added them to its row's counts, if its tallies count
+    (``Run.tallying``); every ``FOLD_EVERY`` of this process's batches of
+    the run, its rows are folded."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("tallies are added in the transaction of a batch's counts")
+    run = Run.objects.only("tally_revision", "revision", "options").get(pk=run_id)
+    if not run.tallying:
+        return
+    rows = tally_rows(run_id, records)
+    if rows:
+        insert(table(ScoreTally, FIELDS), rows)
     if len(_batches) >= RUNS_COUNTED and run_id not in _batches:
         _batches.clear()
     _batches[run_id] += 1
@@ -165,12 +177,17 @@ def batch_stored(run_id: int) -> None:
         tallies_fold(run_id)
 
 
+def tallies_end(run: Run) -> None:
+    """The run has ended: its tallies are deleted, and it keeps none again
+    (``tally_revision`` NULL, for its caller to save), a resumed run too."""
+    ScoreTally.objects.filter(run_id=run.pk).delete()
+    run.tally_revision = None
+
+
 def tallies_fold(run_id: int) -> None:
     """Replace the run's tally rows by one per scorer, their sums. In the
     transaction that added a batch's counts to the run's row (whose lock keeps
     other batches from committing rows meanwhile)."""
-    if not connection.in_atomic_block:
-        raise RuntimeError("tallies_fold runs in the transaction of a batch's counts")
     sums = [row for row in _sums(run_id) if row["tallies"] > 1]
     if not sums:
         return
@@ -191,19 +208,22 @@ def tallied_figures(
     """The run's figures per scorer as the summary reads them from its score
     rows (rows, scored, passed, errored, skipped, mean, low, high, tokens),
     with its results and those stopped in flight, from its tallies in one
-    read; None when they do not come from its tallies (``Run.tallied``)."""
+    read; None when they do not come from its tallies (``Run.tallied``), or
+    do not add up to the counts on its row (a writer kept none)."""
     if not run.tallied:
         return None
+    sums = _sums(run.pk)
+    if not sums:
+        return None if run.processed else ({}, 0, 0)
     figures, results, stopped = {}, 0, 0
-    for row in _sums(run.pk):
+    for row in sums:
         if row["scorer"] == RESULTS:
             results, stopped = row["results"], row["stopped"]
             continue
         scored = row["scored"]
-        mean = (
-            row["value_sum"] / scored
-            if scored and row["value_sum"] is not None
-            else None
-        )
+        total = row["value_sum"]
+        mean = total / scored if scored and total is not None else None
         figures[row["scorer"]] = {**row, "mean": mean}
+    if results != sums[0]["processed"]:
+        return None
     return figures, results, stopped

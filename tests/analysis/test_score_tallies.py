@@ -19,7 +19,8 @@ from runs.analysis.summary import (
     run_scorer_summaries,
     run_scorer_summaries_cached,
 )
-from runs.executor.store import ResultRecord, ScoreRecord, results_write
+from runs.executor import store as executor_store
+from runs.executor.store import ResultRecord, ScoreRecord, results_write, run_finish
 from runs.models import (
     DEADLINE_ERROR_TYPE,
     Dataset,
@@ -235,6 +236,81 @@ def test_an_ended_run_and_a_run_of_several_epochs_read_their_rows(
     for run in (several, ended):
         assert run.tally_revision == 0 and not run.tallied
         assert tallies.tallied_figures(run) is None
+    # A run of several epochs keeps no tallies it would not read.
+    assert not ScoreTally.objects.filter(run=several).exists()
+
+
+def test_a_runs_tallies_end_with_it(big_dataset: Dataset) -> None:
+    run = going_run(big_dataset)
+    store(run, range(0, 18))
+    assert ScoreTally.objects.filter(run=run).exists()
+
+    run_finish(run.pk, cancelled=True)
+    # Resumed, it reads its rows: its tallies are gone, and never begin again.
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
+    store(run, range(18, 27))
+    run.refresh_from_db()
+
+    assert not ScoreTally.objects.filter(run=run).exists()
+    assert run.tally_revision is None and not run.tallied
+    assert run_scorer_summaries(run=run)[0].results == 27
+
+
+def test_a_batch_stored_without_its_tallies_sends_the_figures_to_the_rows(
+    big_dataset: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As an executor of an older release would store a batch of a run whose
+    # tallies a newer one began: counted on the run's row, with no tallies.
+    run = going_run(big_dataset)
+    store(run, range(0, 9))
+    monkeypatch.setattr(executor_store.tallies, "batch_stored", lambda *_: None)
+    store(run, range(9, 18))
+    run.refresh_from_db()
+
+    assert run.tallied
+    assert tallies.tallied_figures(run) is None
+    figures = run_scorer_summaries(run=run)
+    assert figures[0].results == 18
+    assert_same(figures, from_rows(run))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[math.nan, 0.25, 0.75], [0.25, math.nan, 0.75], [math.nan, math.nan]],
+    ids=["nan-first", "nan-between", "nan-only"],
+)
+def test_a_nan_score_is_tallied_as_the_database_keeps_it(
+    big_dataset: Dataset, values: list[float]
+) -> None:
+    # SQLite keeps a NaN as NULL (no value); PostgreSQL keeps it, above
+    # every number: the highest value, the lowest only of NaNs alone.
+    run = going_run(big_dataset)
+    items = Item.objects.filter(dataset=big_dataset).order_by("index")
+    now = timezone.now()
+    results_write(
+        run.pk,
+        [
+            ResultRecord(
+                item_id=item.pk,
+                item_index=item.index,
+                epoch=0,
+                status=Result.Status.SUCCEEDED,
+                output="x",
+                attempts=[],
+                started_at=now,
+                finished_at=now,
+                scores=[ScoreRecord("exact_match", value, False)],
+            )
+            for item, value in zip(items, values, strict=False)
+        ],
+    )
+    run.refresh_from_db()
+
+    assert run.tallied
+    (got,), (want,) = run_scorer_summaries(run=run)[:1], from_rows(run)[:1]
+    for name in ("mean", "low", "high", "scored"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert a == b or (a != a and b != b) or math.isclose(a, b), name
 
 
 def test_folded_tallies_keep_the_figures(
