@@ -63,7 +63,8 @@ FIELDS = (
     "prompt_tokens",
     "completion_tokens",
 )
-SUMMED = ("results", "stopped", "rows", "scored", "passed", "errored", "skipped")
+# What a fold and a read add up; the lowest and highest are kept as such.
+SUMMED = [name for name in FIELDS[2:] if name not in ("low", "high")]
 FOLD_EVERY = 256
 # How many runs' batch counts a process keeps (a long-lived worker's).
 RUNS_COUNTED = 1024
@@ -143,14 +144,11 @@ def _sums(run_id: int) -> list[Mapping[str, Any]]:
         ScoreTally.objects.filter(run_id=run_id)
         .values("scorer")
         .annotate(
-            tallies=Count("id"),
-            last=Max("id"),
             **{name: Sum(name) for name in SUMMED},
-            value_sum=Sum("value_sum"),
             low=Min("low"),
             high=Max("high"),
-            prompt_tokens=Sum("prompt_tokens"),
-            completion_tokens=Sum("completion_tokens"),
+            tallies=Count("id"),
+            last=Max("id"),
             processed=Subquery(counted),
         )
         .order_by()
