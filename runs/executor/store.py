@@ -404,14 +404,15 @@ def _stored_in_range() -> compiled.Statement:
 
 
 # A run's score tallies (runs/records/tallies.py) begin with the first batch
-# stored of a run that has none: nothing counted and nothing ever taken back
-# (revision 0; results waiting for a retry are out of the counts). Every
+# stored of a going run that has none: nothing counted and nothing ever taken
+# back (revision 0; results waiting for a retry are out of the counts). Every
 # later batch goes through here and adds its tallies. Results written
 # otherwise (a fixture, an import of rows) never begin them: their run's
 # figures come from its rows. The values are the row's before the update.
 TALLY_BEGINS = Case(
     When(
         Q(tally_revision__isnull=True, revision=0)
+        & Q(status__in=[RunStatus.PENDING, RunStatus.RUNNING])
         & Q(**{count: 0 for count in RUN_COUNTS[1:]}),
         then=Value(0),
     ),

@@ -21,7 +21,8 @@ they began at (``Run.tallying``); they end with the run (``tallies_end``).
 Past them, the figures come from the score rows. So that a writer that
 keeps none (an executor of an older release, say) cannot go unseen, a read
 of the tallies also reads the counts on the run's row, in the same
-statement: they must be the tallies' results, else the rows are read.
+statement: they must be the tallies' results, else the tallies end and the
+rows are read.
 
 Each batch adds rows, and a run stored in small batches would have many:
 each process folds a run's rows into one per scorer every ``FOLD_EVERY``
@@ -223,5 +224,14 @@ def tallied_figures(
         mean = total / scored if scored and total is not None else None
         figures[row["scorer"]] = {**row, "mean": mean}
     if results != sums[0]["processed"]:
+        # A batch was counted without its tallies: they can never add up
+        # again, and end, so that the run's figures are kept for its window
+        # (cache_keys.run_scorers) rather than read from every score at each
+        # batch. Unless its revision moved meanwhile (then they ended anyway).
+        with transaction.atomic():
+            if Run.objects.filter(
+                pk=run.pk, tally_revision=run.tally_revision, revision=run.revision
+            ).update(tally_revision=None):
+                ScoreTally.objects.filter(run_id=run.pk).delete()
         return None
     return figures, results, stopped

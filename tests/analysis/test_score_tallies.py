@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -37,6 +38,13 @@ from runs.results.services import run_create
 from tests.factories import arithmetic_items, make_dataset
 
 SCORERS = ["exact_match", "includes"]
+
+
+@pytest.fixture(autouse=True)
+def _batches_counted_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test counts its batches from none: a run's id may be an earlier
+    test's (SQLite reuses them), whose batches a process counted."""
+    monkeypatch.setattr(tallies, "_batches", Counter())
 
 
 @pytest.fixture
@@ -153,14 +161,15 @@ def test_a_going_runs_figures_from_its_tallies_are_those_of_its_rows(
 
 
 def test_a_large_going_runs_scorers_follow_every_batch(
-    big_dataset: Dataset, held_second: list[int]
+    big_dataset: Dataset, held_second: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # At 100,000 results a going run's figures are kept for a window of 5 s
-    # (cache_keys.going_window): its scorers' no longer, being read from
-    # its tallies.
+    # A going run's figures are kept one second more for each
+    # GOING_RESULTS_A_SECOND results (5 s at 100,000): here for each 2, so
+    # that these 9 results make a window of 4 s. Its scorers' no longer,
+    # being read from its tallies.
+    monkeypatch.setattr(cache_keys, "GOING_RESULTS_A_SECOND", 2)
     run = going_run(big_dataset)
     store(run, range(0, 9))
-    Run.objects.filter(pk=run.pk).update(succeeded=100_000)
     run.refresh_from_db()
     held_second[0] = 1000
     before = run_scorer_summaries_cached(run=run)
@@ -169,8 +178,9 @@ def test_a_large_going_runs_scorers_follow_every_batch(
     run.refresh_from_db()
     after = run_scorer_summaries_cached(run=run)
 
-    assert cache_keys.going_window(run) == 5
-    assert after[0].results == before[0].results + 9
+    assert cache_keys.going_window(run) > 1
+    assert tallies.tallied_figures(run) is not None
+    assert after[0].results == before[0].results + 9 == 18
     assert_same(after, from_rows(run))
 
 
@@ -240,6 +250,19 @@ def test_an_ended_run_and_a_run_of_several_epochs_read_their_rows(
     assert not ScoreTally.objects.filter(run=several).exists()
 
 
+def test_a_batch_stored_after_the_run_ended_begins_no_tallies(
+    big_dataset: Dataset,
+) -> None:
+    # A shard's last results, stored after another ended the run.
+    run = going_run(big_dataset)
+    Run.objects.filter(pk=run.pk).update(status=RunStatus.CANCELLED)
+    store(run, range(0, 9))
+    run.refresh_from_db()
+
+    assert run.tally_revision is None
+    assert not ScoreTally.objects.filter(run=run).exists()
+
+
 def test_a_runs_tallies_end_with_it(big_dataset: Dataset) -> None:
     run = going_run(big_dataset)
     store(run, range(0, 18))
@@ -269,6 +292,11 @@ def test_a_batch_stored_without_its_tallies_sends_the_figures_to_the_rows(
 
     assert run.tallied
     assert tallies.tallied_figures(run) is None
+    # They can never add up again: they end, and the run's figures are kept
+    # for its window like those of a run that never had any.
+    run.refresh_from_db()
+    assert run.tally_revision is None and not run.tallied
+    assert not ScoreTally.objects.filter(run=run).exists()
     figures = run_scorer_summaries(run=run)
     assert figures[0].results == 18
     assert_same(figures, from_rows(run))
@@ -325,6 +353,7 @@ def test_folded_tallies_keep_the_figures(
     # One row per scorer and the results' after the last fold, then one
     # batch's: at most 3 + 3.
     assert ScoreTally.objects.filter(run=run).count() <= 6
+    assert tallies.tallied_figures(run) is not None
     assert_same(run_scorer_summaries(run=run), from_rows(run))
 
 
@@ -360,4 +389,5 @@ def test_batches_stored_at_once_while_folding_lose_nothing(
     assert run.processed == 200 and run.tallied
     tallied = run_scorer_summaries(run=run)
     assert tallied[0].results == 200
+    assert tallies.tallied_figures(run) is not None
     assert_same(tallied, from_rows(run))
