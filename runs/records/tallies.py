@@ -15,9 +15,10 @@ begin with the first batch stored of a run with nothing stored
 (``store.TALLY_BEGINS``): a run stored before tallies were kept, or whose
 results were written otherwise, has none (``tally_revision`` NULL).
 Whatever rewrites or deletes its results (a retry, a re-score, a review's
-scores, a trace's steps, the admin) moves its revision
-(``versions.results_changed``), and its tallies count only at the revision
-they began at (``Run.tallying``); they end with the run (``tallies_end``).
+scores, the admin) moves its revision (``versions.results_changed``), and
+its tallies count only at the revision they began at (``Run.tallying``); a
+trace's steps move it too, but change no score, and move the tallies' with
+it (``scores_kept``). They end with the run (``tallies_end``).
 Past them, the figures come from the score rows. So that a writer that
 keeps none (an executor of an older release, say) cannot go unseen, a read
 of the tallies also reads the counts on the run's row, in the same

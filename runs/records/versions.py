@@ -13,20 +13,32 @@ calls ``results_changed``, in the transaction of its write.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from django.db.models import F
+from django.db.models import Case, F, When
 
 from runs.models import Run
 
 
-def results_changed(run: Run | int) -> None:
+def results_changed(run: Run | int, *, scores_kept: bool = False) -> None:
     """Move the run's ``results_version``: nothing cached from its results is
     read again. A ``Run`` given is updated to the new version too (a caller
-    that saves it afterwards keeps the move)."""
+    that saves it afterwards keeps the move).
+
+    ``scores_kept``: what changed is neither a result's outcome nor a score
+    (a trace's steps), so a going run's score tallies still add up to its
+    figures (runs/records/tallies.py), and keep counting at the new revision.
+    """
     run_id = run.pk if isinstance(run, Run) else run
-    Run.objects.filter(pk=run_id).update(revision=F("revision") + 1)
+    moved: dict[str, Any] = {"revision": F("revision") + 1}
+    if scores_kept:
+        moved["tally_revision"] = Case(
+            When(tally_revision=F("revision"), then=F("revision") + 1),
+            default=F("tally_revision"),
+        )
+    Run.objects.filter(pk=run_id).update(**moved)
     if isinstance(run, Run):
-        run.refresh_from_db(fields=["revision"])
+        run.refresh_from_db(fields=list(moved))
 
 
 def runs_results_changed(run_ids: Iterable[int]) -> None:

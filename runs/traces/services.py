@@ -215,6 +215,7 @@ def _attach(result: Result, pairs: list[tuple[Span, Any]]) -> int:
             step.index = position
         Step.objects.bulk_create(ordered)
         Run.objects.filter(pk=result.run_id, has_steps=False).update(has_steps=True)
-        # What is kept of the run's results (its summary) is read again.
-        results_changed(result.run_id)
+        # What is kept of the run's results (its summary) is read again;
+        # its scores are as they were.
+        results_changed(result.run_id, scores_kept=True)
         return len(unique)

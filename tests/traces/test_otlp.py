@@ -25,6 +25,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from runs.models import Project, Result, Run, RunStatus, Step
 from runs.projects.services import api_key_create
+from runs.records.tallies import tallied_figures
 from runs.results.services import run_create
 from tests.factories import make_dataset, store_outcomes
 
@@ -144,6 +145,25 @@ def test_a_span_sent_twice_is_stored_once(
         answer = post(client, alice_key, spans)
         assert answer.status_code == 200, answer.content
     assert Step.objects.filter(result=result).count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_steps_attached_to_a_going_run_keep_its_score_tallies(
+    client: Client, project: Project, alice_key: str
+) -> None:
+    # A trace's steps change no score: the run's live scorers' figures are
+    # still the sums of its tallies (runs/records/tallies.py), at the
+    # revision the steps moved.
+    run = finished_run(project, status=RunStatus.RUNNING)
+    assert run.tallied
+    spans = agent_spans({"evalsite.run_id": run.pk, "evalsite.item_index": 1})
+
+    answer = post(client, alice_key, spans)
+    run.refresh_from_db()
+
+    assert answer.status_code == 200, answer.content
+    assert run.revision == 1 and run.tally_revision == 1 and run.tallied
+    assert tallied_figures(run) is not None
 
 
 @pytest.mark.django_db(transaction=True)
