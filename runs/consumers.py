@@ -88,7 +88,7 @@ def live_update(
         "overview": overview,
         "rows": rows,
         "snapshot": snapshot,
-        "show_epoch": run.options.get("epochs", 1) > 1,
+        "show_epoch": run.epochs > 1,
     }
     return LiveUpdate(
         html=render_to_string("runs/results/_live_update.html", context),

@@ -195,7 +195,7 @@ def _scorer_summaries(
     the scores belong to: never more passes than trials (a pass rate over 1,
     an interval of a negative variance), as when the results were counted
     first and a batch was stored in between."""
-    epochs = run_epochs(run)
+    epochs = run.epochs
     summaries = []
     for name in scorer_names(run, set(rows)):
         row = rows.get(name, {})
@@ -231,10 +231,6 @@ def _scorer_summaries(
             )
         )
     return summaries
-
-
-def run_epochs(run: Run) -> int:
-    return run.epochs
 
 
 def _pass_rate_interval(
@@ -394,7 +390,7 @@ def run_summary(*, run: Run) -> RunSummary:
     }
     kinds = ((kind.value, totals[f"kind_{kind.value}"]) for kind in ErrorKind)
     error_kinds = dict(sorted((kind for kind in kinds if kind[1]), key=_most_first))
-    epochs = run_epochs(run)
+    epochs = run.epochs
     ks = stats.k_values(epochs) if epochs > 1 else []
     return RunSummary(
         run=run.pk,

@@ -65,7 +65,7 @@ def _version(run: Run) -> str:
 
 def stores_verdicts(run: Run) -> bool:
     """Single-epoch finished runs: one result per item, verdicts that stay."""
-    return run.is_final and int(run.options.get("epochs") or 1) == 1
+    return run.is_final and run.epochs == 1
 
 
 def scores_joined_sql(

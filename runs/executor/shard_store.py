@@ -81,7 +81,7 @@ def shard_ranges(run_id: int, *, size: int) -> list[tuple[int, int]]:
     shards that hold such items.
     """
     run = Run.objects.get(pk=run_id)
-    epochs = int(run.options.get("epochs") or 1)
+    epochs = run.epochs
     done = set(
         Result.objects.filter(run_id=run_id, retry_pending=False)
         .values("item_index")

@@ -182,7 +182,7 @@ def _items_lacking(run: Run, table: ResultTable) -> np.ndarray | None:
     items = _dense_items(run)
     if items is None:
         return None
-    epochs = max(int(run.options.get("epochs", 1) or 1), 1)
+    epochs = run.epochs
     per_item = np.bincount(table.indexes, minlength=items)[:items]
     return np.flatnonzero(per_item < epochs)
 

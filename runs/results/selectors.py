@@ -256,7 +256,7 @@ def run_items_lacking(*, run: Run) -> QuerySet[Item]:
     items = Item.objects.filter(dataset_id=run.dataset_id)
     if (index_stop := run_index_stop(run)) is not None:
         items = items.filter(index__lt=index_stop)  # a run of its first items
-    epochs = max(int(run.options.get("epochs", 1)), 1)
+    epochs = run.epochs
     if epochs == 1:
         items = items.filter(~Exists(counted))
     else:

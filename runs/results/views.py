@@ -177,7 +177,7 @@ def _run_detail_context(
         "live_rows": []
         if overview.run.is_final
         else result_latest(run=overview.run, limit=LIVE_SNAPSHOT_ROWS),
-        "show_epoch": overview.run.options.get("epochs", 1) > 1,
+        "show_epoch": overview.run.epochs > 1,
         "report": run_report(run=overview.run),
     }
     return context, 400 if filter_error else 200

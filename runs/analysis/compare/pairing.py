@@ -60,7 +60,7 @@ def one_result_each(paired_by: str, baseline: Run, candidate: Run) -> bool:
     """Both runs over one dataset version with one epoch: at most one result
     per item in each, so the runs' results pair without grouping."""
     return paired_by == PAIRED_BY_ITEM and all(
-        int(run.options.get("epochs") or 1) == 1 for run in (baseline, candidate)
+        run.epochs == 1 for run in (baseline, candidate)
     )
 
 
