@@ -54,15 +54,22 @@ def arithmetic_items(count: int, *, marker: str = "") -> list[dict[str, Any]]:
     ]
 
 
-def echo_run(dataset: Dataset) -> Any:
-    """A run of ``dataset`` (echo target, exact_match) created but not launched."""
+def echo_run(
+    dataset: Dataset,
+    *,
+    scorers: list[Any] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Any:
+    """A run of ``dataset`` (echo target, ``scorers``: exact_match unless
+    said) created but not launched."""
 
     return run_create(
         user=None,
         dataset=dataset,
         target_kind="python",
         target_config={"callable": "runs.targets.examples.echo"},
-        scorers=["exact_match"],
+        scorers=scorers or ["exact_match"],
+        options=options,
         launch=False,
     )
 

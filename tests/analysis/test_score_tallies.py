@@ -34,8 +34,7 @@ from runs.models import (
 )
 from runs.records import cache_keys, tallies
 from runs.records.versions import results_changed
-from runs.results.services import run_create
-from tests.factories import arithmetic_items, make_dataset
+from tests.factories import arithmetic_items, echo_run, make_dataset
 
 SCORERS = ["exact_match", "includes"]
 
@@ -53,15 +52,7 @@ def big_dataset(project: Any) -> Dataset:
 
 
 def going_run(dataset: Dataset, **options: Any) -> Run:
-    run = run_create(
-        user=None,
-        dataset=dataset,
-        target_kind="python",
-        target_config={"callable": "runs.targets.examples.echo"},
-        scorers=SCORERS,
-        options=options,
-        launch=False,
-    )
+    run = echo_run(dataset, scorers=SCORERS, options=options)
     Run.objects.filter(pk=run.pk).update(
         status=RunStatus.RUNNING, started_at=timezone.now()
     )
