@@ -5,7 +5,7 @@ completion timeline, each binned in the database so only a few rows come back.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +29,7 @@ from runs.analysis.summary import (
     RunSummary,
     cached_for_run,
 )
+from runs.analysis.timings import Timings, histogram_bins
 from runs.models import ATTEMPTS_MADE, Result, ResultStatus, Run, Score
 from runs.records import cache_keys
 
@@ -202,22 +203,29 @@ def _bins_in_sql(
     return bins
 
 
-def latency_histogram(*, run: Run, summary: RunSummary) -> dict[str, Any] | None:
-    """Succeeded results' latency in LATENCY_BINS equal bins, min to max."""
+def latency_histogram(
+    *, run: Run, summary: RunSummary, timings: Timings | None = None
+) -> dict[str, Any] | None:
+    """Succeeded results' latency in LATENCY_BINS equal bins, min to max;
+    binned in memory from ``timings`` when read already (a run's end)."""
     low, high = summary.latency_ms["min"], summary.latency_ms["max"]
     if low is None or high is None:
         return None
     bins = LATENCY_BINS if high > low else 1
     width = (high - low) / bins or 1.0
-    rows = (
-        Result.objects.filter(
-            run=run, status=ResultStatus.SUCCEEDED, latency_ms__isnull=False
+    rows: Iterable[tuple[int, int]]
+    if timings is not None:
+        rows = histogram_bins(timings.latencies, low, width)
+    else:
+        rows = (
+            Result.objects.filter(
+                run=run, status=ResultStatus.SUCCEEDED, latency_ms__isnull=False
+            )
+            .annotate(bin=_bin(F("latency_ms"), low, width))
+            .values_list("bin")
+            .annotate(n=Count("id"))
+            .order_by()
         )
-        .annotate(bin=_bin(F("latency_ms"), low, width))
-        .values_list("bin")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
     starts, counts = _histogram(rows, low, width, bins)
     return {"bins": starts, "width": width, "counts": counts}
 
@@ -270,13 +278,15 @@ def run_charts(
     run: Run,
     summary: RunSummary,
     values: Mapping[str, np.ndarray] | None = None,
+    timings: Timings | None = None,
 ) -> dict[str, Any]:
     """Everything the run page's charts draw, as plain JSON-ready data
-    (``values``: see ``score_distributions``)."""
+    (``values``: see ``score_distributions``; ``timings``:
+    ``latency_histogram``)."""
     return {
         "pass_rate": pass_rate_chart(summary),
         "scores": score_distributions(run=run, summary=summary, values=values),
-        "latency": latency_histogram(run=run, summary=summary),
+        "latency": latency_histogram(run=run, summary=summary, timings=timings),
         "timeline": completion_timeline(run=run, summary=summary),
     }
 
@@ -286,10 +296,11 @@ def run_charts_cached(
     run: Run,
     summary: RunSummary,
     values: Mapping[str, np.ndarray] | None = None,
+    timings: Timings | None = None,
 ) -> dict[str, Any]:
     """``run_charts``, kept under the run's ``results_version``."""
     return cached_for_run(
         run,
         cache_keys.run_charts(run),
-        lambda: run_charts(run=run, summary=summary, values=values),
+        lambda: run_charts(run=run, summary=summary, values=values, timings=timings),
     )

@@ -30,6 +30,7 @@ from runs.analysis.summary import (
     run_summary_cached,
     store_for_run,
 )
+from runs.analysis.timings import Timings
 from runs.models import Run, RunFigures
 from runs.records import cache_keys, single_flight
 
@@ -81,11 +82,16 @@ def _decode(data: dict[str, Any]) -> tuple[RunSummary, dict[str, Any]] | None:
 
 
 def run_figures(
-    *, run: Run, values: Mapping[str, np.ndarray] | None = None
+    *,
+    run: Run,
+    values: Mapping[str, np.ndarray] | None = None,
+    timings: Timings | None = None,
 ) -> tuple[RunSummary, dict[str, Any]]:
     """The run's summary and chart data: stored ones when current, else
     computed (and stored, once the run has ended); ``values``, each scorer's
-    score values read already, spare the charts a read of the scores."""
+    score values read already, spare the charts a read of the scores, and
+    ``timings``, the succeeded results' latencies and times to result, the
+    summary and the charts a read of those."""
     if not run.is_final:
         summary = run_summary_cached(run=run)
         return summary, run_charts_cached(run=run, summary=summary)
@@ -93,12 +99,12 @@ def run_figures(
     # once for concurrent misses.
     key = cache_keys.run_figures(run, FORMAT)
     return single_flight.cached(
-        key, lambda: _stored_or_computed(run, values), FINAL_CACHE_SECONDS
+        key, lambda: _stored_or_computed(run, values, timings), FINAL_CACHE_SECONDS
     )
 
 
 def _stored_or_computed(
-    run: Run, values: Mapping[str, np.ndarray] | None
+    run: Run, values: Mapping[str, np.ndarray] | None, timings: Timings | None
 ) -> tuple[RunSummary, dict[str, Any]]:
     stored = (
         RunFigures.objects.filter(run=run, version=_version(run))
@@ -108,8 +114,10 @@ def _stored_or_computed(
     figures = _decode(stored) if stored is not None else None
     if figures is None:
         began = time.perf_counter()
-        summary = run_summary_cached(run=run)
-        figures = summary, run_charts_cached(run=run, summary=summary, values=values)
+        summary = run_summary_cached(run=run, timings=timings)
+        figures = summary, run_charts_cached(
+            run=run, summary=summary, values=values, timings=timings
+        )
         store_for_run(
             RunFigures,
             run,
@@ -129,10 +137,14 @@ def run_figures_store(run_id: int) -> None:
     try:
         # One read of its results joined with their scores gives its result
         # table (for its results filters and clusters), its verdicts (for
-        # comparisons, single-epoch runs) and its score values (the charts).
+        # comparisons, single-epoch runs), its score values (the charts) and
+        # its latencies and times to result (the summary and the charts).
         scan = run_end_scan(run)
-        values = scan.score_values(run.scorer_names) if scan is not None else None
-        run_figures(run=run, values=values)
+        if scan is None:
+            run_figures(run=run)
+        else:
+            values = scan.score_values(run.scorer_names)
+            run_figures(run=run, values=values, timings=scan.timings)
         run_tables_store(run=run, scan=scan)
     except Exception:  # the run has ended and is stored: its figures can wait
         logger.exception("could not store the figures of run %s", run_id)

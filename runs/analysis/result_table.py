@@ -33,6 +33,7 @@ from runs.analysis import verdicts
 from runs.analysis.cluster_keys import parse_cluster_key
 from runs.analysis.stored_arrays import npz_bytes
 from runs.analysis.summary import STOPPED_PARAMS, STOPPED_SQL, store_for_run
+from runs.analysis.timings import Timings
 from runs.analysis.verdicts import (
     JOINED_SCORERS,
     Verdicts,
@@ -40,7 +41,7 @@ from runs.analysis.verdicts import (
     stored_verdicts,
     stores_verdicts,
 )
-from runs.models import Run, RunResultTable, ScoringPass
+from runs.models import ResultStatus, Run, RunResultTable, ScoringPass
 
 # Raise when the arrays change meaning: stored ones of another format are
 # computed again.
@@ -237,12 +238,16 @@ _RESULT_COLUMNS = (
 
 def _sql(scorers: int, *, full: bool) -> str:
     """The rows of a run and the scores of ``scorers`` scorers, in dataset
-    order; ``full``, also whether each result was stopped in flight and each
-    score's value, for the verdicts and the charts. Its parameters:
-    ``STOPPED_PARAMS`` (``full``), the scorers' names, the run's id."""
-    stopped = f", CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END" if full else ""
+    order; ``full``, also whether each result was stopped in flight, its
+    latency and time to result, and each score's value, for the verdicts,
+    the summary and the charts. Its parameters: ``STOPPED_PARAMS``
+    (``full``), the scorers' names, the run's id."""
+    full_columns = (
+        f", CASE WHEN {STOPPED_SQL} THEN 1 ELSE 0 END,"
+        " r.latency_ms, r.time_to_result_ms"
+    )
     return scores_joined_sql(
-        _RESULT_COLUMNS + stopped,
+        _RESULT_COLUMNS + (full_columns if full else ""),
         _full_columns if full else _state_columns,
         scorers,
         "WHERE r.run_id = %s ORDER BY r.item_index, r.epoch",
@@ -290,12 +295,14 @@ class Scan:
     """What one read of a run's results joined with their scores gives: the
     table's arrays (as stored), and read in full (at a run's end), in the
     same rows, whether each result was stopped in flight, each score's value
-    (0 without one) and whether it has one."""
+    (0 without one) and whether it has one; and the succeeded results'
+    latencies and times to result."""
 
     arrays: dict[str, np.ndarray]
     stopped: np.ndarray | None = None  # (rows,) bool
     values: np.ndarray | None = None  # (rows, scorers) float64
     valued: np.ndarray | None = None  # (rows, scorers) bool
+    timings: Timings | None = None
 
     def score_values(self, scorers: Sequence[str]) -> dict[str, np.ndarray]:
         """Each scorer's score values, in dataset order (read in full only)."""
@@ -317,13 +324,15 @@ def _scan(run: Run, *, full: bool) -> Scan:
         for start in range(0, len(scorers), JOINED_SCORERS)
     ] or [[]]
     # Where the scores' columns start in a row, and how many each scorer has.
-    first, width = (8, 3) if full else (7, 2)
+    first, width = (10, 3) if full else (7, 2)
     base: dict[str, list[np.ndarray]] = {
         name: [] for name in ("ids", "items", "indexes", "epochs", *_TEXTS)
     }
     texts = {name: _Vocabulary() for name in _TEXTS}
     reasons = _Vocabulary()
     stopped: list[np.ndarray] = []
+    latencies: list[np.ndarray] = []
+    times: list[np.ndarray] = []
     marks: list[list[np.ndarray]] = []
     reason_codes: list[list[np.ndarray]] = []
     values: list[list[np.ndarray]] = []
@@ -341,6 +350,8 @@ def _scan(run: Run, *, full: bool) -> Scan:
                     base[name].append(texts[name].encode(column))
                 if full:
                     stopped.append(np.array(columns[7], dtype=bool))
+                    latencies.append(np.array(columns[8], dtype=np.float64))
+                    times.append(np.array(columns[9], dtype=np.float64))
             if group:
                 group_marks.append(np.array(columns[first::width], dtype=np.uint8).T)
                 group_reasons.append(
@@ -370,11 +381,18 @@ def _scan(run: Run, *, full: bool) -> Scan:
     arrays["reason_vocabulary"] = reasons.words()
     if not full:
         return Scan(arrays)
+    succeeded = _code_is(
+        arrays["status"], texts["status"].found, ResultStatus.SUCCEEDED.value
+    )
     return Scan(
         arrays,
-        stopped=np.concatenate(stopped) if stopped else np.zeros(0, dtype=bool),
+        stopped=np.concatenate([np.zeros(0, dtype=bool), *stopped]),
         values=_columns(values, groups, count).astype(float),
         valued=(marks_read & _VALUED) != 0,
+        timings=Timings.of_columns(
+            np.concatenate([np.zeros(0), *latencies])[succeeded],
+            np.concatenate([np.zeros(0), *times])[succeeded],
+        ),
     )
 
 

@@ -1,5 +1,6 @@
 """How good a run was: per-scorer pass rates with their intervals and pass@k,
-latency percentiles, tokens, cost and counts, all aggregated in the database.
+latency percentiles, tokens, cost and counts, aggregated in the database (the
+latencies read as arrays: timings.py).
 
 Definition used everywhere: a result whose target call failed or timed out, or
 whose score errored, counts as not passed for that scorer (it is what the user
@@ -17,7 +18,7 @@ import contextlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import (
@@ -27,13 +28,13 @@ from django.db.models import (
     Min,
     Model,
     Q,
-    QuerySet,
     Sum,
 )
 from django.utils import timezone
 
 from runs.analysis import stats
 from runs.analysis.steps import StepSummary, step_summary
+from runs.analysis.timings import Timings, read_timings
 from runs.models import (
     ATTEMPTS_MADE,
     DEADLINE_ERROR_TYPE,
@@ -51,7 +52,6 @@ CACHE_SECONDS = 600
 # A finished run's results change only by what changes its results_version
 # (a retry, a re-score): its figures may stay cached much longer.
 FINAL_CACHE_SECONDS = 24 * 3600
-PERCENTILES = {"p50": 0.50, "p90": 0.90, "p99": 0.99}
 
 # STOPPED_IN_FLIGHT in hand SQL over a result ``r``, and its values in order.
 STOPPED_SQL = "r.status = %s OR (r.status = %s AND r.error_type = %s)"
@@ -275,81 +275,6 @@ def _pass_groups(run: Run, scorer: str) -> list[tuple[int, int, int]]:
         return [(int(n), int(c), int(items)) for n, c, items in cursor.fetchall()]
 
 
-def _latencies(run: Run) -> QuerySet[Result]:
-    return Result.objects.filter(
-        run=run, status=ResultStatus.SUCCEEDED, latency_ms__isnull=False
-    )
-
-
-def _interpolated(
-    count: int, value_at: Callable[[int, int], list[float]]
-) -> dict[str, float | None]:
-    """p50/p90/p99 (numpy's linear definition) of ``count`` ordered values,
-    ``value_at(lower, upper)`` giving those between two 0-based positions."""
-    if not count:
-        return dict.fromkeys(PERCENTILES)
-    figures: dict[str, float | None] = {}
-    for name, fraction in PERCENTILES.items():
-        lower, upper, weight = stats.percentile_positions(count, fraction)
-        values = value_at(lower, upper)
-        figures[name] = (
-            values[0] + weight * (values[-1] - values[0]) if values else None
-        )
-    return figures
-
-
-def latency_percentiles(run: Run, count: int) -> dict[str, float | None]:
-    """p50/p90/p99 of succeeded results' latency, numpy's linear definition.
-
-    Each percentile reads the (at most) two values around it in latency order,
-    walking the (run, status, latency_ms) index: a few milliseconds on a run of
-    100,000 results, where numbering every row in one query takes far longer.
-    """
-    ordered = (
-        _latencies(run).order_by("latency_ms").values_list("latency_ms", flat=True)
-    )
-    # _latencies leaves out results without a latency.
-    return _interpolated(
-        count, lambda lower, upper: cast(list[float], list(ordered[lower : upper + 1]))
-    )
-
-
-def time_to_result_percentiles(run: Run, count: int) -> dict[str, float | None]:
-    """p50/p90/p99 of succeeded results' time to result.
-
-    No index orders them (one more would cost every result stored): the
-    rows are numbered in one sort and the few around each percentile read,
-    where reading each pair on its own would sort them three times.
-    """
-    if not count:
-        return dict.fromkeys(PERCENTILES)
-    positions = {
-        position
-        for fraction in PERCENTILES.values()
-        for position in stats.percentile_positions(count, fraction)[:2]
-    }
-    table = Result._meta.db_table
-    marks = ", ".join(["%s"] * len(positions))
-    sql = f"""
-        SELECT numbered.position, numbered.value FROM (
-            SELECT time_to_result_ms AS value,
-                   ROW_NUMBER() OVER (ORDER BY time_to_result_ms) - 1 AS position
-            FROM {table}
-            WHERE run_id = %s AND status = %s AND time_to_result_ms IS NOT NULL
-        ) numbered
-        WHERE numbered.position IN ({marks})
-    """  # the table name from the model, values as parameters
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [run.pk, ResultStatus.SUCCEEDED, *sorted(positions)])
-        found = {int(position): float(value) for position, value in cursor}
-    # A result stored since the count was read moves nothing out of reach;
-    # one retried since may, and then leaves its figure out.
-    return _interpolated(
-        count,
-        lambda lower, upper: [found[p] for p in (lower, upper) if p in found],
-    )
-
-
 def attempt_error_kinds(run: Run) -> dict[str, int]:
     """Failed attempts per error kind, most first, read in the database from
     the attempt logs of the results that have failed attempts only."""
@@ -373,10 +298,14 @@ def attempt_error_kinds(run: Run) -> dict[str, int]:
     return dict(sorted(found, key=_most_first))
 
 
-def run_summary(*, run: Run) -> RunSummary:
-    """Every figure of the run summary, from a few aggregate queries."""
+def run_summary(*, run: Run, timings: Timings | None = None) -> RunSummary:
+    """Every figure of the run summary, from a few aggregate queries;
+    ``timings``, the succeeded results' latencies and times to result read
+    already (a run's end reads them with its result table), spare it a read."""
     score_rows = _score_rows(run)  # before the results: see _scorer_summaries
     totals = _totals(run)
+    if timings is None:
+        timings = read_timings(run)
     results = totals["results"]
     failed = totals["failed_attempts"]
     processed = sum(totals[status.value] for status in ResultStatus)
@@ -400,16 +329,10 @@ def run_summary(*, run: Run) -> RunSummary:
         scorers=_scorer_summaries(
             run, score_rows, results=results, stopped=totals["stopped"], ks=ks
         ),
-        latency_ms={
-            **latency_percentiles(run, totals["latency_count"]),
-            "min": totals["latency_min"],
-            "max": totals["latency_max"],
-        },
-        latency_count=totals["latency_count"],
-        time_to_result_ms=time_to_result_percentiles(
-            run, totals["time_to_result_count"]
-        ),
-        time_to_result_count=totals["time_to_result_count"],
+        latency_ms=timings.latency_figures(),
+        latency_count=len(timings.latencies),
+        time_to_result_ms=timings.time_figures(),
+        time_to_result_count=len(timings.times),
         failed_attempts=failed or 0,
         attempt_error_kinds=attempt_error_kinds(run) if failed else {},
         tokens={
@@ -447,8 +370,6 @@ def _most_first(pair: tuple[str, int]) -> tuple[int, str]:
 
 
 def _totals(run: Run) -> dict[str, Any]:
-    succeeded = Q(status=ResultStatus.SUCCEEDED, latency_ms__isnull=False)
-    timed = Q(status=ResultStatus.SUCCEEDED, time_to_result_ms__isnull=False)
     return (
         Result.objects.filter(run=run)
         .annotate(attempt_total=ATTEMPTS_MADE)
@@ -459,10 +380,6 @@ def _totals(run: Run) -> dict[str, Any]:
                 status.value: Count("id", filter=Q(status=status))
                 for status in ResultStatus
             },
-            latency_count=Count("id", filter=succeeded),
-            latency_min=Min("latency_ms", filter=succeeded),
-            latency_max=Max("latency_ms", filter=succeeded),
-            time_to_result_count=Count("id", filter=timed),
             failed_attempts=Sum("failed_attempts"),
             prompt_tokens=Sum("prompt_tokens"),
             completion_tokens=Sum("completion_tokens"),
@@ -500,10 +417,12 @@ def store_for_run(model: type[Model], run: Run, **values: Any) -> None:
         model._default_manager.create(run=run, **values)
 
 
-def run_summary_cached(*, run: Run) -> RunSummary:
+def run_summary_cached(*, run: Run, timings: Timings | None = None) -> RunSummary:
     """``run_summary``, kept under the run's ``results_version``."""
     return cached_for_run(
-        run, cache_keys.run_summary(run), lambda: run_summary(run=run)
+        run,
+        cache_keys.run_summary(run),
+        lambda: run_summary(run=run, timings=timings),
     )
 
 

@@ -143,7 +143,9 @@ class Result(Usage):
             )
         ]
         # Each index costs every result stored an update: none is a prefix of
-        # another ((run, status) is served by (run, status, latency_ms)).
+        # another, and each puts a new row near its run's last ones (a
+        # column in no order, as latency_ms was, costs a write at a random
+        # place: bench/README, "The latency index").
         indexes = [
             models.Index(fields=["run", "item_index", "epoch"]),
             models.Index(fields=["run", "finished_at"]),
@@ -152,8 +154,9 @@ class Result(Usage):
                 fields=["run", "error_signature", "item_index", "epoch"],
                 name="result_run_signature_idx",
             ),
-            # Latency percentiles of a run's succeeded results, read in order.
-            models.Index(fields=["run", "status", "latency_ms"]),
+            # A run's results of one status (its succeeded results' latencies,
+            # a results filter while it goes).
+            models.Index(fields=["run", "status"]),
             # A run's results of one error kind, in dataset order, while it
             # goes (an ended run's are filtered in its result table).
             # Partial: only results with an error are in it.

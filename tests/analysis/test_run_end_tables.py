@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import io
 import json
+import re
 from typing import Any
 
 import numpy as np
@@ -299,3 +300,57 @@ def test_the_charts_stored_at_a_runs_end_are_those_the_database_bins(dataset, ep
     # The scores' values came with the result table: not binned in the database.
     binned = [q["sql"] for q in queries.captured_queries if "FLOOR" in q["sql"]]
     assert binned and not [sql for sql in binned if value in sql]
+
+
+@pytest.mark.parametrize("epochs", [1, 2])
+def test_the_timings_stored_at_a_runs_end_are_numpys_of_the_rows(dataset, epochs):
+    run = _more_varied(varied_run(dataset, epochs=epochs), foreign=False)
+    results = Result.objects.filter(run=run)
+    # Latencies in no order of the rows, ties among them; some results have
+    # none, and a failed result's latency is not a succeeded one's.
+    results.update(
+        latency_ms=(F("item_index") * 37 + F("epoch") * 11) % 53 * 2.5,
+        time_to_result_ms=(F("item_index") * 17 + F("epoch")) % 29 * 10.0 + 0.5,
+    )
+    results.filter(item_index__in=[5, 6]).update(latency_ms=None)
+    results.filter(item_index__in=[6, 8]).update(time_to_result_ms=None)
+    succeeded = results.filter(status=ResultStatus.SUCCEEDED)
+    latencies = list(
+        succeeded.filter(latency_ms__isnull=False).values_list("latency_ms", flat=True)
+    )
+    times = list(
+        succeeded.filter(time_to_result_ms__isnull=False).values_list(
+            "time_to_result_ms", flat=True
+        )
+    )
+    assert results.exclude(status=ResultStatus.SUCCEEDED).exists()
+
+    with CaptureQueriesContext(connection) as queries:
+        run_figures_store(run.pk)
+
+    summary = RunFigures.objects.get(run=run).data["summary"]
+    assert summary["latency_count"] == len(latencies)
+    assert summary["time_to_result_count"] == len(times)
+    for name, q in (("p50", 50), ("p90", 90), ("p99", 99), ("min", 0), ("max", 100)):
+        assert summary["latency_ms"][name] == pytest.approx(np.percentile(latencies, q))
+    for name, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        assert summary["time_to_result_ms"][name] == pytest.approx(
+            np.percentile(times, q)
+        )
+    # Read with the results and their scores: no statement of its own orders,
+    # numbers or bins them.
+    column = re.compile(r"\b(latency_ms|time_to_result_ms)\b", re.IGNORECASE)
+    joined = f"LEFT JOIN {Score._meta.db_table}".lower()
+    own = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].lstrip().upper().startswith("SELECT")
+        and column.search(q["sql"])
+        and joined not in q["sql"].lower()
+    ]
+    assert own == []
+    # The histogram binned from them is the database's.
+    stored = RunFigures.objects.get(run=run).data["charts"]["latency"]
+    in_sql = run_charts(run=run, summary=run_summary(run=run))["latency"]
+    assert stored == json.loads(json.dumps(in_sql))
+    assert sum(stored["counts"]) == len(latencies)
