@@ -118,8 +118,10 @@ def time_to_result(attempts: Sequence[dict[str, Any]]) -> float | None:
     return round((max(ends) - min(starts)).total_seconds() * 1000, 3)
 
 
-def failed_attempts(attempts: Iterable[dict[str, Any]]) -> int:
+def failed_attempts(attempts: Sequence[dict[str, Any]]) -> int:
     """Attempts that failed (they carry an error kind), retried or not."""
+    if len(attempts) == 1:  # the usual case, without a generator
+        return 1 if attempts[0].get("error_kind") else 0
     return sum(bool(attempt.get("error_kind")) for attempt in attempts)
 
 
