@@ -303,9 +303,11 @@ def run_summary(*, run: Run, timings: Timings | None = None) -> RunSummary:
     ``timings``, the succeeded results' latencies and times to result read
     already (a run's end reads them with its result table), spare it a read."""
     score_rows = _score_rows(run)  # before the results: see _scorer_summaries
-    totals = _totals(run)
     if timings is None:
+        # Before the counts: a result stored meanwhile is counted, and no
+        # latency is of a result the counts have not seen.
         timings = read_timings(run)
+    totals = _totals(run)
     results = totals["results"]
     failed = totals["failed_attempts"]
     processed = sum(totals[status.value] for status in ResultStatus)

@@ -9,13 +9,17 @@ class Migration(migrations.Migration):
         ('runs', '0038_score_tallies'),
     ]
 
+    # The new index first: on PostgreSQL its build takes a SHARE lock (the
+    # results stay readable), while DROP INDEX takes ACCESS EXCLUSIVE until
+    # the migration's commit, which before the build would stop every read
+    # of the results for as long as the build takes.
     operations = [
-        migrations.RemoveIndex(
-            model_name='result',
-            name='runs_result_run_id_5b5f0b_idx',
-        ),
         migrations.AddIndex(
             model_name='result',
             index=models.Index(fields=['run', 'status'], name='runs_result_run_id_9114f0_idx'),
+        ),
+        migrations.RemoveIndex(
+            model_name='result',
+            name='runs_result_run_id_5b5f0b_idx',
         ),
     ]

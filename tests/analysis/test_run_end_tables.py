@@ -312,9 +312,13 @@ def test_the_timings_stored_at_a_runs_end_are_numpys_of_the_rows(dataset, epochs
         latency_ms=(F("item_index") * 37 + F("epoch") * 11) % 53 * 2.5,
         time_to_result_ms=(F("item_index") * 17 + F("epoch")) % 29 * 10.0 + 0.5,
     )
-    results.filter(item_index__in=[5, 6]).update(latency_ms=None)
-    results.filter(item_index__in=[6, 8]).update(time_to_result_ms=None)
     succeeded = results.filter(status=ResultStatus.SUCCEEDED)
+    # _more_varied numbered the rows 1000 - index: pick succeeded rows by id.
+    # One without either, one with a latency but no time to result, one the
+    # reverse.
+    first = list(succeeded.order_by("pk").values_list("pk", flat=True)[:3])
+    results.filter(pk__in=first[:2]).update(latency_ms=None)
+    results.filter(pk__in=[first[0], first[2]]).update(time_to_result_ms=None)
     latencies = list(
         succeeded.filter(latency_ms__isnull=False).values_list("latency_ms", flat=True)
     )
@@ -324,6 +328,8 @@ def test_the_timings_stored_at_a_runs_end_are_numpys_of_the_rows(dataset, epochs
         )
     )
     assert results.exclude(status=ResultStatus.SUCCEEDED).exists()
+    # The NULLs bite: each column misses some succeeded rows, not the same.
+    assert len(latencies) == len(times) == succeeded.count() - 2
 
     with CaptureQueriesContext(connection) as queries:
         run_figures_store(run.pk)
@@ -354,3 +360,8 @@ def test_the_timings_stored_at_a_runs_end_are_numpys_of_the_rows(dataset, epochs
     in_sql = run_charts(run=run, summary=run_summary(run=run))["latency"]
     assert stored == json.loads(json.dumps(in_sql))
     assert sum(stored["counts"]) == len(latencies)
+    # A going run's summary (read_timings) gives the same figures, exactly.
+    going = run_summary(run=run)
+    for name in ("latency_ms", "latency_count", "time_to_result_ms"):
+        assert summary[name] == getattr(going, name), name
+    assert summary["time_to_result_count"] == going.time_to_result_count
