@@ -115,8 +115,9 @@ def _stored_or_computed(
     if figures is None:
         began = time.perf_counter()
         summary = run_summary_cached(run=run, timings=timings)
-        figures = summary, run_charts_cached(
-            run=run, summary=summary, values=values, timings=timings
+        figures = (
+            summary,
+            run_charts_cached(run=run, summary=summary, values=values, timings=timings),
         )
         store_for_run(
             RunFigures,
