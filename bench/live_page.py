@@ -10,7 +10,8 @@ run page to a headless Chromium (Playwright) signed in to it, while:
   in-memory channel layer;
 - ``--mode synthetic``: another process writes the results of a run the way
   an executor does, ``--rate`` items a second in batches of ``--batch`` (the
-  executor flushes 500 results at a time when it is that fast), announcing
+  executor flushes up to 1,000 results at a time when it is that fast;
+  the default of 500 gives twice its events), announcing
   each batch on the Redis channel layer (``REDIS_URL``, required) that the
   server listens to: the event stream that rate produces, whatever rate this
   machine could execute at.
