@@ -29,7 +29,7 @@ from runs.analysis.summary import (
     RunSummary,
     cached_for_run,
 )
-from runs.analysis.timings import Timings, histogram_bins
+from runs.analysis.timings import Timings
 from runs.models import ATTEMPTS_MADE, Result, ResultStatus, Run, Score
 from runs.records import cache_keys
 
@@ -215,7 +215,8 @@ def latency_histogram(
     width = (high - low) / bins or 1.0
     rows: Iterable[tuple[int, int]]
     if timings is not None:
-        rows = histogram_bins(timings.latencies, low, width)
+        found = _bins(timings.latencies, low, width)
+        rows = [(index, count) for index, count, _low, _high in found]
     else:
         rows = (
             Result.objects.filter(

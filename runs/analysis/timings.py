@@ -1,6 +1,6 @@
 """How long a run's succeeded results took: their latencies and times to
 result, read once as arrays, and the figures made of them (percentiles,
-lowest and highest, the latency histogram's bins).
+lowest and highest; the charts bin the latencies, ``charts.latency_histogram``).
 
 No index orders them: one on (run, status, latency_ms) cost every result
 stored an update at a random place in it (bench/README, "The latency
@@ -89,15 +89,3 @@ def read_timings(run: Run) -> Timings:
             latencies.append(_floats(latency))
             times.append(_floats(time))
     return Timings.of_columns(np.concatenate(latencies), np.concatenate(times))
-
-
-def histogram_bins(
-    values: np.ndarray, low: float, width: float
-) -> list[tuple[int, int]]:
-    """(bin, how many) of ``values`` in bins of ``width`` from ``low``: the
-    database's arithmetic (``charts._bin``) in the same double precision."""
-    if not len(values):
-        return []
-    index = np.floor((values - low) / width).astype(np.int64)
-    found, counts = np.unique(index, return_counts=True)
-    return list(zip(found.tolist(), counts.tolist(), strict=True))
