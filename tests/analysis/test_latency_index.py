@@ -1,66 +1,18 @@
-"""The results' latency index became (run, status) (migration 0039): a going
-run's latencies, read in a statement of their own, against its status
-counts; and the migration's locks on a table of results."""
+"""The results' latency index became (run, status) (migration 0039): the
+migration's locks on a table of results. (A going run's latencies against
+its status counts: test_summary_running.py.)"""
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 import psycopg
 import pytest
 from django.db import connection, transaction
 from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.operations import AddIndex
-from django.utils import timezone
-
-from runs.analysis import summary
-from runs.models import Project, Result, Run, RunStatus
-from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 
 pytestmark = pytest.mark.django_db
-
-PASSED = {"scores": [("exact_match", True, "")]}
-
-
-@pytest.fixture
-def running(project: Project) -> Run:
-    run = echo_run(make_dataset(project, arithmetic_items(20), name="live"))
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.RUNNING, started_at=timezone.now()
-    )
-    run = store_outcomes(run, [PASSED] * 5)
-    Result.objects.filter(run=run).update(latency_ms=10.0, time_to_result_ms=12.0)
-    run.refresh_from_db()
-    return run
-
-
-def test_a_batch_stored_meanwhile_never_gives_more_latencies_than_answers(
-    running: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The executor stores 5 more answered results (with their latencies)
-    just after the summary counted the run's results by status."""
-    totals = summary._totals
-    landed: list[bool] = []
-
-    def counted_then_stored(run: Run) -> Any:
-        found = totals(run)
-        if not landed:
-            landed.append(True)
-            store_outcomes(Run.objects.get(pk=running.pk), [PASSED] * 5, offset=5)
-            Result.objects.filter(run=running, latency_ms__isnull=True).update(
-                latency_ms=20.0, time_to_result_ms=25.0
-            )
-        return found
-
-    monkeypatch.setattr(summary, "_totals", counted_then_stored)
-
-    figures = summary.run_summary(run=running)
-
-    # With the old index, both counts came from one aggregate: latency_count
-    # could never exceed the answered results it is "of" (the page shows both).
-    assert figures.latency_count <= figures.counts["succeeded"]
-    assert figures.time_to_result_count <= figures.counts["succeeded"]
 
 
 @pytest.mark.skipif(
