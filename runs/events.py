@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
+from runs.records.installation import database_id
+
 logger = logging.getLogger(__name__)
 
 RUN_UPDATE = "run.update"
@@ -26,7 +28,10 @@ PACES_KEPT = 256  # runs whose last announcement is remembered, per process
 
 
 def run_group(run_id: int) -> str:
-    return f"run-{run_id}"
+    """The channel-layer group of a run's events: of this installation's
+    database, as run ids repeat from one installation to another that shares
+    the Redis (their pages would hear each other's runs)."""
+    return f"run-{database_id()}-{run_id}"
 
 
 @dataclass(slots=True)

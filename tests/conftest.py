@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import pytest_django
+from channels.layers import channel_layers
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.db import connection
@@ -379,11 +380,25 @@ def _empty_page_cache() -> None:
 
 
 @pytest.fixture(autouse=True)
+def _fresh_channel_layer() -> Iterator[None]:
+    """Each test gets channel layers of its own. The Redis layer keeps the
+    messages of all of a process's channels under one key, with one capacity:
+    a test that flooded a page and left before it read everything left the
+    capacity's worth behind (for the layer's expiry, 30 s), and every event
+    sent to the next test's channels in that process was dropped as over
+    capacity (that test then saw none)."""
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture(autouse=True)
 def _fresh_try_counts() -> None:
     """Each test starts with no tries counted against its users (ids repeat
     from test to test: the rate of one would refuse the next)."""
     from django.conf import settings
 
+    from runs.records.installation import database_id
     from runs.targets import try_throttle
 
     try_throttle.PROCESS.clear()
@@ -393,8 +408,8 @@ def _fresh_try_counts() -> None:
         with redis.Redis.from_url(settings.REDIS_URL) as client:
             # SCAN's default step of 10 keys made this a round trip per ten
             # keys in the database (sessions, channel messages), every test.
-            keys = list(
-                client.scan_iter(f"{try_throttle.REDIS_PREFIX}*", count=100_000)
-            )
+            # Only this test database's: another suite may share the Redis.
+            mine = f"{try_throttle.REDIS_PREFIX}{database_id()}:*"
+            keys = list(client.scan_iter(mine, count=100_000))
             if keys:
                 client.delete(*keys)

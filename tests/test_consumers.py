@@ -11,6 +11,7 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.test import Client
 from django.utils import timezone
 
@@ -243,6 +244,40 @@ async def test_polling_sends_nothing_when_nothing_changed(
     await _receive(communicator)
 
     assert await communicator.receive_nothing(timeout=4)
+    await communicator.disconnect()
+
+
+async def test_a_run_of_another_installation_sharing_the_redis_is_not_heard(
+    headers_for: Callable[[User | None], Headers],
+    bob: User,
+    run: Run,
+) -> None:
+    """Two installations (or two test suites) on one Redis each have a run
+    with this id: the other's events must not reach this page, which would
+    send an update for each (and end its following on the other's end)."""
+    headers = await database_sync_to_async(headers_for)(bob)
+    communicator = await _connect(headers, run)
+    await _receive(communicator)
+    # Its database, not ours: a copy on this thread's connection only (the
+    # dict itself is shared with the threads that read for the page).
+    ours = connections[DEFAULT_DB_ALIAS]
+    settings_dict = ours.settings_dict
+    ours.settings_dict = {**settings_dict, "NAME": "another_installation"}
+    try:
+        theirs = run_group(run.pk)
+    finally:
+        ours.settings_dict = settings_dict
+
+    layer = get_channel_layer()
+    for final in (False, True):
+        await layer.group_send(
+            theirs, {"type": RUN_UPDATE, "run_id": run.pk, "final": final}
+        )
+
+    assert await communicator.receive_nothing(timeout=2), "heard the other's run"
+    await store_results(run, [0])
+    await publish_run_update(run.pk)  # ours is heard, and the page still follows
+    assert _processed(await _receive(communicator)) == 1
     await communicator.disconnect()
 
 

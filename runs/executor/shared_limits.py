@@ -82,6 +82,7 @@ from runs.calls.limits_redis import (
 )
 from runs.executor.options import RunOptions
 from runs.executor.run_leases import RunLeases, settle
+from runs.records.installation import database_id
 
 logger = logging.getLogger(__name__)
 
@@ -94,15 +95,6 @@ REDIS_PREFIX = "evalsite:limits:"
 MAX_LEVEL = limits_store.MAX_LEVEL
 # The fields of a target's configuration that say which endpoint it calls.
 ENDPOINT_FIELDS = ("base_url", "url", "model")
-
-
-def database_id() -> str:
-    """This installation's database: ids are per database, and two
-    installations may share one Redis."""
-    where = connection.settings_dict
-    place = f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
-    place += str(where.get("NAME"))
-    return hashlib.sha256(place.encode()).hexdigest()[:12]
 
 
 def run_key(run_id: int) -> str:

@@ -14,7 +14,6 @@ are counted by this process alone, with a warning.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import math
 import secrets
@@ -25,10 +24,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from django.conf import settings
-from django.db import connection
 
 from runs.calls.limits_redis import redis_client
 from runs.errors import TooManyRequests
+from runs.records.installation import database_id
 
 logger = logging.getLogger(__name__)
 
@@ -106,11 +105,7 @@ PROCESS = LocalCounts()
 
 def _user_key(user_id: int) -> str:
     # User ids are per database: two installations may share one Redis.
-    where = connection.settings_dict
-    place = f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
-    place += str(where.get("NAME"))
-    database = hashlib.sha256(place.encode()).hexdigest()[:12]
-    return f"{database}:{user_id}"
+    return f"{database_id()}:{user_id}"
 
 
 def _refusal(reason: str, wait: float, *, lease: float) -> TooManyRequests:

@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.db import connection
 
+from runs.executor.shared_limits import REDIS_PREFIX, run_key
 from runs.models import Project, RunShard, RunStatus
 from runs.results.services import run_cancel
 from runs.testing.fake_openai import FakeOpenAIServer
@@ -36,7 +37,8 @@ def leases_held(run_id: int) -> int:
         now = seconds + micros / 1_000_000
         return sum(
             client.zcount(key, f"({now}", "+inf")
-            for key in client.scan_iter(f"evalsite:limits:run:*:{run_id}:leases")
+            # This installation's run: another suite may share the Redis.
+            for key in client.scan_iter(f"{REDIS_PREFIX}{run_key(run_id)}:leases")
         )
     finally:
         client.close()
