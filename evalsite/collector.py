@@ -11,7 +11,9 @@ that turned the collector off itself keeps it off.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+from collections.abc import Iterator
 
 _held = False
 
@@ -30,4 +32,19 @@ def collector_release() -> None:
         # What the set-up made is moved out of the collector's sight first:
         # its first pass would otherwise walk all of it at once.
         gc.freeze()
+        gc.enable()
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """The collector held off while a block makes many objects that hold no
+    cycles and outlive it (rows read into arrays), then let run again if it
+    ran before. Process-wide: keep the block short."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
         gc.enable()
