@@ -22,11 +22,16 @@ STALL_SECONDS = 3
 
 
 def database_url(**overrides: Any) -> str:
+    """This process's database, its host and port written as they are here
+    (none filled in): a run's leases and live events in Redis are named after
+    the database as written (``runs.records.installation``), and a worker
+    that named it otherwise would share neither with this test."""
     db = {**connection.settings_dict, **overrides}
     password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = db.get("PORT") or 5432
-    return f"postgres://{db['USER']}{password}@{host}:{port}/{db['NAME']}"
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    return (
+        f"postgres://{db['USER']}{password}@{db.get('HOST') or ''}{port}/{db['NAME']}"
+    )
 
 
 def worker_env(**extra: str) -> dict[str, str]:
