@@ -251,10 +251,13 @@ async def test_a_run_of_another_installation_sharing_the_redis_is_not_heard(
     headers_for: Callable[[User | None], Headers],
     bob: User,
     run: Run,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Two installations (or two test suites) on one Redis each have a run
     with this id: the other's events must not reach this page, which would
     send an update for each (and end its following on the other's end)."""
+    # Events only: a poll would bring our update below without our event.
+    monkeypatch.setattr(RunConsumer, "poll_interval", 3600.0)
     headers = await database_sync_to_async(headers_for)(bob)
     communicator = await _connect(headers, run)
     await _receive(communicator)
