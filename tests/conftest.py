@@ -402,7 +402,10 @@ def _fresh_try_counts() -> None:
     from runs.targets import try_throttle
 
     try_throttle.PROCESS.clear()
-    if settings.REDIS_URL:
+    # Only once the test database is in place: before, the connection names
+    # the installation's own database, whose users' tries are not ours.
+    where = connection.settings_dict
+    if settings.REDIS_URL and where["NAME"] == where.get("TEST", {}).get("NAME"):
         import redis
 
         with redis.Redis.from_url(settings.REDIS_URL) as client:

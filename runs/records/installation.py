@@ -13,15 +13,20 @@ import hashlib
 
 from django.db import connection
 
+# A URL without a port reaches the server's default one: the same database
+# as a URL that writes it.
+_DEFAULT_PORTS = {"postgresql": 5432, "mysql": 3306}
+
 
 def database_id() -> str:
     """A short, stable name of the database this process uses: its engine,
-    host, port and name, hashed. In tests, the test database's."""
+    host, port and name, hashed. In tests, the test database's. Every
+    process of an installation must write its database alike (README,
+    "Scaling out"); a port left out counts as the default one."""
     where = connection.settings_dict
-    return _hashed(
-        f"{connection.vendor}:{where.get('HOST')}:{where.get('PORT')}:"
-        f"{where.get('NAME')}"
-    )
+    vendor = connection.vendor
+    port = where.get("PORT") or _DEFAULT_PORTS.get(vendor, "")
+    return _hashed(f"{vendor}:{where.get('HOST')}:{port}:{where.get('NAME')}")
 
 
 @functools.lru_cache(maxsize=16)
