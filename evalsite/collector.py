@@ -11,9 +11,7 @@ that turned the collector off itself keeps it off.
 
 from __future__ import annotations
 
-import contextlib
 import gc
-from collections.abc import Iterator
 
 _held = False
 
@@ -32,20 +30,4 @@ def collector_release() -> None:
         # What the set-up made is moved out of the collector's sight first:
         # its first pass would otherwise walk all of it at once.
         gc.freeze()
-        gc.enable()
-
-
-@contextlib.contextmanager
-def collector_paused() -> Iterator[None]:
-    """The collector held off while a block makes many objects that hold no
-    cycles and outlive it (rows read into arrays), then let run again if it
-    ran before. Process-wide: other threads' cyclic garbage waits meanwhile
-    (a run's end scans about 0.5 s of rows per 100,000 results)."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
         gc.enable()

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from evalsite.collector import collector_paused, collector_release
+from evalsite.collector import collector_release
 from runs.analysis import result_table
 from runs.models import Project
+from runs.records.collector import collector_paused
 from tests.factories import arithmetic_items, echo_run, make_dataset, store_outcomes
 from tests.processes import ROOT, env_for
 

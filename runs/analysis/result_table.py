@@ -29,7 +29,6 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
-from evalsite.collector import collector_paused
 from runs.analysis import verdicts
 from runs.analysis.cluster_keys import parse_cluster_key
 from runs.analysis.stored_arrays import npz_bytes
@@ -43,6 +42,7 @@ from runs.analysis.verdicts import (
     stores_verdicts,
 )
 from runs.models import ResultStatus, Run, RunResultTable, ScoringPass
+from runs.records.collector import collector_paused
 
 # Raise when the arrays change meaning: stored ones of another format are
 # computed again.
