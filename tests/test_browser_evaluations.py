@@ -75,10 +75,15 @@ def test_make_a_webhook_channel_and_send_a_test(
         page.click("text=Browser")
         page.click("text=Alert channels")
         page.fill("#id_name", "ci hook")
-        # Only the field the chosen kind needs is shown.
+        # Only the field the chosen kind needs is shown. The page's script is
+        # deferred: a choice made before it runs is shown once it has (on a
+        # loaded machine, after this returned), so the test waits for the
+        # state rather than looking at once.
         page.select_option("#id_kind", "email")
+        page.wait_for_selector("#id_url", state="hidden")
         assert page.is_hidden("#id_url") and page.is_visible("#id_emails")
         page.select_option("#id_kind", "webhook")
+        page.wait_for_selector("#id_emails", state="hidden")
         assert page.is_visible("#id_url") and page.is_hidden("#id_emails")
         page.fill("#id_url", hook.url)
         shot(page, tmp_path, "channel-form")
