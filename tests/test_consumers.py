@@ -11,7 +11,6 @@ from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import User
-from django.db import DEFAULT_DB_ALIAS, connections
 from django.test import Client
 from django.utils import timezone
 
@@ -23,6 +22,7 @@ from runs.executor import store
 from runs.executor.store import ResultRecord, ScoreRecord
 from runs.models import Dataset, Item, Result, Run, RunStatus
 from runs.results.services import run_create, run_launch
+from tests.installations import database_written
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -261,15 +261,8 @@ async def test_a_run_of_another_installation_sharing_the_redis_is_not_heard(
     headers = await database_sync_to_async(headers_for)(bob)
     communicator = await _connect(headers, run)
     await _receive(communicator)
-    # Its database, not ours: a copy on this thread's connection only (the
-    # dict itself is shared with the threads that read for the page).
-    ours = connections[DEFAULT_DB_ALIAS]
-    settings_dict = ours.settings_dict
-    ours.settings_dict = {**settings_dict, "NAME": "another_installation"}
-    try:
+    with database_written(NAME="another_installation"):  # its database
         theirs = run_group(run.pk)
-    finally:
-        ours.settings_dict = settings_dict
 
     layer = get_channel_layer()
     for final in (False, True):

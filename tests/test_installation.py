@@ -6,34 +6,26 @@ from typing import Any
 
 import dj_database_url
 import pytest
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import connection
 
-from runs.records.installation import database_id
+from tests.installations import database_id_of
 
 
-def id_of(url: str, monkeypatch: pytest.MonkeyPatch) -> str:
+def id_of(url: str) -> str:
     """``database_id`` of a process whose DATABASE_URL is ``url``."""
     written: dict[str, Any] = dj_database_url.parse(url)
-    # A copy on this thread's connection (the dict is shared with others).
-    ours = connections[DEFAULT_DB_ALIAS]
-    with monkeypatch.context() as patch:
-        patch.setattr(ours, "settings_dict", {**ours.settings_dict, **written})
-        return database_id()
+    return database_id_of(**written)
 
 
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="a PostgreSQL server's default port"
 )
-def test_a_url_without_its_port_names_the_database_of_the_default_port(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_url_without_its_port_names_the_database_of_the_default_port() -> None:
     """A web server given ``...@db:5432/evalsite`` and a worker given
     ``...@db/evalsite`` use one database: their runs' leases and live
     events must be named alike."""
-    written = id_of("postgres://evalsite@db.internal:5432/evalsite", monkeypatch)
+    written = id_of("postgres://evalsite@db.internal:5432/evalsite")
 
-    assert id_of("postgres://evalsite@db.internal/evalsite", monkeypatch) == written
-    assert id_of("postgres://evalsite@db.internal:5433/evalsite", monkeypatch) != (
-        written
-    )
-    assert id_of("postgres://evalsite@db.internal/other", monkeypatch) != written
+    assert id_of("postgres://evalsite@db.internal/evalsite") == written
+    assert id_of("postgres://evalsite@db.internal:5433/evalsite") != written
+    assert id_of("postgres://evalsite@db.internal/other") != written
