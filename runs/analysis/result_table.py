@@ -318,6 +318,8 @@ def compute(run: Run) -> dict[str, np.ndarray]:
     return _scan(run, full=False).arrays
 
 
+# Rows become arrays: the collector's passes over them find nothing.
+@collector_paused()
 def _scan(run: Run, *, full: bool) -> Scan:
     scorers = run.scorer_names
     groups = [
@@ -337,41 +339,37 @@ def _scan(run: Run, *, full: bool) -> Scan:
     marks: list[list[np.ndarray]] = []
     reason_codes: list[list[np.ndarray]] = []
     values: list[list[np.ndarray]] = []
-    # Rows become arrays: the collector's passes over them find nothing.
-    with collector_paused():
-        for number, group in enumerate(groups):
-            group_marks, group_reasons, group_values = [], [], []
-            params = [*(STOPPED_PARAMS if full else ()), *group, run.pk]
-            for rows in _chunks(_sql(len(group), full=full), params):
-                columns = list(zip(*rows, strict=True))
-                if number == 0:
-                    for name, column in zip(
-                        ("ids", "items", "indexes", "epochs"), columns, strict=False
-                    ):
-                        base[name].append(np.array(column, dtype=np.int64))
-                    for name, column in zip(_TEXTS, columns[4:7], strict=True):
-                        base[name].append(texts[name].encode(column))
-                    if full:
-                        stopped.append(np.array(columns[7], dtype=bool))
-                        latencies.append(np.array(columns[8], dtype=np.float64))
-                        times.append(np.array(columns[9], dtype=np.float64))
-                if group:
-                    group_marks.append(
-                        np.array(columns[first::width], dtype=np.uint8).T
+    for number, group in enumerate(groups):
+        group_marks, group_reasons, group_values = [], [], []
+        params = [*(STOPPED_PARAMS if full else ()), *group, run.pk]
+        for rows in _chunks(_sql(len(group), full=full), params):
+            columns = list(zip(*rows, strict=True))
+            if number == 0:
+                for name, column in zip(
+                    ("ids", "items", "indexes", "epochs"), columns, strict=False
+                ):
+                    base[name].append(np.array(column, dtype=np.int64))
+                for name, column in zip(_TEXTS, columns[4:7], strict=True):
+                    base[name].append(texts[name].encode(column))
+                if full:
+                    stopped.append(np.array(columns[7], dtype=bool))
+                    latencies.append(np.array(columns[8], dtype=np.float64))
+                    times.append(np.array(columns[9], dtype=np.float64))
+            if group:
+                group_marks.append(np.array(columns[first::width], dtype=np.uint8).T)
+                group_reasons.append(
+                    np.stack(
+                        [reasons.encode(c) for c in columns[first + 1 :: width]],
+                        axis=1,
                     )
-                    group_reasons.append(
-                        np.stack(
-                            [reasons.encode(c) for c in columns[first + 1 :: width]],
-                            axis=1,
-                        )
+                )
+                if full:
+                    group_values.append(
+                        np.array(columns[first + 2 :: width], dtype=float).T
                     )
-                    if full:
-                        group_values.append(
-                            np.array(columns[first + 2 :: width], dtype=float).T
-                        )
-            marks.append(group_marks)
-            reason_codes.append(group_reasons)
-            values.append(group_values)
+        marks.append(group_marks)
+        reason_codes.append(group_reasons)
+        values.append(group_values)
     arrays = {
         name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
         for name, parts in base.items()
