@@ -7,18 +7,16 @@ channel layer and runs executed inside the server process. ``DATABASE_URL`` and
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
-import tempfile
 from datetime import timedelta
 from pathlib import Path
 
-import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 # Before anything that imports httpx (evalsite.env does).
 import evalsite.lean_imports  # noqa: F401
+from evalsite.databases import databases
 from evalsite.env import (
     env_bool,
     env_choice,
@@ -31,7 +29,7 @@ from evalsite.env import (
     env_str,
     local_secret_key,
 )
-from runs.private_files import private_dir, private_sqlite
+from runs.private_files import private_dir
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -156,83 +154,9 @@ TEMPLATES = [
 ]
 
 
-def checkout_test_database(name: str, checkout: Path) -> str:
-    """The PostgreSQL test database of the checkout at ``checkout``: the
-    database's name and a short hash of the checkout's absolute path, within
-    PostgreSQL's 63 characters."""
-    digest = hashlib.sha256(str(checkout.resolve()).encode()).hexdigest()[:10]
-    return f"test_{name[:47]}_{digest}"
-
-
 # Database: SQLite in WAL mode unless DATABASE_URL names another one.
 DATABASE_URL = env_str("DATABASE_URL")
-if DATABASE_URL:
-    try:
-        DATABASES = {
-            "default": dj_database_url.parse(
-                DATABASE_URL, conn_max_age=60, conn_health_checks=True
-            )
-        }
-    except ValueError as exc:
-        raise ImproperlyConfigured(
-            f"DATABASE_URL is not a database URL: {exc}"
-        ) from None
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # A connection attempt that the server never answers (one made as it
-        # shuts down waits out its authentication_timeout, a minute) fails and
-        # is retried, rather than outlasting a run's storage timeout. A
-        # connect_timeout in the URL wins.
-        DATABASES["default"].setdefault("OPTIONS", {}).setdefault("connect_timeout", 10)
-        # The hot reads (runs.records.compiled), bound by the server, are
-        # prepared once per connection: planning their joins cost the server
-        # more than running them. Django's own queries are bound in the client
-        # and never prepared (5 is psycopg's own threshold, for any other
-        # statement bound by the server: procrastinate's, on the connections
-        # it makes from these settings). Off for a pooler that cannot keep
-        # prepared statements (PgBouncer in transaction mode before 1.21).
-        DATABASES["default"]["OPTIONS"].setdefault(
-            "prepare_threshold",
-            5 if env_bool("EVALSITE_DB_PREPARED", default=True) else None,
-        )
-        # Django's test database would be test_<name> for every checkout: two
-        # checkouts testing on one server would drop each other's.
-        DATABASES["default"]["TEST"] = {
-            "NAME": env_str("EVALSITE_TEST_DATABASE")
-            or checkout_test_database(DATABASES["default"]["NAME"], BASE_DIR)
-        }
-else:
-    # Made owner-only before Django first connects: SQLite gives its -wal and
-    # -shm files the database's mode.
-    private_sqlite(DATA_DIR / "evalsite.sqlite3")
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": str(DATA_DIR / "evalsite.sqlite3"),
-            # Executors call the database many times a second: keep connections.
-            "CONN_MAX_AGE": 60,
-            "CONN_HEALTH_CHECKS": True,
-            "OPTIONS": {
-                # WAL lets the dashboard read while a run writes; IMMEDIATE
-                # takes the write lock up front so concurrent writers wait
-                # (busy timeout) instead of failing on a lock upgrade.
-                "init_command": (
-                    "PRAGMA journal_mode=WAL;"
-                    "PRAGMA synchronous=NORMAL;"
-                    "PRAGMA foreign_keys=ON;"
-                ),
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 30,
-            },
-            # Tests run executors on other threads: a file (not the shared-cache
-            # in-memory database, whose table locks ignore the busy timeout)
-            # behaves like the real one. One per process, so suites can overlap.
-            "TEST": {
-                "NAME": str(
-                    Path(tempfile.gettempdir()) / f"evalsite-test-{os.getpid()}.sqlite3"
-                )
-            },
-        }
-    }
+DATABASES = databases(DATABASE_URL, data_dir=DATA_DIR, checkout=BASE_DIR)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

@@ -1,6 +1,8 @@
 """The layers of the code, read from its imports: the packages of ``runs/`` and
-the project (``evalsite/``) import each other in no circle, and a capability's
-view module is imported by no other capability.
+the project (``evalsite/``) import each other in no circle, each imports only
+its own layer or those below (README's Architecture table, which names every
+unit), and a capability's view module is imported by no other capability. No
+module is over 600 lines, and ``runs/`` holds at most 12 modules directly.
 
 A unit is a package directly in ``runs/`` (``runs/results/``), a module
 directly in ``runs/`` (``runs/access.py``), or ``evalsite/``, as README's
@@ -9,6 +11,7 @@ Architecture section lists them."""
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from graphlib import CycleError, TopologicalSorter
@@ -17,6 +20,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("runs", "evalsite")
+MAX_MODULE_LINES = 600
+MAX_MODULES_IN_RUNS = 12
+# A row of README's Architecture table: | layer | `unit` | what it holds |
+ARCHITECTURE_ROW = re.compile(r"^\| ([a-z -]+) \| `([a-z_/.]+)` \|", re.MULTILINE)
 
 
 def source_files() -> list[Path]:
@@ -90,3 +97,61 @@ def test_no_capability_imports_another_ones_views() -> None:
             if unit_of(parts) != here:
                 crossings.append(f"{relative} -> {name}")
     assert crossings == []
+
+
+def all_units() -> set[str]:
+    units = {"evalsite/"}
+    for path in (ROOT / "runs").iterdir():
+        if path.is_dir() and (path / "__init__.py").is_file():
+            units.add(f"runs/{path.name}/")
+        elif path.suffix == ".py" and path.name != "__init__.py":
+            units.add(f"runs/{path.name}")
+    return units
+
+
+def readme_layers() -> dict[str, int]:
+    """unit -> its layer's place in README's Architecture table, 0 the top."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    layers: list[str] = []
+    placed: dict[str, int] = {}
+    for layer, unit in ARCHITECTURE_ROW.findall(section):
+        if not layers or layers[-1] != layer:
+            assert layer not in layers, f"README: layer {layer!r} is split by another"
+            layers.append(layer)
+        assert unit not in placed, f"README: {unit} has two lines"
+        placed[unit] = len(layers) - 1
+    return placed
+
+
+def test_the_readme_places_every_unit_in_a_layer() -> None:
+    placed = set(readme_layers())
+    units = all_units()
+    assert sorted(units - placed) == [], "units the Architecture table leaves out"
+    assert sorted(placed - units) == [], "the Architecture table names no such unit"
+
+
+def test_every_import_runs_down_the_readmes_layers() -> None:
+    layer = readme_layers()
+    up = [
+        f"{here} ({layer[here]}) imports {there} ({layer[there]}): "
+        + ", ".join(sorted(files))
+        for here, targets in imports_by_unit().items()
+        for there, files in targets.items()
+        if here in layer and there in layer and layer[there] < layer[here]
+    ]
+    assert up == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = []
+    for path in source_files():
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES and "migrations" not in path.parts:
+            long.append(f"{path.relative_to(ROOT)}: {lines} lines")
+    assert long == []
+
+
+def test_runs_holds_at_most_12_modules_directly() -> None:
+    modules = sorted(path.name for path in (ROOT / "runs").glob("*.py"))
+    assert len(modules) <= MAX_MODULES_IN_RUNS, modules

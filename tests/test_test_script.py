@@ -13,7 +13,7 @@ from pathlib import Path
 import execnet
 import pytest
 
-from evalsite.settings import checkout_test_database
+from evalsite.databases import checkout_test_database
 from tests.conftest import pytest_xdist_setupnodes, worker_redis_url
 from tests.processes import ROOT
 

@@ -36,7 +36,7 @@ from django.utils import timezone
 from runs import events
 from runs.analysis.figures import run_figures_store
 from runs.calls.limits import use_attempt_timeout, use_call_rate
-from runs.calls.pricing import PriceTable, configured_model, usd, use_prices
+from runs.calls.pricing import PriceTable, configured_model, use_prices
 from runs.errors import ConfigError
 from runs.executor import endings, shard_store, store
 from runs.executor.buffer import ResultBuffer
@@ -44,7 +44,14 @@ from runs.executor.items import ItemRunner, Limits, WorkItem, close_interrupted
 from runs.executor.options import RunOptions
 from runs.executor.shard_store import RunSignal
 from runs.executor.shared_limits import Pacing, limit_key
-from runs.executor.stops import Stop, StorageUnavailable, mark_interrupted
+from runs.executor.stops import (
+    Stop,
+    StorageUnavailable,
+    budget_reached,
+    budget_unkeepable,
+    fail_fast_error,
+    mark_interrupted,
+)
 from runs.executor.store import Pulse, ResultRecord, RunSpec
 from runs.models import Result, RunStatus
 from runs.plugins.scorers import build_scorer, conditions_of, scorers_prepare
@@ -254,16 +261,9 @@ class Execution:
         self.spend(record)
         self.finished += 1
         self.finished_errors += record.status in ERRORED
-        rate = self.options.fail_fast_error_rate
-        if rate is None or self.finished < self.options.fail_fast_min_items:
-            return
-        if self.finished_errors / self.finished >= rate:
-            self.request_stop(
-                Stop.FAIL_FAST,
-                f"stopped early: {self.finished_errors} of {self.finished} items "
-                f"failed ({self.finished_errors / self.finished:.0%}, fail-fast "
-                f"threshold {rate:.0%}); the target looks unavailable",
-            )
+        error = fail_fast_error(self.finished, self.finished_errors, self.options)
+        if error:
+            self.request_stop(Stop.FAIL_FAST, error)
 
     # -- cost budget ---------------------------------------------------------
 
@@ -273,20 +273,9 @@ class Execution:
         self.spent += record.cost or 0.0
         if budget is None:
             return
-        answered = record.status == Result.Status.SUCCEEDED
-        if record.cost is None and (record.unpriced or answered):
-            # Tokens without a price, or an answer with neither tokens nor a
-            # cost: what the run spends can no longer be counted.
-            why = (
-                f"no price for model {record.unpriced_model!r}"
-                if record.unpriced
-                else "the target reports neither tokens nor a cost"
-            )
-            self.request_drain(
-                Stop.BUDGET,
-                f"cost budget of {usd(budget)} cannot be kept: {why} (set one in "
-                "the price table and resume)",
-            )
+        error = budget_unkeepable(record, budget)
+        if error:
+            self.request_drain(Stop.BUDGET, error)
             return
         self.check_budget()
 
@@ -294,13 +283,7 @@ class Execution:
         budget = self.options.cost_budget
         if budget is None or self.draining or self.spent < budget:
             return
-        self.request_drain(
-            Stop.BUDGET,
-            f"cost budget of {usd(budget)} reached: {usd(self.spent)} spent "
-            "(the items in flight were finished, so it may pass the budget by "
-            "their cost); the items not started are skipped, resume with a "
-            "higher budget to run them",
-        )
+        self.request_drain(Stop.BUDGET, budget_reached(budget, self.spent))
 
     async def flush_forever(self) -> None:
         """Flush every FLUSH_INTERVAL, or as soon as a batch is full, until
