@@ -48,10 +48,10 @@ def runs_on_loop(scorer: Scorer) -> bool:
 
 
 @functools.cache
-def _class_runs_on_loop(cls: type) -> bool:
+def _class_runs_on_loop(cls: type[Scorer]) -> bool:
     # Once per class: asked for every score of a run, and inspect's answer
     # costs more than scoring a short text.
-    return inspect.iscoroutinefunction(cls.score)  # type: ignore[attr-defined]
+    return inspect.iscoroutinefunction(cls.score)
 
 
 class ScorerCall:
