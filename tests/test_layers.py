@@ -155,3 +155,47 @@ def test_no_module_is_over_600_lines() -> None:
 def test_runs_holds_at_most_12_modules_directly() -> None:
     modules = sorted(path.name for path in (ROOT / "runs").glob("*.py"))
     assert len(modules) <= MAX_MODULES_IN_RUNS, modules
+
+
+def is_module(dotted: str) -> bool:
+    path = ROOT.joinpath(*dotted.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def private_reads(tree: ast.AST) -> Iterator[str]:
+    """Names with a leading underscore this file takes from another of this
+    project's modules: ``from runs.a import _b``, or ``a._b`` with ``a`` a
+    module imported by name."""
+    modules: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] not in SOURCES:
+                continue
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                if is_module(dotted):
+                    modules[alias.asname or alias.name] = dotted
+                elif alias.name.startswith("_") and not alias.name.startswith("__"):
+                    yield dotted
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] in SOURCES and alias.asname:
+                    modules[alias.asname] = alias.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            yield f"{modules[node.value.id]}.{node.attr}"
+
+
+def test_no_module_takes_another_ones_private_names() -> None:
+    taken = [
+        f"{path.relative_to(ROOT)} -> {name}"
+        for path in source_files()
+        for name in sorted(set(private_reads(ast.parse(path.read_text()))))
+    ]
+    assert taken == []
