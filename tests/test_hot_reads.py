@@ -30,7 +30,7 @@ from runs.models import (
     ScoringPass,
 )
 from runs.projects.services import API_KEY_PREFIX, api_key_create
-from runs.records import cache_keys, compiled, reads
+from runs.records import cache_keys, compiled, page_state, reads
 from runs.records.versions import results_changed
 from runs.records.visible_run import run_visible, run_visible_with_related
 from runs.results.selectors import run_list
@@ -208,17 +208,17 @@ def test_run_page_state_only_for_members_and_finished_runs_without_a_rescore(
     dataset = make_dataset(project, arithmetic_items(2))
     done, going = _runs(dataset, [RunStatus.COMPLETED, RunStatus.RUNNING])
 
-    state = reads.run_page_state(user_id=alice.pk, run_id=done.pk)
+    state = page_state.run_page_state(user_id=alice.pk, run_id=done.pk)
 
     assert state is not None
-    assert reads.run_page_state(user_id=mallory.pk, run_id=done.pk) is None
-    assert reads.run_page_state(user_id=alice.pk, run_id=going.pk) is None
+    assert page_state.run_page_state(user_id=mallory.pk, run_id=done.pk) is None
+    assert page_state.run_page_state(user_id=alice.pk, run_id=going.pk) is None
     # The user's role is part of it: another member's state differs.
     bob = project.memberships.get(role="editor").user
-    assert reads.run_page_state(user_id=bob.pk, run_id=done.pk) != state
+    assert page_state.run_page_state(user_id=bob.pk, run_id=done.pk) != state
 
     ScoringPass.objects.create(run=done, status=ScoringPass.Status.RUNNING)
-    assert reads.run_page_state(user_id=alice.pk, run_id=done.pk) is None
+    assert page_state.run_page_state(user_id=alice.pk, run_id=done.pk) is None
 
 
 def _run_columns() -> dict[str, str]:
@@ -327,7 +327,7 @@ def test_run_page_state_holds_every_column_of_the_run_and_its_passes(
     (done,) = _runs(dataset, [RunStatus.COMPLETED])
     ScoringPass.objects.create(run=done, status=ScoringPass.Status.COMPLETED)
 
-    state = reads.run_page_state(user_id=alice.pk, run_id=done.pk)
+    state = page_state.run_page_state(user_id=alice.pk, run_id=done.pk)
 
     assert state is not None
     (run_names, run_row), (pass_names, (pass_row,)) = state
@@ -494,7 +494,7 @@ def _page_keys_read_thrice(user: User, project: Project) -> list[Any]:
         pytest.skip("statements prepared by the PostgreSQL server")
     dataset = make_dataset(project, arithmetic_items(2))
     (run,) = _runs(dataset, [RunStatus.COMPLETED])
-    return [reads.run_page_key(user_id=user.pk, run_id=run.pk) for _ in range(3)]
+    return [page_state.run_page_key(user_id=user.pk, run_id=run.pk) for _ in range(3)]
 
 
 @pytest.mark.django_db

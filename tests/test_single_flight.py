@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from runs.analysis import summary
 from runs.models import Run
-from runs.records import cache_keys, reads, single_flight
+from runs.records import cache_keys, page_state, single_flight
 from tests.analysis import test_summary_running
 from tests.factories import store_outcomes
 
@@ -232,29 +232,29 @@ def test_a_running_runs_page_key_moves_with_the_second_not_with_each_batch(
     alice: User, running: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     second = _one_second(monkeypatch)
-    before = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    before = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
 
     store_outcomes(Run.objects.get(pk=running.pk), [PASSED], offset=5)
-    after_a_batch = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    after_a_batch = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
     second[0] += 1
-    next_second = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    next_second = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
 
     assert before is not None
     assert after_a_batch == before
     assert next_second != before
     # The key of finished pages alone still leaves a running run out.
-    assert reads.run_page_state(user_id=alice.pk, run_id=running.pk) is None
+    assert page_state.run_page_state(user_id=alice.pk, run_id=running.pk) is None
 
 
 def test_a_running_runs_page_key_moves_at_once_with_its_status_or_name(
     alice: User, running: Run, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _one_second(monkeypatch)
-    before = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    before = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
     Run.objects.filter(pk=running.pk).update(name="renamed")
-    renamed = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    renamed = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
     Run.objects.filter(pk=running.pk).update(cancel_requested=True)
-    cancelling = reads.run_page_key(user_id=alice.pk, run_id=running.pk)
+    cancelling = page_state.run_page_key(user_id=alice.pk, run_id=running.pk)
 
     assert len({before, renamed, cancelling}) == 3
 

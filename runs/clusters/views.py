@@ -18,7 +18,7 @@ from runs.clusters.services import dataset_create_from_cluster
 from runs.compare.selectors import run_compare_choices, run_compare_choices_key
 from runs.datasets.selectors import dataset_names, run_dataset_names_key
 from runs.errors import Conflict, InvalidInput
-from runs.records import pagecache, reads
+from runs.records import page_state, pagecache
 from runs.results.selectors import run_get
 from runs.web.pages import query_id
 from runs.web.requests import AuthedRequest
@@ -42,8 +42,8 @@ def run_clusters(request: AuthedRequest, run_id: int) -> HttpResponse:
         # re-score at work.
         user_id = request.user.pk
         runs = (
-            reads.run_page_key(user_id=user_id, run_id=run_id),
-            reads.run_page_key(user_id=user_id, run_id=baseline_id)
+            page_state.run_page_key(user_id=user_id, run_id=run_id),
+            page_state.run_page_key(user_id=user_id, run_id=baseline_id)
             if baseline_id
             else (),
         )

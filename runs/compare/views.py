@@ -19,7 +19,7 @@ from runs.compare.selectors import (
     run_ids_parse,
 )
 from runs.errors import InvalidInput
-from runs.records import pagecache, reads
+from runs.records import page_state, pagecache
 from runs.results.downloads import comparison_csv_response
 from runs.results.selectors import run_get
 from runs.review.calibration import uncalibrated_judges
@@ -48,7 +48,7 @@ def compare(request: AuthedRequest) -> HttpResponse:
         # From the cache while nothing it shows has moved: the page shows the
         # runs' rows, and what it computes (verdicts, items, steps, the
         # judges' calibration) comes from their results, which their rows'
-        # versions key (reads.run_page_key; a going run's by the second).
+        # versions key (page_state.run_page_key; a going run's by the second).
         return pagecache.render_current(
             request,
             "runs/compare/compare.html",
@@ -67,7 +67,8 @@ def _runs_state(request: AuthedRequest) -> tuple[Any, ...] | None:
         *run_ids_parse(request.GET.get("candidates"), field="candidates"),
     ]
     states = tuple(
-        reads.run_page_key(user_id=request.user.pk, run_id=run_id) for run_id in ids
+        page_state.run_page_key(user_id=request.user.pk, run_id=run_id)
+        for run_id in ids
     )
     return None if any(state is None for state in states) else states
 

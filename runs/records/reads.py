@@ -40,9 +40,8 @@ from runs.models import (
     RunCounts,
     RunFigures,
     RunStatus,
-    ScoringPass,
 )
-from runs.records import cache_keys, compiled
+from runs.records import compiled
 from runs.records.compiled import Args
 from runs.records.instances import attnames, model_instance
 
@@ -56,7 +55,7 @@ def _member_projects(args: Args) -> QuerySet[Membership, Any]:
     )
 
 
-def _columns(model: type[Any]) -> tuple[list[str], dict[str, Any]]:
+def value_columns(model: type[Any]) -> tuple[list[str], dict[str, Any]]:
     """Every column of ``model`` for ``values()``: a JSON column as its text,
     which is what a cache key may hold (``<name>_json``)."""
     names: list[str] = []
@@ -449,7 +448,7 @@ KeyRows = tuple[tuple[str, ...], tuple[tuple[Any, ...], ...]]
 
 def _run_records(filters: tuple[str, ...]) -> compiled.Statement:
     def build(args: Args) -> QuerySet[Run, dict[str, Any]]:
-        names, texts = _columns(Run)
+        names, texts = value_columns(Run)
         return _visible_runs(args, filters).values(*names, **texts)
 
     return compiled.statement(("run-records", filters), build, sliced=True)
@@ -479,122 +478,3 @@ def run_records(
     )
     count = counted[0][count_names.index("n")] if counted else 0
     return count, (names, tuple(values))
-
-
-# -- a finished run's page --------------------------------------------------------
-
-
-_ACTIVE_PASS_STATUSES = (ScoringPass.Status.PENDING, ScoringPass.Status.RUNNING)
-# The names of a scoring pass's columns in the run page's read.
-PASS_PREFIX = "pass_"
-# Columns of a run that its executor moves with each batch it stores or each
-# heartbeat: left out of a going run's page key, which holds the second.
-BATCH_COLUMNS = frozenset(
-    {
-        "succeeded",
-        "failed",
-        "timed_out",
-        "cancelled",
-        "prompt_tokens",
-        "completion_tokens",
-        "cost",
-        "unpriced",
-        "heartbeat_at",
-        "in_flight",
-        "throttle_limit",
-        "call_latency",
-    }
-)
-
-
-def _run_page(args: Args) -> QuerySet[Run, dict[str, Any]]:
-    # The run's row once for each of its scoring passes, with the pass's
-    # columns (PASS_PREFIX), or once with those NULL: one statement on every
-    # cached page of a run, where the run and its passes were two.
-    username = get_user_model().USERNAME_FIELD
-    names, texts = _columns(Run)
-    pass_names, pass_texts = _columns(ScoringPass)
-    passes: dict[str, Any] = {
-        PASS_PREFIX + name: F(f"passes__{name}") for name in pass_names
-    }
-    passes[f"{PASS_PREFIX}username"] = F(f"passes__user__{username}")
-    for name in pass_texts:
-        field = name.removesuffix("_json")
-        passes[PASS_PREFIX + name] = Cast(f"passes__{field}", TextField())
-    return (
-        Run.objects.filter(
-            pk=args.integer("run_id"),
-            project__memberships__user_id=args.integer("user_id"),
-        )
-        .order_by("passes__created_at", "passes__id")
-        .values(
-            *names,
-            **texts,
-            project_name=F("project__name"),
-            dataset_name=F("dataset__name"),
-            dataset_version=F("dataset__version"),
-            dataset_item_count=F("dataset__item_count"),
-            creator=F(f"created_by__{username}"),
-            # The membership the filter joined: the user's role.
-            role=F("project__memberships__role"),
-            **passes,
-        )
-    )
-
-
-def run_page_state(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
-    """Everything a finished run's page shows, as column names and values,
-    for its cache key; None when the page must be built afresh (the user is no
-    member of the run's project, the run is still going, or a re-score is
-    under way).
-
-    What the page reads beyond these values is keyed by the run's own row:
-    its figures and results table are cached under ``Run.results_version``,
-    whose parts are columns of that row.
-    """
-    return _page_state(user_id=user_id, run_id=run_id, going=False)
-
-
-def run_page_key(*, user_id: int, run_id: int) -> tuple[Any, ...] | None:
-    """``run_page_state``, and for a run still going its row without what
-    moves with each batch (its counts, tokens, cost, heartbeat), its passes
-    and the current second (``cache_keys.going_second``).
-
-    A run still going stores a batch up to four times a second: keyed by its
-    counts, its page would be rendered again for each. Keyed by the second,
-    readers share one rendering a second, never more than a second behind
-    what the run stored; a change of its status, name or revision, or of the
-    reader's role, still makes another key at once. The page also shows
-    what moves with the clock (whether its executor is alive, its ETA).
-    """
-    return _page_state(user_id=user_id, run_id=run_id, going=True)
-
-
-def _page_state(*, user_id: int, run_id: int, going: bool) -> tuple[Any, ...] | None:
-    # As the database hands them: values to key a cache, not to show.
-    names, found = compiled.fetch(
-        compiled.statement("run-page", _run_page),
-        {"user_id": user_id, "run_id": run_id},
-        convert=False,
-    )
-    if not found:
-        return None
-    own = [n for n, name in enumerate(names) if not name.startswith(PASS_PREFIX)]
-    joined = [n for n, name in enumerate(names) if name.startswith(PASS_PREFIX)]
-    status = found[0][names.index("status")]
-    final = status in FINAL_RUN_STATUSES
-    if not (final or going):
-        return None
-    pass_id, pass_status = names.index("pass_id"), names.index("pass_status")
-    if any(row[pass_status] in _ACTIVE_PASS_STATUSES for row in found):
-        return None
-    passes = (
-        tuple(names[n].removeprefix(PASS_PREFIX) for n in joined),
-        tuple(tuple(row[n] for n in joined) for row in found if row[pass_id]),
-    )
-    if not final:
-        # A going run's page: rendered at most once a second, never more than
-        # a second behind the batches it stored (cache_keys.GOING_REFRESH_SECONDS).
-        own = [n for n in own if names[n] not in BATCH_COLUMNS]
-    run = tuple(names[n] for n in own), tuple(found[0][n] for n in own)
-    return (run, passes) if final else (run, passes, cache_keys.going_moment())

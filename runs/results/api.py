@@ -12,7 +12,7 @@ from runs.analysis.figures import run_figures
 from runs.analysis.summary import RunSummary
 from runs.datasets.selectors import dataset_get
 from runs.models import Run
-from runs.records import pagecache, reads
+from runs.records import page_state, pagecache, reads
 from runs.results.downloads import export_response
 from runs.results.rows import Rows, result_rows
 from runs.results.schemas import (
@@ -152,7 +152,7 @@ def list_results(
         # the second (what its results and scores are, and who reads them).
         # None (not cached): not a member (404), queued, or a scoring pass
         # at work.
-        state = reads.run_page_key(user_id=request.auth.pk, run_id=run_id)
+        state = page_state.run_page_key(user_id=request.auth.pk, run_id=run_id)
         return None if state is None else (state, query)
 
     return pagecache.json_cached(

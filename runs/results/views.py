@@ -21,7 +21,7 @@ from runs.models import (
     RunStatus,
     call_status_label,
 )
-from runs.records import cache_keys, pagecache, reads
+from runs.records import cache_keys, page_state, pagecache, reads
 from runs.results import services
 from runs.results.demo_offer import (
     DEMO_RUN_CONCURRENCY,
@@ -56,7 +56,7 @@ LIVE_SNAPSHOT_ROWS = 20
 _STEADY_FIELDS = tuple(
     n
     for n, field in enumerate(dataclasses.fields(reads.RunRow))
-    if field.name not in reads.BATCH_COLUMNS
+    if field.name not in page_state.BATCH_COLUMNS
 )
 
 
@@ -64,7 +64,7 @@ def run_row_key(row: reads.RunRow) -> tuple[Any, ...]:
     """A row of the runs table as a key part: a finished run's every value;
     a going run's without its counts, which move with each batch it stores
     (every worker's, several a second), and with the current second, as its
-    page is keyed (``reads.run_page_key``): the table is rendered at most
+    page is keyed (``page_state.run_page_key``): the table is rendered at most
     once a second while runs go, never more than a second behind them."""
     values = cache_keys.record(row)
     if row.status in FINAL_RUN_STATUSES:
@@ -140,9 +140,9 @@ def _run_initial(request: AuthedRequest) -> dict[str, Any]:
 
 @require_GET
 def run_detail(request: AuthedRequest, run_id: int) -> HttpResponse:
-    # From the cache while nothing it shows has moved (reads.run_page_key).
+    # From the cache while nothing it shows has moved (page_state.run_page_key).
     def state() -> tuple[Any, ...] | None:
-        return reads.run_page_key(user_id=request.user.pk, run_id=run_id)
+        return page_state.run_page_key(user_id=request.user.pk, run_id=run_id)
 
     return pagecache.render_current(
         request,
@@ -201,10 +201,10 @@ def result_filter_choices(run: Run) -> dict[str, Any]:
 def run_live_figures(request: AuthedRequest, run_id: int) -> HttpResponse:
     """The run page's summary and scoring passes, fetched again while the run
     goes (coalesced, by run_summary.js) and once when it ends; kept as the
-    run's page is (reads.run_page_key)."""
+    run's page is (page_state.run_page_key)."""
 
     def state() -> tuple[Any, ...] | None:
-        return reads.run_page_key(user_id=request.user.pk, run_id=run_id)
+        return page_state.run_page_key(user_id=request.user.pk, run_id=run_id)
 
     def build() -> tuple[dict[str, Any], int]:
         overview = run_overview(user=request.user, run_id=run_id)
@@ -228,12 +228,12 @@ def run_cancel(request: AuthedRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 def result_detail(request: AuthedRequest, run_id: int, result_id: int) -> HttpResponse:
-    # From the cache while its run's page state holds (reads.run_page_key): a
+    # From the cache while its run's page state holds (page_state.run_page_key): a
     # result, its scores and its neighbours change only with its run's
     # results_version (a retry, a re-score, a review's label, a new batch);
     # its request and judges' prompts come from the run's row.
     def state() -> tuple[Any, ...] | None:
-        run_state = reads.run_page_key(user_id=request.user.pk, run_id=run_id)
+        run_state = page_state.run_page_key(user_id=request.user.pk, run_id=run_id)
         return None if run_state is None else (run_state, result_id)
 
     def build() -> tuple[dict[str, Any], int]:
