@@ -87,6 +87,12 @@ EXPORT_FORMATS = {
 }
 
 
+# json.dumps with any argument of its own makes an encoder per call: once
+# made, for the JSON cells and lines of every row of an export.
+_JSON_CELL = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_JSON_LINE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+
+
 def _text(value: object) -> str:
     """A value as a spreadsheet cell's text: strings as they are, JSON otherwise."""
     if value is None:
@@ -97,7 +103,7 @@ def _text(value: object) -> str:
         return "true" if value else "false"
     if isinstance(value, int | float):
         return repr(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return _JSON_CELL(value)
 
 
 def safe_cell(value: object) -> str:
@@ -153,7 +159,7 @@ def stream_csv(
 def stream_jsonl(rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
     """One JSON object per line."""
     for row in rows:
-        yield json.dumps(row, ensure_ascii=False, default=str) + "\n"
+        yield _JSON_LINE(row) + "\n"
 
 
 def _scorer_fields(run: Run, *, skipped: bool) -> list[tuple[str, tuple[str, ...]]]:
