@@ -102,7 +102,7 @@ def test_no_capability_imports_another_ones_views() -> None:
 def all_units() -> set[str]:
     units = {"evalsite/"}
     for path in (ROOT / "runs").iterdir():
-        if path.is_dir() and (path / "__init__.py").is_file():
+        if path.is_dir() and any(path.rglob("*.py")):
             units.add(f"runs/{path.name}/")
         elif path.suffix == ".py" and path.name != "__init__.py":
             units.add(f"runs/{path.name}")
@@ -162,34 +162,51 @@ def is_module(dotted: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
+def is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def dotted(node: ast.expr) -> list[str] | None:
+    """``a.b.c`` as ["a", "b", "c"]; None for anything but names and
+    attributes of names."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Attribute):
+        inner = dotted(node.value)
+        return None if inner is None else [*inner, node.attr]
+    return None
+
+
 def private_reads(tree: ast.AST) -> Iterator[str]:
     """Names with a leading underscore this file takes from another of this
-    project's modules: ``from runs.a import _b``, or ``a._b`` with ``a`` a
-    module imported by name."""
-    modules: dict[str, str] = {}
+    project's modules: ``from runs.a import _b``, or ``a._b`` where ``a`` is
+    a module of the project by any name this file gives it (``import runs.a``,
+    ``import runs.a as x``, ``from runs import a``, and their attributes:
+    ``runs.a._b``, ``records.reads._b``)."""
+    modules: dict[str, str] = {top: top for top in SOURCES}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and not node.level:
             if node.module.split(".")[0] not in SOURCES:
                 continue
             for alias in node.names:
-                dotted = f"{node.module}.{alias.name}"
-                if is_module(dotted):
-                    modules[alias.asname or alias.name] = dotted
-                elif alias.name.startswith("_") and not alias.name.startswith("__"):
-                    yield dotted
+                name = f"{node.module}.{alias.name}"
+                if is_module(name):
+                    modules[alias.asname or alias.name] = name
+                elif is_private(alias.name):
+                    yield name
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] in SOURCES and alias.asname:
                     modules[alias.asname] = alias.name
     for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Name)
-            and node.value.id in modules
-            and node.attr.startswith("_")
-            and not node.attr.startswith("__")
-        ):
-            yield f"{modules[node.value.id]}.{node.attr}"
+        if not isinstance(node, ast.Attribute) or not is_private(node.attr):
+            continue
+        parts = dotted(node.value)
+        if parts is None or parts[0] not in modules:
+            continue
+        owner = ".".join([modules[parts[0]], *parts[1:]])
+        if is_module(owner):
+            yield f"{owner}.{node.attr}"
 
 
 def test_no_module_takes_another_ones_private_names() -> None:
