@@ -23,7 +23,6 @@ sizes in ``arguments_bytes`` and ``output_bytes``).
 from __future__ import annotations
 
 import csv
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,7 @@ from django.utils.text import slugify
 
 from runs.models import ATTEMPTS_MADE, RESULT_OUTCOME, Result, Run, Score, Step
 from runs.plugins.scorers import SCORERS
+from runs.records.json_texts import JsonText
 from runs.records.step_rows import STEP_DATA_FIELDS
 
 CHUNK_SIZE = 1000
@@ -87,10 +87,10 @@ EXPORT_FORMATS = {
 }
 
 
-# json.dumps with any argument of its own makes an encoder per call: once
-# made, for the JSON cells and lines of every row of an export.
-_JSON_CELL = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
-_JSON_LINE = json.JSONEncoder(ensure_ascii=False, default=str).encode
+# json.dumps with any argument of its own makes an encoder per call: made
+# once, for the JSON cells and lines of every row of an export.
+_JSON_CELL = JsonText(ensure_ascii=False, sort_keys=True)
+_JSON_LINE = JsonText(ensure_ascii=False, default=str)
 
 
 def _text(value: object) -> str:
