@@ -11,6 +11,7 @@ Architecture section lists them."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -28,6 +29,12 @@ ARCHITECTURE_ROW = re.compile(r"^\| ([a-z -]+) \| `([a-z_/.]+)` \|", re.MULTILIN
 
 def source_files() -> list[Path]:
     return sorted(path for top in SOURCES for path in (ROOT / top).rglob("*.py"))
+
+
+@functools.cache
+def parsed() -> tuple[tuple[Path, ast.Module], ...]:
+    """Every source file with its syntax tree, parsed once for all the tests."""
+    return tuple((path, ast.parse(path.read_text())) for path in source_files())
 
 
 def imported(tree: ast.AST) -> Iterator[str]:
@@ -58,10 +65,10 @@ def unit_of(parts: tuple[str, ...]) -> str | None:
 def imports_by_unit() -> dict[str, dict[str, set[str]]]:
     """unit -> the units it imports -> the files that do."""
     found: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
-    for path in source_files():
+    for path, tree in parsed():
         relative = path.relative_to(ROOT)
         here = unit_of(tuple(relative.with_suffix("").parts))
-        for name in set(imported(ast.parse(path.read_text()))):
+        for name in set(imported(tree)):
             there = unit_of(tuple(name.split(".")))
             if here and there and there != here:
                 found[here][there].add(str(relative))
@@ -84,10 +91,10 @@ def test_the_units_import_each_other_in_no_circle() -> None:
 
 def test_no_capability_imports_another_ones_views() -> None:
     crossings = []
-    for path in source_files():
+    for path, tree in parsed():
         relative = path.relative_to(ROOT)
         here = unit_of(tuple(relative.with_suffix("").parts))
-        for name in set(imported(ast.parse(path.read_text()))):
+        for name in set(imported(tree)):
             parts = tuple(name.split("."))
             if (
                 parts[-1] != "views"
@@ -212,7 +219,7 @@ def private_reads(tree: ast.AST) -> Iterator[str]:
 def test_no_module_takes_another_ones_private_names() -> None:
     taken = [
         f"{path.relative_to(ROOT)} -> {name}"
-        for path in source_files()
-        for name in sorted(set(private_reads(ast.parse(path.read_text()))))
+        for path, tree in parsed()
+        for name in sorted(set(private_reads(tree)))
     ]
     assert taken == []
